@@ -1,0 +1,183 @@
+//! Wire <-> domain conversion for measurements.
+
+use cicada_metrics::{
+    Counter, LatencyHistogram, Metric, MetricSet, MetricsError, Outcome, SecondBucket, Span,
+};
+
+use crate::v1;
+
+/// Encode one scope's measurements (histograms as V2 + deflate).
+pub fn encode_set(target: u32, set: &MetricSet) -> v1::ScopedMetrics {
+    v1::ScopedMetrics {
+        target,
+        histograms: encode_histograms(set),
+        counters: set
+            .counters
+            .non_zero()
+            .map(|(c, value)| v1::Counter {
+                name: c.name().to_string(),
+                value,
+            })
+            .collect(),
+        outcomes: set
+            .outcomes
+            .iter()
+            .map(|(o, c)| v1::Outcome {
+                class: o.to_string(),
+                count: c.count,
+                first_error: c.first_error.clone().unwrap_or_default(),
+            })
+            .collect(),
+        seconds: set
+            .seconds
+            .iter()
+            .map(|(second, b)| v1::SecondBucket {
+                second,
+                output_tokens: b.output_tokens,
+                completed: b.completed,
+            })
+            .collect(),
+        first_send_us: set.span.first_send_us,
+        last_send_us: set.span.last_send_us,
+        last_end_us: set.span.last_end_us,
+        concurrency: set
+            .concurrency
+            .iter()
+            .map(|(slice, request_us)| v1::ConcurrencySlice { slice, request_us })
+            .collect(),
+    }
+}
+
+/// Encode the non-empty histograms of a set.
+pub fn encode_histograms(set: &MetricSet) -> Vec<v1::Histogram> {
+    set.non_empty()
+        .map(|(m, h)| v1::Histogram {
+            metric: m.name().to_string(),
+            v2_deflate: h.encode().into(),
+            sum: h.sum(),
+            sum_sq: h.sum_sq(),
+        })
+        .collect()
+}
+
+/// Decode histograms into `set`.
+pub fn decode_histograms(set: &mut MetricSet, hists: &[v1::Histogram]) -> Result<(), MetricsError> {
+    for h in hists {
+        let metric: Metric = h.metric.parse()?;
+        let decoded =
+            LatencyHistogram::decode(&h.v2_deflate, h.sum, h.sum_sq).map_err(|e| match e {
+                MetricsError::Decode { reason, .. } => MetricsError::Decode {
+                    metric: h.metric.clone(),
+                    reason,
+                },
+                other => other,
+            })?;
+        let mut one = MetricSet::default();
+        one.set_histogram(metric, decoded);
+        set.merge(&one)?;
+    }
+    Ok(())
+}
+
+/// Decode one scope: (target index, measurements).
+pub fn decode_set(scoped: &v1::ScopedMetrics) -> Result<(u32, MetricSet), MetricsError> {
+    let mut set = MetricSet::default();
+    decode_histograms(&mut set, &scoped.histograms)?;
+    for c in &scoped.counters {
+        let counter: Counter = c.name.parse()?;
+        set.counters.add(counter, c.value);
+    }
+    for o in &scoped.outcomes {
+        let outcome: Outcome = o.class.parse()?;
+        let error = (!o.first_error.is_empty()).then_some(o.first_error.as_str());
+        set.outcomes.add_n(outcome, o.count, error);
+    }
+    for b in &scoped.seconds {
+        set.seconds.add(
+            b.second,
+            &SecondBucket {
+                output_tokens: b.output_tokens,
+                completed: b.completed,
+            },
+        );
+    }
+    for c in &scoped.concurrency {
+        set.concurrency.add(c.slice, c.request_us);
+    }
+    set.span = Span {
+        first_send_us: scoped.first_send_us,
+        last_send_us: scoped.last_send_us,
+        last_end_us: scoped.last_end_us,
+    };
+    Ok((scoped.target, set))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cicada_metrics::{ContentEvent, RequestRecord, Slo, TokenSource};
+
+    #[test]
+    fn a_set_survives_the_wire() {
+        let mut set = MetricSet::default();
+        let slo = Slo {
+            ttft_ms: Some(100.0),
+            ..Slo::default()
+        };
+        for i in 0..50u64 {
+            set.observe(
+                &RequestRecord {
+                    index: i,
+                    target: 1,
+                    outcome: if i % 10 == 0 {
+                        Outcome::Http(503)
+                    } else {
+                        Outcome::Ok
+                    },
+                    error: (i % 10 == 0).then(|| "busy".to_string()),
+                    scheduled_us: i * 1000,
+                    sent_us: i * 1000 + 5,
+                    ended_us: i * 1000 + 90_000,
+                    events: (0..5)
+                        .map(|k| ContentEvent {
+                            at_us: i * 1000 + 50_000 + k * 10_000,
+                            tokens: 2,
+                        })
+                        .collect(),
+                    output_tokens: 10,
+                    token_source: TokenSource::Usage,
+                    input_tokens: 30,
+                    cached_tokens: None,
+                    requested_output_tokens: Some(10),
+                    token_count_mismatch: false,
+                    streamed: true,
+                },
+                &slo,
+            );
+        }
+        set.concurrency.add_span(3, 0, 250_000);
+        let wire = encode_set(1, &set);
+        let (target, back) = decode_set(&wire).unwrap();
+        assert_eq!(target, 1);
+        assert_eq!(back, set);
+    }
+
+    #[test]
+    fn unknown_names_and_bad_blobs_are_errors() {
+        let mut wire = v1::ScopedMetrics::default();
+        wire.counters.push(v1::Counter {
+            name: "nope".into(),
+            value: 1,
+        });
+        assert!(decode_set(&wire).is_err());
+        let mut wire = v1::ScopedMetrics::default();
+        wire.histograms.push(v1::Histogram {
+            metric: "ttft".into(),
+            v2_deflate: vec![1, 2, 3].into(),
+            sum: 0,
+            sum_sq: 0.0,
+        });
+        let err = decode_set(&wire).unwrap_err().to_string();
+        assert!(err.contains("ttft"), "{err}");
+    }
+}
