@@ -1,0 +1,142 @@
+use std::fmt;
+use std::str::FromStr;
+
+use crate::MetricsError;
+
+/// A monotonically increasing count that merges by addition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Counter {
+    /// Prompt tokens of successful requests.
+    InputTokens,
+    /// Output tokens of successful requests.
+    OutputTokens,
+    /// Prompt tokens the server reported as served from its prefix cache.
+    CachedTokens,
+    /// Successful requests that met every SLO given.
+    Goodput,
+    /// Successful requests whose output count came from the server's usage.
+    TokensFromUsage,
+    /// Successful requests whose output count came from the tokenizer.
+    TokensFromTokenizer,
+    /// Successful requests whose output count is the number of content events.
+    TokensFromEvents,
+    /// Requests where usage and the tokenizer disagreed by more than 2 %.
+    TokenCountMismatch,
+    /// Successful requests that returned fewer tokens than asked for.
+    ShortOutputs,
+    /// Output tokens asked for, summed over successful requests that asked.
+    RequestedOutputTokens,
+    /// Content events received by successful requests.
+    ContentEvents,
+    /// Requests that were sent after the warm-up was over.
+    Dispatched,
+}
+
+impl Counter {
+    /// Every counter, in storage order.
+    pub const ALL: [Counter; 12] = [
+        Counter::InputTokens,
+        Counter::OutputTokens,
+        Counter::CachedTokens,
+        Counter::Goodput,
+        Counter::TokensFromUsage,
+        Counter::TokensFromTokenizer,
+        Counter::TokensFromEvents,
+        Counter::TokenCountMismatch,
+        Counter::ShortOutputs,
+        Counter::RequestedOutputTokens,
+        Counter::ContentEvents,
+        Counter::Dispatched,
+    ];
+
+    /// Stable wire and file name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::InputTokens => "input_tokens",
+            Counter::OutputTokens => "output_tokens",
+            Counter::CachedTokens => "cached_tokens",
+            Counter::Goodput => "goodput_requests",
+            Counter::TokensFromUsage => "token_source_usage",
+            Counter::TokensFromTokenizer => "token_source_tokenizer",
+            Counter::TokensFromEvents => "token_source_events",
+            Counter::TokenCountMismatch => "token_count_mismatch",
+            Counter::ShortOutputs => "short_outputs",
+            Counter::RequestedOutputTokens => "requested_output_tokens",
+            Counter::ContentEvents => "content_events",
+            Counter::Dispatched => "dispatched",
+        }
+    }
+}
+
+impl fmt::Display for Counter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Counter {
+    type Err = MetricsError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Counter::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| MetricsError::UnknownName {
+                kind: "counter",
+                name: s.to_string(),
+            })
+    }
+}
+
+/// All counters of one scope, array-indexed so the hot path is one add.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters([u64; Counter::ALL.len()]);
+
+impl Counters {
+    /// Add `n` to one counter.
+    pub fn add(&mut self, counter: Counter, n: u64) {
+        let slot = &mut self.0[counter as usize];
+        *slot = slot.saturating_add(n);
+    }
+
+    /// Current value of one counter.
+    pub fn get(&self, counter: Counter) -> u64 {
+        self.0[counter as usize]
+    }
+
+    /// Add every counter of `other`.
+    pub fn merge(&mut self, other: &Counters) {
+        for c in Counter::ALL {
+            self.add(c, other.get(c));
+        }
+    }
+
+    /// Non-zero counters with their names, for the wire.
+    pub fn non_zero(&self) -> impl Iterator<Item = (Counter, u64)> + '_ {
+        Counter::ALL
+            .into_iter()
+            .map(|c| (c, self.get(c)))
+            .filter(|(_, v)| *v != 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_merge_adds() {
+        for (i, c) in Counter::ALL.into_iter().enumerate() {
+            assert_eq!(c as usize, i);
+            assert_eq!(c.name().parse::<Counter>().unwrap(), c);
+        }
+        let mut a = Counters::default();
+        a.add(Counter::OutputTokens, 5);
+        let mut b = Counters::default();
+        b.add(Counter::OutputTokens, 7);
+        b.add(Counter::Goodput, 1);
+        a.merge(&b);
+        assert_eq!(a.get(Counter::OutputTokens), 12);
+        assert_eq!(a.non_zero().count(), 2);
+    }
+}

@@ -1,0 +1,30 @@
+//! What cicada measures, and how measurements from many workers become one exact answer.
+//!
+//! Workers turn each finished request into samples with [`MetricSet::observe`]; the
+//! coordinator merges the sets it receives with [`MetricSet::merge`] and derives the
+//! printed figures with [`Summary`]. Every definition here is documented in
+//! `docs/METRICS.md`; keep the two in step.
+
+mod concurrency;
+mod counters;
+mod error;
+mod histogram;
+mod metric;
+mod observe;
+mod outcome;
+mod seconds;
+mod set;
+mod slo;
+mod summary;
+
+pub use concurrency::{Concurrency, SLICE_US};
+pub use counters::{Counter, Counters};
+pub use error::MetricsError;
+pub use histogram::{LatencyHistogram, SIGNIFICANT_DIGITS};
+pub use metric::{Metric, Unit};
+pub use observe::{ContentEvent, RequestRecord, TokenSource};
+pub use outcome::{Outcome, OutcomeCount, Outcomes};
+pub use seconds::{SecondBucket, Seconds};
+pub use set::{MetricSet, Span};
+pub use slo::Slo;
+pub use summary::{DistributionStats, Summary};

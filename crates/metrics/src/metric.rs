@@ -1,0 +1,170 @@
+use std::fmt;
+use std::str::FromStr;
+
+use crate::MetricsError;
+
+/// A distribution cicada records per request (or per token), one HDR histogram each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Metric {
+    /// Time to first token: first content event minus send.
+    Ttft,
+    /// Time per output token after the first, per request.
+    Tpot,
+    /// Inter-token latency, one sample per token (an event's gap split over its tokens).
+    Itl,
+    /// Inter-chunk latency, one sample per content event gap.
+    Icl,
+    /// End-to-end latency: last content event minus send.
+    E2el,
+    /// TTFT measured from the intended send time (coordinated-omission corrected).
+    TtftCo,
+    /// E2EL measured from the intended send time (coordinated-omission corrected).
+    E2elCo,
+    /// Send minus intended send: dispatch lateness plus waiting for a concurrency slot.
+    ScheduleLag,
+    /// E2EL divided by output tokens.
+    TokenLatency,
+    /// Decode speed seen by one request: 1 / TPOT.
+    OutputTpsPerRequest,
+    /// Lateness of the worker's runtime ticker: how long the client could not run.
+    RuntimeStall,
+}
+
+/// How a metric's raw integer values are scaled for display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Recorded in microseconds, shown in milliseconds.
+    Micros,
+    /// Recorded in thousandths of a token per second, shown in tokens per second.
+    MilliTokensPerSecond,
+}
+
+impl Unit {
+    /// Factor that turns a raw value into the display unit.
+    pub fn display_scale(self) -> f64 {
+        match self {
+            Unit::Micros => 1e-3,
+            Unit::MilliTokensPerSecond => 1e-3,
+        }
+    }
+
+    /// Suffix used in field names and labels (`ms`, `tok_s`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Unit::Micros => "ms",
+            Unit::MilliTokensPerSecond => "tok_s",
+        }
+    }
+}
+
+impl Metric {
+    /// Every request metric, in report order.
+    pub const REQUEST: [Metric; 10] = [
+        Metric::Ttft,
+        Metric::Tpot,
+        Metric::Itl,
+        Metric::Icl,
+        Metric::E2el,
+        Metric::TtftCo,
+        Metric::E2elCo,
+        Metric::ScheduleLag,
+        Metric::TokenLatency,
+        Metric::OutputTpsPerRequest,
+    ];
+
+    /// Every metric including the worker's health metrics.
+    pub const ALL: [Metric; 11] = [
+        Metric::Ttft,
+        Metric::Tpot,
+        Metric::Itl,
+        Metric::Icl,
+        Metric::E2el,
+        Metric::TtftCo,
+        Metric::E2elCo,
+        Metric::ScheduleLag,
+        Metric::TokenLatency,
+        Metric::OutputTpsPerRequest,
+        Metric::RuntimeStall,
+    ];
+
+    /// Stable name used on the wire, in JSON keys and CSV columns.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Ttft => "ttft",
+            Metric::Tpot => "tpot",
+            Metric::Itl => "itl",
+            Metric::Icl => "icl",
+            Metric::E2el => "e2el",
+            Metric::TtftCo => "ttft_co",
+            Metric::E2elCo => "e2el_co",
+            Metric::ScheduleLag => "schedule_lag",
+            Metric::TokenLatency => "token_latency",
+            Metric::OutputTpsPerRequest => "output_tps_per_request",
+            Metric::RuntimeStall => "runtime_stall",
+        }
+    }
+
+    /// Human label used in the console ("TTFT", "ITL", ...).
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::Ttft => "TTFT",
+            Metric::Tpot => "TPOT",
+            Metric::Itl => "ITL",
+            Metric::Icl => "ICL",
+            Metric::E2el => "E2EL",
+            Metric::TtftCo => "TTFT (from schedule)",
+            Metric::E2elCo => "E2EL (from schedule)",
+            Metric::ScheduleLag => "schedule lag",
+            Metric::TokenLatency => "token latency",
+            Metric::OutputTpsPerRequest => "output tok/s per request",
+            Metric::RuntimeStall => "runtime stall",
+        }
+    }
+
+    /// Unit of the raw recorded values.
+    pub fn unit(self) -> Unit {
+        match self {
+            Metric::OutputTpsPerRequest => Unit::MilliTokensPerSecond,
+            _ => Unit::Micros,
+        }
+    }
+
+    /// Position in [`Metric::ALL`], for array-indexed storage.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Metric {
+    type Err = MetricsError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Metric::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| MetricsError::UnknownName {
+                kind: "metric",
+                name: s.to_string(),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_index_matches_position() {
+        for (i, m) in Metric::ALL.into_iter().enumerate() {
+            assert_eq!(m.index(), i);
+            assert_eq!(m.name().parse::<Metric>().unwrap(), m);
+        }
+        assert!("nope".parse::<Metric>().is_err());
+    }
+}

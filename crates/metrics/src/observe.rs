@@ -1,0 +1,370 @@
+use serde::{Deserialize, Serialize};
+
+use crate::{Counter, Metric, MetricSet, Outcome, Slo};
+
+/// Where a request's output token count came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// The server's `usage.completion_tokens` (or the backend's equivalent).
+    Usage,
+    /// The tokenizer's count of the generated text.
+    Tokenizer,
+    /// The number of content events (one token per event assumed).
+    Events,
+}
+
+impl TokenSource {
+    /// Stable name for files and the console.
+    pub fn name(self) -> &'static str {
+        match self {
+            TokenSource::Usage => "usage",
+            TokenSource::Tokenizer => "tokenizer",
+            TokenSource::Events => "events",
+        }
+    }
+}
+
+/// One content event: an SSE event (or chunk) that carried generated text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContentEvent {
+    /// Arrival time, µs since the start barrier.
+    pub at_us: u64,
+    /// Tokens this event carried (1 when unknown).
+    pub tokens: u32,
+}
+
+/// Everything the worker learned about one request, in µs since the start barrier.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Global request index in the run's schedule.
+    pub index: u64,
+    /// Target (replica) index the request went to.
+    pub target: u32,
+    /// How it ended.
+    #[serde(with = "outcome_name")]
+    pub outcome: Outcome,
+    /// Error text for failures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Intended send time from the schedule.
+    pub scheduled_us: u64,
+    /// When the request was written.
+    pub sent_us: u64,
+    /// When the response ended (last byte, error or timeout).
+    pub ended_us: u64,
+    /// Content events in arrival order.
+    pub events: Vec<ContentEvent>,
+    /// Output tokens and where the count came from.
+    pub output_tokens: u64,
+    /// Source of `output_tokens`.
+    pub token_source: TokenSource,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Prompt tokens the server served from cache, when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+    /// Output tokens the request asked for, when it asked for a number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_output_tokens: Option<u64>,
+    /// Usage and tokenizer counts disagreed by more than 2 %.
+    #[serde(default)]
+    pub token_count_mismatch: bool,
+    /// The response streamed; without streaming only E2EL and tokens are measured.
+    #[serde(default = "yes")]
+    pub streamed: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+mod outcome_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::Outcome;
+
+    pub fn serialize<S: Serializer>(o: &Outcome, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(o)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Outcome, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+const MICROS_PER_SECOND: u64 = 1_000_000;
+
+impl RequestRecord {
+    /// Time to first token, µs (None without content).
+    pub fn ttft_us(&self) -> Option<u64> {
+        self.events
+            .first()
+            .map(|e| e.at_us.saturating_sub(self.sent_us))
+    }
+
+    /// End-to-end latency to the last content event, µs (None without content).
+    pub fn e2el_us(&self) -> Option<u64> {
+        self.events
+            .last()
+            .map(|e| e.at_us.saturating_sub(self.sent_us))
+    }
+
+    /// Time per output token after the first, µs, for two or more output tokens.
+    pub fn tpot_us(&self) -> Option<u64> {
+        let (ttft, e2el) = (self.ttft_us()?, self.e2el_us()?);
+        (self.output_tokens >= 2)
+            .then(|| ((e2el - ttft) as f64 / (self.output_tokens - 1) as f64).round() as u64)
+    }
+}
+
+impl MetricSet {
+    /// Turn one finished request into samples and counts (the metric definitions live here).
+    ///
+    /// Every request counts towards its outcome class and schedule lag; only
+    /// successful requests enter latency histograms and token counters.
+    pub fn observe(&mut self, rec: &RequestRecord, slo: &Slo) {
+        self.count_outcome(rec.outcome, rec.error.as_deref());
+        self.histogram_mut(Metric::ScheduleLag)
+            .record(rec.sent_us.saturating_sub(rec.scheduled_us));
+        self.span
+            .include(rec.sent_us, rec.ended_us.max(rec.sent_us));
+        if !rec.outcome.is_ok() {
+            return;
+        }
+        let (Some(first), Some(last)) = (rec.events.first(), rec.events.last()) else {
+            return;
+        };
+        let ttft = first.at_us.saturating_sub(rec.sent_us);
+        let e2el = last.at_us.saturating_sub(rec.sent_us);
+        self.histogram_mut(Metric::E2el).record(e2el);
+        self.histogram_mut(Metric::E2elCo)
+            .record(last.at_us.saturating_sub(rec.scheduled_us));
+        if rec.streamed {
+            self.histogram_mut(Metric::Ttft).record(ttft);
+            self.histogram_mut(Metric::TtftCo)
+                .record(first.at_us.saturating_sub(rec.scheduled_us));
+        }
+
+        let tpot = rec.tpot_us().filter(|_| rec.streamed);
+        if let Some(tpot) = tpot {
+            self.histogram_mut(Metric::Tpot).record(tpot);
+            if tpot > 0 {
+                // tokens/s = 1e6 / tpot_us; recorded in thousandths of a token/s
+                self.histogram_mut(Metric::OutputTpsPerRequest)
+                    .record((1e9 / tpot as f64).round() as u64);
+            }
+        }
+        if rec.output_tokens > 0 {
+            self.histogram_mut(Metric::TokenLatency)
+                .record((e2el as f64 / rec.output_tokens as f64).round() as u64);
+        }
+
+        let mut max_itl: Option<u64> = None;
+        let mut event_tokens: u64 = 0;
+        let gaps = if rec.streamed {
+            rec.events.windows(2)
+        } else {
+            [].windows(2)
+        };
+        for pair in gaps {
+            let gap = pair[1].at_us.saturating_sub(pair[0].at_us);
+            let n = u64::from(pair[1].tokens.max(1));
+            self.histogram_mut(Metric::Icl).record(gap);
+            let per_token = (gap as f64 / n as f64).round() as u64;
+            self.histogram_mut(Metric::Itl).record_n(per_token, n);
+            max_itl = Some(max_itl.map_or(per_token, |m| m.max(per_token)));
+        }
+        for e in &rec.events {
+            event_tokens += u64::from(e.tokens);
+            self.seconds
+                .bucket(e.at_us / MICROS_PER_SECOND)
+                .output_tokens += u64::from(e.tokens);
+        }
+        // Tokens the events did not account for (usage said more) land with the last event.
+        if rec.output_tokens > event_tokens {
+            self.seconds
+                .bucket(last.at_us / MICROS_PER_SECOND)
+                .output_tokens += rec.output_tokens - event_tokens;
+        }
+        self.seconds
+            .bucket(rec.ended_us / MICROS_PER_SECOND)
+            .completed += 1;
+
+        let c = &mut self.counters;
+        c.add(Counter::InputTokens, rec.input_tokens);
+        c.add(Counter::OutputTokens, rec.output_tokens);
+        c.add(Counter::ContentEvents, rec.events.len() as u64);
+        c.add(
+            match rec.token_source {
+                crate::TokenSource::Usage => Counter::TokensFromUsage,
+                crate::TokenSource::Tokenizer => Counter::TokensFromTokenizer,
+                crate::TokenSource::Events => Counter::TokensFromEvents,
+            },
+            1,
+        );
+        if let Some(cached) = rec.cached_tokens {
+            c.add(Counter::CachedTokens, cached);
+        }
+        if let Some(asked) = rec.requested_output_tokens {
+            c.add(Counter::RequestedOutputTokens, asked);
+            if rec.output_tokens < asked {
+                c.add(Counter::ShortOutputs, 1);
+            }
+        }
+        if rec.token_count_mismatch {
+            c.add(Counter::TokenCountMismatch, 1);
+        }
+        if slo.is_set() && slo.met(if rec.streamed { ttft } else { e2el }, tpot, e2el, max_itl) {
+            c.add(Counter::Goodput, 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request sent at 1 s (scheduled at 0.9 s) with TTFT 50 ms, then events every
+    /// `gap` µs carrying `per_event` tokens each.
+    fn record(events: usize, per_event: u32, gap: u64) -> RequestRecord {
+        let sent = 1_000_000;
+        let evs: Vec<ContentEvent> = (0..events)
+            .map(|k| ContentEvent {
+                at_us: sent + 50_000 + k as u64 * gap,
+                tokens: per_event,
+            })
+            .collect();
+        let ended = evs.last().unwrap().at_us + 100;
+        RequestRecord {
+            index: 0,
+            target: 0,
+            outcome: Outcome::Ok,
+            error: None,
+            scheduled_us: 900_000,
+            sent_us: sent,
+            ended_us: ended,
+            output_tokens: events as u64 * u64::from(per_event),
+            token_source: TokenSource::Usage,
+            input_tokens: 100,
+            cached_tokens: Some(10),
+            requested_output_tokens: Some(events as u64 * u64::from(per_event)),
+            token_count_mismatch: false,
+            streamed: true,
+            events: evs,
+        }
+    }
+
+    #[test]
+    fn single_token_events_give_the_textbook_numbers() {
+        let mut set = MetricSet::default();
+        set.observe(&record(128, 1, 10_000), &Slo::default());
+        assert_eq!(set.histogram(Metric::Ttft).mean(), 50_000.0);
+        assert_eq!(
+            set.histogram(Metric::E2el).mean(),
+            50_000.0 + 127.0 * 10_000.0
+        );
+        assert_eq!(set.histogram(Metric::Tpot).mean(), 10_000.0);
+        assert_eq!(set.histogram(Metric::Itl).mean(), 10_000.0);
+        assert_eq!(set.histogram(Metric::Itl).count(), 127);
+        assert_eq!(set.histogram(Metric::Icl).count(), 127);
+        assert_eq!(set.histogram(Metric::TtftCo).mean(), 150_000.0);
+        assert_eq!(set.histogram(Metric::ScheduleLag).mean(), 100_000.0);
+        assert_eq!(set.histogram(Metric::OutputTpsPerRequest).mean(), 100_000.0);
+        assert_eq!(set.counter(Counter::OutputTokens), 128);
+        assert_eq!(set.counter(Counter::InputTokens), 100);
+        assert_eq!(set.counter(Counter::CachedTokens), 10);
+        assert_eq!(set.outcomes.ok(), 1);
+    }
+
+    #[test]
+    fn multi_token_events_split_itl_but_not_icl() {
+        let mut set = MetricSet::default();
+        // 32 events of 4 tokens, 40 ms apart: per-token gap 10 ms
+        set.observe(&record(32, 4, 40_000), &Slo::default());
+        assert_eq!(set.histogram(Metric::Icl).mean(), 40_000.0);
+        assert_eq!(set.histogram(Metric::Icl).count(), 31);
+        assert_eq!(set.histogram(Metric::Itl).mean(), 10_000.0);
+        assert_eq!(set.histogram(Metric::Itl).count(), 31 * 4);
+        // TPOT = 31*40ms / 127
+        let tpot = set.histogram(Metric::Tpot).mean();
+        assert!((tpot - (31.0 * 40_000.0 / 127.0)).abs() <= 1.0, "{tpot}");
+    }
+
+    #[test]
+    fn failures_count_but_never_enter_latency_histograms() {
+        let mut set = MetricSet::default();
+        let mut r = record(10, 1, 1_000);
+        r.outcome = Outcome::StreamTruncated;
+        r.error = Some("eof".into());
+        set.observe(&r, &Slo::default());
+        assert_eq!(set.outcomes.failed(), 1);
+        assert!(set.histogram(Metric::Ttft).is_empty());
+        assert!(set.histogram(Metric::Itl).is_empty());
+        assert_eq!(set.counter(Counter::OutputTokens), 0);
+        // lag is a client metric: recorded for every sent request
+        assert_eq!(set.histogram(Metric::ScheduleLag).count(), 1);
+    }
+
+    #[test]
+    fn goodput_needs_every_bound() {
+        let mut set = MetricSet::default();
+        let slo = Slo {
+            ttft_ms: Some(60.0),
+            itl_ms: Some(10.0),
+            ..Slo::default()
+        };
+        set.observe(&record(8, 1, 10_000), &slo);
+        set.observe(&record(8, 1, 12_000), &slo);
+        assert_eq!(set.counter(Counter::Goodput), 1);
+    }
+
+    #[test]
+    fn per_second_buckets_hold_tokens() {
+        let mut set = MetricSet::default();
+        // 200 single-token events 10 ms apart from t = 1.05 s: spans seconds 1..=3
+        set.observe(&record(200, 1, 10_000), &Slo::default());
+        let total: u64 = set.seconds.iter().map(|(_, b)| b.output_tokens).sum();
+        assert_eq!(total, 200);
+        assert_eq!(set.seconds.peak_output_tokens(), 100);
+    }
+}
+
+#[cfg(test)]
+mod non_streaming_tests {
+    use super::*;
+
+    #[test]
+    fn non_streamed_requests_record_only_e2el_and_tokens() {
+        let mut set = MetricSet::default();
+        set.observe(
+            &RequestRecord {
+                index: 0,
+                target: 0,
+                outcome: Outcome::Ok,
+                error: None,
+                scheduled_us: 0,
+                sent_us: 0,
+                ended_us: 500_000,
+                events: vec![ContentEvent {
+                    at_us: 500_000,
+                    tokens: 40,
+                }],
+                output_tokens: 40,
+                token_source: TokenSource::Usage,
+                input_tokens: 10,
+                cached_tokens: None,
+                requested_output_tokens: Some(40),
+                token_count_mismatch: false,
+                streamed: false,
+            },
+            &Slo::default(),
+        );
+        assert_eq!(set.histogram(Metric::E2el).mean(), 500_000.0);
+        assert!(set.histogram(Metric::Ttft).is_empty());
+        assert!(set.histogram(Metric::Tpot).is_empty());
+        assert!(set.histogram(Metric::Itl).is_empty());
+        assert_eq!(set.counter(Counter::OutputTokens), 40);
+    }
+}
