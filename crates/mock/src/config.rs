@@ -1,0 +1,214 @@
+use serde::{Deserialize, Serialize};
+
+/// How the mock behaves: timing, output length, faults. Shared by `coord mock`
+/// flags and a scenario's `[mock]` section, so both spell options the same way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
+#[serde(deny_unknown_fields, default)]
+pub struct MockConfig {
+    /// Time from receiving a request to its first content event, ms.
+    #[arg(long, default_value_t = 50.0)]
+    pub ttft_ms: f64,
+    /// Gap between consecutive output tokens, ms (an event of k tokens follows k gaps).
+    #[arg(long, default_value_t = 10.0)]
+    pub itl_ms: f64,
+    /// Output tokens carried by each SSE event (speculative decoding, multi-step).
+    #[arg(long, default_value_t = 1)]
+    pub tokens_per_event: u32,
+    /// Output tokens when the request does not ask for a number.
+    #[arg(long, default_value_t = 128)]
+    pub output_tokens: u32,
+    /// Uniform jitter added to each event's deadline, ± ms (0 = exact).
+    #[arg(long, default_value_t = 0.0)]
+    pub jitter_ms: f64,
+    /// Extra TTFT per request already in flight, ms: latency that rises with load.
+    #[arg(long, default_value_t = 0.0)]
+    pub ttft_per_inflight_ms: f64,
+    /// Extra inter-token gap per request in flight, ms.
+    #[arg(long, default_value_t = 0.0)]
+    pub itl_per_inflight_ms: f64,
+    /// Report usage (prompt and completion tokens) when the client asks for it.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub usage: bool,
+    /// Send a role-only first chunk on chat streams, as vLLM does.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub role_chunk: bool,
+    /// Model id served at /v1/models.
+    #[arg(long, default_value = "cicada-mock")]
+    pub model: String,
+    /// Seed for jitter and fault selection.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Fault injection rates.
+    #[command(flatten)]
+    #[serde(default)]
+    pub faults: FaultRates,
+}
+
+/// Probability, per request, of each injected fault (their sum must be ≤ 1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, clap::Args)]
+#[serde(deny_unknown_fields, default)]
+pub struct FaultRates {
+    /// Answer 429 Too Many Requests.
+    #[arg(long = "fault-http-429", default_value_t = 0.0)]
+    pub http_429: f64,
+    /// Answer 500 Internal Server Error.
+    #[arg(long = "fault-http-500", default_value_t = 0.0)]
+    pub http_500: f64,
+    /// Reset the connection half-way through the stream.
+    #[arg(long = "fault-reset", default_value_t = 0.0)]
+    pub reset: f64,
+    /// Send an event whose JSON is malformed.
+    #[arg(long = "fault-malformed", default_value_t = 0.0)]
+    pub malformed: f64,
+    /// Send an in-band `{"error": ...}` event inside the 200 stream.
+    #[arg(long = "fault-error-event", default_value_t = 0.0)]
+    pub error_event: f64,
+    /// Stop sending after the first token and hold the connection open.
+    #[arg(long = "fault-stall", default_value_t = 0.0)]
+    pub stall: f64,
+    /// End the stream cleanly but without a finish reason or `[DONE]`.
+    #[arg(long = "fault-truncate", default_value_t = 0.0)]
+    pub truncate: f64,
+    /// Complete with no content at all.
+    #[arg(long = "fault-empty", default_value_t = 0.0)]
+    pub empty: f64,
+}
+
+impl FaultRates {
+    /// Rates in a fixed order with the fault they select.
+    pub fn table(&self) -> [(Fault, f64); 8] {
+        [
+            (Fault::Http429, self.http_429),
+            (Fault::Http500, self.http_500),
+            (Fault::Reset, self.reset),
+            (Fault::Malformed, self.malformed),
+            (Fault::ErrorEvent, self.error_event),
+            (Fault::Stall, self.stall),
+            (Fault::Truncate, self.truncate),
+            (Fault::Empty, self.empty),
+        ]
+    }
+
+    /// Sum of every rate.
+    pub fn total(&self) -> f64 {
+        self.table().iter().map(|(_, r)| r).sum()
+    }
+}
+
+/// A fault the mock can inject into one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fault {
+    Http429,
+    Http500,
+    Reset,
+    Malformed,
+    ErrorEvent,
+    Stall,
+    Truncate,
+    Empty,
+}
+
+impl Fault {
+    /// The outcome class a correct client must report for this fault.
+    pub fn expected_outcome(self) -> &'static str {
+        match self {
+            Fault::Http429 => "http_429",
+            Fault::Http500 => "http_500",
+            Fault::Reset => "stream_truncated",
+            Fault::Malformed => "bad_payload",
+            Fault::ErrorEvent => "server_error_event",
+            Fault::Stall => "timeout",
+            Fault::Truncate => "stream_truncated",
+            Fault::Empty => "empty",
+        }
+    }
+}
+
+impl Default for MockConfig {
+    fn default() -> Self {
+        Self {
+            ttft_ms: 50.0,
+            itl_ms: 10.0,
+            tokens_per_event: 1,
+            output_tokens: 128,
+            jitter_ms: 0.0,
+            ttft_per_inflight_ms: 0.0,
+            itl_per_inflight_ms: 0.0,
+            usage: true,
+            role_chunk: true,
+            model: "cicada-mock".to_string(),
+            seed: 0,
+            faults: FaultRates::default(),
+        }
+    }
+}
+
+impl MockConfig {
+    /// Problems with the values, as (key, message) pairs.
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        let non_negative = [
+            ("ttft_ms", self.ttft_ms),
+            ("itl_ms", self.itl_ms),
+            ("jitter_ms", self.jitter_ms),
+            ("ttft_per_inflight_ms", self.ttft_per_inflight_ms),
+            ("itl_per_inflight_ms", self.itl_per_inflight_ms),
+        ];
+        for (key, v) in non_negative {
+            if !(v.is_finite() && v >= 0.0) {
+                out.push((key, format!("must be a finite number ≥ 0, got {v}")));
+            }
+        }
+        if self.tokens_per_event == 0 {
+            out.push(("tokens_per_event", "must be at least 1".to_string()));
+        }
+        for (fault, rate) in self.faults.table() {
+            if !(0.0..=1.0).contains(&rate) {
+                out.push((
+                    "faults",
+                    format!("rate for {fault:?} must be within 0..=1, got {rate}"),
+                ));
+            }
+        }
+        if self.faults.total() > 1.0 + 1e-9 {
+            out.push((
+                "faults",
+                format!("fault rates sum to {} (must be ≤ 1)", self.faults.total()),
+            ));
+        }
+        out
+    }
+
+    /// Ground truth for a request with `output_tokens` tokens and no faults, jitter or load.
+    pub fn truth(&self, output_tokens: u32) -> Truth {
+        let k = self.tokens_per_event.max(1);
+        let events = output_tokens.div_ceil(k).max(1);
+        let event_gap_ms = self.itl_ms * f64::from(k);
+        let e2el_ms = self.ttft_ms + f64::from(events - 1) * event_gap_ms;
+        let tpot_ms = if output_tokens >= 2 {
+            (e2el_ms - self.ttft_ms) / f64::from(output_tokens - 1)
+        } else {
+            0.0
+        };
+        Truth {
+            ttft_ms: self.ttft_ms,
+            itl_ms: self.itl_ms,
+            icl_ms: event_gap_ms,
+            tpot_ms,
+            e2el_ms,
+            events,
+        }
+    }
+}
+
+/// What a perfect client measures against this mock for one request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Truth {
+    pub ttft_ms: f64,
+    pub itl_ms: f64,
+    pub icl_ms: f64,
+    pub tpot_ms: f64,
+    pub e2el_ms: f64,
+    pub events: u32,
+}

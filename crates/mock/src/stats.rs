@@ -1,0 +1,202 @@
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::Fault;
+
+/// Most requests the log keeps; later ones are counted but not logged.
+const LOG_CAPACITY: usize = 2_000_000;
+
+/// One request as the mock saw it arrive.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoggedRequest {
+    /// Arrival order (0-based).
+    pub seq: u64,
+    /// Arrival, µs since the mock started.
+    pub offset_us: u64,
+    /// Arrival, µs since the Unix epoch (comparable across processes).
+    pub unix_us: u64,
+    /// Request path.
+    pub path: String,
+    /// FNV-1a fingerprint of the prompt text.
+    pub prompt_fingerprint: u64,
+    /// Prompt words (the mock's token count).
+    pub prompt_tokens: u32,
+    /// Output tokens asked for.
+    pub max_tokens: Option<u32>,
+    /// Whether the response streamed.
+    pub stream: bool,
+    /// Fault injected into this request, if any.
+    pub fault: Option<Fault>,
+}
+
+/// Lateness of the mock's token emission behind its own schedule.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatenessStats {
+    /// Content events measured.
+    pub count: u64,
+    /// Mean lateness, µs.
+    pub mean_us: f64,
+    /// Median lateness, µs.
+    pub p50_us: u64,
+    /// 99th percentile lateness, µs.
+    pub p99_us: u64,
+    /// Worst lateness, µs.
+    pub max_us: u64,
+    /// Mean lateness of first content events only (adds to TTFT), µs.
+    pub first_event_mean_us: f64,
+}
+
+/// The mock's ground truth, served at `/mock/stats`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MockStats {
+    /// Completion requests received.
+    pub requests: u64,
+    /// Streams currently open.
+    pub in_flight: u64,
+    /// Most streams open at once.
+    pub max_in_flight: u64,
+    /// Responses fully sent.
+    pub completed: u64,
+    /// Output tokens sent.
+    pub output_tokens: u64,
+    /// Faults injected, by fault.
+    pub faults: BTreeMap<String, u64>,
+    /// Faults injected, by the outcome class a correct client reports.
+    pub expected_outcomes: BTreeMap<String, u64>,
+    /// Emission lateness.
+    pub lateness: LatenessStats,
+}
+
+/// Lateness sums a stream accumulates before merging once at its end.
+#[derive(Debug, Default)]
+pub(crate) struct StreamLateness {
+    pub values: Vec<u64>,
+    pub first: Option<u64>,
+}
+
+pub(crate) struct State {
+    pub requests: AtomicU64,
+    pub in_flight: AtomicU64,
+    pub max_in_flight: AtomicU64,
+    pub completed: AtomicU64,
+    pub output_tokens: AtomicU64,
+    faults: Mutex<BTreeMap<Fault, u64>>,
+    lateness: Mutex<(Histogram<u64>, u64, u64, u64)>,
+    log: Mutex<Vec<LoggedRequest>>,
+}
+
+impl State {
+    pub fn new() -> Self {
+        let mut h = match Histogram::new(3) {
+            Ok(h) => h,
+            Err(e) => unreachable!("hdrhistogram rejected 3 significant digits: {e:?}"),
+        };
+        h.auto(true);
+        Self {
+            requests: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            max_in_flight: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            output_tokens: AtomicU64::new(0),
+            faults: Mutex::new(BTreeMap::new()),
+            lateness: Mutex::new((h, 0, 0, 0)),
+            log: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn stream_opened(&self) {
+        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::Relaxed);
+    }
+
+    pub fn stream_closed(&self) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn log_request(&self, entry: LoggedRequest) {
+        if let Some(f) = entry.fault
+            && let Ok(mut faults) = self.faults.lock()
+        {
+            *faults.entry(f).or_default() += 1;
+        }
+        if let Ok(mut log) = self.log.lock()
+            && log.len() < LOG_CAPACITY
+        {
+            log.push(entry);
+        }
+    }
+
+    pub fn merge_lateness(&self, l: &StreamLateness) {
+        if l.values.is_empty() {
+            return;
+        }
+        if let Ok(mut g) = self.lateness.lock() {
+            let (hist, sum, first_sum, first_n) = &mut *g;
+            for v in &l.values {
+                hist.saturating_record(*v);
+                *sum += v;
+            }
+            if let Some(f) = l.first {
+                *first_sum += f;
+                *first_n += 1;
+            }
+        }
+    }
+
+    pub fn log(&self) -> Vec<LoggedRequest> {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    pub fn snapshot(&self) -> MockStats {
+        let faults = self.faults.lock().map(|f| f.clone()).unwrap_or_default();
+        let mut expected = BTreeMap::new();
+        for (f, n) in &faults {
+            *expected
+                .entry(f.expected_outcome().to_string())
+                .or_default() += n;
+        }
+        let lateness = self
+            .lateness
+            .lock()
+            .map(|g| {
+                let (h, sum, first_sum, first_n) = &*g;
+                let n = h.len();
+                LatenessStats {
+                    count: n,
+                    mean_us: if n == 0 { 0.0 } else { *sum as f64 / n as f64 },
+                    p50_us: if n == 0 { 0 } else { h.value_at_quantile(0.5) },
+                    p99_us: if n == 0 { 0 } else { h.value_at_quantile(0.99) },
+                    max_us: if n == 0 { 0 } else { h.max() },
+                    first_event_mean_us: if *first_n == 0 {
+                        0.0
+                    } else {
+                        *first_sum as f64 / *first_n as f64
+                    },
+                }
+            })
+            .unwrap_or_default();
+        MockStats {
+            requests: self.requests.load(Ordering::Relaxed),
+            in_flight: self.in_flight.load(Ordering::Relaxed),
+            max_in_flight: self.max_in_flight.load(Ordering::Relaxed),
+            completed: self.completed.load(Ordering::Relaxed),
+            output_tokens: self.output_tokens.load(Ordering::Relaxed),
+            faults: faults
+                .into_iter()
+                .map(|(f, n)| {
+                    let name = serde_json::to_value(f)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_else(|| format!("{f:?}"));
+                    (name, n)
+                })
+                .collect(),
+            expected_outcomes: expected,
+            lateness,
+        }
+    }
+}
