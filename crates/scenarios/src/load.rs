@@ -1,0 +1,298 @@
+//! Reading a scenario: TOML text + `--set` overrides -> a validated [`Scenario`].
+
+use std::path::Path;
+
+use crate::error::{Problem, ScenarioError};
+use crate::source::SourceMap;
+use crate::{Scenario, validate};
+
+/// One `--set key.path=value` override.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Override {
+    /// Dotted key path.
+    pub key: String,
+    /// Value in TOML syntax; bare words are taken as strings.
+    pub value: String,
+}
+
+impl std::str::FromStr for Override {
+    type Err = ScenarioError;
+
+    fn from_str(spec: &str) -> Result<Self, Self::Err> {
+        let (key, value) = spec
+            .split_once('=')
+            .ok_or_else(|| ScenarioError::Override {
+                spec: spec.to_string(),
+                message: "expected key.path=value".to_string(),
+            })?;
+        let key = key.trim();
+        if key.is_empty() || key.split('.').any(str::is_empty) {
+            return Err(ScenarioError::Override {
+                spec: spec.to_string(),
+                message: "the key must be a dotted path such as load.request_rate".to_string(),
+            });
+        }
+        Ok(Self {
+            key: key.to_string(),
+            value: value.trim().to_string(),
+        })
+    }
+}
+
+/// A parsed scenario plus where it came from.
+#[derive(Debug, Clone)]
+pub struct LoadedScenario {
+    /// The validated scenario.
+    pub scenario: Scenario,
+    /// File path or "command line".
+    pub origin: String,
+}
+
+/// Read, parse, override and validate a scenario file.
+pub fn load_file(path: &Path, overrides: &[Override]) -> Result<LoadedScenario, ScenarioError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+        origin: origin.clone(),
+        source,
+    })?;
+    let mut scenario = parse(&text, &origin, overrides)?;
+    resolve_relative_paths(&mut scenario, path.parent());
+    Ok(LoadedScenario { scenario, origin })
+}
+
+/// Parse, override and validate scenario text; `origin` names it in errors.
+pub fn parse(text: &str, origin: &str, overrides: &[Override]) -> Result<Scenario, ScenarioError> {
+    let map = SourceMap::new(text).map_err(|e| syntax_error(origin, text, &e))?;
+    let mut table: toml::Table =
+        toml::from_str(text).map_err(|e| syntax_error(origin, text, &e))?;
+    for o in overrides {
+        apply_override(&mut table, o)?;
+    }
+    let locate = |key: &str| -> Problem {
+        let overridden = overrides
+            .iter()
+            .any(|o| key == o.key || key.starts_with(&format!("{}.", o.key)));
+        Problem {
+            origin: if overridden {
+                "command line (--set)".to_string()
+            } else {
+                origin.to_string()
+            },
+            line: if overridden { None } else { map.line_of(key) },
+            key: key.to_string(),
+            message: String::new(),
+        }
+    };
+    let scenario: Scenario = serde_path_to_error::deserialize(table).map_err(|e| {
+        let (key, message) = describe_serde_error(&e);
+        ScenarioError::Invalid {
+            problems: vec![Problem {
+                message,
+                ..locate(&key)
+            }],
+        }
+    })?;
+    let problems: Vec<Problem> = validate::problems(&scenario)
+        .into_iter()
+        .map(|(key, message)| Problem {
+            message,
+            ..locate(&key)
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(scenario)
+    } else {
+        Err(ScenarioError::Invalid { problems })
+    }
+}
+
+fn syntax_error(origin: &str, text: &str, e: &toml::de::Error) -> ScenarioError {
+    let offset = e.span().map_or(0, |s| s.start);
+    let map = SourceMap::new(text).ok();
+    let (line, column) = line_col(text, offset);
+    ScenarioError::Syntax {
+        origin: origin.to_string(),
+        line,
+        column,
+        key: map.and_then(|m| m.key_at(offset).map(str::to_string)),
+        message: e.message().trim().to_string(),
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(before.len(), |nl| before.len() - nl - 1)
+        + 1;
+    (line, column)
+}
+
+/// Turn serde's message into (dotted key, message), naming unknown keys precisely.
+fn describe_serde_error(e: &serde_path_to_error::Error<toml::de::Error>) -> (String, String) {
+    let path = e.path().to_string();
+    let path = if path == "." { String::new() } else { path };
+    let message = e.inner().message().trim().to_string();
+    if let Some(rest) = message.strip_prefix("unknown field `")
+        && let Some(end) = rest.find('`')
+    {
+        let field = &rest[..end];
+        let key = if path.is_empty() || path.ends_with(field) {
+            if path.is_empty() {
+                field.to_string()
+            } else {
+                path.clone()
+            }
+        } else {
+            format!("{path}.{field}")
+        };
+        return (
+            key,
+            format!(
+                "unknown key; {}",
+                &message["unknown field `".len() + end + 2..].trim_start_matches(", ")
+            ),
+        );
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant `")
+        && let Some(end) = rest.find('`')
+    {
+        let value = &rest[..end];
+        let expected = rest[end + 1..].trim_start_matches(", ");
+        return (path, format!("unknown value \"{value}\"; {expected}"));
+    }
+    (
+        if path.is_empty() {
+            "(top level)".to_string()
+        } else {
+            path
+        },
+        message,
+    )
+}
+
+fn apply_override(table: &mut toml::Table, o: &Override) -> Result<(), ScenarioError> {
+    let value = parse_value(&o.value);
+    let parts: Vec<&str> = o.key.split('.').collect();
+    let (last, parents) = parts.split_last().ok_or_else(|| ScenarioError::Override {
+        spec: format!("{}={}", o.key, o.value),
+        message: "empty key".to_string(),
+    })?;
+    let mut cur = table;
+    for p in parents {
+        let entry = cur
+            .entry((*p).to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        cur = match entry {
+            toml::Value::Table(t) => t,
+            _ => {
+                return Err(ScenarioError::Override {
+                    spec: format!("{}={}", o.key, o.value),
+                    message: format!("`{p}` is a value, not a section"),
+                });
+            }
+        };
+    }
+    cur.insert((*last).to_string(), value);
+    Ok(())
+}
+
+/// A TOML value if `raw` is one (`5`, `"x"`, `[1, 2]`, `true`), else the raw text as a string.
+fn parse_value(raw: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
+}
+
+/// Dataset and tokenizer paths in a file are relative to the file, not the shell.
+fn resolve_relative_paths(scenario: &mut Scenario, base: Option<&Path>) {
+    let Some(base) = base else { return };
+    for path in scenario.dataset_paths_mut() {
+        if path.is_relative() {
+            let joined = base.join(&*path);
+            if joined.exists() {
+                *path = joined;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::Rate;
+
+    fn err(text: &str) -> String {
+        parse(text, "s.toml", &[]).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults_parse_from_almost_nothing() {
+        let s = parse("[target]\nbackend = \"mock\"\n", "s.toml", &[]).unwrap();
+        assert_eq!(s.load.request_rate, Rate::Infinite);
+        assert_eq!(s.dataset.input_len, 1024);
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_and_key() {
+        let e =
+            err("[target]\nbackend = \"mock\"\n\n[load]\nrequest_rate = 2\nmax_concurency = 3\n");
+        assert!(
+            e.starts_with("s.toml:6: `load.max_concurency`: unknown key"),
+            "{e}"
+        );
+        assert!(e.contains("max_concurrency"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_names_file_line_and_key() {
+        let e = err("[target]\nbackend = \"mock\"\n[load]\nburstiness = \"lots\"\n");
+        assert!(e.starts_with("s.toml:4: `load.burstiness`:"), "{e}");
+    }
+
+    #[test]
+    fn unknown_enum_value_lists_choices() {
+        let e = err("[target]\nbackend = \"nope\"\n");
+        assert!(
+            e.starts_with("s.toml:2: `target.backend`: unknown value \"nope\""),
+            "{e}"
+        );
+        assert!(e.contains("openai-chat"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_values_are_located() {
+        let e = err("[target]\nbackend = \"mock\"\n[load]\nrequest_rate = -3\n");
+        assert!(e.starts_with("s.toml:4: `load.request_rate`:"), "{e}");
+    }
+
+    #[test]
+    fn syntax_errors_have_line_and_column() {
+        let e = err("[target]\nbackend = \"mock\n");
+        assert!(e.starts_with("s.toml:2:"), "{e}");
+        let e = err("[load\n");
+        assert!(e.starts_with("s.toml:1:"), "{e}");
+    }
+
+    #[test]
+    fn overrides_apply_and_are_blamed_on_the_command_line() {
+        let o: Override = "load.request_rate=7.5".parse().unwrap();
+        let s = parse("[target]\nbackend = \"mock\"\n", "s.toml", &[o]).unwrap();
+        assert_eq!(s.load.request_rate, Rate::Finite(7.5));
+        let o: Override = "load.request_rate=-1".parse().unwrap();
+        let e = parse("[target]\nbackend = \"mock\"\n", "s.toml", &[o])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("command line (--set): `load.request_rate`"),
+            "{e}"
+        );
+        let o: Override = "target.model=my-model".parse().unwrap();
+        let s = parse("[target]\nbackend = \"mock\"\n", "s.toml", &[o]).unwrap();
+        assert_eq!(s.target.model.as_deref(), Some("my-model"));
+        assert!("nokey".parse::<Override>().is_err());
+        assert!("a..b=1".parse::<Override>().is_err());
+    }
+}

@@ -1,0 +1,294 @@
+//! The scenario file's model: every section and key, with defaults.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use cicada_metrics::Slo;
+use cicada_mock::MockConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::units::{Rate, Span};
+
+/// A whole load test: what to send, where, how fast, and what to report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Name used in results and file names.
+    #[serde(default = "default_name")]
+    pub name: String,
+    /// Seed for every random choice (dataset sampling, arrivals); same seed, same run.
+    #[serde(default)]
+    pub seed: u64,
+    /// The server under test.
+    #[serde(default)]
+    pub target: Target,
+    /// Tokenizer for exact prompt lengths and output counting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<TokenizerSpec>,
+    /// What prompts to send.
+    #[serde(default)]
+    pub dataset: Dataset,
+    /// How fast to send them.
+    #[serde(default)]
+    pub load: Load,
+    /// Generation parameters sent with every request.
+    #[serde(default)]
+    pub sampling: Sampling,
+    /// Service-level objectives for goodput.
+    #[serde(default, skip_serializing_if = "slo_unset")]
+    pub slo: Slo,
+    /// The built-in mock's behaviour when `target.backend = "mock"`.
+    #[serde(default)]
+    pub mock: MockConfig,
+    /// Where and what to write.
+    #[serde(default)]
+    pub output: Output,
+}
+
+fn slo_unset(slo: &Slo) -> bool {
+    !slo.is_set()
+}
+
+fn default_name() -> String {
+    "cicada".to_string()
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Self {
+            name: default_name(),
+            seed: 0,
+            target: Target::default(),
+            tokenizer: None,
+            dataset: Dataset::default(),
+            load: Load::default(),
+            sampling: Sampling::default(),
+            slo: Slo::default(),
+            mock: MockConfig::default(),
+            output: Output::default(),
+        }
+    }
+}
+
+/// The serving API spoken to the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// OpenAI `/v1/completions`.
+    Openai,
+    /// OpenAI `/v1/chat/completions`.
+    #[default]
+    OpenaiChat,
+    /// vLLM's OpenAI completions with its extras (`ignore_eos`, `min_tokens`).
+    Vllm,
+    /// vLLM's OpenAI chat completions with its extras.
+    VllmChat,
+    /// SGLang's OpenAI completions with its extras.
+    Sglang,
+    /// SGLang's OpenAI chat completions with its extras.
+    SglangChat,
+    /// The built-in mock, started in-process (OpenAI chat on the wire).
+    Mock,
+}
+
+impl Backend {
+    /// Name as written in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Openai => "openai",
+            Backend::OpenaiChat => "openai-chat",
+            Backend::Vllm => "vllm",
+            Backend::VllmChat => "vllm-chat",
+            Backend::Sglang => "sglang",
+            Backend::SglangChat => "sglang-chat",
+            Backend::Mock => "mock",
+        }
+    }
+}
+
+/// The server under test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Target {
+    /// Serving API.
+    pub backend: Backend,
+    /// Base URL, with any path prefix (`http://host:8000/my-model`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// Several replicas' base URLs instead of `base_url`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub urls: Vec<String>,
+    /// Path appended to the base URL; defaults to the backend's usual route.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Model id; defaults to the first id the server lists at `/v1/models`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Name of the environment variable holding the API key (the key itself never goes in a file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Extra HTTP headers sent with every request.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Per-request timeout; a request still running then ends as `timeout`.
+    pub timeout: Span,
+    /// Stream responses (SSE). Without streaming only E2EL and tokens are measured.
+    pub stream: bool,
+    /// How long to wait for the server to become ready before the run.
+    pub ready_timeout: Span,
+}
+
+impl Default for Target {
+    fn default() -> Self {
+        Self {
+            backend: Backend::default(),
+            base_url: None,
+            urls: Vec::new(),
+            endpoint: None,
+            model: None,
+            api_key_env: None,
+            headers: BTreeMap::new(),
+            timeout: Span::secs(600),
+            stream: true,
+            ready_timeout: Span::secs(600),
+        }
+    }
+}
+
+/// Where the tokenizer comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenizerSpec {
+    /// A `tokenizer.json` path, a model directory, or a hub id found in the local HF cache.
+    pub source: String,
+}
+
+/// Kinds of workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum DatasetKind {
+    /// Synthetic prompts of given lengths.
+    #[default]
+    Random,
+}
+
+impl DatasetKind {
+    /// Name as written in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            DatasetKind::Random => "random",
+        }
+    }
+}
+
+/// What prompts to send. Keys apply to the kinds noted on each.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Dataset {
+    /// Workload kind.
+    pub kind: DatasetKind,
+    /// random: prompt length in tokens.
+    pub input_len: u32,
+    /// Output length in tokens asked of the server.
+    pub output_len: u32,
+    /// random: lengths are drawn uniformly within ±ratio of the asked length.
+    pub range_ratio: f64,
+    /// random: tokens of a random prefix shared by every prompt.
+    pub prefix_len: u32,
+}
+
+impl Default for Dataset {
+    fn default() -> Self {
+        Self {
+            kind: DatasetKind::Random,
+            input_len: 1024,
+            output_len: 128,
+            range_ratio: 0.0,
+            prefix_len: 0,
+        }
+    }
+}
+
+/// How fast to send.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Load {
+    /// Requests in the run (default 1000 unless `duration` is given).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_prompts: Option<u64>,
+    /// Run length instead of a request count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Span>,
+    /// Mean arrival rate, requests/s, or "inf" to send everything at the start.
+    pub request_rate: Rate,
+    /// Gamma shape of arrival gaps: 1 = Poisson, < 1 burstier, > 1 more regular.
+    pub burstiness: f64,
+    /// Most requests in flight at once across the fleet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
+    /// Prompts in the pool a duration-bound run cycles through.
+    pub pool_size: u64,
+    /// How often workers report.
+    pub report_interval: Span,
+}
+
+impl Default for Load {
+    fn default() -> Self {
+        Self {
+            num_prompts: None,
+            duration: None,
+            request_rate: Rate::Infinite,
+            burstiness: 1.0,
+            max_concurrency: None,
+            pool_size: 1000,
+            report_interval: Span::secs(1),
+        }
+    }
+}
+
+/// Requests in a run when neither `num_prompts` nor `duration` is given (vLLM's default).
+pub const DEFAULT_NUM_PROMPTS: u64 = 1000;
+
+/// Generation parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Sampling {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<i64>,
+    /// Keep generating past end-of-sequence so outputs have the asked length
+    /// (default: on for the random dataset, as `vllm bench serve` does).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ignore_eos: Option<bool>,
+    /// Minimum tokens to generate (vLLM, SGLang).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_tokens: Option<u32>,
+    /// Extra JSON fields merged into every request body.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra_body: BTreeMap<String, serde_json::Value>,
+}
+
+/// What and where to write.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Output {
+    /// Directory for result files.
+    pub dir: PathBuf,
+    /// Metrics whose percentiles the console prints (vLLM's `--percentile-metrics`).
+    pub percentile_metrics: Vec<String>,
+    /// Percentiles printed per metric (vLLM's `--metric-percentiles`).
+    pub metric_percentiles: Vec<f64>,
+}
+
+impl Default for Output {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::from("results"),
+            percentile_metrics: ["ttft", "tpot", "itl", "e2el"].map(str::to_string).to_vec(),
+            metric_percentiles: vec![99.0],
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Value types with friendly TOML spellings: durations ("20m") and rates (10, "inf").
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::de::{self, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A duration written as a human string ("500ms", "20m", "1h 30m") or a number of seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Span(pub Duration);
+
+impl Span {
+    /// Whole seconds.
+    pub const fn secs(s: u64) -> Self {
+        Span(Duration::from_secs(s))
+    }
+
+    /// Milliseconds.
+    pub const fn millis(ms: u64) -> Self {
+        Span(Duration::from_millis(ms))
+    }
+
+    /// The duration.
+    pub fn get(self) -> Duration {
+        self.0
+    }
+}
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", humantime::format_duration(self.0))
+    }
+}
+
+impl Serialize for Span {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Span {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Span;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration such as \"500ms\", \"30s\", \"20m\" or a number of seconds")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Span, E> {
+                humantime::parse_duration(v.trim())
+                    .map(Span)
+                    .map_err(|e| E::custom(format!("invalid duration \"{v}\": {e}")))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Span, E> {
+                Ok(Span(Duration::from_secs(v)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Span, E> {
+                u64::try_from(v)
+                    .map(|s| Span(Duration::from_secs(s)))
+                    .map_err(|_| E::custom(format!("a duration cannot be negative, got {v}")))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Span, E> {
+                Duration::try_from_secs_f64(v)
+                    .map(Span)
+                    .map_err(|_| E::custom(format!("invalid duration {v} s")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A request rate in requests per second, or unbounded (`"inf"`: everything at t0).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Rate {
+    /// Requests per second (> 0).
+    Finite(f64),
+    /// No pacing: every request is due at the start.
+    #[default]
+    Infinite,
+}
+
+impl Rate {
+    /// Requests per second, `None` when unbounded.
+    pub fn per_second(self) -> Option<f64> {
+        match self {
+            Rate::Finite(r) => Some(r),
+            Rate::Infinite => None,
+        }
+    }
+
+    /// Build from a float where `inf` means unbounded.
+    pub fn from_f64(v: f64) -> Self {
+        if v.is_infinite() && v > 0.0 {
+            Rate::Infinite
+        } else {
+            Rate::Finite(v)
+        }
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rate::Finite(r) => write!(f, "{r}"),
+            Rate::Infinite => f.write_str("inf"),
+        }
+    }
+}
+
+impl Serialize for Rate {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Rate::Finite(r) => s.serialize_f64(*r),
+            Rate::Infinite => s.serialize_str("inf"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Rate;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number of requests per second or \"inf\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Rate, E> {
+                match v.trim().to_ascii_lowercase().as_str() {
+                    "inf" | "infinity" | "+inf" => Ok(Rate::Infinite),
+                    other => other.parse::<f64>().map(Rate::from_f64).map_err(|_| {
+                        E::custom(format!(
+                            "invalid rate \"{v}\": expected a number or \"inf\""
+                        ))
+                    }),
+                }
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Rate, E> {
+                Ok(Rate::Finite(v as f64))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Rate, E> {
+                Ok(Rate::Finite(v as f64))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Rate, E> {
+                Ok(Rate::from_f64(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize, Serialize)]
+    struct T {
+        d: Span,
+        r: Rate,
+    }
+
+    #[test]
+    fn spellings() {
+        let t: T = toml::from_str("d = \"20m\"\nr = \"inf\"").unwrap();
+        assert_eq!(t.d.get(), Duration::from_secs(1200));
+        assert_eq!(t.r, Rate::Infinite);
+        let t: T = toml::from_str("d = 3\nr = 2.5").unwrap();
+        assert_eq!(t.d.get(), Duration::from_secs(3));
+        assert_eq!(t.r, Rate::Finite(2.5));
+        let t: T = toml::from_str("d = \"250ms\"\nr = inf").unwrap();
+        assert_eq!(t.d.get(), Duration::from_millis(250));
+        assert_eq!(t.r, Rate::Infinite);
+        assert!(toml::from_str::<T>("d = \"soon\"\nr = 1").is_err());
+        assert!(toml::from_str::<T>("d = 1\nr = \"fast\"").is_err());
+        let back = toml::to_string(&T {
+            d: Span::millis(1500),
+            r: Rate::Infinite,
+        })
+        .unwrap();
+        assert!(
+            back.contains("\"1s 500ms\"") && back.contains("\"inf\""),
+            "{back}"
+        );
+    }
+}

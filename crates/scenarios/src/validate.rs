@@ -1,0 +1,197 @@
+//! Value checks beyond types: ranges, required keys, combinations.
+
+use crate::scenario::{Backend, Scenario};
+use crate::units::Rate;
+
+const KNOWN_PERCENTILE_METRICS: [&str; 9] = [
+    "ttft",
+    "tpot",
+    "itl",
+    "icl",
+    "e2el",
+    "ttft_co",
+    "e2el_co",
+    "schedule_lag",
+    "token_latency",
+];
+
+/// Every problem with a parsed scenario as (dotted key, message); empty when valid.
+pub fn problems(s: &Scenario) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut bad = |key: &str, msg: String| out.push((key.to_string(), msg));
+
+    // target
+    let t = &s.target;
+    if t.backend == Backend::Mock {
+        if t.base_url.is_some() || !t.urls.is_empty() {
+            bad(
+                "target.base_url",
+                "the mock backend starts its own server; remove base_url/urls or pick another backend".into(),
+            );
+        }
+    } else if t.base_url.is_none() && t.urls.is_empty() {
+        bad(
+            "target.base_url",
+            format!(
+                "required for backend \"{}\" (or give target.urls)",
+                t.backend.name()
+            ),
+        );
+    }
+    if t.base_url.is_some() && !t.urls.is_empty() {
+        bad(
+            "target.urls",
+            "give either base_url or urls, not both".into(),
+        );
+    }
+    for (i, url) in t.base_url.iter().chain(t.urls.iter()).enumerate() {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            let key = if t.base_url.is_some() {
+                "target.base_url".to_string()
+            } else {
+                format!("target.urls[{i}]")
+            };
+            bad(
+                &key,
+                format!("\"{url}\" must start with http:// or https://"),
+            );
+        }
+    }
+    if let Some(ep) = &t.endpoint
+        && !ep.starts_with('/')
+    {
+        bad("target.endpoint", format!("\"{ep}\" must start with /"));
+    }
+    if let Some(env) = &t.api_key_env
+        && (env.is_empty() || env.contains('='))
+    {
+        bad(
+            "target.api_key_env",
+            "must be the name of an environment variable".into(),
+        );
+    }
+    if t.timeout.get().is_zero() {
+        bad("target.timeout", "must be greater than zero".into());
+    }
+
+    // dataset
+    let d = &s.dataset;
+    if d.input_len == 0 {
+        bad("dataset.input_len", "must be at least 1".into());
+    }
+    if d.output_len == 0 {
+        bad("dataset.output_len", "must be at least 1".into());
+    }
+    if !(0.0..1.0).contains(&d.range_ratio) {
+        bad(
+            "dataset.range_ratio",
+            format!("must be within [0, 1), got {}", d.range_ratio),
+        );
+    }
+
+    // load
+    let l = &s.load;
+    if l.num_prompts == Some(0) {
+        bad("load.num_prompts", "must be at least 1".into());
+    }
+    if l.num_prompts.is_some() && l.duration.is_some() {
+        bad(
+            "load.duration",
+            "give either num_prompts or duration, not both".into(),
+        );
+    }
+    if let Some(d) = l.duration
+        && d.get().is_zero()
+    {
+        bad("load.duration", "must be greater than zero".into());
+    }
+    if let Some(r) = l.request_rate.per_second()
+        && !(r.is_finite() && r > 0.0)
+    {
+        bad(
+            "load.request_rate",
+            format!("must be a positive number or \"inf\", got {r}"),
+        );
+    }
+    if l.duration.is_some() && l.request_rate == Rate::Infinite && l.max_concurrency.is_none() {
+        bad(
+            "load.max_concurrency",
+            "a duration-bound run with request_rate = \"inf\" needs max_concurrency (otherwise it is an unbounded burst)".into(),
+        );
+    }
+    if l.burstiness.is_nan() || l.burstiness <= 0.0 {
+        bad(
+            "load.burstiness",
+            format!("must be greater than 0, got {}", l.burstiness),
+        );
+    }
+    if l.max_concurrency == Some(0) {
+        bad("load.max_concurrency", "must be at least 1".into());
+    }
+    if l.pool_size == 0 {
+        bad("load.pool_size", "must be at least 1".into());
+    }
+    if l.report_interval.get().as_millis() < 100 {
+        bad("load.report_interval", "must be at least 100ms".into());
+    }
+
+    // sampling
+    let sm = &s.sampling;
+    if let Some(t) = sm.temperature
+        && !(t.is_finite() && t >= 0.0)
+    {
+        bad("sampling.temperature", format!("must be ≥ 0, got {t}"));
+    }
+    if let Some(p) = sm.top_p
+        && !(p > 0.0 && p <= 1.0)
+    {
+        bad("sampling.top_p", format!("must be within (0, 1], got {p}"));
+    }
+
+    // slo
+    for (key, v) in [
+        ("slo.ttft_ms", s.slo.ttft_ms),
+        ("slo.tpot_ms", s.slo.tpot_ms),
+        ("slo.e2el_ms", s.slo.e2el_ms),
+        ("slo.itl_ms", s.slo.itl_ms),
+    ] {
+        if let Some(v) = v
+            && !(v.is_finite() && v > 0.0)
+        {
+            bad(
+                key,
+                format!("must be a positive number of milliseconds, got {v}"),
+            );
+        }
+    }
+
+    // mock
+    for (key, msg) in s.mock.problems() {
+        bad(&format!("mock.{key}"), msg);
+    }
+
+    // output
+    for (i, m) in s.output.percentile_metrics.iter().enumerate() {
+        if !KNOWN_PERCENTILE_METRICS.contains(&m.as_str()) {
+            bad(
+                &format!("output.percentile_metrics[{i}]"),
+                format!(
+                    "unknown metric \"{m}\"; expected one of {}",
+                    KNOWN_PERCENTILE_METRICS.join(", ")
+                ),
+            );
+        }
+    }
+    for (i, p) in s.output.metric_percentiles.iter().enumerate() {
+        if !(*p > 0.0 && *p <= 100.0) {
+            bad(
+                &format!("output.metric_percentiles[{i}]"),
+                format!("must be within (0, 100], got {p}"),
+            );
+        }
+    }
+    if s.name.trim().is_empty() {
+        bad("name", "must not be empty".into());
+    }
+    out
+}
