@@ -1,0 +1,137 @@
+//! Executors: turn a worker's stripe of the schedule into requests on the wire.
+
+mod open_loop;
+mod request;
+
+pub use open_loop::run_open_loop;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use cicada_scenarios::dataset::PoolEntry;
+use cicada_scenarios::plan::Plan;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use thiserror::Error;
+
+use crate::backend::Backend;
+use crate::inflight::InFlight;
+use crate::recorder::Recorder;
+
+/// Why a stage could not be prepared.
+#[derive(Debug, Error)]
+pub enum StageError {
+    #[error("the API key variable {0} is not set in this worker's environment")]
+    MissingApiKey(String),
+    #[error("header {name}: {reason}")]
+    BadHeader { name: String, reason: String },
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+    #[error("the plan lists no target URL")]
+    NoTarget,
+}
+
+/// Everything shared by the requests of one stage.
+pub struct Stage {
+    pub plan: Plan,
+    pub backend: Backend,
+    pub http: reqwest::Client,
+    pub headers: HeaderMap,
+    pub pool: HashMap<u64, PoolEntry>,
+    pub recorder: Arc<Recorder>,
+    pub timeout: Duration,
+    /// Requests in flight per target, integrated over time.
+    pub in_flight_by_target: Vec<InFlight>,
+    in_flight: AtomicU64,
+    dispatched: AtomicU64,
+}
+
+impl Stage {
+    /// Prepare a stage: HTTP client, headers (API key from this worker's environment), pool.
+    pub fn new(plan: Plan, recorder_shards: usize) -> Result<Self, StageError> {
+        if plan.target.urls.is_empty() {
+            return Err(StageError::NoTarget);
+        }
+        let mut headers = HeaderMap::new();
+        for (name, value) in &plan.target.headers {
+            let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| StageError::BadHeader {
+                name: name.clone(),
+                reason: e.to_string(),
+            })?;
+            let v = HeaderValue::from_str(value).map_err(|e| StageError::BadHeader {
+                name: name.clone(),
+                reason: e.to_string(),
+            })?;
+            headers.insert(n, v);
+        }
+        if let Some(var) = &plan.target.api_key_env {
+            let key = std::env::var(var).map_err(|_| StageError::MissingApiKey(var.clone()))?;
+            let mut v = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                StageError::BadHeader {
+                    name: "Authorization".into(),
+                    reason: format!("the value of {var} is not a valid header value"),
+                }
+            })?;
+            v.set_sensitive(true);
+            headers.insert(AUTHORIZATION, v);
+        }
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(usize::MAX)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| StageError::Client(e.to_string()))?;
+        let backend = Backend::new(
+            plan.target.api,
+            plan.target.flavor,
+            plan.target.model.clone(),
+            plan.sampling.clone(),
+            plan.target.stream,
+        );
+        let recorder = Arc::new(Recorder::new(
+            recorder_shards,
+            plan.target.urls.len(),
+            plan.slo,
+        ));
+        let pool = plan.pool.iter().map(|e| (e.id, e.clone())).collect();
+        let in_flight_by_target = plan
+            .target
+            .urls
+            .iter()
+            .map(|_| InFlight::default())
+            .collect();
+        Ok(Self {
+            timeout: Duration::from_millis(plan.target.timeout_ms),
+            plan,
+            backend,
+            http,
+            headers,
+            pool,
+            recorder,
+            in_flight_by_target,
+            in_flight: AtomicU64::new(0),
+            dispatched: AtomicU64::new(0),
+        })
+    }
+
+    /// Requests currently in flight.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Everything recorded since the last call, per target, with in-flight time up to `now_us`.
+    pub fn take_interval(&self, now_us: u64) -> Vec<cicada_metrics::MetricSet> {
+        let mut sets = self.recorder.take();
+        for (set, tracker) in sets.iter_mut().zip(&self.in_flight_by_target) {
+            set.concurrency = tracker.take(now_us);
+        }
+        sets
+    }
+
+    /// Requests dispatched so far.
+    pub fn dispatched(&self) -> u64 {
+        self.dispatched.load(Ordering::Relaxed)
+    }
+}

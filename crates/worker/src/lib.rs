@@ -1,0 +1,101 @@
+//! HOW cicada sends and measures: backends (HTTP + SSE), executors, the
+//! per-thread recorder of mergeable histograms, and the gRPC link that takes
+//! plans from the coordinator and sends interval reports back.
+
+pub mod backend;
+pub mod clock;
+pub mod exchange;
+pub mod executor;
+pub mod inflight;
+pub mod link;
+pub mod recorder;
+pub mod sse;
+pub mod tls;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Command-line arguments of the `worker` binary.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "worker",
+    version,
+    about = "cicada load-generating worker: dials a coordinator and runs its share of the load"
+)]
+pub struct WorkerArgs {
+    /// Coordinator address, e.g. http://10.0.0.1:7000
+    #[arg(long, env = "CICADA_COORDINATOR")]
+    pub coordinator: String,
+    /// Environment variable holding the shared worker token.
+    #[arg(long, default_value = "CICADA_TOKEN")]
+    pub token_env: String,
+    /// File holding the shared worker token (instead of the environment).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// This worker's index, when a scheduler assigns one (defaults to
+    /// JOB_COMPLETION_INDEX or SLURM_PROCID when set, else the coordinator decides).
+    #[arg(long)]
+    pub index: Option<u32>,
+    /// Runtime threads (default: every CPU this process may use).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// How long to keep dialling a coordinator that is not up yet.
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub dial_timeout: Duration,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime_like(s)
+}
+
+/// Parse "500ms", "30s", "2m", "1h" (what scheduler manifests use).
+fn humantime_like(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(
+        s.find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(s.len()),
+    );
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration \"{s}\""))?;
+    let secs = match unit {
+        "ms" => v / 1000.0,
+        "" | "s" => v,
+        "m" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => {
+            return Err(format!(
+                "invalid duration unit in \"{s}\" (use ms, s, m or h)"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("invalid duration \"{s}\": {e}"))
+}
+
+/// The index a scheduler assigned through the environment, if any.
+pub fn index_from_environment() -> Option<u32> {
+    ["JOB_COMPLETION_INDEX", "SLURM_PROCID"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok()?.trim().parse().ok())
+}
+
+/// Read the shared token from a file or an environment variable (empty if neither).
+pub fn read_token(args: &WorkerArgs) -> std::io::Result<String> {
+    if let Some(path) = &args.token_file {
+        return Ok(std::fs::read_to_string(path)?.trim().to_string());
+    }
+    Ok(std::env::var(&args.token_env).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(humantime_like("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(humantime_like("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(humantime_like("3").unwrap(), Duration::from_secs(3));
+        assert!(humantime_like("3 weeks").is_err());
+    }
+}

@@ -1,0 +1,330 @@
+//! The worker's gRPC link to its coordinator: hello, stages, reports, heartbeats.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cicada_proto::convert::encode_set;
+use cicada_proto::v1::{
+    self, coordinator_client::CoordinatorClient, coordinator_message::Body as CBody,
+    worker_message::Body as WBody,
+};
+use cicada_scenarios::plan::Plan;
+use thiserror::Error;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
+use crate::executor::{Stage, run_open_loop};
+
+/// The protocol version every cicada binary of this build speaks.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Largest message either side accepts (plans with big prompt pools).
+pub const MAX_MESSAGE_BYTES: usize = 512 * 1024 * 1024;
+
+/// How a worker's life ended badly.
+#[derive(Debug, Error)]
+pub enum LinkError {
+    #[error("cannot reach the coordinator at {url} within {waited:?}: {reason}")]
+    Unreachable {
+        url: String,
+        waited: Duration,
+        reason: String,
+    },
+    #[error("the coordinator refused this worker: {0}")]
+    Rejected(String),
+    #[error("lost the coordinator: {0}")]
+    Lost(String),
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    #[error("cannot run the stage: {0}")]
+    Stage(String),
+}
+
+impl LinkError {
+    /// Process exit code for this failure.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            LinkError::Unreachable { .. } => 3,
+            LinkError::Lost(_) => 3,
+            LinkError::Rejected(_) => 4,
+            LinkError::Protocol(_) => 5,
+            LinkError::Stage(_) => 6,
+        }
+    }
+}
+
+/// Who this worker is.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub requested_index: Option<u32>,
+    pub token: String,
+    pub threads: usize,
+}
+
+/// Dial the coordinator, retrying until `wait` has passed.
+async fn dial(url: &str, wait: Duration) -> Result<tonic::transport::Channel, LinkError> {
+    let deadline = Instant::now() + wait;
+    let endpoint = tonic::transport::Endpoint::from_shared(url.to_string())
+        .map_err(|e| LinkError::Unreachable {
+            url: url.to_string(),
+            waited: Duration::ZERO,
+            reason: e.to_string(),
+        })?
+        .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(2))
+        .keep_alive_timeout(Duration::from_secs(5));
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        match endpoint.connect().await {
+            Ok(ch) => return Ok(ch),
+            Err(e) => {
+                if Instant::now() + backoff > deadline {
+                    return Err(LinkError::Unreachable {
+                        url: url.to_string(),
+                        waited: wait,
+                        reason: format!("{e}: {}", source_chain(&e)),
+                    });
+                }
+                tracing::debug!(error = %e, "coordinator not reachable yet; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}
+
+fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut out = Vec::new();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        out.push(c.to_string());
+        cur = c.source();
+    }
+    out.join(": ")
+}
+
+fn msg(body: WBody) -> v1::WorkerMessage {
+    v1::WorkerMessage { body: Some(body) }
+}
+
+/// A running stage: its stop switches and its task.
+struct Running {
+    stop: CancellationToken,
+    cancel: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// Serve one coordinator until it ends the run (Ok) or is lost (Err).
+pub async fn serve(url: &str, who: Identity, dial_wait: Duration) -> Result<(), LinkError> {
+    let channel = dial(url, dial_wait).await?;
+    let mut client = CoordinatorClient::new(channel)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let (tx, rx) = mpsc::channel::<v1::WorkerMessage>(256);
+    let hello = v1::Hello {
+        version: VERSION.to_string(),
+        requested_index: who.requested_index,
+        hostname: hostname(),
+        cpus: who.threads as u32,
+        auth_token: who.token.clone(),
+        pid: std::process::id(),
+    };
+    tx.send(msg(WBody::Hello(hello)))
+        .await
+        .map_err(|_| LinkError::Protocol("outgoing stream closed before hello".into()))?;
+    let mut inbound = client
+        .attach(ReceiverStream::new(rx))
+        .await
+        .map_err(|s| LinkError::Lost(format!("attach failed: {}", s.message())))?
+        .into_inner();
+
+    let welcome = match inbound.message().await {
+        Ok(Some(v1::CoordinatorMessage {
+            body: Some(CBody::Welcome(w)),
+        })) => w,
+        Ok(Some(v1::CoordinatorMessage {
+            body: Some(CBody::Reject(r)),
+        })) => {
+            return Err(LinkError::Rejected(r.reason));
+        }
+        Ok(other) => {
+            return Err(LinkError::Protocol(format!(
+                "expected welcome, got {other:?}"
+            )));
+        }
+        Err(s) => {
+            return Err(
+                if s.code() == tonic::Code::PermissionDenied
+                    || s.code() == tonic::Code::Unauthenticated
+                    || s.code() == tonic::Code::FailedPrecondition
+                {
+                    LinkError::Rejected(s.message().to_string())
+                } else {
+                    LinkError::Lost(s.message().to_string())
+                },
+            );
+        }
+    };
+    let silence = Duration::from_millis(u64::from(welcome.heartbeat_timeout_ms.max(1000)));
+    tracing::info!(
+        index = welcome.worker_index,
+        of = welcome.worker_count,
+        "joined the coordinator"
+    );
+
+    let mut pending: Option<Arc<Stage>> = None;
+    let mut running: Option<Running> = None;
+    let mut beat = tokio::time::interval(silence / 4);
+    let mut beat_seq = 0u64;
+    let result = loop {
+        tokio::select! {
+            next = tokio::time::timeout(silence, inbound.message()) => {
+                let m = match next {
+                    Err(_) => break Err(LinkError::Lost(format!("no word from the coordinator for {silence:?}"))),
+                    Ok(Err(s)) => break Err(LinkError::Lost(s.message().to_string())),
+                    Ok(Ok(None)) => break Err(LinkError::Lost("the coordinator closed the stream".into())),
+                    Ok(Ok(Some(m))) => m,
+                };
+                match m.body {
+                    Some(CBody::Assign(a)) => {
+                        let plan = match Plan::decode(&a.plan, a.plan_format) {
+                            Ok(p) => p,
+                            Err(e) => {
+                                let _ = tx.send(msg(WBody::Error(v1::WorkerError { message: e.to_string(), fatal: true }))).await;
+                                break Err(LinkError::Stage(e.to_string()));
+                            }
+                        };
+                        let planned = plan.stripe.map_or(0, |s| {
+                            plan.schedule.requests.map_or(0, |n| n / u64::from(s.count) + u64::from(n % u64::from(s.count) > u64::from(s.index)))
+                        });
+                        match Stage::new(plan, who.threads + 1) {
+                            Ok(stage) => {
+                                pending = Some(Arc::new(stage));
+                                let _ = tx.send(msg(WBody::Ready(v1::Ready { stage: a.stage, planned_requests: planned }))).await;
+                            }
+                            Err(e) => {
+                                let _ = tx.send(msg(WBody::Error(v1::WorkerError { message: e.to_string(), fatal: true }))).await;
+                                break Err(LinkError::Stage(e.to_string()));
+                            }
+                        }
+                    }
+                    Some(CBody::Start(s)) => {
+                        let Some(stage) = pending.take() else {
+                            break Err(LinkError::Protocol("start without an assigned stage".into()));
+                        };
+                        let start = Instant::now() + Duration::from_micros(s.delay_us);
+                        running = Some(start_stage(stage, s.stage, Clock::new(start), tx.clone()));
+                    }
+                    Some(CBody::Stop(s)) => {
+                        match running.take() {
+                            Some(r) if !r.task.is_finished() => {
+                                tracing::info!(reason = %s.reason, cancel = s.cancel_in_flight, "stopping the stage");
+                                r.stop.cancel();
+                                if s.cancel_in_flight {
+                                    r.cancel.cancel();
+                                }
+                                running = Some(r);
+                            }
+                            _ => {
+                                tracing::info!(reason = %s.reason, "the coordinator ended the run");
+                                break Ok(());
+                            }
+                        }
+                    }
+                    Some(CBody::Ping(p)) => {
+                        let in_flight = running.as_ref().map_or(0, |_| 0);
+                        let _ = tx.send(msg(WBody::Heartbeat(v1::Heartbeat { seq: p.seq, in_flight }))).await;
+                    }
+                    Some(CBody::Welcome(_)) | Some(CBody::Reject(_)) | None => {}
+                }
+            }
+            _ = beat.tick() => {
+                beat_seq += 1;
+                if tx.send(msg(WBody::Heartbeat(v1::Heartbeat { seq: beat_seq, in_flight: 0 }))).await.is_err() {
+                    break Err(LinkError::Lost("the outgoing stream closed".into()));
+                }
+            }
+        }
+    };
+    if let Some(r) = running {
+        // never leave load running without a coordinator
+        r.stop.cancel();
+        r.cancel.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(2), r.task).await;
+    }
+    result
+}
+
+fn start_stage(
+    stage: Arc<Stage>,
+    stage_no: u32,
+    clock: Clock,
+    tx: mpsc::Sender<v1::WorkerMessage>,
+) -> Running {
+    let stop = CancellationToken::new();
+    let cancel = CancellationToken::new();
+    let (s2, c2) = (stop.clone(), cancel.clone());
+    let task = tokio::spawn(async move {
+        let interval = Duration::from_millis(stage.plan.report_interval_ms.max(100));
+        let mut exec = tokio::spawn(run_open_loop(stage.clone(), clock, s2, c2));
+        tokio::time::sleep_until(clock.start()).await;
+        let mut ticker = tokio::time::interval_at(clock.start() + interval, interval);
+        let mut seq = 0u64;
+        let mut last_end = 0u64;
+        let sent = loop {
+            tokio::select! {
+                _ = ticker.tick() => {
+                    let report = build_report(&stage, stage_no, seq, last_end, clock.now_us());
+                    last_end = report.interval_end_us;
+                    seq += 1;
+                    if tx.send(msg(WBody::Report(report))).await.is_err() {
+                        return;
+                    }
+                }
+                r = &mut exec => break r.unwrap_or(0),
+            }
+        };
+        let report = build_report(&stage, stage_no, seq, last_end, clock.now_us());
+        let _ = tx.send(msg(WBody::Report(report))).await;
+        let _ = tx
+            .send(msg(WBody::Done(v1::Done {
+                stage: stage_no,
+                sent,
+                cancelled: false,
+            })))
+            .await;
+    });
+    Running { stop, cancel, task }
+}
+
+fn build_report(stage: &Stage, stage_no: u32, seq: u64, start_us: u64, end_us: u64) -> v1::Report {
+    let scopes = stage
+        .take_interval(end_us)
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.is_empty())
+        .map(|(t, s)| encode_set(t as u32, s))
+        .collect();
+    v1::Report {
+        stage: stage_no,
+        seq,
+        interval_start_us: start_us,
+        interval_end_us: end_us,
+        scopes,
+        health: None,
+        in_flight: stage.in_flight(),
+        details_jsonl: Default::default(),
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "unknown".to_string())
+}

@@ -1,0 +1,47 @@
+//! `worker`: joins a coordinator and runs its share of the load.
+
+use cicada_worker::{WorkerArgs, index_from_environment, link, read_token, tls};
+use clap::Parser;
+
+fn main() {
+    let args = WorkerArgs::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CICADA_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    tls::install_crypto_provider();
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let token = match read_token(&args) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("worker: cannot read the token: {e}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("worker: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let who = link::Identity {
+        requested_index: args.index.or_else(index_from_environment),
+        token,
+        threads,
+    };
+    let result = runtime.block_on(link::serve(&args.coordinator, who, args.dial_timeout));
+    if let Err(e) = result {
+        eprintln!("worker: {e}");
+        std::process::exit(e.exit_code());
+    }
+}

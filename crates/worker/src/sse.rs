@@ -1,0 +1,215 @@
+//! Server-sent events framing.
+//!
+//! Our own framer rather than a general SSE crate because it sits on the hot
+//! path of every token: it works on bytes in place, reuses its buffers (no
+//! allocation per event once warm), and hands each event's data to a callback
+//! as a borrowed slice. It follows the WHATWG rules that matter for inference
+//! servers: `\n`, `\r\n` and `\r` line ends (including a `\r\n` split across
+//! reads), `data:` with or without the space, multi-line data joined by `\n`,
+//! comment lines (`:`) ignored, events split across reads or packed several
+//! to a read, and a final event without its blank line flushed at the end.
+
+/// One dispatched event: its type (`event:` field, empty if none) and data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SseEvent<'a> {
+    pub event: &'a [u8],
+    pub data: &'a [u8],
+}
+
+/// Incremental SSE parser.
+#[derive(Debug, Default)]
+pub struct SseFramer {
+    /// Bytes of an incomplete line carried over from the previous read.
+    line: Vec<u8>,
+    data: Vec<u8>,
+    event: Vec<u8>,
+    has_data: bool,
+    /// The previous read ended in `\r`: a leading `\n` now belongs to it.
+    after_cr: bool,
+}
+
+impl SseFramer {
+    /// A framer with empty buffers.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feed one read; `on_event` is called for every complete event. If it
+    /// returns `false`, parsing stops and the rest of the read is dropped.
+    pub fn push(
+        &mut self,
+        mut chunk: &[u8],
+        on_event: &mut impl FnMut(SseEvent<'_>) -> bool,
+    ) -> bool {
+        if self.after_cr {
+            self.after_cr = false;
+            if chunk.first() == Some(&b'\n') {
+                chunk = &chunk[1..];
+            }
+        }
+        while let Some(pos) = memchr::memchr2(b'\n', b'\r', chunk) {
+            let (line_part, rest) = chunk.split_at(pos);
+            let mut rest = &rest[1..];
+            if chunk[pos] == b'\r' {
+                if rest.first() == Some(&b'\n') {
+                    rest = &rest[1..];
+                } else if rest.is_empty() {
+                    self.after_cr = true;
+                }
+            }
+            let keep_going = if self.line.is_empty() {
+                self.process_line(line_part, on_event)
+            } else {
+                let mut line = std::mem::take(&mut self.line);
+                line.extend_from_slice(line_part);
+                let r = self.process_line(&line, on_event);
+                line.clear();
+                self.line = line;
+                r
+            };
+            if !keep_going {
+                return false;
+            }
+            chunk = rest;
+        }
+        self.line.extend_from_slice(chunk);
+        true
+    }
+
+    /// End of stream: dispatch a final event that lacked its blank line.
+    pub fn finish(&mut self, on_event: &mut impl FnMut(SseEvent<'_>) -> bool) -> bool {
+        if !self.line.is_empty() {
+            let line = std::mem::take(&mut self.line);
+            if !self.process_line(&line, on_event) {
+                return false;
+            }
+        }
+        self.dispatch(on_event)
+    }
+
+    fn process_line(
+        &mut self,
+        line: &[u8],
+        on_event: &mut impl FnMut(SseEvent<'_>) -> bool,
+    ) -> bool {
+        if line.is_empty() {
+            return self.dispatch(on_event);
+        }
+        if line[0] == b':' {
+            return true;
+        }
+        let (field, value) = match memchr::memchr(b':', line) {
+            Some(i) => {
+                let v = &line[i + 1..];
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &b""[..]),
+        };
+        match field {
+            b"data" => {
+                if self.has_data {
+                    self.data.push(b'\n');
+                }
+                self.data.extend_from_slice(value);
+                self.has_data = true;
+            }
+            b"event" => {
+                self.event.clear();
+                self.event.extend_from_slice(value);
+            }
+            _ => {}
+        }
+        true
+    }
+
+    fn dispatch(&mut self, on_event: &mut impl FnMut(SseEvent<'_>) -> bool) -> bool {
+        if !self.has_data {
+            self.event.clear();
+            return true;
+        }
+        let keep_going = on_event(SseEvent {
+            event: &self.event,
+            data: &self.data,
+        });
+        self.data.clear();
+        self.event.clear();
+        self.has_data = false;
+        keep_going
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(chunks: &[&[u8]]) -> Vec<(String, String)> {
+        let mut f = SseFramer::new();
+        let mut out = Vec::new();
+        let mut cb = |e: SseEvent<'_>| {
+            out.push((
+                String::from_utf8_lossy(e.event).into_owned(),
+                String::from_utf8_lossy(e.data).into_owned(),
+            ));
+            true
+        };
+        for c in chunks {
+            f.push(c, &mut cb);
+        }
+        f.finish(&mut cb);
+        out
+    }
+
+    fn d(s: &str) -> (String, String) {
+        (String::new(), s.to_string())
+    }
+
+    const STREAM: &[u8] = b"data: {\"a\":1}\n\n: keep-alive\n\ndata:{\"b\":2}\r\n\r\nevent: msg\ndata: x\ndata: y\n\ndata: [DONE]\n\n";
+
+    #[test]
+    fn whole_stream_in_one_read() {
+        let got = collect(&[STREAM]);
+        assert_eq!(
+            got,
+            vec![
+                d("{\"a\":1}"),
+                d("{\"b\":2}"),
+                ("msg".to_string(), "x\ny".to_string()),
+                d("[DONE]")
+            ]
+        );
+    }
+
+    #[test]
+    fn every_split_point_gives_the_same_events() {
+        let whole = collect(&[STREAM]);
+        for i in 0..=STREAM.len() {
+            let (a, b) = STREAM.split_at(i);
+            assert_eq!(collect(&[a, b]), whole, "split at {i}");
+        }
+        let bytes: Vec<&[u8]> = STREAM.chunks(1).collect();
+        assert_eq!(collect(&bytes), whole, "byte by byte");
+    }
+
+    #[test]
+    fn bare_cr_line_ends_and_missing_final_blank_line() {
+        assert_eq!(
+            collect(&[b"data: a\r\rdata: b\r", b"\r"]),
+            vec![d("a"), d("b")]
+        );
+        assert_eq!(collect(&[b"data: tail"]), vec![d("tail")]);
+        assert_eq!(collect(&[b"data\n\n"]), vec![d("")]);
+        assert!(collect(&[b"id: 4\nretry: 10\n\n"]).is_empty());
+    }
+
+    #[test]
+    fn callback_can_stop_parsing() {
+        let mut f = SseFramer::new();
+        let mut n = 0;
+        let go_on = f.push(b"data: 1\n\ndata: 2\n\n", &mut |_| {
+            n += 1;
+            false
+        });
+        assert!(!go_on);
+        assert_eq!(n, 1);
+    }
+}
