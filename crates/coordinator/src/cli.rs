@@ -1,0 +1,86 @@
+//! The `coord` command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cicada_mock::MockConfig;
+use clap::{Args, Parser, Subcommand};
+
+/// cicada: a distributed load generator for LLM inference servers.
+#[derive(Debug, Parser)]
+#[command(name = "coord", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What `coord` can do.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a scenario over a fleet of workers and report the results.
+    Run(RunArgs),
+    /// Serve the built-in mock inference server.
+    Mock(MockArgs),
+    /// Check a scenario file without running it.
+    Validate(ValidateArgs),
+}
+
+/// `coord run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The scenario file (TOML).
+    pub scenario: PathBuf,
+    /// Local worker processes to start.
+    #[arg(long, default_value_t = 1)]
+    pub workers: u32,
+    /// Directory for result files (overrides output.dir).
+    #[arg(long)]
+    pub output_dir: Option<PathBuf>,
+    /// Override any scenario key: --set load.request_rate=10 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Address of the coordinator's gRPC server.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// The worker executable (default: `worker` beside `coord`).
+    #[arg(long, env = "CICADA_WORKER_BIN")]
+    pub worker_bin: Option<PathBuf>,
+    /// How long to wait for every worker to join.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub wait_workers: Duration,
+    /// Silence after which a worker counts as lost.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub heartbeat_timeout: Duration,
+    /// No live progress lines.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `coord mock`.
+#[derive(Debug, Args)]
+pub struct MockArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8000")]
+    pub listen: SocketAddr,
+    #[command(flatten)]
+    pub config: MockConfig,
+}
+
+/// `coord validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The scenario file (TOML).
+    pub scenario: PathBuf,
+    /// Overrides to apply before validating.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+}
+
+/// Parse "500ms", "30s", "5m", "1h" or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    if let Ok(secs) = s.trim().parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).map_err(|e| e.to_string());
+    }
+    humantime::parse_duration(s.trim()).map_err(|e| format!("invalid duration \"{s}\": {e}"))
+}

@@ -1,0 +1,275 @@
+//! The fleet: the gRPC server, local worker processes, who joined, and who was lost.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use cicada_proto::v1::{
+    self, coordinator_message::Body as CBody, coordinator_server::CoordinatorServer,
+};
+use tokio::net::TcpListener;
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::server::{FleetEvent, FleetService, Outbox};
+
+/// Environment variable that carries the worker token to local workers.
+pub const TOKEN_ENV: &str = "CICADA_TOKEN";
+
+/// How to assemble the fleet.
+#[derive(Debug, Clone)]
+pub struct FleetOptions {
+    /// Local worker processes to spawn.
+    pub local_workers: u32,
+    /// Workers that must join in total (local + remote).
+    pub expect_workers: u32,
+    /// Address the gRPC server listens on.
+    pub listen: SocketAddr,
+    /// How long to wait for every worker to join.
+    pub wait_workers: Duration,
+    /// The `worker` executable for local workers.
+    pub worker_bin: PathBuf,
+    /// Shared secret workers must present.
+    pub token: String,
+    /// Silence after which a worker counts as lost.
+    pub heartbeat_timeout: Duration,
+}
+
+/// One joined worker.
+#[derive(Debug)]
+pub struct Member {
+    pub conn: u64,
+    pub outbox: Outbox,
+    pub hello: v1::Hello,
+    pub peer: Option<SocketAddr>,
+    pub last_seen: Instant,
+}
+
+/// A running fleet.
+pub struct Fleet {
+    pub events: mpsc::Receiver<FleetEvent>,
+    /// Members by worker index.
+    pub members: BTreeMap<u32, Member>,
+    /// Worker index by connection.
+    pub by_conn: HashMap<u64, u32>,
+    children: Vec<Child>,
+    server: tokio::task::JoinHandle<()>,
+    pub addr: SocketAddr,
+    pub options: FleetOptions,
+}
+
+impl Fleet {
+    /// Start the server and spawn the local workers.
+    pub async fn start(options: FleetOptions) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind(options.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", options.listen))?;
+        let addr = listener
+            .local_addr()
+            .context("reading the listening address")?;
+        let (tx, events) = mpsc::channel(4096);
+        let service = CoordinatorServer::new(FleetService::new(options.token.clone(), tx))
+            .max_decoding_message_size(cicada_worker::link::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(cicada_worker::link::MAX_MESSAGE_BYTES);
+        let server = tokio::spawn(async move {
+            let result = tonic::transport::Server::builder()
+                .tcp_nodelay(true)
+                .http2_keepalive_interval(Some(Duration::from_secs(2)))
+                .http2_keepalive_timeout(Some(Duration::from_secs(5)))
+                .add_service(service)
+                .serve_with_incoming(TcpListenerStream::new(listener))
+                .await;
+            if let Err(e) = result {
+                tracing::error!(error = %e, "the coordinator's gRPC server stopped");
+            }
+        });
+        let dial = if addr.ip().is_unspecified() {
+            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+        } else {
+            addr
+        };
+        let mut children = Vec::new();
+        for i in 0..options.local_workers {
+            let child = Command::new(&options.worker_bin)
+                .arg("--coordinator")
+                .arg(format!("http://{dial}"))
+                .arg("--index")
+                .arg(i.to_string())
+                .env(TOKEN_ENV, &options.token)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .with_context(|| {
+                    format!("cannot start the worker {}", options.worker_bin.display())
+                })?;
+            children.push(child);
+        }
+        Ok(Self {
+            events,
+            members: BTreeMap::new(),
+            by_conn: HashMap::new(),
+            children,
+            server,
+            addr,
+            options,
+        })
+    }
+
+    /// Wait until every expected worker has joined and been welcomed.
+    pub async fn join(&mut self) -> anyhow::Result<()> {
+        let n = self.options.expect_workers;
+        let deadline = Instant::now() + self.options.wait_workers;
+        while (self.members.len() as u32) < n {
+            let ev = tokio::select! {
+                ev = self.events.recv() => ev,
+                () = tokio::time::sleep_until(deadline) => {
+                    let (joined, waited) = (self.members.len(), self.options.wait_workers);
+                    let note = self.child_exit_note();
+                    bail!("only {joined} of {n} workers joined within {waited:?}{note}");
+                }
+            };
+            match ev {
+                Some(FleetEvent::Joined {
+                    conn,
+                    hello,
+                    peer,
+                    outbox,
+                }) => {
+                    self.admit(conn, hello, peer, outbox).await;
+                }
+                Some(FleetEvent::Left { conn, reason }) => {
+                    if let Some(i) = self.by_conn.remove(&conn) {
+                        self.members.remove(&i);
+                        tracing::warn!(worker = i, %reason, "a worker left before the run started");
+                    }
+                }
+                Some(FleetEvent::Refused { peer, reason }) => {
+                    tracing::warn!(?peer, %reason, "refused a worker");
+                }
+                Some(FleetEvent::Message { .. }) => {}
+                None => bail!("the gRPC server stopped"),
+            }
+            if let Some(note) = self.all_children_failed() {
+                bail!("the local workers exited before joining: {note}");
+            }
+        }
+        Ok(())
+    }
+
+    async fn admit(
+        &mut self,
+        conn: u64,
+        hello: v1::Hello,
+        peer: Option<SocketAddr>,
+        outbox: Outbox,
+    ) {
+        let n = self.options.expect_workers;
+        let index = match hello.requested_index {
+            Some(i) if i < n && !self.members.contains_key(&i) => Some(i),
+            _ => (0..n).find(|i| !self.members.contains_key(i)),
+        };
+        let Some(index) = index else {
+            let _ = outbox
+                .send(Ok(v1::CoordinatorMessage {
+                    body: Some(CBody::Reject(v1::Reject {
+                        reason: format!("the fleet is full ({n} workers)"),
+                    })),
+                }))
+                .await;
+            return;
+        };
+        let welcome = v1::CoordinatorMessage {
+            body: Some(CBody::Welcome(v1::Welcome {
+                worker_index: index,
+                worker_count: n,
+                heartbeat_timeout_ms: self.options.heartbeat_timeout.as_millis() as u32,
+                coordinator_version: cicada_worker::link::VERSION.to_string(),
+            })),
+        };
+        if outbox.send(Ok(welcome)).await.is_err() {
+            return;
+        }
+        tracing::info!(worker = index, host = %hello.hostname, ?peer, "worker joined");
+        self.by_conn.insert(conn, index);
+        self.members.insert(
+            index,
+            Member {
+                conn,
+                outbox,
+                hello,
+                peer,
+                last_seen: Instant::now(),
+            },
+        );
+    }
+
+    /// Send a message to one worker (a closed outbox means it is gone; the run loop notices).
+    pub async fn send(&self, index: u32, body: CBody) {
+        if let Some(m) = self.members.get(&index) {
+            let _ = m
+                .outbox
+                .send(Ok(v1::CoordinatorMessage { body: Some(body) }))
+                .await;
+        }
+    }
+
+    /// Send a message to every worker.
+    pub async fn broadcast(&self, body: CBody) {
+        for i in self.members.keys() {
+            self.send(*i, body.clone()).await;
+        }
+    }
+
+    fn child_exit_note(&mut self) -> String {
+        let codes: Vec<String> = self
+            .children
+            .iter_mut()
+            .filter_map(|c| c.try_wait().ok().flatten())
+            .map(|s| s.to_string())
+            .collect();
+        if codes.is_empty() {
+            String::new()
+        } else {
+            format!("; local workers exited: {}", codes.join(", "))
+        }
+    }
+
+    fn all_children_failed(&mut self) -> Option<String> {
+        if self.children.is_empty() || self.options.expect_workers > self.options.local_workers {
+            return None;
+        }
+        let exited: Vec<String> = self
+            .children
+            .iter_mut()
+            .filter_map(|c| c.try_wait().ok().flatten())
+            .filter(|s| !s.success())
+            .map(|s| s.to_string())
+            .collect();
+        (exited.len() == self.children.len()).then(|| exited.join(", "))
+    }
+
+    /// End the run: tell every worker, then reap local processes.
+    pub async fn shutdown(mut self) {
+        self.broadcast(CBody::Stop(v1::Stop {
+            stage: u32::MAX,
+            cancel_in_flight: true,
+            reason: "the run is over".into(),
+        }))
+        .await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for child in &mut self.children {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if tokio::time::timeout(left, child.wait()).await.is_err() {
+                let _ = child.kill().await;
+            }
+        }
+        self.members.clear();
+        self.server.abort();
+    }
+}

@@ -1,0 +1,67 @@
+//! ORCHESTRATE and REPORT: the `coord` command line, the gRPC server workers
+//! attach to, local worker spawning, stage barriers, exact merging of worker
+//! reports, live progress and the result writers.
+
+pub mod cli;
+pub mod fleet;
+pub mod merge;
+pub mod progress;
+pub mod report;
+pub mod run;
+pub mod server;
+pub mod signals;
+pub mod stage;
+pub mod target;
+
+use cicada_mock::MockServer;
+
+use crate::cli::{Cli, Command, MockArgs, ValidateArgs};
+use crate::run::{EXIT_BAD_INPUT, RunError};
+
+/// Run the command line; returns the process exit code.
+pub async fn main(cli: Cli) -> i32 {
+    cicada_worker::tls::install_crypto_provider();
+    match cli.command {
+        Command::Run(args) => match run::run(args).await {
+            Ok(code) => code,
+            Err(RunError::BadInput(msg)) => {
+                eprintln!("error: {msg}");
+                EXIT_BAD_INPUT
+            }
+            Err(RunError::Failed(e)) => {
+                eprintln!("error: {e:#}");
+                1
+            }
+        },
+        Command::Mock(args) => serve_mock(args).await,
+        Command::Validate(args) => validate(&args),
+    }
+}
+
+fn validate(args: &ValidateArgs) -> i32 {
+    match run::load(&args.scenario, &args.sets) {
+        Ok(l) => {
+            println!("{}: ok ({})", l.origin, l.scenario.name);
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_BAD_INPUT
+        }
+    }
+}
+
+async fn serve_mock(args: MockArgs) -> i32 {
+    let server = match MockServer::start(args.config, args.listen).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_BAD_INPUT;
+        }
+    };
+    println!("cicada mock serving on {}", server.url());
+    let mut signals = signals::Signals::install();
+    let sig = signals.next().await;
+    eprintln!("mock: {sig}, stopping");
+    0
+}

@@ -1,0 +1,212 @@
+//! Merging worker reports: cumulative per target, and per interval for the
+//! time series (flushed to compact rows once every live worker has moved on,
+//! so memory does not grow with run length).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cicada_metrics::{Counter, Metric, MetricSet, MetricsError};
+use cicada_proto::convert::decode_set;
+use cicada_proto::v1;
+
+/// Figures of one interval, in display units.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IntervalRow {
+    /// Interval number since the start barrier.
+    pub index: u64,
+    /// Interval start, seconds since the barrier.
+    pub start_s: f64,
+    /// Interval length, seconds.
+    pub length_s: f64,
+    /// Requests that ended in the interval, any outcome.
+    pub ended: u64,
+    /// Successful requests that ended in the interval.
+    pub ok: u64,
+    /// Failed requests that ended in the interval.
+    pub failed: u64,
+    /// Output tokens of requests that ended in the interval.
+    pub output_tokens: u64,
+    /// Input tokens of requests that ended in the interval.
+    pub input_tokens: u64,
+    /// Requests in flight at the end of the interval, summed over workers.
+    pub in_flight: u64,
+    /// (metric, count, mean, p50, p90, p99, max) in display units.
+    pub metrics: Vec<(Metric, u64, f64, f64, f64, f64, f64)>,
+}
+
+impl IntervalRow {
+    fn of(index: u64, interval_s: f64, set: &MetricSet, in_flight: u64) -> Self {
+        let metrics = set
+            .non_empty()
+            .map(|(m, h)| {
+                let k = m.unit().display_scale();
+                (
+                    m,
+                    h.count(),
+                    h.mean() * k,
+                    h.quantile(0.5) as f64 * k,
+                    h.quantile(0.9) as f64 * k,
+                    h.quantile(0.99) as f64 * k,
+                    h.max() as f64 * k,
+                )
+            })
+            .collect();
+        Self {
+            index,
+            start_s: index as f64 * interval_s,
+            length_s: interval_s,
+            ended: set.outcomes.sent(),
+            ok: set.outcomes.ok(),
+            failed: set.outcomes.failed(),
+            output_tokens: set.counter(Counter::OutputTokens),
+            input_tokens: set.counter(Counter::InputTokens),
+            in_flight,
+            metrics,
+        }
+    }
+
+    /// One metric's (count, mean, p50, p90, p99, max), if it had samples.
+    pub fn metric(&self, metric: Metric) -> Option<(u64, f64, f64, f64, f64, f64)> {
+        self.metrics
+            .iter()
+            .find(|m| m.0 == metric)
+            .map(|m| (m.1, m.2, m.3, m.4, m.5, m.6))
+    }
+}
+
+/// Everything merged so far for one stage.
+#[derive(Debug)]
+pub struct Aggregate {
+    interval_s: f64,
+    /// Cumulative measurements per target.
+    pub targets: Vec<MetricSet>,
+    /// Worker health (runtime stalls), cumulative.
+    pub health: MetricSet,
+    open: BTreeMap<u64, (MetricSet, u64)>,
+    /// Highest report seq seen per worker.
+    progress: BTreeMap<u32, u64>,
+    live: BTreeSet<u32>,
+    /// Finished intervals in order.
+    pub rows: Vec<IntervalRow>,
+    last_in_flight: BTreeMap<u32, u64>,
+}
+
+impl Aggregate {
+    /// An empty aggregate for `targets` targets and the given workers.
+    pub fn new(targets: usize, interval_s: f64, workers: impl IntoIterator<Item = u32>) -> Self {
+        Self {
+            interval_s,
+            targets: vec![MetricSet::default(); targets.max(1)],
+            health: MetricSet::default(),
+            open: BTreeMap::new(),
+            progress: BTreeMap::new(),
+            live: workers.into_iter().collect(),
+            rows: Vec::new(),
+            last_in_flight: BTreeMap::new(),
+        }
+    }
+
+    /// Merge one worker's report.
+    pub fn add(&mut self, worker: u32, report: &v1::Report) -> Result<(), MetricsError> {
+        let mut interval = MetricSet::default();
+        for scope in &report.scopes {
+            let (target, set) = decode_set(scope)?;
+            let t = (target as usize).min(self.targets.len() - 1);
+            self.targets[t].merge(&set)?;
+            interval.merge(&set)?;
+        }
+        if let Some(h) = &report.health {
+            cicada_proto::convert::decode_histograms(&mut self.health, &h.histograms)?;
+        }
+        let slot = self.open.entry(report.seq).or_default();
+        slot.0.merge(&interval)?;
+        slot.1 += report.in_flight;
+        self.last_in_flight.insert(worker, report.in_flight);
+        let p = self.progress.entry(worker).or_insert(0);
+        *p = (*p).max(report.seq + 1);
+        self.flush(false);
+        Ok(())
+    }
+
+    /// A worker will send no more reports (done or lost).
+    pub fn retire(&mut self, worker: u32) {
+        self.live.remove(&worker);
+        self.last_in_flight.remove(&worker);
+        self.flush(false);
+    }
+
+    /// Requests in flight now, by the latest reports.
+    pub fn in_flight(&self) -> u64 {
+        self.last_in_flight.values().sum()
+    }
+
+    /// Turn finished intervals into rows; `all` flushes everything (end of stage).
+    pub fn flush(&mut self, all: bool) {
+        let done_below = if all {
+            u64::MAX
+        } else {
+            self.live
+                .iter()
+                .map(|w| self.progress.get(w).copied().unwrap_or(0))
+                .min()
+                .unwrap_or(u64::MAX)
+        };
+        while let Some((&seq, _)) = self.open.first_key_value() {
+            if seq >= done_below {
+                break;
+            }
+            if let Some((seq, (set, in_flight))) = self.open.pop_first() {
+                self.rows
+                    .push(IntervalRow::of(seq, self.interval_s, &set, in_flight));
+            }
+        }
+    }
+
+    /// All targets merged.
+    pub fn total(&self) -> MetricSet {
+        let mut total = MetricSet::default();
+        for t in &self.targets {
+            // sets decoded from reports share one layout; merging cannot fail
+            let _ = total.merge(t);
+        }
+        total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cicada_metrics::Outcome;
+    use cicada_proto::convert::encode_set;
+
+    fn report(seq: u64, ok: u64) -> v1::Report {
+        let mut set = MetricSet::default();
+        for _ in 0..ok {
+            set.count_outcome(Outcome::Ok, None);
+            set.histogram_mut(Metric::Ttft).record(1000);
+        }
+        v1::Report {
+            seq,
+            scopes: vec![encode_set(0, &set)],
+            in_flight: 2,
+            ..v1::Report::default()
+        }
+    }
+
+    #[test]
+    fn intervals_flush_when_every_live_worker_moved_on() {
+        let mut a = Aggregate::new(1, 1.0, [0, 1]);
+        a.add(0, &report(0, 3)).unwrap();
+        a.add(0, &report(1, 1)).unwrap();
+        assert!(a.rows.is_empty(), "worker 1 has not reported interval 0");
+        a.add(1, &report(0, 2)).unwrap();
+        assert_eq!(a.rows.len(), 1);
+        assert_eq!(a.rows[0].ok, 5);
+        assert_eq!(a.rows[0].in_flight, 4);
+        a.retire(1);
+        a.retire(0);
+        a.flush(true);
+        assert_eq!(a.rows.len(), 2);
+        assert_eq!(a.total().outcomes.ok(), 6);
+        assert_eq!(a.rows[1].metric(Metric::Ttft).unwrap().0, 1);
+    }
+}

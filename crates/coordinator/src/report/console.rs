@@ -1,0 +1,263 @@
+//! The console summary: `vllm bench serve`'s result block, same labels and
+//! order, then cicada's extra lines.
+
+use std::fmt::Write as _;
+
+use cicada_metrics::{Counter, Metric, Summary};
+
+use super::{RunResult, percentile_word};
+
+const WIDTH: usize = 50;
+
+fn rule(out: &mut String, title: &str, fill: char) {
+    let title = if title.is_empty() {
+        String::new()
+    } else {
+        format!(" {title} ")
+    };
+    let pad = WIDTH.saturating_sub(title.chars().count());
+    let left = pad / 2;
+    let _ = writeln!(
+        out,
+        "{}{}{}",
+        fill.to_string().repeat(left),
+        title,
+        fill.to_string().repeat(pad - left)
+    );
+}
+
+fn section(out: &mut String, title: &str) {
+    let pad = WIDTH.saturating_sub(title.chars().count());
+    let left = pad / 2;
+    let _ = writeln!(
+        out,
+        "{}{}{}",
+        "-".repeat(left),
+        title,
+        "-".repeat(pad - left)
+    );
+}
+
+fn int(out: &mut String, label: &str, v: impl std::fmt::Display) {
+    let _ = writeln!(out, "{:<40} {:<10}", label, v);
+}
+
+fn float(out: &mut String, label: &str, v: f64) {
+    let _ = writeln!(out, "{:<40} {:<10.2}", label, v);
+}
+
+/// vLLM's section title and label for a metric.
+fn vllm_section(m: Metric) -> Option<(&'static str, &'static str)> {
+    Some(match m {
+        Metric::Ttft => ("Time to First Token", "TTFT"),
+        Metric::Tpot => ("Time per Output Token (excl. 1st token)", "TPOT"),
+        Metric::Itl => ("Inter-token Latency", "ITL"),
+        Metric::E2el => ("End-to-end Latency", "E2EL"),
+        Metric::Icl => ("Inter-chunk Latency", "ICL"),
+        Metric::TtftCo => ("TTFT from Schedule (CO-corrected)", "TTFT_CO"),
+        Metric::E2elCo => ("E2EL from Schedule (CO-corrected)", "E2EL_CO"),
+        Metric::ScheduleLag => ("Schedule Lag", "Lag"),
+        Metric::TokenLatency => ("Token Latency (e2e_latency / output_len)", "Token Latency"),
+        _ => return None,
+    })
+}
+
+fn metric_block(out: &mut String, s: &Summary, m: Metric, percentiles: &[f64]) {
+    let Some((title, label)) = vllm_section(m) else {
+        return;
+    };
+    section(out, title);
+    let stats = s.metric(m);
+    let get = |f: &dyn Fn(&cicada_metrics::DistributionStats) -> f64| stats.map_or(0.0, f);
+    float(out, &format!("Mean {label} (ms):"), get(&|d| d.mean));
+    float(out, &format!("Median {label} (ms):"), get(&|d| d.median));
+    for p in percentiles {
+        float(
+            out,
+            &format!("P{} {label} (ms):", percentile_word(*p)),
+            get(&|d| d.percentile(*p).unwrap_or(0.0)),
+        );
+    }
+}
+
+/// Render the whole console summary.
+pub fn render(r: &RunResult) -> String {
+    let s = r.summary();
+    let sc = &r.scenario;
+    let mut out = String::new();
+    rule(&mut out, "Serving Benchmark Result", '=');
+    int(&mut out, "Successful requests:", s.completed);
+    int(&mut out, "Failed requests:", s.failed);
+    if let Some(c) = sc.load.max_concurrency {
+        int(&mut out, "Maximum request concurrency:", c);
+    }
+    if let Some(rate) = sc.load.request_rate.per_second() {
+        float(&mut out, "Request rate configured (RPS):", rate);
+    }
+    float(&mut out, "Benchmark duration (s):", s.duration_s);
+    int(&mut out, "Total input tokens:", s.total_input_tokens);
+    int(&mut out, "Total generated tokens:", s.total_output_tokens);
+    float(
+        &mut out,
+        "Request throughput (req/s):",
+        s.request_throughput,
+    );
+    if let Some(g) = s.request_goodput {
+        float(&mut out, "Request goodput (req/s):", g);
+    }
+    float(
+        &mut out,
+        "Output token throughput (tok/s):",
+        s.output_throughput,
+    );
+    float(
+        &mut out,
+        "Peak output token throughput (tok/s):",
+        s.max_output_tokens_per_s as f64,
+    );
+    float(
+        &mut out,
+        "Peak concurrent requests:",
+        s.max_concurrent_requests,
+    );
+    float(
+        &mut out,
+        "Total Token throughput (tok/s):",
+        s.total_token_throughput,
+    );
+    let percentiles = &sc.output.metric_percentiles;
+    for name in &sc.output.percentile_metrics {
+        if let Ok(m) = name.parse::<Metric>() {
+            metric_block(&mut out, &s, m, percentiles);
+        }
+    }
+    rule(&mut out, "", '=');
+    render_extras(&mut out, r, &s);
+    out
+}
+
+fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
+    let t = &r.total;
+    rule(out, "cicada", '=');
+    int(out, "Workers:", r.workers);
+    int(out, "Requests sent:", s.sent);
+    if let Some(a) = s.achieved_request_rate {
+        float(out, "Request rate achieved (RPS):", a);
+    }
+    let source = s.token_source.map_or("none", |src| src.name());
+    let counted = [
+        ("usage", t.counter(Counter::TokensFromUsage)),
+        ("tokenizer", t.counter(Counter::TokensFromTokenizer)),
+        ("events", t.counter(Counter::TokensFromEvents)),
+    ];
+    let detail: Vec<String> = counted
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    int(
+        out,
+        "Output token source:",
+        format!("{source} ({})", detail.join(", ")),
+    );
+    if t.counter(Counter::CachedTokens) > 0 {
+        int(
+            out,
+            "Cached prompt tokens (server):",
+            t.counter(Counter::CachedTokens),
+        );
+    }
+    let shown: Vec<String> = r.scenario.output.percentile_metrics.clone();
+    for m in [
+        Metric::Icl,
+        Metric::ScheduleLag,
+        Metric::TtftCo,
+        Metric::E2elCo,
+        Metric::TokenLatency,
+    ] {
+        if !shown.iter().any(|n| n == m.name()) && s.metric(m).is_some() {
+            metric_block(out, s, m, &r.scenario.output.metric_percentiles);
+        }
+    }
+    if let Some(tps) = s.metric(Metric::OutputTpsPerRequest) {
+        section(out, "Output Speed per Request");
+        float(out, "Mean output tok/s per request:", tps.mean);
+        float(out, "Median output tok/s per request:", tps.median);
+    }
+    section(out, "Outcomes");
+    for (o, c) in t.outcomes.iter() {
+        let line = format!("{:<40} {:<10}", format!("{o}:"), c.count);
+        match &c.first_error {
+            Some(e) if !o.is_ok() => {
+                let _ = writeln!(out, "{line} first: {}", one_line(e, 120));
+            }
+            _ => {
+                let _ = writeln!(out, "{}", line.trim_end());
+            }
+        }
+    }
+    if t.counter(Counter::ShortOutputs) > 0 {
+        let _ = writeln!(
+            out,
+            "warning: {} requests returned fewer tokens than asked (set sampling.ignore_eos = true if the server supports it)",
+            t.counter(Counter::ShortOutputs)
+        );
+    }
+    if t.counter(Counter::TokenCountMismatch) > 0 {
+        let _ = writeln!(
+            out,
+            "warning: for {} requests the server's usage and the tokenizer disagreed by more than 2 %",
+            t.counter(Counter::TokenCountMismatch)
+        );
+    }
+    for l in &r.lost {
+        let _ = writeln!(
+            out,
+            "DEGRADED: worker {} ({}) lost at {:.1}s: {}; it reported {} of its {} planned requests",
+            l.index, l.host, l.at_s, l.reason, l.reported, l.planned
+        );
+    }
+    if let Some(sig) = r.interrupted {
+        let _ = writeln!(
+            out,
+            "PARTIAL: interrupted by {sig}; figures cover the requests that finished"
+        );
+    }
+    rule(out, "", '=');
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    } else {
+        flat
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_match_python_centering() {
+        let mut s = String::new();
+        rule(&mut s, "Serving Benchmark Result", '=');
+        assert_eq!(s, "============ Serving Benchmark Result ============\n");
+        let mut s = String::new();
+        section(&mut s, "Time to First Token");
+        assert_eq!(s, "---------------Time to First Token----------------\n");
+        let mut s = String::new();
+        section(&mut s, "Time per Output Token (excl. 1st token)");
+        assert_eq!(s, "-----Time per Output Token (excl. 1st token)------\n");
+        let mut s = String::new();
+        float(&mut s, "Benchmark duration (s):", 63.8149);
+        assert_eq!(
+            s,
+            format!("{:<40} {:<10}\n", "Benchmark duration (s):", "63.81")
+        );
+    }
+}

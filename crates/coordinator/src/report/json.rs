@@ -1,0 +1,210 @@
+//! `result.json`: `vllm bench serve --save-result` fields first, then cicada's.
+
+use base64::Engine as _;
+use cicada_metrics::{Counter, Metric, Summary};
+use serde_json::{Map, Value, json};
+
+use super::{RunResult, compact_date, percentile_word, rfc3339};
+
+/// Version of the `result.json` layout; bumped on incompatible changes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Metrics with vLLM-named fields (`mean_ttft_ms`, ...).
+const VLLM_METRICS: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
+
+fn num(v: f64) -> Value {
+    serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
+}
+
+/// Header names whose values are secrets and never written.
+fn is_secret_header(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["auth", "key", "token", "secret", "cookie", "password"]
+        .iter()
+        .any(|s| n.contains(s))
+}
+
+fn metric_fields(m: &mut Map<String, Value>, s: &Summary, metric: Metric, percentiles: &[f64]) {
+    let name = metric.name();
+    let d = s.metric(metric);
+    let get = |f: fn(&cicada_metrics::DistributionStats) -> f64| num(d.map_or(0.0, f));
+    m.insert(format!("mean_{name}_ms"), get(|d| d.mean));
+    m.insert(format!("median_{name}_ms"), get(|d| d.median));
+    m.insert(format!("std_{name}_ms"), get(|d| d.std));
+    for p in percentiles {
+        let v = d.and_then(|d| d.percentile(*p)).unwrap_or(0.0);
+        m.insert(format!("p{}_{name}_ms", percentile_word(*p)), num(v));
+    }
+}
+
+/// Build the whole document.
+pub fn document(r: &RunResult) -> Value {
+    let s = r.summary();
+    let sc = &r.scenario;
+    let percentiles = r.percentiles();
+    let mut m = Map::new();
+    m.insert("schema_version".into(), json!(SCHEMA_VERSION));
+    m.insert("date".into(), json!(compact_date(r.started_unix)));
+    m.insert("backend".into(), json!(sc.target.backend.name()));
+    m.insert("model_id".into(), json!(r.target.model));
+    m.insert(
+        "tokenizer_id".into(),
+        sc.tokenizer
+            .as_ref()
+            .map_or(Value::Null, |t| json!(t.source)),
+    );
+    m.insert("num_prompts".into(), json!(r.planned));
+    m.insert(
+        "request_rate".into(),
+        sc.load.request_rate.per_second().map_or(json!("inf"), num),
+    );
+    m.insert("burstiness".into(), num(sc.load.burstiness));
+    m.insert("max_concurrency".into(), json!(sc.load.max_concurrency));
+    m.insert("duration".into(), num(s.duration_s));
+    m.insert("completed".into(), json!(s.completed));
+    m.insert("failed".into(), json!(s.failed));
+    m.insert("total_input_tokens".into(), json!(s.total_input_tokens));
+    m.insert("total_output_tokens".into(), json!(s.total_output_tokens));
+    m.insert("request_throughput".into(), num(s.request_throughput));
+    m.insert(
+        "request_goodput".into(),
+        s.request_goodput.map_or(Value::Null, num),
+    );
+    m.insert("output_throughput".into(), num(s.output_throughput));
+    m.insert(
+        "total_token_throughput".into(),
+        num(s.total_token_throughput),
+    );
+    m.insert(
+        "max_output_tokens_per_s".into(),
+        json!(s.max_output_tokens_per_s),
+    );
+    m.insert(
+        "max_concurrent_requests".into(),
+        num(s.max_concurrent_requests),
+    );
+    for metric in VLLM_METRICS {
+        metric_fields(&mut m, &s, metric, &percentiles);
+    }
+    m.insert("cicada".into(), cicada_section(r, &s, &percentiles));
+    Value::Object(m)
+}
+
+fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
+    let t = &r.total;
+    let mut metrics = Map::new();
+    for (metric, d) in &s.metrics {
+        let mut e = Map::new();
+        e.insert("unit".into(), json!(metric.unit().suffix()));
+        e.insert("count".into(), json!(d.count));
+        e.insert("mean".into(), num(d.mean));
+        e.insert("median".into(), num(d.median));
+        e.insert("std".into(), num(d.std));
+        e.insert("min".into(), num(d.min));
+        e.insert("max".into(), num(d.max));
+        for p in percentiles {
+            e.insert(
+                format!("p{}", percentile_word(*p)),
+                num(d.percentile(*p).unwrap_or(0.0)),
+            );
+        }
+        metrics.insert(metric.name().into(), Value::Object(e));
+    }
+    let outcomes: Map<String, Value> = t
+        .outcomes
+        .iter()
+        .map(|(o, c)| {
+            let mut e = json!({"count": c.count});
+            if let Some(err) = &c.first_error {
+                e["first_error"] = json!(err);
+            }
+            (o.to_string(), e)
+        })
+        .collect();
+    let counters: Map<String, Value> = t
+        .counters
+        .non_zero()
+        .map(|(c, v)| (c.name().to_string(), json!(v)))
+        .collect();
+    let histograms: Map<String, Value> = t
+        .non_empty()
+        .map(|(metric, h)| {
+            (
+                metric.name().to_string(),
+                json!({
+                    "unit": "us",
+                    "encoding": "hdrhistogram-v2-deflate-base64",
+                    "data": base64::engine::general_purpose::STANDARD.encode(h.encode()),
+                    "sum": h.sum(),
+                    "sum_sq": h.sum_sq(),
+                }),
+            )
+        })
+        .collect();
+    let mut scenario = serde_json::to_value(&r.scenario).unwrap_or(Value::Null);
+    if let Some(headers) = scenario
+        .pointer_mut("/target/headers")
+        .and_then(Value::as_object_mut)
+    {
+        for (k, v) in headers.iter_mut() {
+            if is_secret_header(k) {
+                *v = json!("<redacted>");
+            }
+        }
+    }
+    let lost: Vec<Value> = r
+        .lost
+        .iter()
+        .map(|l| {
+            json!({"worker": l.index, "host": l.host, "at_s": l.at_s, "reason": l.reason,
+                   "planned_requests": l.planned, "reported_requests": l.reported})
+        })
+        .collect();
+    let planned_lost: u64 = r
+        .lost
+        .iter()
+        .map(|l| l.planned.saturating_sub(l.reported))
+        .sum();
+    json!({
+        "version": cicada_worker::link::VERSION,
+        "scenario_name": r.scenario.name,
+        "scenario_hash": r.scenario_hash,
+        "scenario_origin": r.scenario_origin,
+        "stage": r.stage,
+        "started_at": rfc3339(r.started_unix),
+        "workers": r.workers,
+        "target_urls": r.target.urls,
+        "planned_requests": r.planned,
+        "sent": s.sent,
+        "achieved_request_rate": s.achieved_request_rate,
+        "token_source": s.token_source.map(|t| t.name()),
+        "token_sources": {
+            "usage": t.counter(Counter::TokensFromUsage),
+            "tokenizer": t.counter(Counter::TokensFromTokenizer),
+            "events": t.counter(Counter::TokensFromEvents),
+        },
+        "outcomes": outcomes,
+        "counters": counters,
+        "metrics": metrics,
+        "dataset": r.dataset,
+        "degraded": r.degraded(),
+        "lost_workers": lost,
+        "lost_planned_requests": planned_lost,
+        "partial": r.partial(),
+        "interrupted_by": r.interrupted,
+        "histograms": histograms,
+        "scenario": scenario,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_secret_header;
+
+    #[test]
+    fn secret_headers_are_recognised() {
+        assert!(is_secret_header("Authorization"));
+        assert!(is_secret_header("X-Api-Key"));
+        assert!(!is_secret_header("X-Request-Source"));
+    }
+}

@@ -1,0 +1,103 @@
+//! Results: the data of one finished stage and its writers (console, JSON, CSV).
+
+pub mod console;
+pub mod csv;
+pub mod json;
+
+use cicada_metrics::{MetricSet, Summary};
+use cicada_scenarios::Scenario;
+use cicada_scenarios::dataset::DatasetReport;
+use cicada_scenarios::plan::ResolvedTarget;
+
+use crate::merge::IntervalRow;
+use crate::stage::LostWorker;
+
+/// Percentiles computed for every metric in files, beside the console's own choice.
+pub const FILE_PERCENTILES: [f64; 4] = [50.0, 90.0, 99.0, 99.9];
+
+/// Everything known about one finished stage (or a whole single-stage run).
+#[derive(Debug)]
+pub struct RunResult {
+    pub scenario: Scenario,
+    pub scenario_origin: String,
+    pub scenario_hash: String,
+    pub stage: u32,
+    pub target: ResolvedTarget,
+    pub workers: u32,
+    pub total: MetricSet,
+    pub per_target: Vec<MetricSet>,
+    pub rows: Vec<IntervalRow>,
+    pub lost: Vec<LostWorker>,
+    pub interrupted: Option<&'static str>,
+    pub planned: u64,
+    pub started_unix: f64,
+    pub dataset: DatasetReport,
+}
+
+impl RunResult {
+    /// Percentiles to compute: the files' fixed set plus what the console asks for.
+    pub fn percentiles(&self) -> Vec<f64> {
+        let mut p: Vec<f64> = FILE_PERCENTILES.to_vec();
+        for q in &self.scenario.output.metric_percentiles {
+            if !p.iter().any(|x| (x - q).abs() < 1e-9) {
+                p.push(*q);
+            }
+        }
+        p.sort_by(f64::total_cmp);
+        p
+    }
+
+    /// Run-level figures.
+    pub fn summary(&self) -> Summary {
+        Summary::of(&self.total, self.scenario.slo.is_set(), &self.percentiles())
+    }
+
+    /// Some workers were lost: the result covers only part of the load.
+    pub fn degraded(&self) -> bool {
+        !self.lost.is_empty()
+    }
+
+    /// A signal cut the run short.
+    pub fn partial(&self) -> bool {
+        self.interrupted.is_some()
+    }
+}
+
+/// `99` -> "99", `99.9` -> "99.9" (vLLM's key spelling).
+pub fn percentile_word(p: f64) -> String {
+    if p.fract() == 0.0 {
+        format!("{}", p as u64)
+    } else {
+        format!("{p}")
+    }
+}
+
+/// RFC 3339 UTC time of a Unix timestamp.
+pub fn rfc3339(unix: f64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(unix.max(0.0));
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// vLLM's `%Y%m%d-%H%M%S` form of a Unix timestamp.
+pub fn compact_date(unix: f64) -> String {
+    let iso = rfc3339(unix);
+    let digits: String = iso.chars().filter(char::is_ascii_digit).collect();
+    if digits.len() >= 14 {
+        format!("{}-{}", &digits[..8], &digits[8..14])
+    } else {
+        digits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_and_dates() {
+        assert_eq!(percentile_word(99.0), "99");
+        assert_eq!(percentile_word(99.9), "99.9");
+        assert_eq!(rfc3339(0.0), "1970-01-01T00:00:00Z");
+        assert_eq!(compact_date(86_400.0 + 3661.0), "19700102-010101");
+    }
+}
