@@ -1,0 +1,254 @@
+//! Helpers for end-to-end tests: locate the real binaries, start the mock as a
+//! process, run `coord` with a deadline, read what it wrote.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Directory holding the built `coord` and `worker` binaries.
+pub fn bin_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable path");
+        // target/<profile>/deps/<test> -> target/<profile>
+        let dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("test binary lives in target/<profile>/deps")
+            .to_path_buf();
+        if !dir.join("coord").exists() || !dir.join("worker").exists() {
+            // `cargo test -p cicada-tests` alone does not build other packages' binaries
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut cmd = Command::new(cargo);
+            cmd.args([
+                "build",
+                "-p",
+                "cicada-coordinator",
+                "-p",
+                "cicada-worker",
+                "--bins",
+            ]);
+            if dir.file_name().is_some_and(|n| n == "release") {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().expect("running cargo build for the binaries");
+            assert!(status.success(), "building coord and worker failed");
+        }
+        dir
+    })
+    .clone()
+}
+
+/// Path of the `coord` binary.
+pub fn coord() -> PathBuf {
+    bin_dir().join("coord")
+}
+
+/// Path of the `worker` binary.
+pub fn worker() -> PathBuf {
+    bin_dir().join("worker")
+}
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the repository root")
+        .to_path_buf()
+}
+
+/// Serialise timing-sensitive tests inside one test binary (nextest runs the
+/// package's tests one at a time through its test group as well).
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("test runtime")
+        .block_on(f)
+}
+
+/// GET a URL and parse JSON.
+pub fn get_json(url: &str) -> serde_json::Value {
+    block_on(async {
+        reqwest::get(url)
+            .await
+            .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+            .json()
+            .await
+            .unwrap_or_else(|e| panic!("GET {url}: not JSON: {e}"))
+    })
+}
+
+/// A `coord mock` process.
+pub struct Mock {
+    child: Child,
+    /// Base URL, e.g. `http://127.0.0.1:41234`.
+    pub url: String,
+}
+
+impl Mock {
+    /// Start `coord mock --listen 127.0.0.1:0 <args>` and wait until it serves.
+    pub fn start(args: &[&str]) -> Mock {
+        Self::start_on("127.0.0.1:0", args)
+    }
+
+    /// Start the mock on a given address.
+    pub fn start_on(listen: &str, args: &[&str]) -> Mock {
+        let mut child = Command::new(coord())
+            .args(["mock", "--listen", listen])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting coord mock");
+        let stdout = child.stdout.take().expect("mock stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("reading the mock's first line");
+        let url = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .filter(|u| u.starts_with("http://"))
+            .unwrap_or_else(|| panic!("unexpected mock banner: {line:?}"))
+            .to_string();
+        Mock { child, url }
+    }
+
+    /// `/mock/stats`.
+    pub fn stats(&self) -> serde_json::Value {
+        get_json(&format!("{}/mock/stats", self.url))
+    }
+
+    /// `/mock/requests`.
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        match get_json(&format!("{}/mock/requests", self.url)) {
+            serde_json::Value::Array(a) => a,
+            other => panic!("requests is not an array: {other}"),
+        }
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What a finished `coord` run printed.
+#[derive(Debug)]
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn from(o: Output) -> Run {
+        Run {
+            code: o.status.code(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+/// Run `coord <args>`, killing it if it outlives `limit` (a hang is a failure, not a wait).
+pub fn coord_run(args: &[&str], limit: Duration) -> Run {
+    coord_run_env(args, &[], limit)
+}
+
+/// Like [`coord_run`], with extra environment variables.
+pub fn coord_run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
+    let mut cmd = Command::new(coord());
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().expect("starting coord");
+    wait_with_limit(child, limit)
+}
+
+/// Wait for a child, killing it after `limit`.
+pub fn wait_with_limit(mut child: Child, limit: Duration) -> Run {
+    let deadline = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let out = child.wait_with_output().expect("collecting output");
+                let run = Run::from(out);
+                panic!(
+                    "process did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                    run.stdout, run.stderr
+                );
+            }
+        }
+    }
+    Run::from(child.wait_with_output().expect("collecting output"))
+}
+
+/// A scratch directory for one test.
+pub fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("cicada-test-")
+        .tempdir()
+        .expect("temp dir")
+}
+
+/// Write a scenario file.
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("writing a test file");
+    p
+}
+
+/// Read and parse a JSON file.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Read a CSV file into its header and records.
+pub fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut r = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let header = r
+        .headers()
+        .expect("csv header")
+        .iter()
+        .map(str::to_string)
+        .collect();
+    let rows = r
+        .records()
+        .map(|rec| {
+            rec.expect("csv record")
+                .iter()
+                .map(str::to_string)
+                .collect()
+        })
+        .collect();
+    (header, rows)
+}
+
+/// Assert a run succeeded, showing its output if not.
+pub fn assert_ok(run: &Run) {
+    assert_eq!(
+        run.code,
+        Some(0),
+        "coord failed\nstdout:\n{}\nstderr:\n{}",
+        run.stdout,
+        run.stderr
+    );
+}

@@ -1,0 +1,220 @@
+//! Issue: distributed run end to end (`coord run --workers N` over gRPC).
+
+use std::time::Duration;
+
+use cicada_tests::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn scenario(mock_url: &str, extra: &str) -> String {
+    format!(
+        r#"
+name = "e2e"
+seed = 7
+[target]
+backend = "openai-chat"
+base_url = "{mock_url}"
+model = "cicada-mock"
+[dataset]
+kind = "random"
+input_len = 64
+output_len = 16
+range_ratio = 0.5
+[load]
+num_prompts = 96
+request_rate = 200
+max_concurrency = 24
+{extra}
+"#
+    )
+}
+
+/// Same seed and num_prompts: 1 and 4 workers send the same requests and report the same totals.
+#[test]
+fn one_and_four_workers_send_the_same_requests() {
+    let _g = serial();
+    let mut totals = Vec::new();
+    let mut prompts = Vec::new();
+    for workers in ["1", "4"] {
+        let mock = Mock::start(&["--ttft-ms", "5", "--itl-ms", "1"]);
+        let dir = scratch();
+        let sc = write(dir.path(), "s.toml", &scenario(&mock.url, ""));
+        let out = dir.path().join("out");
+        let run = coord_run(
+            &[
+                "run",
+                sc.to_str().unwrap(),
+                "--workers",
+                workers,
+                "--output-dir",
+                out.to_str().unwrap(),
+                "--quiet",
+            ],
+            LIMIT,
+        );
+        assert_ok(&run);
+        assert!(
+            run.stdout
+                .contains("============ Serving Benchmark Result ============")
+        );
+        let j = read_json(&out.join("result.json"));
+        totals.push((
+            j["completed"].as_u64().unwrap(),
+            j["total_input_tokens"].as_u64().unwrap(),
+            j["total_output_tokens"].as_u64().unwrap(),
+        ));
+        assert_eq!(
+            j["cicada"]["workers"].as_u64().unwrap(),
+            workers.parse::<u64>().unwrap()
+        );
+        let mut fps: Vec<(u64, u64)> = mock
+            .requests()
+            .iter()
+            .map(|r| {
+                (
+                    r["prompt_fingerprint"].as_u64().unwrap(),
+                    r["max_tokens"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        fps.sort_unstable();
+        prompts.push(fps);
+    }
+    assert_eq!(
+        totals[0], totals[1],
+        "(completed, input, output) for 1 vs 4 workers"
+    );
+    assert_eq!(totals[0].0, 96);
+    assert_eq!(prompts[0], prompts[1], "the mock saw different prompts");
+}
+
+/// TTFT 50 ms, 10 ms gap, 64 prompts at concurrency 16: mean TTFT and ITL within 2 ms of the truth.
+#[test]
+fn ttft_and_itl_match_the_mock_within_two_ms() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "50", "--itl-ms", "10"]);
+    let dir = scratch();
+    let sc = write(
+        dir.path(),
+        "s.toml",
+        &scenario(&mock.url, "")
+            .replace("num_prompts = 96", "num_prompts = 64")
+            .replace(
+                "request_rate = 200\nmax_concurrency = 24",
+                "request_rate = \"inf\"\nmax_concurrency = 16",
+            ),
+    );
+    let out = dir.path().join("out");
+    let run = coord_run(
+        &[
+            "run",
+            sc.to_str().unwrap(),
+            "--workers",
+            "2",
+            "--output-dir",
+            out.to_str().unwrap(),
+            "--quiet",
+        ],
+        LIMIT,
+    );
+    assert_ok(&run);
+    let j = read_json(&out.join("result.json"));
+    let stats = mock.stats();
+    // what the mock itself was late by is the server's error, not the client's
+    let server_first_late_ms = stats["lateness"]["first_event_mean_us"].as_f64().unwrap() / 1e3;
+    let server_late_ms = stats["lateness"]["mean_us"].as_f64().unwrap() / 1e3;
+    let ttft = j["mean_ttft_ms"].as_f64().unwrap();
+    let itl = j["mean_itl_ms"].as_f64().unwrap();
+    assert_eq!(j["completed"].as_u64(), Some(64));
+    assert!(
+        (ttft - 50.0).abs() <= 2.0 + server_first_late_ms,
+        "mean TTFT {ttft} ms vs truth 50 ms (mock late by {server_first_late_ms} ms)"
+    );
+    assert!(
+        (itl - 10.0).abs() <= 2.0 + server_late_ms,
+        "mean ITL {itl} ms vs truth 10 ms"
+    );
+    assert!(j["max_concurrent_requests"].as_f64().unwrap() <= 16.0 + 1e-9);
+}
+
+/// A target that refuses connections: every request is a counted `connect` failure.
+#[test]
+fn unreachable_target_is_counted_not_fatal() {
+    let _g = serial();
+    // bind and drop to get a port nobody listens on
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = scratch();
+    let sc = write(
+        dir.path(),
+        "s.toml",
+        &scenario(&format!("http://127.0.0.1:{port}"), ""),
+    );
+    let out = dir.path().join("out");
+    let run = coord_run(
+        &[
+            "run",
+            sc.to_str().unwrap(),
+            "--workers",
+            "2",
+            "--output-dir",
+            out.to_str().unwrap(),
+            "--quiet",
+        ],
+        LIMIT,
+    );
+    assert_ok(&run);
+    let j = read_json(&out.join("result.json"));
+    assert_eq!(j["completed"].as_u64(), Some(0));
+    assert_eq!(j["failed"].as_u64(), Some(96));
+    assert_eq!(
+        j["cicada"]["outcomes"]["connect"]["count"].as_u64(),
+        Some(96)
+    );
+    assert!(run.stdout.contains("connect:"), "{}", run.stdout);
+}
+
+/// A target answering 500: counted as http_500 with the server's error text.
+#[test]
+fn server_errors_are_counted_by_class() {
+    let _g = serial();
+    let mock = Mock::start(&["--fault-http-500", "1.0"]);
+    let dir = scratch();
+    let sc = write(dir.path(), "s.toml", &scenario(&mock.url, ""));
+    let out = dir.path().join("out");
+    let run = coord_run(
+        &[
+            "run",
+            sc.to_str().unwrap(),
+            "--workers",
+            "3",
+            "--output-dir",
+            out.to_str().unwrap(),
+            "--quiet",
+        ],
+        LIMIT,
+    );
+    assert_ok(&run);
+    let j = read_json(&out.join("result.json"));
+    assert_eq!(j["failed"].as_u64(), Some(96));
+    let c = &j["cicada"]["outcomes"]["http_500"];
+    assert_eq!(c["count"].as_u64(), Some(96));
+    assert!(
+        c["first_error"]
+            .as_str()
+            .unwrap()
+            .contains("mock injected server error")
+    );
+    assert_eq!(
+        j["mean_ttft_ms"].as_f64(),
+        Some(0.0),
+        "failures never enter latency histograms"
+    );
+    let (header, rows) = read_csv(&out.join("summary.csv"));
+    assert_eq!(rows.len(), 1);
+    let col = header.iter().position(|h| h == "failed_http_5xx").unwrap();
+    assert_eq!(rows[0][col], "96");
+}
