@@ -55,6 +55,9 @@ pub struct RunArgs {
     /// No live progress lines.
     #[arg(long)]
     pub quiet: bool,
+    /// SLOs for goodput in vLLM's form: --goodput ttft:500 tpot:50 (ms; ttft, tpot, e2el, itl).
+    #[arg(long, num_args = 1.., value_name = "METRIC:MS")]
+    pub goodput: Vec<String>,
 }
 
 /// `coord mock`.

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use cicada_scenarios::tokenizer::Tokenizer;
 use cicada_scenarios::{LoadedScenario, Override, ScenarioError, dataset, load_file, plan};
 use rand::Rng;
 use sha2::{Digest, Sha256};
@@ -40,6 +41,32 @@ impl From<ScenarioError> for RunError {
     }
 }
 
+/// Turn vLLM-style `--goodput ttft:500 tpot:50` into `slo.*_ms` overrides.
+pub fn goodput_overrides(specs: &[String]) -> Result<Vec<String>, RunError> {
+    specs
+        .iter()
+        .map(|spec| {
+            let (key, value) = spec.split_once(':').ok_or_else(|| {
+                RunError::BadInput(format!(
+                    "--goodput {spec}: expected METRIC:MILLISECONDS, e.g. ttft:500"
+                ))
+            })?;
+            let key = key.trim().to_ascii_lowercase();
+            if !["ttft", "tpot", "e2el", "itl"].contains(&key.as_str()) {
+                return Err(RunError::BadInput(format!(
+                    "--goodput {spec}: unknown metric \"{key}\"; expected ttft, tpot, e2el or itl"
+                )));
+            }
+            let ms: f64 = value.trim().parse().map_err(|_| {
+                RunError::BadInput(format!(
+                    "--goodput {spec}: \"{value}\" is not a number of milliseconds"
+                ))
+            })?;
+            Ok(format!("slo.{key}_ms={ms}"))
+        })
+        .collect()
+}
+
 /// Read a scenario with `--set` overrides.
 pub fn load(path: &Path, sets: &[String]) -> Result<LoadedScenario, RunError> {
     let overrides = sets
@@ -73,7 +100,9 @@ fn worker_bin(args: &RunArgs) -> anyhow::Result<PathBuf> {
 
 /// Run a scenario; returns the process exit code.
 pub async fn run(args: RunArgs) -> Result<i32, RunError> {
-    let loaded = load(&args.scenario, &args.sets)?;
+    let mut sets = args.sets.clone();
+    sets.extend(goodput_overrides(&args.goodput)?);
+    let loaded = load(&args.scenario, &sets)?;
     let mut scenario = loaded.scenario;
     if let Some(dir) = &args.output_dir {
         scenario.output.dir = dir.clone();
@@ -81,6 +110,12 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     if args.workers == 0 {
         return Err(RunError::BadInput("--workers must be at least 1".into()));
     }
+    let tokenizer = match &scenario.tokenizer {
+        Some(spec) => {
+            Some(Tokenizer::load(&spec.source).map_err(|e| RunError::BadInput(e.to_string()))?)
+        }
+        None => None,
+    };
     let pool = dataset::build_pool(&scenario).map_err(|e| RunError::BadInput(e.to_string()))?;
     let target = target::resolve(&scenario).await?;
     let options = FleetOptions {
@@ -102,6 +137,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         &scenario,
         &target.resolved,
         &pool.entries,
+        tokenizer.as_ref(),
         &run_id,
         0,
         workers,
@@ -155,4 +191,18 @@ fn write_results(r: &RunResult) -> anyhow::Result<()> {
         csv_path.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn goodput_flags_become_slo_overrides() {
+        let o = goodput_overrides(&["ttft:500".into(), "TPOT:50".into()]).unwrap();
+        assert_eq!(o, vec!["slo.ttft_ms=500", "slo.tpot_ms=50"]);
+        assert!(goodput_overrides(&["ttft=5".into()]).is_err());
+        assert!(goodput_overrides(&["foo:5".into()]).is_err());
+        assert!(goodput_overrides(&["ttft:fast".into()]).is_err());
+    }
 }

@@ -28,13 +28,11 @@ pub enum Counter {
     RequestedOutputTokens,
     /// Content events received by successful requests.
     ContentEvents,
-    /// Requests that were sent after the warm-up was over.
-    Dispatched,
 }
 
 impl Counter {
     /// Every counter, in storage order.
-    pub const ALL: [Counter; 12] = [
+    pub const ALL: [Counter; 11] = [
         Counter::InputTokens,
         Counter::OutputTokens,
         Counter::CachedTokens,
@@ -46,7 +44,6 @@ impl Counter {
         Counter::ShortOutputs,
         Counter::RequestedOutputTokens,
         Counter::ContentEvents,
-        Counter::Dispatched,
     ];
 
     /// Stable wire and file name.
@@ -63,7 +60,6 @@ impl Counter {
             Counter::ShortOutputs => "short_outputs",
             Counter::RequestedOutputTokens => "requested_output_tokens",
             Counter::ContentEvents => "content_events",
-            Counter::Dispatched => "dispatched",
         }
     }
 }

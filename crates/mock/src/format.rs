@@ -10,7 +10,7 @@ pub(crate) enum Api {
 }
 
 /// Words the mock generates; each is one token in common BPE vocabularies.
-const WORDS: [&str; 32] = [
+pub const WORDS: [&str; 32] = [
     " the", " of", " and", " to", " in", " is", " it", " that", " was", " for", " on", " are",
     " with", " as", " at", " be", " this", " have", " from", " or", " one", " had", " by", " word",
     " but", " not", " what", " all", " were", " we", " when", " your",

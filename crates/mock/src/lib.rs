@@ -17,5 +17,7 @@ mod stats;
 mod stream;
 
 pub use config::{Fault, FaultRates, MockConfig, Truth};
+/// The words the mock generates, one token each (with their leading space).
+pub use format::WORDS as VOCABULARY;
 pub use server::{MockError, MockServer};
 pub use stats::{LatenessStats, LoggedRequest, MockStats};

@@ -9,6 +9,7 @@ pub mod plan;
 pub mod scenario;
 pub mod schedule;
 mod source;
+pub mod tokenizer;
 pub mod units;
 mod validate;
 

@@ -88,6 +88,12 @@ pub struct Plan {
     /// Pool entries this worker's stripe uses.
     pub pool: Vec<PoolEntry>,
     pub report_interval_ms: u64,
+    /// `tokenizer.json` text, when workers count or verify output tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<String>,
+    /// Verify usage against the tokenizer on every n-th request (0 = never).
+    #[serde(default)]
+    pub verify_every: u32,
 }
 
 /// Workers that receive requests: all of them, or `max_concurrency` if that is fewer
@@ -225,6 +231,7 @@ pub fn plans_for(
     s: &crate::Scenario,
     target: &ResolvedTarget,
     pool: &[PoolEntry],
+    tokenizer: Option<&crate::tokenizer::Tokenizer>,
     run_id: &str,
     stage: u32,
     workers: u32,
@@ -263,6 +270,8 @@ pub fn plans_for(
                 slots: if stripe.is_some() { slots } else { Some(0) },
                 pool,
                 report_interval_ms: s.load.report_interval.get().as_millis() as u64,
+                tokenizer: tokenizer.map(|t| t.json().to_string()),
+                verify_every: s.tokenizer.as_ref().map_or(0, |t| t.verify_every),
             }
         })
         .collect()
@@ -294,7 +303,7 @@ mod fleet_tests {
         s.dataset.input_len = 8;
         let pool = build_pool(&s).unwrap().entries;
         for workers in [1u32, 4, 8] {
-            let plans = plans_for(&s, &target(), &pool, "r", 0, workers);
+            let plans = plans_for(&s, &target(), &pool, None, "r", 0, workers);
             assert_eq!(plans.len(), workers as usize);
             let mut seen = Vec::new();
             let mut slots = 0;

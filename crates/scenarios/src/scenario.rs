@@ -155,12 +155,20 @@ impl Default for Target {
     }
 }
 
-/// Where the tokenizer comes from.
+/// Where the tokenizer comes from and how workers use it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenizerSpec {
     /// A `tokenizer.json` path, a model directory, or a hub id found in the local HF cache.
     pub source: String,
+    /// Check the server's usage count against the tokenizer on every n-th
+    /// successful request (0 = never); disagreements over 2 % are reported.
+    #[serde(default = "default_verify_every")]
+    pub verify_every: u32,
+}
+
+fn default_verify_every() -> u32 {
+    16
 }
 
 /// Kinds of workload.

@@ -28,6 +28,8 @@ pub struct Exchange {
     pub completed: bool,
     /// When the response ended, µs since the barrier.
     pub ended_us: u64,
+    /// Generated text, kept only when a tokenizer will count it.
+    pub text: Option<String>,
 }
 
 impl Exchange {
@@ -70,25 +72,32 @@ fn describe(e: &reqwest::Error) -> String {
     s
 }
 
+/// What every request of a stage shares.
+#[derive(Clone, Copy)]
+pub struct Conduit<'a> {
+    pub http: &'a reqwest::Client,
+    pub headers: &'a HeaderMap,
+    pub backend: &'a Backend,
+    pub clock: &'a Clock,
+    pub timeout: Duration,
+    /// Keep the generated text (a tokenizer will count it).
+    pub keep_text: bool,
+}
+
 /// Send `body` to `url` and read the response into an [`Exchange`].
-pub async fn perform(
-    http: &reqwest::Client,
-    url: &str,
-    headers: &HeaderMap,
-    body: Vec<u8>,
-    backend: &Backend,
-    clock: &Clock,
-    timeout: Duration,
-) -> Exchange {
-    let mut ex = Exchange::default();
-    let work = run(http, url, headers, body, backend, clock, &mut ex);
-    if tokio::time::timeout(timeout, work).await.is_err() {
+pub async fn perform(c: Conduit<'_>, url: &str, body: Vec<u8>) -> Exchange {
+    let mut ex = Exchange {
+        text: c.keep_text.then(String::new),
+        ..Exchange::default()
+    };
+    let work = run(c.http, url, c.headers, body, c.backend, c.clock, &mut ex);
+    if tokio::time::timeout(c.timeout, work).await.is_err() {
         ex.fail(
             Outcome::Timeout,
-            format!("no complete response within {}", humanize(timeout)),
+            format!("no complete response within {}", humanize(c.timeout)),
         );
     }
-    ex.ended_us = clock.now_us();
+    ex.ended_us = c.clock.now_us();
     ex
 }
 
@@ -216,11 +225,14 @@ fn on_event(
         }
         ex.usage = merge_usage(ex.usage, u);
     }
-    if info.content.is_some() {
+    if let Some(content) = &info.content {
         ex.events.push(ContentEvent {
             at_us: now_us,
             tokens,
         });
+        if let Some(text) = &mut ex.text {
+            text.push_str(content);
+        }
     }
     if info.finished || info.done {
         ex.completed = true;
@@ -258,7 +270,10 @@ async fn read_whole(resp: reqwest::Response, backend: &Backend, clock: &Clock, e
             if let Some(u) = info.usage {
                 ex.usage = u;
             }
-            if info.content.is_some() {
+            if let Some(content) = &info.content {
+                if let Some(text) = &mut ex.text {
+                    text.push_str(content);
+                }
                 let tokens = ex
                     .usage
                     .completion_tokens

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use cicada_scenarios::dataset::PoolEntry;
 use cicada_scenarios::plan::Plan;
+use cicada_scenarios::tokenizer::Tokenizer;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use thiserror::Error;
 
@@ -30,6 +31,8 @@ pub enum StageError {
     Client(String),
     #[error("the plan lists no target URL")]
     NoTarget,
+    #[error("the shipped tokenizer cannot be loaded: {0}")]
+    Tokenizer(String),
 }
 
 /// Everything shared by the requests of one stage.
@@ -41,6 +44,8 @@ pub struct Stage {
     pub pool: HashMap<u64, PoolEntry>,
     pub recorder: Arc<Recorder>,
     pub timeout: Duration,
+    /// Tokenizer for counting output when the server reports no usage.
+    pub tokenizer: Option<Tokenizer>,
     /// Requests in flight per target, integrated over time.
     pub in_flight_by_target: Vec<InFlight>,
     in_flight: AtomicU64,
@@ -102,6 +107,12 @@ impl Stage {
             .iter()
             .map(|_| InFlight::default())
             .collect();
+        let tokenizer = match &plan.tokenizer {
+            Some(json) => {
+                Some(Tokenizer::from_json(json).map_err(|e| StageError::Tokenizer(e.to_string()))?)
+            }
+            None => None,
+        };
         Ok(Self {
             timeout: Duration::from_millis(plan.target.timeout_ms),
             plan,
@@ -110,6 +121,7 @@ impl Stage {
             headers,
             pool,
             recorder,
+            tokenizer,
             in_flight_by_target,
             in_flight: AtomicU64::new(0),
             dispatched: AtomicU64::new(0),

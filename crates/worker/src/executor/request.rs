@@ -6,11 +6,12 @@ use std::sync::atomic::Ordering;
 use cicada_metrics::{Outcome, RequestRecord, TokenSource};
 use cicada_scenarios::dataset::PoolEntry;
 use cicada_scenarios::schedule::Slot;
+use cicada_scenarios::tokenizer::Tokenizer;
 use tokio_util::sync::CancellationToken;
 
 use super::Stage;
 use crate::clock::Clock;
-use crate::exchange::{Exchange, perform};
+use crate::exchange::{Conduit, Exchange, perform};
 
 /// Send one request of the schedule and record it; counted as cancelled if `cancel` fires.
 pub(super) async fn send_one(
@@ -34,8 +35,16 @@ pub(super) async fn send_one(
     let sent_us = clock.now_us();
     stage.in_flight_by_target[target].change(sent_us, true);
     let scheduled_us = slot.offset.as_micros() as u64;
+    let conduit = Conduit {
+        http: &stage.http,
+        headers: &stage.headers,
+        backend: &stage.backend,
+        clock: &clock,
+        timeout: stage.timeout,
+        keep_text: stage.tokenizer.is_some(),
+    };
     let exchange = tokio::select! {
-        ex = perform(&stage.http, url, &stage.headers, body, &stage.backend, &clock, stage.timeout) => ex,
+        ex = perform(conduit, url, body) => ex,
         () = cancel.cancelled() => Exchange {
             failure: Some((Outcome::Cancelled, "the run stopped while the request was in flight".into())),
             ended_us: clock.now_us(),
@@ -44,38 +53,85 @@ pub(super) async fn send_one(
     };
     stage.in_flight_by_target[target].change(exchange.ended_us, false);
     stage.in_flight.fetch_sub(1, Ordering::Relaxed);
-    let record = to_record(
-        &exchange,
-        entry,
-        slot.index,
-        target as u32,
+    let counting = Counting {
+        tokenizer: stage.tokenizer.as_ref(),
+        verify: stage.plan.verify_every > 0
+            && slot
+                .index
+                .is_multiple_of(u64::from(stage.plan.verify_every)),
+    };
+    let at = Placement {
+        index: slot.index,
+        target: target as u32,
         scheduled_us,
         sent_us,
-        stage.backend.streams(),
-    );
+    };
+    let record = to_record(&exchange, entry, at, stage.backend.streams(), counting);
     stage.recorder.record(&record);
 }
 
+/// Where a request sat in the schedule.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Placement {
+    pub index: u64,
+    pub target: u32,
+    pub scheduled_us: u64,
+    pub sent_us: u64,
+}
+
+/// How output tokens may be counted for one request.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Counting<'a> {
+    pub tokenizer: Option<&'a Tokenizer>,
+    /// Check the server's usage against the tokenizer for this request.
+    pub verify: bool,
+}
+
+/// Relative difference above which usage and tokenizer counts disagree.
+const MISMATCH_RATIO: f64 = 0.02;
+
 /// Decide token counts and build the record.
+///
+/// Output tokens: the server's usage, else the tokenizer's count of the text,
+/// else the number of content events. When usage is present and this request
+/// is sampled for verification, a tokenizer count more than 2 % away flags it.
 pub(super) fn to_record(
     ex: &Exchange,
     entry: &PoolEntry,
-    index: u64,
-    target: u32,
-    scheduled_us: u64,
-    sent_us: u64,
+    at: Placement,
     streamed: bool,
+    counting: Counting<'_>,
 ) -> RequestRecord {
+    let Placement {
+        index,
+        target,
+        scheduled_us,
+        sent_us,
+    } = at;
     let (outcome, error) = ex.outcome();
     let mut events = ex.events.clone();
-    let (output_tokens, token_source) = match ex.usage.completion_tokens {
-        Some(c) => (c, TokenSource::Usage),
-        None => (
+    let wants_count = ex.usage.completion_tokens.is_none() || counting.verify;
+    let counted = match (counting.tokenizer, &ex.text) {
+        (Some(t), Some(text)) if outcome.is_ok() && wants_count => {
+            t.count(text).ok().map(|n| n as u64)
+        }
+        _ => None,
+    };
+    let (output_tokens, token_source) = match (ex.usage.completion_tokens, counted) {
+        (Some(c), _) => (c, TokenSource::Usage),
+        (None, Some(n)) => (n, TokenSource::Tokenizer),
+        (None, None) => (
             events.iter().map(|e| u64::from(e.tokens)).sum(),
             TokenSource::Events,
         ),
     };
-    if !ex.counted_per_event && token_source == TokenSource::Usage && !events.is_empty() {
+    let token_count_mismatch = match (token_source, counted) {
+        (TokenSource::Usage, Some(n)) if counting.verify => {
+            (n as f64 - output_tokens as f64).abs() > MISMATCH_RATIO * output_tokens.max(1) as f64
+        }
+        _ => false,
+    };
+    if !ex.counted_per_event && token_source != TokenSource::Events && !events.is_empty() {
         spread_evenly(&mut events, output_tokens);
     }
     RequestRecord {
@@ -95,7 +151,7 @@ pub(super) fn to_record(
             .unwrap_or(u64::from(entry.input_tokens)),
         cached_tokens: ex.usage.cached_tokens,
         requested_output_tokens: entry.output_tokens.map(u64::from),
-        token_count_mismatch: false,
+        token_count_mismatch,
         streamed,
     }
 }
@@ -126,6 +182,15 @@ mod tests {
         }
     }
 
+    fn at(index: u64, sent_us: u64) -> Placement {
+        Placement {
+            index,
+            target: 0,
+            scheduled_us: 0,
+            sent_us,
+        }
+    }
+
     fn events(n: u64) -> Vec<ContentEvent> {
         (0..n)
             .map(|k| ContentEvent {
@@ -148,7 +213,7 @@ mod tests {
             ended_us: 200,
             ..Exchange::default()
         };
-        let r = to_record(&ex, &entry(), 3, 0, 0, 50, true);
+        let r = to_record(&ex, &entry(), at(3, 50), true, Counting::default());
         assert_eq!(r.outcome, Outcome::Ok);
         assert_eq!(r.output_tokens, 8);
         assert_eq!(r.token_source, TokenSource::Usage);
@@ -163,7 +228,7 @@ mod tests {
             completed: true,
             ..Exchange::default()
         };
-        let r = to_record(&ex, &entry(), 0, 0, 0, 0, true);
+        let r = to_record(&ex, &entry(), at(0, 0), true, Counting::default());
         assert_eq!(r.output_tokens, 6);
         assert_eq!(r.token_source, TokenSource::Events);
         assert_eq!(r.input_tokens, 3);
@@ -172,7 +237,7 @@ mod tests {
             ..Exchange::default()
         };
         assert_eq!(
-            to_record(&truncated, &entry(), 0, 0, 0, 0, true).outcome,
+            to_record(&truncated, &entry(), at(0, 0), true, Counting::default()).outcome,
             Outcome::StreamTruncated
         );
         let empty = Exchange {
@@ -180,7 +245,7 @@ mod tests {
             ..Exchange::default()
         };
         assert_eq!(
-            to_record(&empty, &entry(), 0, 0, 0, 0, true).outcome,
+            to_record(&empty, &entry(), at(0, 0), true, Counting::default()).outcome,
             Outcome::Empty
         );
     }
