@@ -153,6 +153,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         scenario_hash: scenario_hash(&scenario),
         scenario_origin: loaded.origin,
         stage: 0,
+        stage_name: String::new(),
         target: target.resolved,
         workers,
         total: agg.total(),

@@ -54,9 +54,11 @@ const FIXED: [&str; 23] = [
     "scenario",
 ];
 
-const CICADA: [&str; 33] = [
+const CICADA: [&str; 35] = [
     "scenario_hash",
     "stage",
+    "stage_name",
+    "target",
     "started_at",
     "workers",
     "request_rate_configured",
@@ -167,6 +169,8 @@ pub fn row(r: &RunResult) -> Vec<String> {
     v.extend([
         r.scenario_hash.clone(),
         r.stage.to_string(),
+        r.stage_name.clone(),
+        "all".to_string(),
         rfc3339(r.started_unix),
         r.workers.to_string(),
         sc.load.request_rate.to_string(),

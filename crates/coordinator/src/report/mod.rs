@@ -22,6 +22,8 @@ pub struct RunResult {
     pub scenario_origin: String,
     pub scenario_hash: String,
     pub stage: u32,
+    /// Human name of the stage ("" for a single-stage run).
+    pub stage_name: String,
     pub target: ResolvedTarget,
     pub workers: u32,
     pub total: MetricSet,
