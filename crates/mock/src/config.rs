@@ -32,9 +32,33 @@ pub struct MockConfig {
     /// Send a role-only first chunk on chat streams, as vLLM does.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub role_chunk: bool,
-    /// Model id served at /v1/models.
+    /// Model id served at /v1/models (and the Triton model name).
     #[arg(long, default_value = "cicada-mock")]
     pub model: String,
+    /// The API a scenario drives the embedded mock through; on the OpenAI
+    /// routes the llama.cpp choices also switch to llama.cpp's dialect
+    /// (`timings`, separate finish chunk). Native TGI, llama.cpp and Triton
+    /// routes are always served.
+    #[arg(long, value_enum, default_value_t = MockApi::OpenaiChat)]
+    pub api: MockApi,
+    /// KV-cache capacity in tokens, for the `vllm:kv_cache_usage_perc` gauge
+    /// and the preemption counter (a request whose prompt plus requested
+    /// output would overfill the cache counts one preemption).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub kv_cache_tokens: u64,
+    /// Simulate vLLM's prefix cache (16-token blocks): cache hits are counted
+    /// in `/metrics` and in llama.cpp's `timings.cache_n`.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub prefix_cache: bool,
+    /// Report `usage.prompt_tokens_details.cached_tokens` (vLLM's
+    /// `--enable-prompt-tokens-details`).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub prompt_tokens_details: bool,
+    /// Speculative tokens proposed per decode step (0 = no speculative
+    /// decoding). Each event after the first is one step whose extra tokens
+    /// (`tokens_per_event - 1`, at most this many) count as accepted drafts.
+    #[arg(long, default_value_t = 0)]
+    pub spec_tokens: u32,
     /// Seed for jitter and fault selection.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -42,6 +66,40 @@ pub struct MockConfig {
     #[command(flatten)]
     #[serde(default)]
     pub faults: FaultRates,
+}
+
+/// The API a client uses to talk to the mock.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+#[value(rename_all = "kebab-case")]
+pub enum MockApi {
+    /// OpenAI chat completions, vLLM's dialect.
+    #[default]
+    OpenaiChat,
+    /// OpenAI completions, vLLM's dialect.
+    Openai,
+    /// TGI's `/generate_stream`.
+    Tgi,
+    /// llama.cpp's native `/completion`.
+    Llamacpp,
+    /// OpenAI chat completions, llama.cpp's dialect.
+    LlamacppChat,
+    /// OpenAI completions, llama.cpp's dialect.
+    LlamacppCompletions,
+    /// Triton's `/v2/models/{model}/generate_stream`.
+    Triton,
+}
+
+impl MockApi {
+    /// The OpenAI routes answer in llama.cpp's dialect.
+    pub fn llamacpp_dialect(self) -> bool {
+        matches!(
+            self,
+            MockApi::Llamacpp | MockApi::LlamacppChat | MockApi::LlamacppCompletions
+        )
+    }
 }
 
 /// Probability, per request, of each injected fault (their sum must be ≤ 1).
@@ -138,6 +196,11 @@ impl Default for MockConfig {
             usage: true,
             role_chunk: true,
             model: "cicada-mock".to_string(),
+            api: MockApi::OpenaiChat,
+            kv_cache_tokens: 1_000_000,
+            prefix_cache: true,
+            prompt_tokens_details: false,
+            spec_tokens: 0,
             seed: 0,
             faults: FaultRates::default(),
         }
@@ -162,6 +225,15 @@ impl MockConfig {
         }
         if self.tokens_per_event == 0 {
             out.push(("tokens_per_event", "must be at least 1".to_string()));
+        }
+        if self.kv_cache_tokens == 0 {
+            out.push(("kv_cache_tokens", "must be at least 1".to_string()));
+        }
+        if self.spec_tokens > 64 {
+            out.push((
+                "spec_tokens",
+                format!("must be at most 64, got {}", self.spec_tokens),
+            ));
         }
         for (fault, rate) in self.faults.table() {
             if !(0.0..=1.0).contains(&rate) {

@@ -1,6 +1,9 @@
 //! cicada's built-in mock inference server.
 //!
-//! An OpenAI-compatible streaming server whose timing is exact and known: each
+//! A streaming server that speaks the OpenAI API (in vLLM's or llama.cpp's
+//! dialect), TGI's `/generate_stream`, llama.cpp's `/completion` and Triton's
+//! generate extension, and exposes vLLM's Prometheus `/metrics`. Its timing
+//! is exact and known: each
 //! token is scheduled at an absolute deadline from the request's arrival, so
 //! the schedule holds at thousands of concurrent streams, and the server
 //! measures its own lateness so tests can tell its error from the client's.
@@ -9,15 +12,19 @@
 //! outcome classification. It is the quickstart's target, the tests' reference
 //! and the user's way to measure the load generator's own ceiling.
 
+mod cache;
 mod config;
-mod format;
+mod handler;
+mod prom;
 mod request;
 mod server;
 mod stats;
 mod stream;
+mod wire;
 
-pub use config::{Fault, FaultRates, MockConfig, Truth};
-/// The words the mock generates, one token each (with their leading space).
-pub use format::WORDS as VOCABULARY;
-pub use server::{MockError, MockServer};
+pub use config::{Fault, FaultRates, MockApi, MockConfig, Truth};
+pub use handler::PROBE_HEADER;
+pub use server::{MockError, MockServer, TlsFiles};
 pub use stats::{LatenessStats, LoggedRequest, MockStats};
+/// The words the mock generates, one token each (with their leading space).
+pub use wire::WORDS as VOCABULARY;

@@ -1,6 +1,8 @@
 use serde::Deserialize;
 
-/// The parts of an OpenAI completions or chat request the mock acts on.
+/// The parts of a request the mock acts on, for every API it serves: OpenAI
+/// (`prompt`/`messages`, `max_tokens`), TGI (`inputs`, `parameters`),
+/// llama.cpp (`prompt`, `n_predict`) and Triton (`text_input`, `max_tokens`).
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct IncomingRequest {
     #[serde(default)]
@@ -15,6 +17,35 @@ pub(crate) struct IncomingRequest {
     pub stream: bool,
     #[serde(default)]
     pub stream_options: Option<StreamOptions>,
+    /// TGI: the prompt.
+    #[serde(default)]
+    pub inputs: Option<String>,
+    /// TGI and Triton: generation parameters.
+    #[serde(default)]
+    pub parameters: Option<Parameters>,
+    /// llama.cpp: tokens to predict (-1 = until end of sequence).
+    #[serde(default)]
+    pub n_predict: Option<i64>,
+    /// Triton: the prompt.
+    #[serde(default)]
+    pub text_input: Option<String>,
+    /// Triton's vLLM backend: sampling parameters as a JSON string.
+    #[serde(default)]
+    pub sampling_parameters: Option<String>,
+    /// Triton: leave the prompt out of non-streamed output.
+    #[serde(default)]
+    pub exclude_input_in_output: bool,
+}
+
+/// TGI's and Triton's `parameters` object.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Parameters {
+    #[serde(default)]
+    pub max_new_tokens: Option<u32>,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub details: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -47,13 +78,34 @@ impl IncomingRequest {
         let mut out = String::new();
         if let Some(p) = &self.prompt {
             push_content(&mut out, p);
+        } else if let Some(t) = self.inputs.as_ref().or(self.text_input.as_ref()) {
+            out.push_str(t);
         }
         out
     }
 
-    /// Output tokens the client asked for, if any.
+    /// Output tokens the client asked for, if any, in whichever field its API uses.
     pub fn requested_tokens(&self) -> Option<u32> {
-        self.max_completion_tokens.or(self.max_tokens)
+        let params = self.parameters.as_ref();
+        self.max_completion_tokens
+            .or(self.max_tokens)
+            .or(params.and_then(|p| p.max_new_tokens.or(p.max_tokens)))
+            .or(self
+                .n_predict
+                .filter(|n| *n >= 0)
+                .map(|n| n.min(i64::from(u32::MAX)) as u32))
+            .or_else(|| {
+                let sp: serde_json::Value =
+                    serde_json::from_str(self.sampling_parameters.as_deref()?).ok()?;
+                sp.get("max_tokens")?
+                    .as_u64()
+                    .map(|n| n.min(u64::from(u32::MAX)) as u32)
+            })
+    }
+
+    /// TGI: the client asked for `details`.
+    pub fn wants_details(&self) -> bool {
+        self.parameters.as_ref().is_some_and(|p| p.details)
     }
 }
 
@@ -106,6 +158,32 @@ mod tests {
         assert_eq!(count_words(&r.prompt_text()), 5);
         assert_eq!(r.requested_tokens(), Some(7));
         assert!(!r.stream);
+    }
+
+    #[test]
+    fn every_api_spells_its_prompt_and_limit() {
+        let tgi: IncomingRequest = serde_json::from_str(
+            r#"{"inputs":"a b c","parameters":{"max_new_tokens":5,"details":true}}"#,
+        )
+        .unwrap();
+        assert_eq!(count_words(&tgi.prompt_text()), 3);
+        assert_eq!(tgi.requested_tokens(), Some(5));
+        assert!(tgi.wants_details());
+        let llama: IncomingRequest =
+            serde_json::from_str(r#"{"prompt":"a b","n_predict":7,"stream":true}"#).unwrap();
+        assert_eq!(llama.requested_tokens(), Some(7));
+        let unlimited: IncomingRequest =
+            serde_json::from_str(r#"{"prompt":"a","n_predict":-1}"#).unwrap();
+        assert_eq!(unlimited.requested_tokens(), None);
+        let triton: IncomingRequest = serde_json::from_str(
+            r#"{"text_input":"x y","sampling_parameters":"{\"max_tokens\":9}"}"#,
+        )
+        .unwrap();
+        assert_eq!(count_words(&triton.prompt_text()), 2);
+        assert_eq!(triton.requested_tokens(), Some(9));
+        let trt: IncomingRequest =
+            serde_json::from_str(r#"{"text_input":"x","parameters":{"max_tokens":4}}"#).unwrap();
+        assert_eq!(trt.requested_tokens(), Some(4));
     }
 
     #[test]

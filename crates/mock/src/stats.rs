@@ -51,10 +51,31 @@ pub struct LatenessStats {
 }
 
 /// The mock's ground truth, served at `/mock/stats`.
+///
+/// Readiness probes (requests carrying `X-Cicada-Probe`) are served without
+/// faults and counted only in `probes` (and in `/metrics`, as a real server
+/// would count them), so the other figures describe the measured run alone.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct MockStats {
-    /// Completion requests received.
+    /// Completion requests received (probes excluded).
     pub requests: u64,
+    /// Readiness probes received.
+    pub probes: u64,
+    /// TCP connections accepted.
+    pub connections: u64,
+    /// Prompt tokens of the requests received (probes excluded).
+    pub prompt_tokens: u64,
+    /// Prompt tokens found in the simulated prefix cache (probes excluded).
+    pub cached_tokens: u64,
+    /// Requests that arrived when the KV cache could not hold them (probes excluded).
+    pub preemptions: u64,
+    /// Speculative decoding: steps, proposed tokens and accepted tokens (probes excluded).
+    pub spec_drafts: u64,
+    pub spec_draft_tokens: u64,
+    pub spec_accepted_tokens: u64,
+    /// Highest KV-cache usage (0..1) seen at any arrival or token.
+    pub max_kv_usage: f64,
     /// Streams currently open.
     pub in_flight: u64,
     /// Most streams open at once.
@@ -78,12 +99,69 @@ pub(crate) struct StreamLateness {
     pub first: Option<u64>,
 }
 
+/// Speculative-decoding counters, vLLM's way (drafts are steps).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SpecCounts {
+    pub drafts: u64,
+    pub draft_tokens: u64,
+    pub accepted: u64,
+    /// Accepted tokens by draft position.
+    pub per_position: Vec<u64>,
+}
+
+/// Counters that only the run's own requests move (`/mock/stats`); `/metrics`
+/// keeps its own copies that probes move too.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    pub prompt_tokens: AtomicU64,
+    pub cached_tokens: AtomicU64,
+    pub preemptions: AtomicU64,
+    pub spec: Mutex<SpecCounts>,
+}
+
+impl Tally {
+    pub fn spec_step(&self, tokens: u32, proposed: u32) {
+        if proposed == 0 {
+            return;
+        }
+        let accepted = tokens.saturating_sub(1).min(proposed);
+        if let Ok(mut s) = self.spec.lock() {
+            s.drafts += 1;
+            s.draft_tokens += u64::from(proposed);
+            s.accepted += u64::from(accepted);
+            if s.per_position.len() < proposed as usize {
+                s.per_position.resize(proposed as usize, 0);
+            }
+            for p in 0..accepted as usize {
+                s.per_position[p] += 1;
+            }
+        }
+    }
+
+    pub fn spec(&self) -> SpecCounts {
+        self.spec.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
 pub(crate) struct State {
     pub requests: AtomicU64,
+    pub probes: AtomicU64,
+    pub connections: AtomicU64,
     pub in_flight: AtomicU64,
     pub max_in_flight: AtomicU64,
     pub completed: AtomicU64,
     pub output_tokens: AtomicU64,
+    /// Ground truth of the run (probes excluded).
+    pub run: Tally,
+    /// What `/metrics` reports (probes included).
+    pub server: crate::prom::ServerMetrics,
+    /// Tokens held in the KV cache by open streams (prompt + generated so far).
+    pub kv_used: AtomicU64,
+    /// Tokens open streams may grow to (prompt + requested output).
+    pub kv_reserved: AtomicU64,
+    /// Highest KV usage seen, in millionths.
+    pub max_kv_ppm: AtomicU64,
+    pub prefix: crate::cache::PrefixCache,
     faults: Mutex<BTreeMap<Fault, u64>>,
     lateness: Mutex<(Histogram<u64>, u64, u64, u64)>,
     log: Mutex<Vec<LoggedRequest>>,
@@ -98,6 +176,14 @@ impl State {
         h.auto(true);
         Self {
             requests: AtomicU64::new(0),
+            probes: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
+            run: Tally::default(),
+            server: crate::prom::ServerMetrics::default(),
+            kv_used: AtomicU64::new(0),
+            kv_reserved: AtomicU64::new(0),
+            max_kv_ppm: AtomicU64::new(0),
+            prefix: crate::cache::PrefixCache::default(),
             in_flight: AtomicU64::new(0),
             max_in_flight: AtomicU64::new(0),
             completed: AtomicU64::new(0),
@@ -115,6 +201,22 @@ impl State {
 
     pub fn stream_closed(&self) {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// KV-cache usage as a fraction of `capacity` tokens (capped at 1).
+    pub fn kv_usage(&self, capacity: u64) -> f64 {
+        (self.kv_used.load(Ordering::Relaxed) as f64 / capacity.max(1) as f64).min(1.0)
+    }
+
+    /// `n` tokens entered (`up`) or left the KV cache; tracks the peak usage.
+    pub fn kv_change(&self, n: u64, up: bool, capacity: u64) {
+        if up {
+            let now = self.kv_used.fetch_add(n, Ordering::Relaxed) + n;
+            let ppm = (now as f64 / capacity.max(1) as f64).min(1.0) * 1e6;
+            self.max_kv_ppm.fetch_max(ppm as u64, Ordering::Relaxed);
+        } else {
+            self.kv_used.fetch_sub(n, Ordering::Relaxed);
+        }
     }
 
     pub fn log_request(&self, entry: LoggedRequest) {
@@ -179,8 +281,18 @@ impl State {
                 }
             })
             .unwrap_or_default();
+        let spec = self.run.spec();
         MockStats {
             requests: self.requests.load(Ordering::Relaxed),
+            probes: self.probes.load(Ordering::Relaxed),
+            connections: self.connections.load(Ordering::Relaxed),
+            prompt_tokens: self.run.prompt_tokens.load(Ordering::Relaxed),
+            cached_tokens: self.run.cached_tokens.load(Ordering::Relaxed),
+            preemptions: self.run.preemptions.load(Ordering::Relaxed),
+            spec_drafts: spec.drafts,
+            spec_draft_tokens: spec.draft_tokens,
+            spec_accepted_tokens: spec.accepted,
+            max_kv_usage: self.max_kv_ppm.load(Ordering::Relaxed) as f64 / 1e6,
             in_flight: self.in_flight.load(Ordering::Relaxed),
             max_in_flight: self.max_in_flight.load(Ordering::Relaxed),
             completed: self.completed.load(Ordering::Relaxed),

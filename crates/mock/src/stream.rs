@@ -3,6 +3,7 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -13,8 +14,8 @@ use rand_chacha::ChaCha8Rng;
 use tokio::time::{Instant, Sleep};
 
 use crate::Fault;
-use crate::format::{self, Api, ChunkHeader, Usage};
 use crate::stats::{State, StreamLateness};
+use crate::wire::{Api, Reply};
 
 /// Timing of one response, fixed at arrival.
 #[derive(Debug, Clone, Copy)]
@@ -25,21 +26,20 @@ pub(crate) struct Timing {
     pub jitter: Duration,
 }
 
-/// Everything one streamed response needs.
+/// Everything one response needs.
 pub(crate) struct StreamSpec {
-    pub api: Api,
-    pub seq: u64,
-    pub created: u64,
-    pub model_json: Arc<str>,
+    /// What its events share, in its API's format.
+    pub reply: Reply,
     pub timing: Timing,
-    pub total_tokens: u32,
-    pub tokens_per_event: u32,
-    pub prompt_tokens: u32,
-    pub role_chunk: bool,
-    pub include_usage: bool,
-    pub continuous_usage: bool,
     pub fault: Option<Fault>,
     pub seed: u64,
+    /// A readiness probe: kept out of the run's ground truth.
+    pub probe: bool,
+    /// KV-cache tokens reserved at arrival, released at the end.
+    pub kv_reserved: u64,
+    pub kv_capacity: u64,
+    /// Speculative tokens proposed per step (0 = none).
+    pub spec_tokens: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +58,7 @@ pub(crate) struct TokenStream {
     fault_at_event: u32,
     next_deadline: Option<Instant>,
     prev_deadline: Instant,
-    role_pending: bool,
+    opening_pending: bool,
     phase: Phase,
     sleep: Pin<Box<Sleep>>,
     rng: Option<ChaCha8Rng>,
@@ -68,11 +68,11 @@ pub(crate) struct TokenStream {
 
 impl TokenStream {
     pub fn new(spec: StreamSpec, state: Arc<State>) -> Self {
-        let per = spec.tokens_per_event.max(1);
+        let per = spec.reply.tokens_per_event.max(1);
         let events_total = if spec.fault == Some(Fault::Empty) {
             0
         } else {
-            spec.total_tokens.div_ceil(per).max(1)
+            spec.reply.total_tokens.div_ceil(per).max(1)
         };
         let fault_at_event = match spec.fault {
             Some(Fault::Stall) => 1,
@@ -80,12 +80,14 @@ impl TokenStream {
             None => u32::MAX,
         };
         let rng = (!spec.timing.jitter.is_zero()).then(|| {
-            ChaCha8Rng::seed_from_u64(spec.seed ^ spec.seq.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            ChaCha8Rng::seed_from_u64(
+                spec.seed ^ spec.reply.seq.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            )
         });
         state.stream_opened();
         let start = spec.timing.start;
         Self {
-            role_pending: spec.role_chunk && spec.api == Api::Chat,
+            opening_pending: true,
             spec,
             events_total,
             next_event: 0,
@@ -98,15 +100,6 @@ impl TokenStream {
             rng,
             lateness: StreamLateness::default(),
             state,
-        }
-    }
-
-    fn header(&self) -> ChunkHeader<'_> {
-        ChunkHeader {
-            api: self.spec.api,
-            seq: self.spec.seq,
-            created: self.spec.created,
-            model_json: &self.spec.model_json,
         }
     }
 
@@ -132,47 +125,31 @@ impl TokenStream {
         d
     }
 
-    fn usage(&self) -> Usage {
-        Usage {
-            prompt: self.spec.prompt_tokens,
-            completion: self.sent_tokens,
-        }
-    }
-
     /// Append every event due by `now` to `out`; returns Err to reset the connection.
     fn emit_due(&mut self, out: &mut String, now: Instant) -> Result<(), io::Error> {
         if self.events_total == 0 {
-            // empty completion: a finish chunk without content
-            let usage = self.spec.include_usage.then(|| self.usage());
-            self.header().content(out, "", Some("stop"), None);
-            if let Some(u) = usage {
-                self.header().usage_only(out, u);
-            }
-            out.push_str(format::DONE);
-            self.finish();
+            self.spec.reply.empty(out);
+            self.finish(now, false);
             return Ok(());
         }
         while self.next_event < self.events_total && self.deadline() <= now {
             if self.next_event == self.fault_at_event {
                 match self.spec.fault {
-                    Some(Fault::Reset) => {
-                        self.phase = Phase::Finished;
-                        return Err(io::Error::new(
-                            io::ErrorKind::ConnectionReset,
-                            "mock injected connection reset",
-                        ));
-                    }
+                    Some(Fault::Reset) => return Err(self.reset()),
                     Some(Fault::Malformed) => {
-                        out.push_str(format::MALFORMED_EVENT);
-                        out.push_str(format::DONE);
+                        self.spec.reply.malformed(out);
                         self.phase = Phase::Finished;
                         return Ok(());
                     }
                     Some(Fault::ErrorEvent) => {
-                        out.push_str(format::ERROR_EVENT);
-                        out.push_str(format::DONE);
+                        self.spec.reply.error_event(out);
                         self.phase = Phase::Finished;
                         return Ok(());
+                    }
+                    // Triton streams have no end marker: the only early end a
+                    // client can tell from completion is a broken connection
+                    Some(Fault::Truncate) if self.spec.reply.api == Api::Triton => {
+                        return Err(self.reset());
                     }
                     Some(Fault::Truncate) => {
                         self.phase = Phase::Finished;
@@ -191,50 +168,89 @@ impl TokenStream {
             let late = now.saturating_duration_since(deadline).as_micros() as u64;
             if self.next_event == 0 {
                 self.lateness.first = Some(late);
+                self.state
+                    .server
+                    .ttft
+                    .observe(now.saturating_duration_since(self.spec.timing.start));
             }
             self.lateness.values.push(late);
             let n = self
                 .spec
+                .reply
                 .tokens_per_event
                 .max(1)
-                .min(self.spec.total_tokens - self.sent_tokens)
+                .min(self.spec.reply.total_tokens - self.sent_tokens)
                 .max(1);
-            let mut text = String::with_capacity(8 * n as usize);
-            format::token_text(&mut text, self.spec.seq, self.sent_tokens, n);
+            let first = self.sent_tokens;
             self.sent_tokens += n;
             self.next_event += 1;
             self.prev_deadline = deadline;
             self.next_deadline = None;
             let last = self.next_event == self.events_total;
-            let usage = self.spec.continuous_usage.then(|| self.usage());
-            self.header()
-                .content(out, &text, last.then_some("length"), usage);
-            self.state
-                .output_tokens
-                .fetch_add(u64::from(n), std::sync::atomic::Ordering::Relaxed);
+            self.spec.reply.step(out, first, n, last);
+            self.count_step(n, first > 0);
             if last {
-                if self.spec.include_usage {
-                    let u = self.usage();
-                    self.header().usage_only(out, u);
-                }
-                out.push_str(format::DONE);
-                self.finish();
+                self.spec.reply.close(out);
+                self.finish(now, true);
             }
         }
         Ok(())
     }
 
-    fn finish(&mut self) {
+    fn reset(&mut self) -> io::Error {
         self.phase = Phase::Finished;
-        self.state
-            .completed
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        io::Error::new(
+            io::ErrorKind::ConnectionReset,
+            "mock injected connection reset",
+        )
+    }
+
+    /// Counters for `n` tokens just sent; steps after the first are speculative ones.
+    fn count_step(&self, n: u32, decode: bool) {
+        let st = &self.state;
+        st.kv_change(u64::from(n), true, self.spec.kv_capacity);
+        st.server
+            .generation_tokens
+            .fetch_add(u64::from(n), Ordering::Relaxed);
+        if decode {
+            st.server.all.spec_step(n, self.spec.spec_tokens);
+        }
+        if !self.spec.probe {
+            st.output_tokens.fetch_add(u64::from(n), Ordering::Relaxed);
+            if decode {
+                st.run.spec_step(n, self.spec.spec_tokens);
+            }
+        }
+    }
+
+    fn finish(&mut self, now: Instant, length: bool) {
+        self.phase = Phase::Finished;
+        let st = &self.state;
+        st.server
+            .e2e
+            .observe(now.saturating_duration_since(self.spec.timing.start));
+        let reason = if length {
+            &st.server.finished_length
+        } else {
+            &st.server.finished_stop
+        };
+        reason.fetch_add(1, Ordering::Relaxed);
+        if !self.spec.probe {
+            st.completed.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
 impl Drop for TokenStream {
     fn drop(&mut self) {
-        self.state.merge_lateness(&self.lateness);
+        if !self.spec.probe {
+            self.state.merge_lateness(&self.lateness);
+        }
+        let held = u64::from(self.spec.reply.prompt_tokens) + u64::from(self.sent_tokens);
+        self.state.kv_change(held, false, self.spec.kv_capacity);
+        self.state
+            .kv_reserved
+            .fetch_sub(self.spec.kv_reserved, Ordering::Relaxed);
         self.state.stream_closed();
     }
 }
@@ -263,11 +279,13 @@ impl Body for TokenStream {
                 }
                 Phase::Running => {}
             }
-            if this.role_pending {
-                this.role_pending = false;
+            if this.opening_pending {
+                this.opening_pending = false;
                 let mut out = String::with_capacity(256);
-                this.header().role(&mut out);
-                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                this.spec.reply.opening(&mut out);
+                if !out.is_empty() {
+                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                }
             }
             let deadline = if this.events_total == 0 {
                 this.spec.timing.start + this.spec.timing.ttft

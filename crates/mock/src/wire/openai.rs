@@ -1,0 +1,266 @@
+//! OpenAI completions and chat completions, in vLLM's dialect (role-only first
+//! chunk, `finish_reason` on the last content chunk, usage-only last chunk,
+//! optional running usage) or llama.cpp's (separate finish chunk with an empty
+//! delta, `timings` beside usage, `system_fingerprint`).
+
+use std::fmt::Write as _;
+
+use super::{Api, Reply, token_text};
+
+/// End-of-stream marker.
+const DONE: &str = "data: [DONE]\n\n";
+
+fn open(r: &Reply, out: &mut String) {
+    let (prefix, object) = match r.api {
+        Api::Chat => ("chatcmpl", "chat.completion.chunk"),
+        _ => ("cmpl", "text_completion"),
+    };
+    let _ = write!(
+        out,
+        "data: {{\"id\":\"{prefix}-{}\",\"object\":\"{object}\",\"created\":{},\"model\":{}",
+        r.seq, r.created, r.model_json
+    );
+    if r.llamacpp {
+        out.push_str(",\"system_fingerprint\":\"b6497-cicada\"");
+    }
+}
+
+fn usage(r: &Reply, out: &mut String, completion: u32) {
+    let (p, c) = (r.prompt_tokens, completion);
+    if r.llamacpp {
+        let _ = write!(
+            out,
+            ",\"usage\":{{\"completion_tokens\":{c},\"prompt_tokens\":{p},\"total_tokens\":{}}}",
+            p + c
+        );
+        return;
+    }
+    let _ = write!(
+        out,
+        ",\"usage\":{{\"prompt_tokens\":{p},\"total_tokens\":{},\"completion_tokens\":{c}",
+        p + c
+    );
+    if r.cached_details && r.cached_tokens > 0 {
+        let _ = write!(
+            out,
+            ",\"prompt_tokens_details\":{{\"cached_tokens\":{}}}",
+            r.cached_tokens
+        );
+    }
+    out.push('}');
+}
+
+/// The role-only first chat chunk (not content).
+pub(super) fn role(r: &Reply, out: &mut String) {
+    open(r, out);
+    if r.llamacpp {
+        out.push_str(",\"choices\":[{\"finish_reason\":null,\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null}}]");
+    } else {
+        out.push_str(",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}]");
+        if r.counts && r.continuous {
+            usage(r, out, 0);
+        }
+    }
+    out.push_str("}\n\n");
+}
+
+fn choice(r: &Reply, out: &mut String, text: &str, finish: Option<&str>) {
+    let finish = finish.map_or_else(|| "null".to_string(), |f| format!("\"{f}\""));
+    let stop_reason = if r.llamacpp {
+        ""
+    } else {
+        ",\"stop_reason\":null"
+    };
+    match (r.api, r.llamacpp) {
+        (Api::Chat, false) => {
+            let _ = write!(
+                out,
+                ",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}},\"logprobs\":null,\"finish_reason\":{finish}{}}}]",
+                if finish == "null" { "" } else { stop_reason }
+            );
+        }
+        (Api::Chat, true) if text.is_empty() => {
+            let _ = write!(
+                out,
+                ",\"choices\":[{{\"finish_reason\":{finish},\"index\":0,\"delta\":{{}}}}]"
+            );
+        }
+        (Api::Chat, true) => {
+            let _ = write!(
+                out,
+                ",\"choices\":[{{\"finish_reason\":{finish},\"index\":0,\"delta\":{{\"content\":\"{text}\"}}}}]"
+            );
+        }
+        _ => {
+            let _ = write!(
+                out,
+                ",\"choices\":[{{\"index\":0,\"text\":\"{text}\",\"logprobs\":null,\"finish_reason\":{finish}{stop_reason}}}]"
+            );
+        }
+    }
+}
+
+/// One content chunk for `n` tokens (several under speculative decoding).
+pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32, last: bool) {
+    let mut text = String::with_capacity(8 * n as usize);
+    token_text(&mut text, r.seq, first, n);
+    open(r, out);
+    let vllm_finish = (last && !r.llamacpp).then_some("length");
+    choice(r, out, &text, vllm_finish);
+    if r.counts && r.continuous && !r.llamacpp {
+        usage(r, out, first + n);
+    } else if r.api == Api::Completions && !r.llamacpp {
+        // vLLM's completions chunks print every field
+        out.push_str(",\"usage\":null");
+    }
+    out.push_str("}\n\n");
+    if last && r.llamacpp {
+        finish_chunk(r, out, "length", first + n);
+    }
+}
+
+/// llama.cpp's finish chunk: empty delta, the finish reason, and (when no
+/// usage chunk follows) usage and `timings`.
+fn finish_chunk(r: &Reply, out: &mut String, reason: &str, completion: u32) {
+    open(r, out);
+    choice(r, out, "", Some(reason));
+    if r.counts && !r.final_usage {
+        usage(r, out, completion);
+        out.push(',');
+        r.timings(out, completion);
+    }
+    out.push_str("}\n\n");
+}
+
+/// The usage-only last chunk (`choices: []`) if asked for, then `[DONE]`.
+pub(super) fn close(r: &Reply, out: &mut String, completion: u32) {
+    if r.counts && r.final_usage {
+        open(r, out);
+        out.push_str(",\"choices\":[]");
+        usage(r, out, completion);
+        if r.llamacpp {
+            out.push(',');
+            r.timings(out, completion);
+        }
+        out.push_str("}\n\n");
+    }
+    out.push_str(DONE);
+}
+
+/// A finish without any content, then the usual close.
+pub(super) fn empty(r: &Reply, out: &mut String) {
+    if r.llamacpp {
+        finish_chunk(r, out, "stop", 0);
+    } else {
+        open(r, out);
+        choice(r, out, "", Some("stop"));
+        out.push_str("}\n\n");
+    }
+    close(r, out, 0);
+}
+
+/// vLLM's in-band error (then `[DONE]`), or llama.cpp's (the stream ends).
+pub(super) fn error_event(r: &Reply, out: &mut String) {
+    if r.llamacpp {
+        out.push_str("data: {\"error\":{\"code\":500,\"message\":\"mock injected error\",\"type\":\"server_error\"}}\n\n");
+    } else {
+        out.push_str("data: {\"error\":{\"message\":\"mock injected error\",\"type\":\"InternalServerError\",\"param\":null,\"code\":500}}\n\n");
+        out.push_str(DONE);
+    }
+}
+
+/// An event whose payload is not valid JSON, then `[DONE]`.
+pub(super) fn malformed(_r: &Reply, out: &mut String) {
+    out.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\n\n");
+    out.push_str(DONE);
+}
+
+/// A complete non-streaming response body.
+pub(super) fn full(r: &Reply, out: &mut String, text: &str, completion: u32) {
+    let (prefix, object) = match r.api {
+        Api::Chat => ("chatcmpl", "chat.completion"),
+        _ => ("cmpl", "text_completion"),
+    };
+    let _ = write!(
+        out,
+        "{{\"id\":\"{prefix}-{}\",\"object\":\"{object}\",\"created\":{},\"model\":{}",
+        r.seq, r.created, r.model_json
+    );
+    let finish = if completion == 0 { "stop" } else { "length" };
+    match r.api {
+        Api::Chat => {
+            let _ = write!(
+                out,
+                ",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"{text}\"}},\"finish_reason\":\"{finish}\"}}]"
+            );
+        }
+        _ => {
+            let _ = write!(
+                out,
+                ",\"choices\":[{{\"index\":0,\"text\":\"{text}\",\"finish_reason\":\"{finish}\"}}]"
+            );
+        }
+    }
+    if r.counts {
+        usage(r, out, completion);
+        if r.llamacpp {
+            out.push(',');
+            r.timings(out, completion);
+        }
+    }
+    out.push('}');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{payloads, reply};
+    use super::*;
+
+    #[test]
+    fn vllm_chat_stream_shapes() {
+        let model = "\"m\"".to_string();
+        let r = reply(Api::Chat, &model);
+        let mut out = String::new();
+        role(&r, &mut out);
+        step(&r, &mut out, 0, 3, false);
+        step(&r, &mut out, 3, 1, true);
+        close(&r, &mut out, 4);
+        let p = payloads(&out);
+        assert_eq!(p.len(), 5, "{out}");
+        let first: serde_json::Value = serde_json::from_str(p[0]).unwrap();
+        assert_eq!(first["choices"][0]["delta"]["role"], "assistant");
+        assert_eq!(first["usage"]["completion_tokens"], 0);
+        let second: serde_json::Value = serde_json::from_str(p[1]).unwrap();
+        assert_eq!(second["usage"]["completion_tokens"], 3);
+        let last: serde_json::Value = serde_json::from_str(p[2]).unwrap();
+        assert_eq!(last["choices"][0]["finish_reason"], "length");
+        assert!(last["choices"][0]["stop_reason"].is_null());
+        let u: serde_json::Value = serde_json::from_str(p[3]).unwrap();
+        assert_eq!(u["choices"].as_array().unwrap().len(), 0);
+        assert_eq!(u["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
+        assert_eq!(p[4], "[DONE]");
+    }
+
+    #[test]
+    fn llamacpp_dialect_has_finish_chunk_and_timings() {
+        let model = "\"m\"".to_string();
+        let mut r = reply(Api::Chat, &model);
+        r.llamacpp = true;
+        r.final_usage = false;
+        let mut out = String::new();
+        role(&r, &mut out);
+        step(&r, &mut out, 0, 4, true);
+        close(&r, &mut out, 4);
+        let p = payloads(&out);
+        assert_eq!(p.len(), 4, "{out}");
+        let first: serde_json::Value = serde_json::from_str(p[0]).unwrap();
+        assert!(first["choices"][0]["delta"]["content"].is_null());
+        let fin: serde_json::Value = serde_json::from_str(p[2]).unwrap();
+        assert_eq!(fin["choices"][0]["finish_reason"], "length");
+        assert_eq!(fin["choices"][0]["delta"], serde_json::json!({}));
+        assert_eq!(fin["timings"]["predicted_n"], 4);
+        assert_eq!(fin["timings"]["cache_n"], 2);
+        assert_eq!(fin["usage"]["completion_tokens"], 4);
+        assert_eq!(fin["system_fingerprint"], "b6497-cicada");
+    }
+}

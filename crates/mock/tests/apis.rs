@@ -1,0 +1,329 @@
+//! The mock's native routes (TGI, llama.cpp, Triton), `/metrics`, probes and TLS,
+//! exercised over real HTTP.
+
+use std::time::Duration;
+
+use cicada_mock::{MockApi, MockConfig, MockServer, PROBE_HEADER, TlsFiles};
+use serde_json::{Value, json};
+
+async fn start(config: MockConfig) -> MockServer {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    MockServer::start(config, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
+}
+
+fn fast() -> MockConfig {
+    MockConfig {
+        ttft_ms: 2.0,
+        itl_ms: 1.0,
+        ..MockConfig::default()
+    }
+}
+
+async fn post(url: &str, body: Value) -> (u16, String) {
+    let resp = reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.text().await.unwrap_or_default())
+}
+
+/// `data:` payloads, with or without the space.
+fn payloads(text: &str) -> Vec<Value> {
+    text.split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let d = e.strip_prefix("data:").unwrap_or_else(|| panic!("{e}"));
+            serde_json::from_str(d.trim_start()).unwrap_or_else(|err| panic!("{d}: {err}"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn tgi_streams_token_events_and_answers_generate() {
+    let mock = start(fast()).await;
+    let (status, text) = post(
+        &format!("{}/generate_stream", mock.url()),
+        json!({"inputs": "a b c d", "parameters": {"max_new_tokens": 5, "details": true}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(text.starts_with("data:{"), "TGI writes no space: {text}");
+    let ev = payloads(&text);
+    assert_eq!(ev.len(), 5);
+    assert_eq!(ev[4]["index"], 5);
+    assert_eq!(ev[4]["details"]["generated_tokens"], 5);
+    assert_eq!(ev[4]["details"]["input_length"], 4);
+    assert!(ev[3]["generated_text"].is_null());
+    assert!(!text.contains("[DONE]"));
+    let (_, text) = post(
+        &format!("{}/generate", mock.url()),
+        json!({"inputs": "a b", "parameters": {"max_new_tokens": 3}}),
+    )
+    .await;
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        v["generated_text"]
+            .as_str()
+            .unwrap()
+            .split_whitespace()
+            .count(),
+        3
+    );
+    assert!(v.get("details").is_none(), "details only when asked: {v}");
+    assert_eq!(mock.stats().requests, 2);
+    let info: Value = reqwest::get(format!("{}/info", mock.url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(info["model_id"], "cicada-mock");
+}
+
+#[tokio::test]
+async fn llamacpp_completion_has_counts_and_timings() {
+    let mock = start(fast()).await;
+    let (_, text) = post(
+        &format!("{}/completion", mock.url()),
+        json!({"prompt": "x y z", "n_predict": 4, "stream": true}),
+    )
+    .await;
+    let ev = payloads(&text);
+    assert_eq!(ev.len(), 5, "{text}");
+    assert_eq!(ev[2]["tokens_predicted"], 3);
+    assert_eq!(ev[4]["stop"], true);
+    assert_eq!(ev[4]["timings"]["predicted_n"], 4);
+    assert_eq!(ev[4]["timings"]["prompt_n"], 3);
+    assert!(!text.contains("[DONE]"));
+    let (_, text) = post(
+        &format!("{}/completion", mock.url()),
+        json!({"prompt": "x y z", "n_predict": 2}),
+    )
+    .await;
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["stop"], true);
+    assert_eq!(v["content"].as_str().unwrap().split_whitespace().count(), 2);
+}
+
+#[tokio::test]
+async fn llamacpp_dialect_on_openai_routes() {
+    let mock = start(MockConfig {
+        api: MockApi::LlamacppChat,
+        ..fast()
+    })
+    .await;
+    let (_, text) = post(
+        &format!("{}/v1/chat/completions", mock.url()),
+        json!({"messages": [{"role": "user", "content": "hi there"}], "max_tokens": 3,
+               "stream": true, "stream_options": {"include_usage": true}}),
+    )
+    .await;
+    let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();
+    assert_eq!(events.last(), Some(&"data: [DONE]"));
+    let usage: Value = serde_json::from_str(&events[events.len() - 2][6..]).unwrap();
+    assert_eq!(usage["usage"]["completion_tokens"], 3);
+    assert_eq!(usage["timings"]["predicted_n"], 3);
+}
+
+#[tokio::test]
+async fn triton_streams_deltas_and_checks_the_model() {
+    let mock = start(MockConfig {
+        tokens_per_event: 2,
+        ..fast()
+    })
+    .await;
+    let url = format!("{}/v2/models/cicada-mock/generate_stream", mock.url());
+    let (status, text) = post(
+        &url,
+        json!({"text_input": "p q", "max_tokens": 5, "stream": true}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let ev = payloads(&text);
+    assert_eq!(ev.len(), 3);
+    let words: usize = ev
+        .iter()
+        .map(|e| {
+            e["text_output"]
+                .as_str()
+                .unwrap()
+                .split_whitespace()
+                .count()
+        })
+        .sum();
+    assert_eq!(words, 5);
+    let (_, text) = post(
+        &format!("{}/v2/models/cicada-mock/versions/1/generate", mock.url()),
+        json!({"text_input": "p q", "max_tokens": 2}),
+    )
+    .await;
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert!(v["text_output"].as_str().unwrap().starts_with("p q"));
+    let (status, text) = post(
+        &format!("{}/v2/models/other/generate_stream", mock.url()),
+        json!({"text_input": "p", "max_tokens": 2}),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(text.contains("unknown model"), "{text}");
+    let c = reqwest::Client::new();
+    let ready = c
+        .get(format!("{}/v2/health/ready", mock.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+    let index: Value = c
+        .post(format!("{}/v2/repository/index", mock.url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(index[0]["name"], "cicada-mock");
+}
+
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{name} missing:\n{text}"))
+}
+
+#[tokio::test]
+async fn metrics_follow_what_the_mock_did_and_probes_stay_out_of_the_stats() {
+    let mock = start(MockConfig {
+        tokens_per_event: 3,
+        spec_tokens: 4,
+        kv_cache_tokens: 50,
+        ..fast()
+    })
+    .await;
+    let prefix = "w ".repeat(32);
+    let c = reqwest::Client::new();
+    for i in 0..3 {
+        let body = json!({"prompt": format!("{prefix} tail{i}"), "max_tokens": 7, "stream": true});
+        let mut req = c.post(format!("{}/v1/completions", mock.url())).json(&body);
+        if i == 0 {
+            req = req.header(PROBE_HEADER, "ready");
+        }
+        req.send().await.unwrap().text().await.unwrap();
+    }
+    let text = c
+        .get(format!("{}/metrics", mock.url()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    // every request (probe included) counts on the server side
+    assert_eq!(metric(&text, "vllm:prompt_tokens_total"), 99.0);
+    assert_eq!(metric(&text, "vllm:generation_tokens_total"), 21.0);
+    assert_eq!(metric(&text, "vllm:prefix_cache_queries_total"), 99.0);
+    // the second and third prompts share two 16-token blocks with the first
+    assert_eq!(metric(&text, "vllm:prefix_cache_hits_total"), 64.0);
+    // 7 tokens in events of 3, 3, 1: two speculative steps of 4 proposals
+    assert_eq!(metric(&text, "vllm:spec_decode_num_drafts_total"), 6.0);
+    assert_eq!(
+        metric(&text, "vllm:spec_decode_num_draft_tokens_total"),
+        24.0
+    );
+    assert_eq!(
+        metric(&text, "vllm:spec_decode_num_accepted_tokens_total"),
+        6.0
+    );
+    // 33 prompt + 7 output tokens never fit twice in a 50-token cache, but one at a time does
+    assert_eq!(metric(&text, "vllm:num_preemptions_total"), 0.0);
+    assert_eq!(metric(&text, "vllm:time_to_first_token_seconds_count"), 3.0);
+    assert!(text.contains("finished_reason=\"length\"} 3.0"), "{text}");
+    assert_eq!(metric(&text, "vllm:kv_cache_usage_perc"), 0.0);
+    let stats = mock.stats();
+    assert_eq!(stats.requests, 2);
+    assert_eq!(stats.probes, 1);
+    assert_eq!(stats.output_tokens, 14);
+    assert_eq!(stats.spec_drafts, 4);
+    assert_eq!(stats.cached_tokens, 64);
+    assert!(
+        stats.max_kv_usage > 0.79 && stats.max_kv_usage <= 1.0,
+        "{stats:?}"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_requests_that_overfill_the_cache_count_preemptions() {
+    let mock = start(MockConfig {
+        ttft_ms: 50.0,
+        kv_cache_tokens: 20,
+        ..fast()
+    })
+    .await;
+    let url = format!("{}/v1/completions", mock.url());
+    let sends: Vec<_> = (0..3)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                post(&url, json!({"prompt": "a b c d e", "max_tokens": 5})).await
+            })
+        })
+        .collect();
+    for s in sends {
+        assert_eq!(s.await.unwrap().0, 200);
+    }
+    // each needs 10 tokens: the third arrival overfills 20
+    assert_eq!(mock.stats().preemptions, 1);
+}
+
+#[tokio::test]
+async fn serves_https_with_a_given_certificate() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let files = TlsFiles {
+        cert_pem: cert.cert.pem().into_bytes(),
+        key_pem: cert.signing_key.serialize_pem().into_bytes(),
+    };
+    let mock = MockServer::start_with(fast(), "127.0.0.1:0".parse().unwrap(), Some(files))
+        .await
+        .unwrap();
+    assert!(mock.url().starts_with("https://localhost:"));
+    let trusting = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap()])
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let resp = trusting
+        .get(format!("{}/health", mock.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let plain = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    assert!(
+        plain
+            .get(format!("{}/health", mock.url()))
+            .send()
+            .await
+            .is_err(),
+        "an unknown self-signed certificate must be refused"
+    );
+    let bad = MockServer::start_with(
+        fast(),
+        "127.0.0.1:0".parse().unwrap(),
+        Some(TlsFiles {
+            cert_pem: b"nope".to_vec(),
+            key_pem: b"nope".to_vec(),
+        }),
+    )
+    .await;
+    assert!(bad.is_err());
+}
