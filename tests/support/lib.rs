@@ -118,7 +118,7 @@ impl Mock {
             .trim()
             .rsplit(' ')
             .next()
-            .filter(|u| u.starts_with("http://"))
+            .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
             .unwrap_or_else(|| panic!("unexpected mock banner: {line:?}"))
             .to_string();
         Mock { child, url }

@@ -137,7 +137,8 @@ fn ttft_and_itl_match_the_mock_within_two_ms() {
     assert!(j["max_concurrent_requests"].as_f64().unwrap() <= 16.0 + 1e-9);
 }
 
-/// A target that refuses connections: every request is a counted `connect` failure.
+/// A target that refuses connections, with the readiness check off
+/// (`ready_timeout = "0s"`): every request is a counted `connect` failure.
 #[test]
 fn unreachable_target_is_counted_not_fatal() {
     let _g = serial();
@@ -151,7 +152,10 @@ fn unreachable_target_is_counted_not_fatal() {
     let sc = write(
         dir.path(),
         "s.toml",
-        &scenario(&format!("http://127.0.0.1:{port}"), ""),
+        &scenario(&format!("http://127.0.0.1:{port}"), "").replace(
+            "model = \"cicada-mock\"",
+            "model = \"cicada-mock\"\nready_timeout = \"0s\"",
+        ),
     );
     let out = dir.path().join("out");
     let run = coord_run(

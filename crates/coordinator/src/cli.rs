@@ -66,6 +66,12 @@ pub struct MockArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8000")]
     pub listen: SocketAddr,
+    /// Serve HTTPS with this PEM certificate chain (needs --tls-key).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key for --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     #[command(flatten)]
     pub config: MockConfig,
 }

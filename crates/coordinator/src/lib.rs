@@ -6,6 +6,7 @@ pub mod cli;
 pub mod fleet;
 pub mod merge;
 pub mod progress;
+pub mod ready;
 pub mod report;
 pub mod run;
 pub mod server;
@@ -13,7 +14,7 @@ pub mod signals;
 pub mod stage;
 pub mod target;
 
-use cicada_mock::MockServer;
+use cicada_mock::{MockServer, TlsFiles};
 
 use crate::cli::{Cli, Command, MockArgs, ValidateArgs};
 use crate::run::{EXIT_BAD_INPUT, RunError};
@@ -51,8 +52,26 @@ fn validate(args: &ValidateArgs) -> i32 {
     }
 }
 
+fn read_tls(args: &MockArgs) -> Result<Option<TlsFiles>, String> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Ok(None);
+    };
+    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    Ok(Some(TlsFiles {
+        cert_pem: read(cert)?,
+        key_pem: read(key)?,
+    }))
+}
+
 async fn serve_mock(args: MockArgs) -> i32 {
-    let server = match MockServer::start(args.config, args.listen).await {
+    let tls = match read_tls(&args) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_BAD_INPUT;
+        }
+    };
+    let server = match MockServer::start_with(args.config, args.listen, tls).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");

@@ -117,7 +117,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         None => None,
     };
     let pool = dataset::build_pool(&scenario).map_err(|e| RunError::BadInput(e.to_string()))?;
-    let target = target::resolve(&scenario).await?;
+    let target = target::resolve(&scenario, pool.entries.first()).await?;
     let options = FleetOptions {
         local_workers: args.workers,
         expect_workers: args.workers,
@@ -181,7 +181,7 @@ fn write_results(r: &RunResult) -> anyhow::Result<()> {
     print!("{}", console::render(r));
     let dir = &r.scenario.output.dir;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let json_path = dir.join("result.json");
+    let json_path = dir.join(&r.scenario.output.result_filename);
     let doc = serde_json::to_vec_pretty(&json::document(r)).context("encoding result.json")?;
     std::fs::write(&json_path, doc).with_context(|| format!("writing {}", json_path.display()))?;
     let csv_path = dir.join("summary.csv");

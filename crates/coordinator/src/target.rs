@@ -1,13 +1,15 @@
-//! Resolving the scenario's target: start the embedded mock, pick the API and
-//! endpoint, and discover the model id when none is given.
-
-use std::time::Duration;
+//! Resolving the scenario's target: start the embedded mock, pick the API,
+//! flavor and endpoint, read the TLS trust file, wait until every replica is
+//! ready and discover the model id when none is given.
 
 use anyhow::{Context, bail};
-use cicada_mock::MockServer;
+use cicada_mock::{MockApi, MockServer};
 use cicada_scenarios::Scenario;
-use cicada_scenarios::plan::{Api, Flavor, ResolvedTarget};
+use cicada_scenarios::dataset::PoolEntry;
+use cicada_scenarios::plan::{Api, Flavor, ResolvedTarget, TlsSettings};
 use cicada_scenarios::scenario::Backend;
+
+use crate::ready;
 
 /// The resolved target, plus the embedded mock when the scenario asked for one.
 pub struct Target {
@@ -15,7 +17,9 @@ pub struct Target {
     pub mock: Option<MockServer>,
 }
 
-fn api_of(backend: Backend) -> (Api, Flavor) {
+/// The API and server family a backend name stands for (`mock_api` picks
+/// how the embedded mock is spoken to).
+pub fn api_of(backend: Backend, mock_api: MockApi) -> (Api, Flavor) {
     match backend {
         Backend::Openai => (Api::Completions, Flavor::Openai),
         Backend::OpenaiChat => (Api::Chat, Flavor::Openai),
@@ -23,102 +27,141 @@ fn api_of(backend: Backend) -> (Api, Flavor) {
         Backend::VllmChat => (Api::Chat, Flavor::Vllm),
         Backend::Sglang => (Api::Completions, Flavor::Sglang),
         Backend::SglangChat => (Api::Chat, Flavor::Sglang),
-        Backend::Mock => (Api::Chat, Flavor::Mock),
+        Backend::Tgi => (Api::Tgi, Flavor::Tgi),
+        Backend::Llamacpp => (Api::LlamaCpp, Flavor::LlamaCpp),
+        Backend::LlamacppChat => (Api::Chat, Flavor::LlamaCpp),
+        Backend::LlamacppCompletions => (Api::Completions, Flavor::LlamaCpp),
+        Backend::Triton => (Api::Triton, Flavor::Triton),
+        Backend::Mock => match mock_api {
+            MockApi::OpenaiChat => (Api::Chat, Flavor::Mock),
+            MockApi::Openai => (Api::Completions, Flavor::Mock),
+            MockApi::Tgi => (Api::Tgi, Flavor::Tgi),
+            MockApi::Llamacpp => (Api::LlamaCpp, Flavor::LlamaCpp),
+            MockApi::LlamacppChat => (Api::Chat, Flavor::LlamaCpp),
+            MockApi::LlamacppCompletions => (Api::Completions, Flavor::LlamaCpp),
+            MockApi::Triton => (Api::Triton, Flavor::Triton),
+        },
     }
 }
 
-fn default_endpoint(api: Api) -> &'static str {
-    match api {
-        Api::Completions => "/v1/completions",
-        Api::Chat => "/v1/chat/completions",
+/// The route an API is usually served on; `{model}` stands for the model id.
+pub fn default_endpoint(api: Api, stream: bool) -> &'static str {
+    match (api, stream) {
+        (Api::Completions, _) => "/v1/completions",
+        (Api::Chat, _) => "/v1/chat/completions",
+        (Api::Tgi, true) => "/generate_stream",
+        (Api::Tgi, false) => "/generate",
+        (Api::LlamaCpp, _) => "/completion",
+        (Api::Triton, true) => "/v2/models/{model}/generate_stream",
+        (Api::Triton, false) => "/v2/models/{model}/generate",
     }
 }
 
-fn join_url(base: &str, endpoint: &str) -> String {
+/// `base` (with any path prefix) joined with `endpoint`.
+pub fn join_url(base: &str, endpoint: &str) -> String {
     format!("{}{}", base.trim_end_matches('/'), endpoint)
 }
 
-/// Resolve the target, starting the embedded mock if needed.
-pub async fn resolve(s: &Scenario) -> anyhow::Result<Target> {
-    let (api, flavor) = api_of(s.target.backend);
-    let endpoint = s
-        .target
-        .endpoint
-        .clone()
-        .unwrap_or_else(|| default_endpoint(api).to_string());
-    let (bases, mock) = if s.target.backend == Backend::Mock {
+/// A model id made safe for one URL path segment.
+fn path_segment(model: &str) -> String {
+    let mut out = String::with_capacity(model.len());
+    for b in model.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Resolve the target, starting the embedded mock if needed, and wait until
+/// it is ready (`probe` is the request sent as the readiness test).
+pub async fn resolve(s: &Scenario, probe: Option<&PoolEntry>) -> anyhow::Result<Target> {
+    let t = &s.target;
+    let (api, flavor) = api_of(t.backend, s.mock.api);
+    let (bases, mock) = if t.backend == Backend::Mock {
         let mock = MockServer::start(s.mock.clone(), "127.0.0.1:0".parse()?)
             .await
             .context("starting the embedded mock server")?;
         (vec![mock.url()], Some(mock))
     } else {
-        let bases: Vec<String> = match &s.target.base_url {
+        let bases: Vec<String> = match &t.base_url {
             Some(b) => vec![b.clone()],
-            None => s.target.urls.clone(),
+            None => t.urls.clone(),
         };
         (bases, None)
     };
-    let model = match (&s.target.model, &mock) {
+    if bases.is_empty() {
+        bail!("target.base_url or target.urls is required");
+    }
+    let ca_pem = match &t.tls_ca {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("target.tls_ca: cannot read {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let mut resolved = ResolvedTarget {
+        api,
+        flavor,
+        urls: Vec::new(),
+        model: String::new(),
+        headers: t.headers.clone(),
+        api_key_env: t.api_key_env.clone(),
+        timeout_ms: t.timeout.get().as_millis() as u64,
+        stream: t.stream,
+        routing: t.routing,
+        tls: TlsSettings {
+            ca_pem,
+            insecure: t.tls_insecure,
+        },
+        keep_alive: t.keep_alive,
+    };
+    let check = ready::Check::new(&resolved, t.ready_timeout.get())?;
+    if check.enabled() {
+        for base in &bases {
+            check.wait_healthy(base, api).await?;
+        }
+    }
+    resolved.model = match (&t.model, &mock) {
         (Some(m), _) => m.clone(),
         (None, Some(m)) => m.config().model.clone(),
-        (None, None) => discover_model(&bases[0], s).await?,
+        (None, None) => check.discover_model(&bases[0], api).await?,
     };
-    Ok(Target {
-        resolved: ResolvedTarget {
-            api,
-            flavor,
-            urls: bases.iter().map(|b| join_url(b, &endpoint)).collect(),
-            model,
-            headers: s.target.headers.clone(),
-            api_key_env: s.target.api_key_env.clone(),
-            timeout_ms: s.target.timeout.get().as_millis() as u64,
-            stream: s.target.stream,
-        },
-        mock,
-    })
+    let endpoint = t
+        .endpoint
+        .as_deref()
+        .unwrap_or_else(|| default_endpoint(api, t.stream))
+        .replace("{model}", &path_segment(&resolved.model));
+    resolved.urls = bases.iter().map(|b| join_url(b, &endpoint)).collect();
+    if check.enabled()
+        && let Some(entry) = probe
+    {
+        let sampling = cicada_scenarios::plan::resolve_sampling(s);
+        check.probe(&resolved, &sampling, entry).await?;
+    }
+    Ok(Target { resolved, mock })
 }
 
-/// First model id from `/v1/models`, waiting up to `ready_timeout` for the server.
-async fn discover_model(base: &str, s: &Scenario) -> anyhow::Result<String> {
-    let url = join_url(base, "/v1/models");
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .context("building an HTTP client")?;
-    let key = s
-        .target
-        .api_key_env
-        .as_ref()
-        .and_then(|v| std::env::var(v).ok());
-    let deadline = tokio::time::Instant::now() + s.target.ready_timeout.get();
-    let mut last_error;
-    loop {
-        let mut req = http.get(&url);
-        if let Some(k) = &key {
-            req = req.bearer_auth(k);
-        }
-        match req.send().await {
-            Ok(resp) if resp.status().is_success() => {
-                let v: serde_json::Value = resp
-                    .json()
-                    .await
-                    .with_context(|| format!("{url} did not return JSON"))?;
-                return v["data"][0]["id"]
-                    .as_str()
-                    .map(str::to_string)
-                    .with_context(|| format!("{url} lists no model; set target.model"));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_backend_has_an_api_and_a_route() {
+        for b in Backend::ALL {
+            let (api, _) = api_of(b, MockApi::default());
+            for stream in [true, false] {
+                assert!(default_endpoint(api, stream).starts_with('/'));
             }
-            Ok(resp) => last_error = format!("HTTP {}", resp.status()),
-            Err(e) => last_error = e.to_string(),
         }
-        if tokio::time::Instant::now() >= deadline {
-            bail!(
-                "the target is not ready: {url} answered {last_error} for {} (target.ready_timeout); \
-                 set target.model to skip model discovery",
-                cicada_scenarios::units::Span(s.target.ready_timeout.get())
-            );
-        }
-        tracing::info!(%url, error = %last_error, "waiting for the target to become ready");
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(api_of(Backend::Mock, MockApi::Tgi), (Api::Tgi, Flavor::Tgi));
+        assert_eq!(default_endpoint(Api::Tgi, false), "/generate");
+        assert_eq!(
+            join_url("http://h:1/prefix/", "/v1/models"),
+            "http://h:1/prefix/v1/models"
+        );
+        assert_eq!(path_segment("org/model v1"), "org%2Fmodel%20v1");
     }
 }

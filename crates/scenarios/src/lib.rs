@@ -21,6 +21,6 @@ pub use source::SourceMap;
 impl Scenario {
     /// Paths in the scenario that point at files, for resolving relative paths.
     pub(crate) fn dataset_paths_mut(&mut self) -> Vec<&mut std::path::PathBuf> {
-        Vec::new()
+        self.target.tls_ca.iter_mut().collect()
     }
 }

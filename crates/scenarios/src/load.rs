@@ -277,6 +277,38 @@ mod tests {
     }
 
     #[test]
+    fn backends_routing_and_tls_keys() {
+        for b in crate::scenario::Backend::ALL {
+            let text = if b == crate::scenario::Backend::Mock {
+                "[target]\nbackend = \"mock\"\n".to_string()
+            } else {
+                format!(
+                    "[target]\nbackend = \"{}\"\nurls = [\"http://a:1\", \"https://b:2/p\"]\nrouting = \"least_in_flight\"\n",
+                    b.name()
+                )
+            };
+            let s = parse(&text, "s.toml", &[]).unwrap();
+            assert_eq!(s.target.backend, b);
+            assert_eq!(crate::scenario::Backend::from_name(b.name()), Some(b));
+        }
+        let e = err(
+            "[target]\nbackend = \"vllm\"\nbase_url = \"https://h\"\ntls_ca = \"ca.pem\"\ntls_insecure = true\n",
+        );
+        assert!(e.starts_with("s.toml:5: `target.tls_insecure`"), "{e}");
+        let e = err("[target]\nbackend = \"mock\"\n[output]\nresult_filename = \"a/b.json\"\n");
+        assert!(e.starts_with("s.toml:4: `output.result_filename`"), "{e}");
+        let e = err("[target]\nbackend = \"mock\"\nrouting = \"fastest\"\n");
+        assert!(e.contains("least_in_flight"), "{e}");
+        let s = parse(
+            "[target]\nbackend = \"mock\"\n[mock]\napi = \"tgi\"\n",
+            "s.toml",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.mock.api, cicada_mock::MockApi::Tgi);
+    }
+
+    #[test]
     fn overrides_apply_and_are_blamed_on_the_command_line() {
         let o: Override = "load.request_rate=7.5".parse().unwrap();
         let s = parse("[target]\nbackend = \"mock\"\n", "s.toml", &[o]).unwrap();

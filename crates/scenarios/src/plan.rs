@@ -10,7 +10,7 @@ use crate::dataset::PoolEntry;
 use crate::schedule::ScheduleSpec;
 
 /// Version of the plan document; bumped on incompatible changes.
-pub const PLAN_FORMAT: u32 = 1;
+pub const PLAN_FORMAT: u32 = 2;
 
 /// Request body and stream format spoken to the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,9 +20,16 @@ pub enum Api {
     Completions,
     /// OpenAI chat completions.
     Chat,
+    /// HuggingFace TGI `/generate_stream` and `/generate`.
+    Tgi,
+    /// llama.cpp's native `/completion`.
+    LlamaCpp,
+    /// NVIDIA Triton's generate extension (`/v2/models/{model}/generate_stream`).
+    Triton,
 }
 
-/// Server family, for the extras it accepts beyond the OpenAI API.
+/// Server family, for the extras it accepts beyond its API and where it
+/// exposes health and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Flavor {
@@ -30,10 +37,53 @@ pub enum Flavor {
     Openai,
     /// vLLM: `ignore_eos`, `min_tokens`, continuous usage stats.
     Vllm,
-    /// SGLang: `ignore_eos`, `min_tokens`.
+    /// SGLang: `ignore_eos`, `min_tokens`, continuous usage stats.
     Sglang,
     /// The built-in mock (vLLM-compatible extras).
     Mock,
+    /// HuggingFace text-generation-inference.
+    Tgi,
+    /// llama.cpp's `llama-server`: `ignore_eos`, `timings`.
+    LlamaCpp,
+    /// NVIDIA Triton (TensorRT-LLM or vLLM backend).
+    Triton,
+}
+
+/// How each request picks one of several replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Routing {
+    /// Request `i` goes to replica `i mod n` (the same for any worker count).
+    #[default]
+    RoundRobin,
+    /// A seeded random replica per request (the same for any worker count).
+    Random,
+    /// The replica with the fewest requests in flight from this worker
+    /// (workers do not see each other's requests).
+    LeastInFlight,
+}
+
+impl Routing {
+    /// Name as written in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Routing::RoundRobin => "round_robin",
+            Routing::Random => "random",
+            Routing::LeastInFlight => "least_in_flight",
+        }
+    }
+}
+
+/// TLS settings for the target's HTTPS connections.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TlsSettings {
+    /// PEM text of extra CA certificates to trust (read by the coordinator,
+    /// shipped in the plan so remote workers need no file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_pem: Option<String>,
+    /// Accept any certificate (testing only).
+    #[serde(default)]
+    pub insecure: bool,
 }
 
 /// The target with everything decided: URLs, model, API.
@@ -49,6 +99,19 @@ pub struct ResolvedTarget {
     pub api_key_env: Option<String>,
     pub timeout_ms: u64,
     pub stream: bool,
+    /// How requests choose a replica.
+    #[serde(default)]
+    pub routing: Routing,
+    /// TLS trust settings.
+    #[serde(default)]
+    pub tls: TlsSettings,
+    /// Reuse connections (HTTP keep-alive); off opens a fresh connection per request.
+    #[serde(default = "yes")]
+    pub keep_alive: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Sampling parameters with defaults applied.
@@ -292,6 +355,9 @@ mod fleet_tests {
             api_key_env: None,
             timeout_ms: 1000,
             stream: true,
+            routing: Routing::default(),
+            tls: TlsSettings::default(),
+            keep_alive: true,
         }
     }
 

@@ -7,6 +7,7 @@ use cicada_metrics::Slo;
 use cicada_mock::MockConfig;
 use serde::{Deserialize, Serialize};
 
+use crate::plan::Routing;
 use crate::units::{Rate, Span};
 
 /// A whole load test: what to send, where, how fast, and what to report.
@@ -87,7 +88,17 @@ pub enum Backend {
     Sglang,
     /// SGLang's OpenAI chat completions with its extras.
     SglangChat,
-    /// The built-in mock, started in-process (OpenAI chat on the wire).
+    /// HuggingFace TGI's native `/generate_stream` (token events, `details`).
+    Tgi,
+    /// llama.cpp's native `/completion` (`n_predict`, `timings`).
+    Llamacpp,
+    /// llama.cpp's OpenAI chat route (`ignore_eos`, `timings`).
+    LlamacppChat,
+    /// llama.cpp's OpenAI completions route (`ignore_eos`, `timings`).
+    LlamacppCompletions,
+    /// NVIDIA Triton's generate extension (TensorRT-LLM or vLLM backend).
+    Triton,
+    /// The built-in mock, started in-process (its API is `mock.api`).
     Mock,
 }
 
@@ -101,8 +112,34 @@ impl Backend {
             Backend::VllmChat => "vllm-chat",
             Backend::Sglang => "sglang",
             Backend::SglangChat => "sglang-chat",
+            Backend::Tgi => "tgi",
+            Backend::Llamacpp => "llamacpp",
+            Backend::LlamacppChat => "llamacpp-chat",
+            Backend::LlamacppCompletions => "llamacpp-completions",
+            Backend::Triton => "triton",
             Backend::Mock => "mock",
         }
+    }
+
+    /// Every backend, in the order documentation lists them.
+    pub const ALL: [Backend; 12] = [
+        Backend::Openai,
+        Backend::OpenaiChat,
+        Backend::Vllm,
+        Backend::VllmChat,
+        Backend::Sglang,
+        Backend::SglangChat,
+        Backend::Tgi,
+        Backend::Llamacpp,
+        Backend::LlamacppChat,
+        Backend::LlamacppCompletions,
+        Backend::Triton,
+        Backend::Mock,
+    ];
+
+    /// The backend a name (as in scenario files) stands for.
+    pub fn from_name(name: &str) -> Option<Backend> {
+        Backend::ALL.into_iter().find(|b| b.name() == name)
     }
 }
 
@@ -134,8 +171,18 @@ pub struct Target {
     pub timeout: Span,
     /// Stream responses (SSE). Without streaming only E2EL and tokens are measured.
     pub stream: bool,
-    /// How long to wait for the server to become ready before the run.
+    /// How long to wait for the server to become ready (health, then one test
+    /// request) before the run; "0s" skips the check.
     pub ready_timeout: Span,
+    /// How requests pick one of several `urls`.
+    pub routing: Routing,
+    /// PEM file of extra CA certificates to trust for https:// targets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
+    /// Accept any TLS certificate (self-signed test servers only).
+    pub tls_insecure: bool,
+    /// Reuse connections (HTTP keep-alive); false opens a fresh connection per request.
+    pub keep_alive: bool,
 }
 
 impl Default for Target {
@@ -151,6 +198,10 @@ impl Default for Target {
             timeout: Span::secs(600),
             stream: true,
             ready_timeout: Span::secs(600),
+            routing: Routing::RoundRobin,
+            tls_ca: None,
+            tls_insecure: false,
+            keep_alive: true,
         }
     }
 }
@@ -289,6 +340,8 @@ pub struct Output {
     pub percentile_metrics: Vec<String>,
     /// Percentiles printed per metric (vLLM's `--metric-percentiles`).
     pub metric_percentiles: Vec<f64>,
+    /// File name of the JSON result inside `dir` (vLLM's `--result-filename`).
+    pub result_filename: String,
 }
 
 impl Default for Output {
@@ -297,6 +350,7 @@ impl Default for Output {
             dir: PathBuf::from("results"),
             percentile_metrics: ["ttft", "tpot", "itl", "e2el"].map(str::to_string).to_vec(),
             metric_percentiles: vec![99.0],
+            result_filename: "result.json".to_string(),
         }
     }
 }

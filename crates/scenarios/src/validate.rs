@@ -73,6 +73,12 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     if t.timeout.get().is_zero() {
         bad("target.timeout", "must be greater than zero".into());
     }
+    if t.tls_ca.is_some() && t.tls_insecure {
+        bad(
+            "target.tls_insecure",
+            "give either tls_ca (trust a CA) or tls_insecure (trust anything), not both".into(),
+        );
+    }
 
     // dataset
     let d = &s.dataset;
@@ -189,6 +195,13 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
                 format!("must be within (0, 100], got {p}"),
             );
         }
+    }
+    let f = &s.output.result_filename;
+    if f.trim().is_empty() || f.contains(['/', '\\']) || f == "." || f == ".." {
+        bad(
+            "output.result_filename",
+            format!("\"{f}\" must be a file name (the file goes in output.dir)"),
+        );
     }
     if s.name.trim().is_empty() {
         bad("name", "must not be empty".into());

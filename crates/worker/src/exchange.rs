@@ -175,6 +175,10 @@ async fn run(
             Ok(None) => {
                 let now = clock.now_us();
                 framer.finish(&mut |e| on_event(e, now, backend, ex, &mut last_completion));
+                if backend.ends_on_close() {
+                    // no end marker in this API: a clean close is the end
+                    ex.completed = true;
+                }
                 return;
             }
             Err(e) => {

@@ -44,6 +44,11 @@ impl InFlight {
         }
     }
 
+    /// Requests in flight now.
+    pub fn current(&self) -> u64 {
+        self.lock().current
+    }
+
     /// The integral up to `now_us` not yet taken.
     pub fn take(&self, now_us: u64) -> Concurrency {
         let mut t = self.lock();

@@ -6,6 +6,7 @@ pub mod backend;
 pub mod clock;
 pub mod exchange;
 pub mod executor;
+pub mod http;
 pub mod inflight;
 pub mod link;
 pub mod recorder;

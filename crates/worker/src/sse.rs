@@ -8,6 +8,8 @@
 //! reads), `data:` with or without the space, multi-line data joined by `\n`,
 //! comment lines (`:`) ignored, events split across reads or packed several
 //! to a read, and a final event without its blank line flushed at the end.
+//! One server quirk is kept: llama.cpp's old `error: {json}` line is an
+//! `error` event.
 
 /// One dispatched event: its type (`event:` field, empty if none) and data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +119,17 @@ impl SseFramer {
                 self.event.clear();
                 self.event.extend_from_slice(value);
             }
+            // older llama.cpp servers write an in-band error as a non-standard
+            // `error: {json}` line: surface it as an `error` event
+            b"error" => {
+                self.event.clear();
+                self.event.extend_from_slice(b"error");
+                if self.has_data {
+                    self.data.push(b'\n');
+                }
+                self.data.extend_from_slice(value);
+                self.has_data = true;
+            }
             _ => {}
         }
         true
@@ -199,6 +212,17 @@ mod tests {
         assert_eq!(collect(&[b"data: tail"]), vec![d("tail")]);
         assert_eq!(collect(&[b"data\n\n"]), vec![d("")]);
         assert!(collect(&[b"id: 4\nretry: 10\n\n"]).is_empty());
+    }
+
+    #[test]
+    fn llamacpp_error_lines_become_error_events() {
+        assert_eq!(
+            collect(&[b"data: {\"content\":\"a\"}\n\nerror: {\"code\":500}\n\n"]),
+            vec![
+                d("{\"content\":\"a\"}"),
+                ("error".to_string(), "{\"code\":500}".to_string())
+            ]
+        );
     }
 
     #[test]

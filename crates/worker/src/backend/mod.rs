@@ -1,11 +1,20 @@
 //! Serving APIs: how to build a request body and read the response for each.
+//!
+//! One file per API (`openai.rs` with its vLLM/SGLang/llama.cpp extras,
+//! `tgi.rs`, `llamacpp.rs`, `triton.rs`); each turns a pool entry into a body
+//! and one SSE data payload (or a whole non-streamed body) into an
+//! [`EventInfo`]. Everything else (timing, classification) is shared.
 
+mod llamacpp;
 mod openai;
+mod tgi;
+mod triton;
 
 use std::borrow::Cow;
 
 use cicada_scenarios::dataset::PoolEntry;
 use cicada_scenarios::plan::{Api, Flavor, ResolvedSampling};
+use serde_json::{Map, Value};
 
 /// Token counts a server reported.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -63,18 +72,127 @@ impl Backend {
         self.stream
     }
 
+    /// The API spoken.
+    pub fn api(&self) -> Api {
+        self.api
+    }
+
+    /// A stream that closes cleanly has completed: the API sends no end marker
+    /// (Triton), so only a broken connection can reveal an early end.
+    pub fn ends_on_close(&self) -> bool {
+        self.api == Api::Triton
+    }
+
     /// JSON body for one pool entry.
     pub fn body(&self, entry: &PoolEntry) -> Vec<u8> {
-        openai::body(self, entry)
+        let body = match self.api {
+            Api::Completions | Api::Chat => openai::body(self, entry),
+            Api::Tgi => tgi::body(self, entry),
+            Api::LlamaCpp => llamacpp::body(self, entry),
+            Api::Triton => triton::body(self, entry),
+        };
+        serde_json::to_vec(&Value::Object(body)).unwrap_or_default()
     }
 
     /// Interpret one SSE data payload. `Err` means the payload is not the API's format.
     pub fn parse_event<'a>(&self, data: &'a [u8]) -> Result<EventInfo<'a>, String> {
-        openai::parse_event(self.api, data)
+        match self.api {
+            Api::Completions | Api::Chat => openai::parse_event(self.api, data),
+            Api::Tgi => tgi::parse(data),
+            Api::LlamaCpp => llamacpp::parse(data),
+            Api::Triton => triton::parse(data),
+        }
     }
 
     /// Interpret a complete non-streamed response body.
     pub fn parse_full<'a>(&self, body: &'a [u8]) -> Result<EventInfo<'a>, String> {
-        openai::parse_full(self.api, body)
+        match self.api {
+            Api::Completions | Api::Chat => openai::parse_full(self.api, body),
+            Api::Tgi => tgi::parse_full(body),
+            Api::LlamaCpp => llamacpp::parse_full(body),
+            Api::Triton => triton::parse_full(body),
+        }
+    }
+}
+
+/// Parse a payload as `T`, or say what was wrong with it.
+fn decode<'a, T: serde::Deserialize<'a>>(data: &'a [u8]) -> Result<T, String> {
+    let trimmed = data.trim_ascii();
+    serde_json::from_slice(trimmed).map_err(|e| {
+        let shown = String::from_utf8_lossy(&trimmed[..trimmed.len().min(200)]);
+        format!("invalid event JSON ({e}): {shown}")
+    })
+}
+
+/// The text of an error value: a string, or an object's `message`.
+fn error_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Object(o) => o
+            .get("message")
+            .and_then(Value::as_str)
+            .map_or_else(|| v.to_string(), str::to_string),
+        other => other.to_string(),
+    }
+}
+
+/// Add the scenario's sampling fields that every API spells the same way.
+fn common_sampling(m: &mut Map<String, Value>, s: &ResolvedSampling) {
+    if let Some(t) = s.temperature {
+        m.insert("temperature".into(), serde_json::json!(t));
+    }
+    if let Some(p) = s.top_p {
+        m.insert("top_p".into(), serde_json::json!(p));
+    }
+    if let Some(k) = s.top_k {
+        m.insert("top_k".into(), serde_json::json!(k));
+    }
+}
+
+/// Merge `sampling.extra_body` into `m` (later keys win).
+fn extra_body(m: &mut Map<String, Value>, s: &ResolvedSampling) {
+    for (k, v) in &s.extra_body {
+        m.insert(k.clone(), v.clone());
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::*;
+    use cicada_scenarios::dataset::Prompt;
+
+    /// A backend with greedy sampling, `ignore_eos` and one extra field.
+    pub fn backend(api: Api, flavor: Flavor, stream: bool) -> Backend {
+        Backend::new(
+            api,
+            flavor,
+            "m".into(),
+            ResolvedSampling {
+                temperature: Some(0.0),
+                top_p: None,
+                top_k: None,
+                ignore_eos: true,
+                min_tokens: Some(5),
+                extra_body: [("seed".to_string(), serde_json::json!(3))]
+                    .into_iter()
+                    .collect(),
+            },
+            stream,
+        )
+    }
+
+    /// A two-word prompt asking for 5 tokens.
+    pub fn entry() -> PoolEntry {
+        PoolEntry {
+            id: 0,
+            prompt: Prompt::Text("hi there".into()),
+            input_tokens: 2,
+            output_tokens: Some(5),
+        }
+    }
+
+    /// The body as JSON.
+    pub fn body(b: &Backend) -> Value {
+        serde_json::from_slice(&b.body(&entry())).unwrap()
     }
 }

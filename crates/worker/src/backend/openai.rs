@@ -7,18 +7,42 @@ use cicada_scenarios::plan::{Api, Flavor};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{Backend, EventInfo, Usage};
+use super::{Backend, EventInfo, Usage, common_sampling, decode, error_text, extra_body};
 
-pub(super) fn body(b: &Backend, entry: &PoolEntry) -> Vec<u8> {
+/// What a server family accepts beyond the OpenAI API.
+struct Extras {
+    /// `ignore_eos` is understood.
+    ignore_eos: bool,
+    /// `min_tokens` is understood.
+    min_tokens: bool,
+    /// `stream_options.continuous_usage_stats` is understood.
+    continuous_usage: bool,
+}
+
+fn extras(flavor: Flavor) -> Extras {
+    match flavor {
+        Flavor::Vllm | Flavor::Sglang | Flavor::Mock => Extras {
+            ignore_eos: true,
+            min_tokens: true,
+            continuous_usage: true,
+        },
+        Flavor::LlamaCpp => Extras {
+            ignore_eos: true,
+            min_tokens: false,
+            continuous_usage: false,
+        },
+        Flavor::Openai | Flavor::Tgi | Flavor::Triton => Extras {
+            ignore_eos: false,
+            min_tokens: false,
+            continuous_usage: false,
+        },
+    }
+}
+
+pub(super) fn body(b: &Backend, entry: &PoolEntry) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("model".into(), Value::String(b.model.clone()));
     match b.api {
-        Api::Completions => {
-            m.insert("prompt".into(), Value::String(entry.prompt.text()));
-            if let Some(n) = entry.output_tokens {
-                m.insert("max_tokens".into(), json!(n));
-            }
-        }
         Api::Chat => {
             let messages = match &entry.prompt {
                 Prompt::Text(t) => json!([{"role": "user", "content": t}]),
@@ -29,38 +53,35 @@ pub(super) fn body(b: &Backend, entry: &PoolEntry) -> Vec<u8> {
                 m.insert("max_completion_tokens".into(), json!(n));
             }
         }
+        _ => {
+            m.insert("prompt".into(), Value::String(entry.prompt.text()));
+            if let Some(n) = entry.output_tokens {
+                m.insert("max_tokens".into(), json!(n));
+            }
+        }
     }
+    let x = extras(b.flavor);
     if b.stream {
         m.insert("stream".into(), Value::Bool(true));
         let mut opts = json!({"include_usage": true});
-        if matches!(b.flavor, Flavor::Vllm | Flavor::Mock) {
+        if x.continuous_usage {
             // usage on every chunk gives exact tokens per event (ITL under spec decode)
             opts["continuous_usage_stats"] = Value::Bool(true);
         }
         m.insert("stream_options".into(), opts);
     }
     let s = &b.sampling;
-    if let Some(t) = s.temperature {
-        m.insert("temperature".into(), json!(t));
+    common_sampling(&mut m, s);
+    if x.ignore_eos && s.ignore_eos {
+        m.insert("ignore_eos".into(), Value::Bool(true));
     }
-    if let Some(p) = s.top_p {
-        m.insert("top_p".into(), json!(p));
+    if x.min_tokens
+        && let Some(n) = s.min_tokens
+    {
+        m.insert("min_tokens".into(), json!(n));
     }
-    if let Some(k) = s.top_k {
-        m.insert("top_k".into(), json!(k));
-    }
-    if b.flavor != Flavor::Openai {
-        if s.ignore_eos {
-            m.insert("ignore_eos".into(), Value::Bool(true));
-        }
-        if let Some(n) = s.min_tokens {
-            m.insert("min_tokens".into(), json!(n));
-        }
-    }
-    for (k, v) in &s.extra_body {
-        m.insert(k.clone(), v.clone());
-    }
-    serde_json::to_vec(&Value::Object(m)).unwrap_or_default()
+    extra_body(&mut m, s);
+    m
 }
 
 #[derive(Deserialize)]
@@ -75,6 +96,31 @@ struct Chunk<'a> {
     object: Option<Cow<'a, str>>,
     #[serde(default)]
     message: Option<Value>,
+    /// llama.cpp: `timings` beside (or instead of) usage.
+    #[serde(default)]
+    timings: Option<Timings>,
+}
+
+/// llama.cpp's `timings` (the counts only).
+#[derive(Deserialize, Default, Clone, Copy)]
+pub(super) struct Timings {
+    #[serde(default)]
+    pub cache_n: Option<u64>,
+    #[serde(default)]
+    pub prompt_n: Option<u64>,
+    #[serde(default)]
+    pub predicted_n: Option<u64>,
+}
+
+impl Timings {
+    /// The counts as usage: prompt = evaluated + cached, completion = predicted.
+    pub fn usage(self) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_n.map(|p| p + self.cache_n.unwrap_or(0)),
+            completion_tokens: self.predicted_n,
+            cached_tokens: self.cache_n.filter(|c| *c > 0),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -131,17 +177,6 @@ fn join<'a>(parts: [Option<Cow<'a, str>>; 3]) -> Option<Cow<'a, str>> {
     }
 }
 
-fn error_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Object(o) => o
-            .get("message")
-            .and_then(Value::as_str)
-            .map_or_else(|| v.to_string(), str::to_string),
-        other => other.to_string(),
-    }
-}
-
 fn interpret<'a>(api: Api, chunk: Chunk<'a>) -> EventInfo<'a> {
     let mut info = EventInfo::default();
     if let Some(e) = &chunk.error {
@@ -157,21 +192,27 @@ fn interpret<'a>(api: Api, chunk: Chunk<'a>) -> EventInfo<'a> {
         );
         return info;
     }
+    let timed = chunk.timings.map(Timings::usage);
     if let Some(u) = chunk.usage {
         info.usage = Some(Usage {
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
-            cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+            cached_tokens: u
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .or(timed.and_then(|t| t.cached_tokens)),
         });
+    } else {
+        info.usage = timed;
     }
     if let Some(choice) = chunk.choices.and_then(|c| c.into_iter().next()) {
         info.finished = choice.finish_reason.is_some();
         info.content = match api {
-            Api::Completions => choice.text.filter(|t| !t.is_empty()),
             Api::Chat => choice
                 .delta
                 .or(choice.message)
                 .and_then(|d| join([d.reasoning_content, d.reasoning, d.content])),
+            _ => choice.text.filter(|t| !t.is_empty()),
         };
     }
     info
@@ -185,11 +226,7 @@ pub(super) fn parse_event(api: Api, data: &[u8]) -> Result<EventInfo<'_>, String
             ..EventInfo::default()
         });
     }
-    let chunk: Chunk<'_> = serde_json::from_slice(trimmed).map_err(|e| {
-        let shown = String::from_utf8_lossy(&trimmed[..trimmed.len().min(200)]);
-        format!("invalid event JSON ({e}): {shown}")
-    })?;
-    Ok(interpret(api, chunk))
+    Ok(interpret(api, decode(trimmed)?))
 }
 
 pub(super) fn parse_full(api: Api, body: &[u8]) -> Result<EventInfo<'_>, String> {
@@ -304,6 +341,56 @@ mod tests {
             Some("old style")
         );
         assert!(parse_event(Api::Chat, b"{\"choices\":[").is_err());
+    }
+
+    #[test]
+    fn each_flavor_sends_only_the_extras_it_understands() {
+        use crate::backend::test_support::{backend as b, body};
+        for (flavor, ignore_eos, min_tokens, continuous) in [
+            (Flavor::Vllm, true, true, true),
+            (Flavor::Sglang, true, true, true),
+            (Flavor::Mock, true, true, true),
+            (Flavor::LlamaCpp, true, false, false),
+            (Flavor::Openai, false, false, false),
+        ] {
+            let v = body(&b(Api::Chat, flavor, true));
+            assert_eq!(v.get("ignore_eos").is_some(), ignore_eos, "{flavor:?}");
+            assert_eq!(v.get("min_tokens").is_some(), min_tokens, "{flavor:?}");
+            assert_eq!(
+                v["stream_options"].get("continuous_usage_stats").is_some(),
+                continuous,
+                "{flavor:?}"
+            );
+            assert_eq!(v["stream_options"]["include_usage"], true);
+        }
+        let v = body(&b(Api::Completions, Flavor::Vllm, false));
+        assert!(v.get("stream").is_none() && v.get("stream_options").is_none());
+        assert_eq!(v["max_tokens"], 5);
+    }
+
+    #[test]
+    fn llamacpp_timings_give_counts_and_cached_tokens() {
+        let role = br#"{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],"object":"chat.completion.chunk"}"#;
+        let e = parse_event(Api::Chat, role).unwrap();
+        assert!(e.content.is_none() && !e.finished);
+        let fin = br#"{"choices":[{"finish_reason":"length","index":0,"delta":{}}],"timings":{"cache_n":8,"prompt_n":4,"prompt_ms":1.5,"predicted_n":31,"predicted_ms":875.4}}"#;
+        let e = parse_event(Api::Chat, fin).unwrap();
+        assert!(e.finished && e.content.is_none());
+        assert_eq!(
+            e.usage,
+            Some(Usage {
+                prompt_tokens: Some(12),
+                completion_tokens: Some(31),
+                cached_tokens: Some(8)
+            })
+        );
+        let both = br#"{"choices":[],"usage":{"completion_tokens":31,"prompt_tokens":12,"total_tokens":43},"timings":{"cache_n":8,"prompt_n":4,"predicted_n":31}}"#;
+        let e = parse_event(Api::Chat, both).unwrap();
+        assert_eq!(e.usage.unwrap().cached_tokens, Some(8));
+        let vllm_completion = br#"{"id":"c","object":"text_completion","choices":[{"index":0,"text":" a","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}"#;
+        let e = parse_event(Api::Completions, vllm_completion).unwrap();
+        assert_eq!(e.content.as_deref(), Some(" a"));
+        assert!(e.usage.is_none());
     }
 
     #[test]

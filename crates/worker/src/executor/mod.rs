@@ -2,6 +2,7 @@
 
 mod open_loop;
 mod request;
+mod route;
 
 pub use open_loop::run_open_loop;
 
@@ -13,22 +14,19 @@ use std::time::Duration;
 use cicada_scenarios::dataset::PoolEntry;
 use cicada_scenarios::plan::Plan;
 use cicada_scenarios::tokenizer::Tokenizer;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::HeaderMap;
 use thiserror::Error;
 
 use crate::backend::Backend;
+use crate::http::{self, ApiKey, SetupError};
 use crate::inflight::InFlight;
 use crate::recorder::Recorder;
 
 /// Why a stage could not be prepared.
 #[derive(Debug, Error)]
 pub enum StageError {
-    #[error("the API key variable {0} is not set in this worker's environment")]
-    MissingApiKey(String),
-    #[error("header {name}: {reason}")]
-    BadHeader { name: String, reason: String },
-    #[error("cannot build the HTTP client: {0}")]
-    Client(String),
+    #[error(transparent)]
+    Setup(#[from] SetupError),
     #[error("the plan lists no target URL")]
     NoTarget,
     #[error("the shipped tokenizer cannot be loaded: {0}")]
@@ -58,36 +56,8 @@ impl Stage {
         if plan.target.urls.is_empty() {
             return Err(StageError::NoTarget);
         }
-        let mut headers = HeaderMap::new();
-        for (name, value) in &plan.target.headers {
-            let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| StageError::BadHeader {
-                name: name.clone(),
-                reason: e.to_string(),
-            })?;
-            let v = HeaderValue::from_str(value).map_err(|e| StageError::BadHeader {
-                name: name.clone(),
-                reason: e.to_string(),
-            })?;
-            headers.insert(n, v);
-        }
-        if let Some(var) = &plan.target.api_key_env {
-            let key = std::env::var(var).map_err(|_| StageError::MissingApiKey(var.clone()))?;
-            let mut v = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                StageError::BadHeader {
-                    name: "Authorization".into(),
-                    reason: format!("the value of {var} is not a valid header value"),
-                }
-            })?;
-            v.set_sensitive(true);
-            headers.insert(AUTHORIZATION, v);
-        }
-        let http = reqwest::Client::builder()
-            .pool_max_idle_per_host(usize::MAX)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| StageError::Client(e.to_string()))?;
+        let headers = http::headers(&plan.target, ApiKey::Required)?;
+        let http = http::client(&plan.target)?;
         let backend = Backend::new(
             plan.target.api,
             plan.target.flavor,

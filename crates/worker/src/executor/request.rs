@@ -9,7 +9,7 @@ use cicada_scenarios::schedule::Slot;
 use cicada_scenarios::tokenizer::Tokenizer;
 use tokio_util::sync::CancellationToken;
 
-use super::Stage;
+use super::{Stage, route};
 use crate::clock::Clock;
 use crate::exchange::{Conduit, Exchange, perform};
 
@@ -27,9 +27,16 @@ pub(super) async fn send_one(
         );
         return;
     };
-    let target = (slot.index % stage.plan.target.urls.len() as u64) as usize;
-    let url = &stage.plan.target.urls[target];
     let body = stage.backend.body(entry);
+    // pick and count at once so the next pick sees this request in flight
+    let target = route::pick(
+        stage.plan.target.routing,
+        slot.index,
+        stage.plan.schedule.seed,
+        &stage.in_flight_by_target,
+    )
+    .min(stage.plan.target.urls.len() - 1);
+    let url = &stage.plan.target.urls[target];
     stage.in_flight.fetch_add(1, Ordering::Relaxed);
     stage.dispatched.fetch_add(1, Ordering::Relaxed);
     let sent_us = clock.now_us();

@@ -1,0 +1,226 @@
+//! Readiness: before a run, wait (up to `target.ready_timeout`) until every
+//! replica answers its health route, discover the model id if needed, then
+//! send one real test request per replica that must succeed. Servers like a
+//! 671B model on TP16 take half an hour to load; this is where that wait goes,
+//! not into the measured run. `ready_timeout = "0s"` skips the waiting and
+//! the test request (model discovery then gets one attempt).
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use cicada_metrics::Outcome;
+use cicada_mock::PROBE_HEADER;
+use cicada_scenarios::dataset::PoolEntry;
+use cicada_scenarios::plan::{Api, ResolvedSampling, ResolvedTarget};
+use cicada_scenarios::units::Span;
+use cicada_worker::backend::Backend;
+use cicada_worker::clock::Clock;
+use cicada_worker::exchange::{Conduit, perform};
+use cicada_worker::http::{self, ApiKey};
+use reqwest::header::{HeaderMap, HeaderValue};
+use tokio::time::Instant;
+
+use crate::target::join_url;
+
+/// Longest pause between attempts.
+const RETRY_EVERY: Duration = Duration::from_secs(2);
+/// Timeout of one health or model-list request.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One readiness check: a client for the target and the deadline.
+pub struct Check {
+    http: reqwest::Client,
+    headers: HeaderMap,
+    ready_timeout: Duration,
+    deadline: Instant,
+}
+
+enum Attempt<T> {
+    Done(T),
+    /// Try again later (not up yet); the text says why.
+    Retry(String),
+}
+
+impl Check {
+    /// A check for `target` that gives up after `ready_timeout` (zero disables waiting).
+    pub fn new(target: &ResolvedTarget, ready_timeout: Duration) -> anyhow::Result<Self> {
+        Ok(Self {
+            http: http::client(target).context("preparing the readiness check")?,
+            headers: http::headers(target, ApiKey::IfSet)
+                .context("preparing the readiness check")?,
+            ready_timeout,
+            deadline: Instant::now() + ready_timeout,
+        })
+    }
+
+    /// Whether to wait for health and send the test request.
+    pub fn enabled(&self) -> bool {
+        !self.ready_timeout.is_zero()
+    }
+
+    /// Repeat `attempt` until it is done or the deadline passes.
+    async fn until_ready<T, F, Fut>(&self, what: &str, mut attempt: F) -> anyhow::Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = anyhow::Result<Attempt<T>>>,
+    {
+        loop {
+            let why = match attempt().await? {
+                Attempt::Done(v) => return Ok(v),
+                Attempt::Retry(why) => why,
+            };
+            let now = Instant::now();
+            if now >= self.deadline {
+                bail!(
+                    "{what}: {why} (gave up after target.ready_timeout = {}; \"0s\" skips the readiness check)",
+                    Span(self.ready_timeout)
+                );
+            }
+            tracing::info!(%why, "{what}: waiting for the target");
+            tokio::time::sleep(RETRY_EVERY.min(self.deadline - now)).await;
+        }
+    }
+
+    async fn get(&self, url: &str, post: bool) -> Result<reqwest::Response, String> {
+        let req = if post {
+            self.http.post(url)
+        } else {
+            self.http.get(url)
+        };
+        req.headers(self.headers.clone())
+            .timeout(CHECK_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| describe(&e))
+    }
+
+    /// Wait until `base` answers its health route (`/health`, or `/v1/models`
+    /// where there is none; Triton: `/v2/health/ready`) with a success.
+    pub async fn wait_healthy(&self, base: &str, api: Api) -> anyhow::Result<()> {
+        let primary = if api == Api::Triton {
+            "/v2/health/ready"
+        } else {
+            "/health"
+        };
+        let what = format!("the target {base} is not ready");
+        self.until_ready(&what, || async {
+            let url = join_url(base, primary);
+            Ok(match self.get(&url, false).await {
+                Ok(r) if r.status().is_success() => Attempt::Done(()),
+                Ok(r) if api != Api::Triton && matches!(r.status().as_u16(), 404 | 405) => {
+                    let models = join_url(base, "/v1/models");
+                    match self.get(&models, false).await {
+                        Ok(r) if r.status().is_success() => Attempt::Done(()),
+                        Ok(r) => Attempt::Retry(format!("{models} answered HTTP {}", r.status())),
+                        Err(e) => Attempt::Retry(format!("{models}: {e}")),
+                    }
+                }
+                Ok(r) => Attempt::Retry(format!("{url} answered HTTP {}", r.status())),
+                Err(e) => Attempt::Retry(format!("{url}: {e}")),
+            })
+        })
+        .await
+    }
+
+    /// The first model the server lists: `/v1/models`, TGI's `/info`, or
+    /// Triton's repository index.
+    pub async fn discover_model(&self, base: &str, api: Api) -> anyhow::Result<String> {
+        let (route, post) = match api {
+            Api::Tgi => ("/info", false),
+            Api::Triton => ("/v2/repository/index", true),
+            _ => ("/v1/models", false),
+        };
+        let url = join_url(base, route);
+        let what = format!("cannot discover the model id from {url}; set target.model");
+        self.until_ready(&what, || async {
+            let resp = match self.get(&url, post).await {
+                Ok(r) if r.status().is_success() => r,
+                Ok(r) => return Ok(Attempt::Retry(format!("HTTP {}", r.status()))),
+                Err(e) if self.enabled() => return Ok(Attempt::Retry(e)),
+                Err(e) => bail!("{what}: {e}"),
+            };
+            let v: serde_json::Value = resp
+                .json()
+                .await
+                .with_context(|| format!("{url} did not return JSON"))?;
+            let id = match api {
+                Api::Tgi => v["model_id"].as_str(),
+                Api::Triton => v
+                    .as_array()
+                    .and_then(|models| {
+                        models
+                            .iter()
+                            .find(|m| m["state"] == "READY")
+                            .or(models.first())
+                    })
+                    .and_then(|m| m["name"].as_str()),
+                _ => v["data"][0]["id"].as_str(),
+            };
+            match id {
+                Some(id) => Ok(Attempt::Done(id.to_string())),
+                None => bail!("{url} lists no model; set target.model"),
+            }
+        })
+        .await
+    }
+
+    /// Send `entry` once to every replica; each must succeed. Marked with
+    /// `X-Cicada-Probe` so servers' logs (and the mock's ground truth) can tell it apart.
+    pub async fn probe(
+        &self,
+        target: &ResolvedTarget,
+        sampling: &ResolvedSampling,
+        entry: &PoolEntry,
+    ) -> anyhow::Result<()> {
+        let backend = Backend::new(
+            target.api,
+            target.flavor,
+            target.model.clone(),
+            sampling.clone(),
+            target.stream,
+        );
+        let mut headers = self.headers.clone();
+        headers.insert(PROBE_HEADER, HeaderValue::from_static("ready"));
+        for url in &target.urls {
+            let what = format!("the test request to {url} did not succeed");
+            self.until_ready(&what, || async {
+                let clock = Clock::new(Instant::now());
+                let conduit = Conduit {
+                    http: &self.http,
+                    headers: &headers,
+                    backend: &backend,
+                    clock: &clock,
+                    timeout: Duration::from_millis(target.timeout_ms),
+                    keep_text: false,
+                };
+                let ex = perform(conduit, url, backend.body(entry)).await;
+                let (outcome, error) = ex.outcome();
+                let why = format!("{outcome}: {}", error.unwrap_or_default());
+                match outcome {
+                    Outcome::Ok => Ok(Attempt::Done(())),
+                    // the request itself is wrong (route, model, key): waiting will not help
+                    Outcome::Http(c) if (400..500).contains(&c) && c != 408 && c != 429 => {
+                        bail!("{what}: {why}")
+                    }
+                    _ => Ok(Attempt::Retry(why)),
+                }
+            })
+            .await?;
+            tracing::info!(%url, "test request succeeded");
+        }
+        Ok(())
+    }
+}
+
+/// An error and its causes on one line.
+fn describe(e: &reqwest::Error) -> String {
+    use std::error::Error as _;
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(cause) = src {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        src = cause.source();
+    }
+    s
+}

@@ -1,0 +1,236 @@
+//! Every backend against the mock speaking its server's wire format: a whole
+//! exchange (body, stream, parse, classification) per API, streamed and not,
+//! and every injected fault landing in its outcome class.
+
+use std::time::Duration;
+
+use cicada_metrics::Outcome;
+use cicada_mock::{FaultRates, MockApi, MockConfig, MockServer};
+use cicada_scenarios::dataset::{PoolEntry, Prompt};
+use cicada_scenarios::plan::{Api, Flavor, ResolvedSampling};
+use cicada_worker::backend::Backend;
+use cicada_worker::clock::Clock;
+use cicada_worker::exchange::{Conduit, Exchange, perform};
+use reqwest::header::HeaderMap;
+
+/// One way of talking to the mock: its API switch, our API and flavor, the route.
+struct Case {
+    mock_api: MockApi,
+    api: Api,
+    flavor: Flavor,
+    path: &'static str,
+    whole_path: &'static str,
+    /// The server reports usage (else the tokens are the content events).
+    counts: bool,
+}
+
+const CASES: [Case; 7] = [
+    Case {
+        mock_api: MockApi::OpenaiChat,
+        api: Api::Chat,
+        flavor: Flavor::Vllm,
+        path: "/v1/chat/completions",
+        whole_path: "/v1/chat/completions",
+        counts: true,
+    },
+    Case {
+        mock_api: MockApi::Openai,
+        api: Api::Completions,
+        flavor: Flavor::Sglang,
+        path: "/v1/completions",
+        whole_path: "/v1/completions",
+        counts: true,
+    },
+    Case {
+        mock_api: MockApi::LlamacppChat,
+        api: Api::Chat,
+        flavor: Flavor::LlamaCpp,
+        path: "/v1/chat/completions",
+        whole_path: "/v1/chat/completions",
+        counts: true,
+    },
+    Case {
+        mock_api: MockApi::LlamacppCompletions,
+        api: Api::Completions,
+        flavor: Flavor::LlamaCpp,
+        path: "/v1/completions",
+        whole_path: "/v1/completions",
+        counts: true,
+    },
+    Case {
+        mock_api: MockApi::Tgi,
+        api: Api::Tgi,
+        flavor: Flavor::Tgi,
+        path: "/generate_stream",
+        whole_path: "/generate",
+        counts: true,
+    },
+    Case {
+        mock_api: MockApi::Llamacpp,
+        api: Api::LlamaCpp,
+        flavor: Flavor::LlamaCpp,
+        path: "/completion",
+        whole_path: "/completion",
+        counts: true,
+    },
+    Case {
+        mock_api: MockApi::Triton,
+        api: Api::Triton,
+        flavor: Flavor::Triton,
+        path: "/v2/models/cicada-mock/generate_stream",
+        whole_path: "/v2/models/cicada-mock/generate",
+        counts: false,
+    },
+];
+
+fn sampling() -> ResolvedSampling {
+    ResolvedSampling {
+        temperature: Some(0.0),
+        top_p: None,
+        top_k: None,
+        ignore_eos: true,
+        min_tokens: None,
+        extra_body: Default::default(),
+    }
+}
+
+fn entry(words: usize, output: u32) -> PoolEntry {
+    PoolEntry {
+        id: 0,
+        prompt: Prompt::Text(vec!["w"; words].join(" ")),
+        input_tokens: words as u32,
+        output_tokens: Some(output),
+    }
+}
+
+async fn mock(api: MockApi, tokens_per_event: u32, faults: FaultRates) -> MockServer {
+    cicada_worker::tls::install_crypto_provider();
+    MockServer::start(
+        MockConfig {
+            ttft_ms: 5.0,
+            itl_ms: 1.0,
+            tokens_per_event,
+            api,
+            faults,
+            ..MockConfig::default()
+        },
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+async fn exchange(case: &Case, base: &str, stream: bool, entry: &PoolEntry) -> Exchange {
+    let backend = Backend::new(
+        case.api,
+        case.flavor,
+        "cicada-mock".into(),
+        sampling(),
+        stream,
+    );
+    let http = reqwest::Client::new();
+    let headers = HeaderMap::new();
+    let clock = Clock::new(tokio::time::Instant::now());
+    let conduit = Conduit {
+        http: &http,
+        headers: &headers,
+        backend: &backend,
+        clock: &clock,
+        timeout: Duration::from_secs(10),
+        keep_text: true,
+    };
+    let path = if stream { case.path } else { case.whole_path };
+    perform(conduit, &format!("{base}{path}"), backend.body(entry)).await
+}
+
+#[tokio::test]
+async fn every_backend_streams_and_counts_against_its_fake() {
+    for case in &CASES {
+        let m = mock(case.mock_api, 1, FaultRates::default()).await;
+        let ex = exchange(case, &m.url(), true, &entry(6, 9)).await;
+        let name = format!("{:?}/{:?}", case.api, case.flavor);
+        assert_eq!(ex.outcome().0, Outcome::Ok, "{name}: {:?}", ex.outcome());
+        // role-only, usage-only, finish-only and final events are not content
+        assert_eq!(ex.events.len(), 9, "{name}");
+        let words = ex.text.as_deref().unwrap().split_whitespace().count();
+        assert_eq!(words, 9, "{name}");
+        if case.counts {
+            assert_eq!(ex.usage.completion_tokens, Some(9), "{name}");
+        } else {
+            assert_eq!(ex.usage.completion_tokens, None, "{name}");
+        }
+        if case.api != Api::Tgi || case.counts {
+            // TGI reports the prompt length as `details.input_length`
+            let p = ex.usage.prompt_tokens;
+            assert!(p.is_none() || p == Some(6), "{name}: prompt {p:?}");
+        }
+        let stats = m.stats();
+        assert_eq!(stats.requests, 1, "{name}");
+        assert_eq!(stats.completed, 1, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn every_backend_reads_whole_responses() {
+    for case in &CASES {
+        let m = mock(case.mock_api, 1, FaultRates::default()).await;
+        let ex = exchange(case, &m.url(), false, &entry(4, 7)).await;
+        let name = format!("{:?}/{:?}", case.api, case.flavor);
+        assert_eq!(ex.outcome().0, Outcome::Ok, "{name}: {:?}", ex.outcome());
+        assert_eq!(ex.events.len(), 1, "{name}");
+        let text = ex.text.as_deref().unwrap();
+        assert_eq!(text.split_whitespace().count(), 7, "{name}: {text:?}");
+        assert!(!m.requests()[0].stream, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn multi_token_steps_are_counted_per_event_where_the_server_says_so() {
+    for case in &CASES {
+        let m = mock(case.mock_api, 3, FaultRates::default()).await;
+        let ex = exchange(case, &m.url(), true, &entry(3, 9)).await;
+        let name = format!("{:?}/{:?}", case.api, case.flavor);
+        assert_eq!(ex.outcome().0, Outcome::Ok, "{name}");
+        let per_token = matches!(case.api, Api::Tgi | Api::LlamaCpp);
+        // TGI and llama.cpp send an event per token even when a step makes
+        // several; OpenAI and Triton send one event per step
+        let expected_events = if per_token { 9 } else { 3 };
+        assert_eq!(ex.events.len(), expected_events, "{name}");
+        let total: u32 = ex.events.iter().map(|e| e.tokens).sum();
+        if ex.counted_per_event {
+            assert_eq!(total, 9, "{name}: {:?}", ex.events);
+        }
+        // vLLM-style servers put running usage on every chunk when asked
+        let continuous = matches!(case.flavor, Flavor::Vllm | Flavor::Sglang) || per_token;
+        assert_eq!(ex.counted_per_event, continuous, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn every_fault_lands_in_its_class_for_every_backend() {
+    type Inject = fn(&mut FaultRates);
+    let faults: [(Inject, Outcome); 6] = [
+        (|f| f.error_event = 1.0, Outcome::ServerErrorEvent),
+        (|f| f.malformed = 1.0, Outcome::BadPayload),
+        (|f| f.truncate = 1.0, Outcome::StreamTruncated),
+        (|f| f.reset = 1.0, Outcome::StreamTruncated),
+        (|f| f.empty = 1.0, Outcome::Empty),
+        (|f| f.http_500 = 1.0, Outcome::Http(500)),
+    ];
+    for case in &CASES {
+        for (set, expected) in &faults {
+            let mut rates = FaultRates::default();
+            set(&mut rates);
+            let m = mock(case.mock_api, 1, rates).await;
+            let ex = exchange(case, &m.url(), true, &entry(3, 8)).await;
+            assert_eq!(
+                ex.outcome().0,
+                *expected,
+                "{:?}/{:?}: {:?}",
+                case.api,
+                case.flavor,
+                ex.outcome()
+            );
+        }
+    }
+}
