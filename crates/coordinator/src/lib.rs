@@ -10,6 +10,7 @@ pub mod ready;
 pub mod report;
 pub mod run;
 pub mod server;
+pub mod server_metrics;
 pub mod signals;
 pub mod stage;
 pub mod target;

@@ -15,7 +15,7 @@ use crate::progress::Progress;
 use crate::report::{RunResult, console, csv, json};
 use crate::signals::Signals;
 use crate::stage::run_stage;
-use crate::target;
+use crate::{server_metrics, target};
 
 /// Exit code: the scenario or its inputs are invalid.
 pub const EXIT_BAD_INPUT: i32 = 2;
@@ -145,7 +145,9 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     let interval_s = scenario.load.report_interval.get().as_secs_f64();
     let mut agg = Aggregate::new(target.resolved.urls.len(), interval_s, 0..workers);
     let mut progress = Progress::new(!args.quiet);
+    let watch = server_metrics::Watch::start(&scenario, &target).await;
     let end = run_stage(&mut fleet, 0, &plans, &mut agg, &mut signals, &mut progress).await;
+    let server = watch.finish().await;
     fleet.shutdown().await;
     drop(target.mock);
     let end = end?;
@@ -164,6 +166,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         planned: end.planned,
         started_unix: end.started_unix,
         dataset: pool.report,
+        server,
         scenario,
     };
     write_results(&result)?;
@@ -185,7 +188,7 @@ fn write_results(r: &RunResult) -> anyhow::Result<()> {
     let doc = serde_json::to_vec_pretty(&json::document(r)).context("encoding result.json")?;
     std::fs::write(&json_path, doc).with_context(|| format!("writing {}", json_path.display()))?;
     let csv_path = dir.join("summary.csv");
-    csv::append(&csv_path, &[csv::row(r)])?;
+    csv::append(&csv_path, &csv::rows(r))?;
     eprintln!(
         "results: {} and {}",
         json_path.display(),

@@ -14,6 +14,8 @@ use crate::ready;
 /// The resolved target, plus the embedded mock when the scenario asked for one.
 pub struct Target {
     pub resolved: ResolvedTarget,
+    /// Each replica's base URL (with any path prefix), in `resolved.urls` order.
+    pub bases: Vec<String>,
     pub mock: Option<MockServer>,
 }
 
@@ -141,7 +143,11 @@ pub async fn resolve(s: &Scenario, probe: Option<&PoolEntry>) -> anyhow::Result<
         let sampling = cicada_scenarios::plan::resolve_sampling(s);
         check.probe(&resolved, &sampling, entry).await?;
     }
-    Ok(Target { resolved, mock })
+    Ok(Target {
+        resolved,
+        bases,
+        mock,
+    })
 }
 
 #[cfg(test)]

@@ -183,6 +183,8 @@ pub struct Target {
     pub tls_insecure: bool,
     /// Reuse connections (HTTP keep-alive); false opens a fresh connection per request.
     pub keep_alive: bool,
+    /// Scrape each replica's Prometheus `/metrics` before, during and after the run.
+    pub server_metrics: bool,
 }
 
 impl Default for Target {
@@ -202,6 +204,7 @@ impl Default for Target {
             tls_ca: None,
             tls_insecure: false,
             keep_alive: true,
+            server_metrics: true,
         }
     }
 }

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use cicada_metrics::{Counter, Metric, Summary};
 
 use super::{RunResult, percentile_word};
+use crate::server_metrics::ServerFigures;
 
 const WIDTH: usize = 50;
 
@@ -63,10 +64,18 @@ fn vllm_section(m: Metric) -> Option<(&'static str, &'static str)> {
 }
 
 fn metric_block(out: &mut String, s: &Summary, m: Metric, percentiles: &[f64]) {
-    let Some((title, label)) = vllm_section(m) else {
+    let Some((title, _)) = vllm_section(m) else {
         return;
     };
     section(out, title);
+    metric_lines(out, s, m, percentiles);
+}
+
+/// Mean, median and the asked percentiles of one metric, vLLM's labels.
+fn metric_lines(out: &mut String, s: &Summary, m: Metric, percentiles: &[f64]) {
+    let Some((_, label)) = vllm_section(m) else {
+        return;
+    };
     let stats = s.metric(m);
     let get = |f: &dyn Fn(&cicada_metrics::DistributionStats) -> f64| stats.map_or(0.0, f);
     float(out, &format!("Mean {label} (ms):"), get(&|d| d.mean));
@@ -133,7 +142,34 @@ pub fn render(r: &RunResult) -> String {
     }
     rule(&mut out, "", '=');
     render_extras(&mut out, r, &s);
+    if r.per_target.len() > 1 {
+        render_targets(&mut out, r);
+    }
     out
+}
+
+/// One block per target: its share of the requests, throughput and latencies.
+fn render_targets(out: &mut String, r: &RunResult) {
+    let sc = &r.scenario;
+    rule(out, &format!("Per target ({})", r.per_target.len()), '=');
+    for (url, set) in r.targets() {
+        let s = r.target_summary(set);
+        section(out, url);
+        int(out, "Successful requests:", s.completed);
+        int(out, "Failed requests:", s.failed);
+        float(out, "Request throughput (req/s):", s.request_throughput);
+        float(out, "Output token throughput (tok/s):", s.output_throughput);
+        float(out, "Peak concurrent requests:", s.max_concurrent_requests);
+        for name in &sc.output.percentile_metrics {
+            if let Ok(m) = name.parse::<Metric>() {
+                metric_lines(out, &s, m, &sc.output.metric_percentiles);
+            }
+        }
+        for (o, c) in set.outcomes.failures() {
+            let _ = writeln!(out, "{:<40} {:<10}", format!("{o}:"), c.count);
+        }
+    }
+    rule(out, "", '=');
 }
 
 fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
@@ -184,6 +220,9 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
         float(out, "Mean output tok/s per request:", tps.mean);
         float(out, "Median output tok/s per request:", tps.median);
     }
+    if let Some(f) = &r.server.total {
+        render_server(out, f);
+    }
     section(out, "Outcomes");
     for (o, c) in t.outcomes.iter() {
         let line = format!("{:<40} {:<10}", format!("{o}:"), c.count);
@@ -224,6 +263,72 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
         );
     }
     rule(out, "", '=');
+}
+
+/// The servers' own view, from their Prometheus metrics (only what they expose).
+fn render_server(out: &mut String, f: &ServerFigures) {
+    section(out, &format!("Server-side ({} /metrics)", f.source));
+    let count = |out: &mut String, label: &str, v: Option<f64>| {
+        if let Some(v) = v {
+            int(out, label, v.round() as u64);
+        }
+    };
+    let pct = |out: &mut String, label: &str, v: Option<f64>| {
+        if let Some(v) = v {
+            float(out, label, v * 100.0);
+        }
+    };
+    count(out, "Server requests finished:", f.requests_finished);
+    count(out, "Server prompt tokens:", f.prompt_tokens);
+    count(out, "Server generation tokens:", f.generation_tokens);
+    pct(out, "Prefix cache hit rate (%):", f.prefix_cache_hit_rate);
+    count(out, "Prefix cache hits (tokens):", f.prefix_cache_hits);
+    count(out, "Preemptions:", f.preemptions);
+    pct(out, "Peak KV-cache usage (%):", f.kv_cache_usage_peak);
+    count(
+        out,
+        "Peak running requests (server):",
+        f.running_requests_peak,
+    );
+    count(
+        out,
+        "Peak waiting requests (server):",
+        f.waiting_requests_peak,
+    );
+    pct(
+        out,
+        "Spec decode acceptance rate (%):",
+        f.spec_decode_acceptance_rate,
+    );
+    if let Some(v) = f.spec_decode_acceptance_length {
+        float(out, "Spec decode acceptance length:", v);
+    }
+    count(out, "Spec decode drafts:", f.spec_decode_num_drafts);
+    count(out, "Spec decode draft tokens:", f.spec_decode_draft_tokens);
+    count(
+        out,
+        "Spec decode accepted tokens:",
+        f.spec_decode_accepted_tokens,
+    );
+    if let Some(rates) = &f.spec_decode_per_position_acceptance_rates {
+        let shown: Vec<String> = rates.iter().map(|r| format!("{:.1}", r * 100.0)).collect();
+        int(
+            out,
+            "Spec decode per-position acceptance (%):",
+            shown.join(", "),
+        );
+    }
+    for (label, h) in [
+        ("TTFT", &f.ttft),
+        ("queue time", &f.queue_time),
+        ("E2EL", &f.e2el),
+    ] {
+        if let Some(h) = h {
+            float(out, &format!("Server mean {label} (ms):"), h.mean_ms);
+            float(out, &format!("Server P50 {label} (ms, est.):"), h.p50_ms);
+            float(out, &format!("Server P99 {label} (ms, est.):"), h.p99_ms);
+        }
+    }
 }
 
 fn one_line(s: &str, max: usize) -> String {

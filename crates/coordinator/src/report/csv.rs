@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use cicada_metrics::{Counter, Metric, Outcome, Summary};
+use cicada_metrics::{Counter, Metric, MetricSet, Outcome, Summary};
 
 use super::{RunResult, rfc3339};
 
@@ -117,11 +117,26 @@ fn per_request(total: u64, n: u64) -> String {
     }
 }
 
-/// The row of one result, aligned with [`header`].
+/// The rows of one result: the whole run's (target `all`), then, when there
+/// are several targets, one per target (target = its URL).
+pub fn rows(r: &RunResult) -> Vec<Vec<String>> {
+    let mut out = vec![row(r)];
+    if r.per_target.len() > 1 {
+        for (url, set) in r.targets() {
+            out.push(row_for(r, set, &r.target_summary(set), url));
+        }
+    }
+    out
+}
+
+/// The whole run's row, aligned with [`header`].
 pub fn row(r: &RunResult) -> Vec<String> {
-    let s: Summary = r.summary();
+    row_for(r, &r.total, &r.summary(), "all")
+}
+
+/// The row of one scope (the run or one target), aligned with [`header`].
+fn row_for(r: &RunResult, t: &MetricSet, s: &Summary, target: &str) -> Vec<String> {
     let sc = &r.scenario;
-    let t = &r.total;
     let stat = |m: Metric, pick: &dyn Fn(&cicada_metrics::DistributionStats) -> Option<f64>| {
         s.metric(m).and_then(pick).map(f).unwrap_or_default()
     };
@@ -170,7 +185,7 @@ pub fn row(r: &RunResult) -> Vec<String> {
         r.scenario_hash.clone(),
         r.stage.to_string(),
         r.stage_name.clone(),
-        "all".to_string(),
+        target.to_string(),
         rfc3339(r.started_unix),
         r.workers.to_string(),
         sc.load.request_rate.to_string(),

@@ -1,10 +1,11 @@
 //! `result.json`: `vllm bench serve --save-result` fields first, then cicada's.
 
 use base64::Engine as _;
-use cicada_metrics::{Counter, Metric, Summary};
+use cicada_metrics::{Counter, Metric, MetricSet, Summary};
 use serde_json::{Map, Value, json};
 
 use super::{RunResult, compact_date, percentile_word, rfc3339};
+use crate::server_metrics::ServerFigures;
 
 /// Version of the `result.json` layout; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -90,8 +91,8 @@ pub fn document(r: &RunResult) -> Value {
     Value::Object(m)
 }
 
-fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
-    let t = &r.total;
+/// Every metric of a summary with unit, count, mean, median, std, min, max and percentiles.
+fn metrics_json(s: &Summary, percentiles: &[f64]) -> Map<String, Value> {
     let mut metrics = Map::new();
     for (metric, d) in &s.metrics {
         let mut e = Map::new();
@@ -110,8 +111,12 @@ fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
         }
         metrics.insert(metric.name().into(), Value::Object(e));
     }
-    let outcomes: Map<String, Value> = t
-        .outcomes
+    metrics
+}
+
+/// Outcome classes with their counts and first error text.
+fn outcomes_json(t: &MetricSet) -> Map<String, Value> {
+    t.outcomes
         .iter()
         .map(|(o, c)| {
             let mut e = json!({"count": c.count});
@@ -120,7 +125,55 @@ fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
             }
             (o.to_string(), e)
         })
+        .collect()
+}
+
+/// One entry of `cicada.targets`: a replica's share of the run.
+fn target_json(
+    r: &RunResult,
+    url: &str,
+    set: &MetricSet,
+    server: Option<&ServerFigures>,
+    percentiles: &[f64],
+) -> Value {
+    let s = r.target_summary(set);
+    let server = server.map_or(Value::Null, |f| {
+        serde_json::to_value(f).unwrap_or(Value::Null)
+    });
+    json!({
+        "url": url,
+        "sent": s.sent,
+        "completed": s.completed,
+        "failed": s.failed,
+        "total_input_tokens": s.total_input_tokens,
+        "total_output_tokens": s.total_output_tokens,
+        "request_throughput": num(s.request_throughput),
+        "output_throughput": num(s.output_throughput),
+        "total_token_throughput": num(s.total_token_throughput),
+        "request_goodput": s.request_goodput.map_or(Value::Null, num),
+        "max_output_tokens_per_s": s.max_output_tokens_per_s,
+        "max_concurrent_requests": num(s.max_concurrent_requests),
+        "outcomes": outcomes_json(set),
+        "metrics": metrics_json(&s, percentiles),
+        "server": server,
+    })
+}
+
+fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
+    let t = &r.total;
+    let metrics = metrics_json(s, percentiles);
+    let outcomes = outcomes_json(t);
+    let targets: Vec<Value> = r
+        .targets()
+        .enumerate()
+        .map(|(i, (url, set))| {
+            let server = r.server.targets.get(i).and_then(Option::as_ref);
+            target_json(r, url, set, server, percentiles)
+        })
         .collect();
+    let server = r.server.total.as_ref().map_or(Value::Null, |f| {
+        serde_json::to_value(f).unwrap_or(Value::Null)
+    });
     let counters: Map<String, Value> = t
         .counters
         .non_zero()
@@ -186,6 +239,8 @@ fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
         "outcomes": outcomes,
         "counters": counters,
         "metrics": metrics,
+        "targets": targets,
+        "server": server,
         "dataset": r.dataset,
         "degraded": r.degraded(),
         "lost_workers": lost,

@@ -10,6 +10,7 @@ use cicada_scenarios::dataset::DatasetReport;
 use cicada_scenarios::plan::ResolvedTarget;
 
 use crate::merge::IntervalRow;
+use crate::server_metrics::ServerView;
 use crate::stage::LostWorker;
 
 /// Percentiles computed for every metric in files, beside the console's own choice.
@@ -34,6 +35,8 @@ pub struct RunResult {
     pub planned: u64,
     pub started_unix: f64,
     pub dataset: DatasetReport,
+    /// What the servers' Prometheus metrics said about the run.
+    pub server: ServerView,
 }
 
 impl RunResult {
@@ -52,6 +55,25 @@ impl RunResult {
     /// Run-level figures.
     pub fn summary(&self) -> Summary {
         Summary::of(&self.total, self.scenario.slo.is_set(), &self.percentiles())
+    }
+
+    /// Figures of one target's share. Throughputs divide by the whole run's
+    /// duration (and the achieved rate by the run's sending time), so the
+    /// targets' figures add up to the run's.
+    pub fn target_summary(&self, set: &MetricSet) -> Summary {
+        let mut view = set.clone();
+        view.span = self.total.span;
+        Summary::of(&view, self.scenario.slo.is_set(), &self.percentiles())
+    }
+
+    /// Each target's URL with its measurements, in `target.urls` order.
+    pub fn targets(&self) -> impl Iterator<Item = (&str, &MetricSet)> {
+        self.target
+            .urls
+            .iter()
+            .map(String::as_str)
+            .chain(std::iter::repeat("unknown"))
+            .zip(&self.per_target)
     }
 
     /// Some workers were lost: the result covers only part of the load.
