@@ -19,7 +19,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a scenario over a fleet of workers and report the results.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Serve the built-in mock inference server.
     Mock(MockArgs),
     /// Check a scenario file without running it.
@@ -29,8 +29,8 @@ pub enum Command {
 /// `coord run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The scenario file (TOML).
-    pub scenario: PathBuf,
+    /// The scenario file (TOML); without one, the vllm bench serve flags describe the run.
+    pub scenario: Option<PathBuf>,
     /// Local worker processes to start.
     #[arg(long, default_value_t = 1)]
     pub workers: u32,
@@ -58,6 +58,8 @@ pub struct RunArgs {
     /// SLOs for goodput in vLLM's form: --goodput ttft:500 tpot:50 (ms; ttft, tpot, e2el, itl).
     #[arg(long, num_args = 1.., value_name = "METRIC:MS")]
     pub goodput: Vec<String>,
+    #[command(flatten)]
+    pub vllm: crate::flags::VllmFlags,
 }
 
 /// `coord mock`.

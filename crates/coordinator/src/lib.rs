@@ -3,6 +3,7 @@
 //! reports, live progress and the result writers.
 
 pub mod cli;
+pub mod flags;
 pub mod fleet;
 pub mod merge;
 pub mod progress;
@@ -24,7 +25,7 @@ use crate::run::{EXIT_BAD_INPUT, RunError};
 pub async fn main(cli: Cli) -> i32 {
     cicada_worker::tls::install_crypto_provider();
     match cli.command {
-        Command::Run(args) => match run::run(args).await {
+        Command::Run(args) => match run::run(*args).await {
             Ok(code) => code,
             Err(RunError::BadInput(msg)) => {
                 eprintln!("error: {msg}");

@@ -102,7 +102,7 @@ fn worker_bin(args: &RunArgs) -> anyhow::Result<PathBuf> {
 pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     let mut sets = args.sets.clone();
     sets.extend(goodput_overrides(&args.goodput)?);
-    let loaded = load(&args.scenario, &sets)?;
+    let loaded = crate::flags::load_with_flags(args.scenario.as_deref(), &args.vllm, &sets)?;
     let mut scenario = loaded.scenario;
     if let Some(dir) = &args.output_dir {
         scenario.output.dir = dir.clone();

@@ -58,3 +58,17 @@ fn run_with_a_bad_override_exits_2() {
         "{err}"
     );
 }
+
+#[test]
+fn run_without_a_scenario_checks_the_vllm_flags() {
+    let (code, _, err) = coord(&["run", "--request-rate=-3", "--num-prompts", "4"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("command line (--request-rate): `load.request_rate`"),
+        "{err}"
+    );
+    let (code, _, err) = coord(&["run", "--backend", "nope"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("unknown backend"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -1,0 +1,475 @@
+//! `vllm bench serve`'s everyday flags on `coord run`, so a user can switch
+//! without writing a scenario file. Each flag becomes a `--set key=value`
+//! override: flags apply over the scenario file (or over the defaults when
+//! there is none), and `--set` applies over both. Problems are reported
+//! against the flag the user typed.
+
+use std::path::{Path, PathBuf};
+
+use cicada_scenarios::scenario::Backend;
+use cicada_scenarios::{LoadedScenario, Override, ScenarioError, load_file, parse};
+use clap::Args;
+
+use crate::run::RunError;
+
+/// The `vllm bench serve` flags `coord run` understands.
+#[derive(Debug, Clone, Default, Args)]
+pub struct VllmFlags {
+    /// Serving API (vLLM's names work too: llama.cpp, tensorrt-llm, ...).
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub backend: Option<String>,
+    /// Server base URL, with any path prefix (default http://HOST:PORT).
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub base_url: Option<String>,
+    /// Server host when no --base-url is given.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub host: Option<String>,
+    /// Server port when no --base-url is given.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub port: Option<u16>,
+    /// Route appended to the base URL.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub endpoint: Option<String>,
+    /// Model id (default: the first one the server lists).
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub model: Option<String>,
+    /// Tokenizer: a tokenizer.json, a model directory or a cached hub id.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub tokenizer: Option<String>,
+    /// Dataset kind.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub dataset_name: Option<String>,
+    /// Dataset file.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub dataset_path: Option<PathBuf>,
+    /// Requests in the run.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub num_prompts: Option<u64>,
+    /// Mean arrival rate (req/s) or "inf".
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub request_rate: Option<String>,
+    /// Gamma shape of arrival gaps (1 = Poisson).
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub burstiness: Option<f64>,
+    /// Most requests in flight at once.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub max_concurrency: Option<u32>,
+    /// Seed for sampling and arrivals.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub seed: Option<u64>,
+    /// Generate past end-of-sequence up to the asked length.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub ignore_eos: bool,
+    /// Metrics with printed percentiles, comma-separated (ttft,tpot,itl,e2el,...).
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub percentile_metrics: Option<String>,
+    /// Percentiles to print, comma-separated (e.g. 25,50,99).
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub metric_percentiles: Option<String>,
+    /// Accepted for compatibility: cicada always saves result.json.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub save_result: bool,
+    /// Directory for the result files (output.dir).
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub result_dir: Option<PathBuf>,
+    /// File name of the JSON result (output.result_filename).
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub result_filename: Option<String>,
+    /// random dataset: prompt length in tokens.
+    #[arg(long, alias = "input-len", help_heading = "vllm bench serve flags")]
+    pub random_input_len: Option<u32>,
+    /// random dataset: output length in tokens.
+    #[arg(long, alias = "output-len", help_heading = "vllm bench serve flags")]
+    pub random_output_len: Option<u32>,
+    /// random dataset: lengths vary within ± this ratio.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub random_range_ratio: Option<f64>,
+    /// random dataset: tokens of a shared prefix.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub random_prefix_len: Option<u32>,
+    /// Sampling temperature.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub temperature: Option<f64>,
+    /// Nucleus sampling.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub top_p: Option<f64>,
+    /// Top-k sampling.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub top_k: Option<i64>,
+    /// Extra request header KEY=VALUE (repeatable).
+    #[arg(
+        long = "header",
+        value_name = "KEY=VALUE",
+        help_heading = "vllm bench serve flags"
+    )]
+    pub headers: Vec<String>,
+    /// Seconds to wait for the server to be ready (0 skips the check).
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub ready_check_timeout_sec: Option<u64>,
+}
+
+/// A backend name as `vllm bench serve` or a scenario file spells it.
+fn backend_name(name: &str) -> Result<&'static str, RunError> {
+    if let Some(b) = Backend::from_name(name) {
+        return Ok(b.name());
+    }
+    let b = match name {
+        "llama.cpp" => Backend::LlamacppCompletions,
+        "tensorrt-llm" => Backend::Triton,
+        "vllm-chat" => Backend::VllmChat,
+        "lmdeploy" | "scalellm" => Backend::Openai,
+        _ => {
+            let ours: Vec<&str> = Backend::ALL.iter().map(|b| b.name()).collect();
+            return Err(RunError::BadInput(format!(
+                "--backend {name}: unknown backend; expected one of {} (or vLLM's llama.cpp, tensorrt-llm, lmdeploy, scalellm)",
+                ours.join(", ")
+            )));
+        }
+    };
+    Ok(b.name())
+}
+
+/// `"a,b"` -> `["a", "b"]` as a TOML string array.
+fn string_list(raw: &str) -> String {
+    let items: Vec<String> = raw
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(quoted)
+        .collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// `"25,50,99"` -> `[25.0, 50.0, 99.0]`, naming the flag when a number is bad.
+fn number_list(flag: &str, raw: &str) -> Result<String, RunError> {
+    let items = raw
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<f64>()
+                .map(|v| format!("{v:?}"))
+                .map_err(|_| RunError::BadInput(format!("--{flag} {raw}: \"{s}\" is not a number")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(format!("[{}]", items.join(", ")))
+}
+
+/// A TOML string literal.
+fn quoted(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+/// One override and the flag it came from.
+struct FromFlag {
+    flag: &'static str,
+    key: String,
+    value: String,
+}
+
+fn overrides_of(f: &VllmFlags, has_scenario: bool) -> Result<Vec<FromFlag>, RunError> {
+    let mut out = Vec::new();
+    let mut set = |flag: &'static str, key: &str, value: String| {
+        out.push(FromFlag {
+            flag,
+            key: key.to_string(),
+            value,
+        })
+    };
+    let backend = match &f.backend {
+        Some(b) => Some(backend_name(b)?),
+        // without a file, vLLM's default: OpenAI completions
+        None if !has_scenario => Some(Backend::Openai.name()),
+        None => None,
+    };
+    if let Some(b) = backend {
+        set("backend", "target.backend", quoted(b));
+    }
+    let base_url = match (&f.base_url, &f.host, f.port) {
+        (Some(url), _, _) => Some(url.clone()),
+        (None, None, None) if has_scenario || backend == Some(Backend::Mock.name()) => None,
+        (None, host, port) => Some(format!(
+            "http://{}:{}",
+            host.as_deref().unwrap_or("127.0.0.1"),
+            port.unwrap_or(8000)
+        )),
+    };
+    if let Some(url) = base_url {
+        let flag = if f.base_url.is_some() {
+            "base-url"
+        } else {
+            "host/--port"
+        };
+        set(flag, "target.base_url", quoted(&url));
+    }
+    let strings: [(&'static str, &str, &Option<String>); 3] = [
+        ("endpoint", "target.endpoint", &f.endpoint),
+        ("model", "target.model", &f.model),
+        ("tokenizer", "tokenizer.source", &f.tokenizer),
+    ];
+    for (flag, key, v) in strings {
+        if let Some(v) = v {
+            set(flag, key, quoted(v));
+        }
+    }
+    if let Some(v) = &f.dataset_name {
+        set("dataset-name", "dataset.kind", quoted(v));
+    }
+    for (flag, key, v) in [
+        ("dataset-path", "dataset.path", &f.dataset_path),
+        ("result-dir", "output.dir", &f.result_dir),
+    ] {
+        if let Some(p) = v {
+            set(flag, key, quoted(&p.to_string_lossy()));
+        }
+    }
+    if let Some(v) = &f.result_filename {
+        set("result-filename", "output.result_filename", quoted(v));
+    }
+    if let Some(v) = &f.request_rate {
+        let value = if v.trim().eq_ignore_ascii_case("inf") {
+            quoted("inf")
+        } else {
+            v.trim().to_string()
+        };
+        set("request-rate", "load.request_rate", value);
+    }
+    let numbers: [(&'static str, &str, Option<String>); 12] = [
+        (
+            "num-prompts",
+            "load.num_prompts",
+            f.num_prompts.map(|v| v.to_string()),
+        ),
+        (
+            "burstiness",
+            "load.burstiness",
+            f.burstiness.map(|v| format!("{v:?}")),
+        ),
+        (
+            "max-concurrency",
+            "load.max_concurrency",
+            f.max_concurrency.map(|v| v.to_string()),
+        ),
+        ("seed", "seed", f.seed.map(|v| v.to_string())),
+        (
+            "random-input-len",
+            "dataset.input_len",
+            f.random_input_len.map(|v| v.to_string()),
+        ),
+        (
+            "random-output-len",
+            "dataset.output_len",
+            f.random_output_len.map(|v| v.to_string()),
+        ),
+        (
+            "random-range-ratio",
+            "dataset.range_ratio",
+            f.random_range_ratio.map(|v| format!("{v:?}")),
+        ),
+        (
+            "random-prefix-len",
+            "dataset.prefix_len",
+            f.random_prefix_len.map(|v| v.to_string()),
+        ),
+        (
+            "temperature",
+            "sampling.temperature",
+            f.temperature.map(|v| format!("{v:?}")),
+        ),
+        ("top-p", "sampling.top_p", f.top_p.map(|v| format!("{v:?}"))),
+        ("top-k", "sampling.top_k", f.top_k.map(|v| v.to_string())),
+        (
+            "ready-check-timeout-sec",
+            "target.ready_timeout",
+            f.ready_check_timeout_sec.map(|v| v.to_string()),
+        ),
+    ];
+    for (flag, key, v) in numbers {
+        if let Some(v) = v {
+            set(flag, key, v);
+        }
+    }
+    if f.ignore_eos {
+        set("ignore-eos", "sampling.ignore_eos", "true".into());
+    }
+    if let Some(v) = &f.percentile_metrics {
+        set(
+            "percentile-metrics",
+            "output.percentile_metrics",
+            string_list(v),
+        );
+    }
+    if let Some(v) = &f.metric_percentiles {
+        set(
+            "metric-percentiles",
+            "output.metric_percentiles",
+            number_list("metric-percentiles", v)?,
+        );
+    }
+    for h in &f.headers {
+        let (k, v) = h
+            .split_once('=')
+            .ok_or_else(|| RunError::BadInput(format!("--header {h}: expected KEY=VALUE")))?;
+        let k = k.trim();
+        if k.is_empty() || k.contains('.') {
+            return Err(RunError::BadInput(format!(
+                "--header {h}: the header name must be non-empty and without dots"
+            )));
+        }
+        set("header", &format!("target.headers.{k}"), quoted(v.trim()));
+    }
+    Ok(out)
+}
+
+/// The scenario from an optional file, the flags and the `--set` overrides
+/// (in that order of precedence, lowest first).
+pub fn load_with_flags(
+    scenario: Option<&Path>,
+    flags: &VllmFlags,
+    sets: &[String],
+) -> Result<LoadedScenario, RunError> {
+    let from_flags = overrides_of(flags, scenario.is_some())?;
+    let mut all: Vec<String> = from_flags
+        .iter()
+        .map(|o| format!("{}={}", o.key, o.value))
+        .collect();
+    all.extend(sets.iter().cloned());
+    let overrides = all
+        .iter()
+        .map(|s| s.parse::<Override>())
+        .collect::<Result<Vec<_>, _>>()?;
+    let loaded = match scenario {
+        Some(path) => load_file(path, &overrides),
+        None => parse("", "command line", &overrides).map(|scenario| LoadedScenario {
+            scenario,
+            origin: "command line".to_string(),
+        }),
+    };
+    loaded.map_err(|e| relabel(e, &from_flags, sets))
+}
+
+/// Blame problems on the flag that set the key, unless `--set` set it too.
+fn relabel(e: ScenarioError, flags: &[FromFlag], sets: &[String]) -> RunError {
+    let ScenarioError::Invalid { mut problems } = e else {
+        return RunError::from(e);
+    };
+    for p in &mut problems {
+        let by_set = sets.iter().any(|s| {
+            s.split_once('=').is_some_and(|(k, _)| {
+                p.key == k.trim() || p.key.starts_with(&format!("{}.", k.trim()))
+            })
+        });
+        let flag = flags
+            .iter()
+            .find(|f| p.key == f.key || p.key.starts_with(&format!("{}.", f.key)));
+        if let (Some(f), false) = (flag, by_set) {
+            p.origin = format!("command line (--{})", f.flag);
+            p.line = None;
+        }
+    }
+    RunError::from(ScenarioError::Invalid { problems })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cicada_scenarios::units::Rate;
+
+    fn flags() -> VllmFlags {
+        VllmFlags::default()
+    }
+
+    #[test]
+    fn everyday_flags_make_a_scenario_without_a_file() {
+        let f = VllmFlags {
+            backend: Some("openai-chat".into()),
+            port: Some(9000),
+            model: Some("true".into()),
+            dataset_name: Some("random".into()),
+            num_prompts: Some(32),
+            request_rate: Some("inf".into()),
+            burstiness: Some(0.5),
+            max_concurrency: Some(8),
+            seed: Some(3),
+            ignore_eos: true,
+            percentile_metrics: Some("ttft, e2el".into()),
+            metric_percentiles: Some("25,50,99.9".into()),
+            result_dir: Some("out dir".into()),
+            result_filename: Some("r.json".into()),
+            random_input_len: Some(16),
+            random_output_len: Some(4),
+            headers: vec!["X-Team=perf".into()],
+            ready_check_timeout_sec: Some(0),
+            ..flags()
+        };
+        let s = load_with_flags(None, &f, &["load.burstiness=2".into()])
+            .unwrap()
+            .scenario;
+        assert_eq!(s.target.backend, Backend::OpenaiChat);
+        assert_eq!(s.target.base_url.as_deref(), Some("http://127.0.0.1:9000"));
+        assert_eq!(
+            s.target.model.as_deref(),
+            Some("true"),
+            "strings stay strings"
+        );
+        assert_eq!(s.load.num_prompts, Some(32));
+        assert_eq!(s.load.request_rate, Rate::Infinite);
+        assert_eq!(s.load.burstiness, 2.0, "--set wins over flags");
+        assert_eq!(s.load.max_concurrency, Some(8));
+        assert_eq!(s.seed, 3);
+        assert_eq!(s.sampling.ignore_eos, Some(true));
+        assert_eq!(s.output.percentile_metrics, vec!["ttft", "e2el"]);
+        assert_eq!(s.output.metric_percentiles, vec![25.0, 50.0, 99.9]);
+        assert_eq!(s.output.dir, PathBuf::from("out dir"));
+        assert_eq!(s.output.result_filename, "r.json");
+        assert_eq!(s.dataset.input_len, 16);
+        assert_eq!(s.dataset.output_len, 4);
+        assert_eq!(s.target.headers["X-Team"], "perf");
+        assert!(s.target.ready_timeout.get().is_zero());
+    }
+
+    #[test]
+    fn defaults_follow_vllm_and_names_map() {
+        let s = load_with_flags(None, &flags(), &[]).unwrap().scenario;
+        assert_eq!(s.target.backend, Backend::Openai);
+        assert_eq!(s.target.base_url.as_deref(), Some("http://127.0.0.1:8000"));
+        let mock = VllmFlags {
+            backend: Some("mock".into()),
+            ..flags()
+        };
+        let s = load_with_flags(None, &mock, &[]).unwrap().scenario;
+        assert!(s.target.base_url.is_none());
+        for (vllm, ours) in [
+            ("llama.cpp", Backend::LlamacppCompletions),
+            ("tensorrt-llm", Backend::Triton),
+            ("tgi", Backend::Tgi),
+        ] {
+            assert_eq!(backend_name(vllm).unwrap(), ours.name());
+        }
+        let e = backend_name("nope").err().unwrap().to_string();
+        assert!(e.contains("openai-chat"), "{e}");
+    }
+
+    #[test]
+    fn problems_name_the_flag() {
+        let f = VllmFlags {
+            request_rate: Some("-2".into()),
+            ..flags()
+        };
+        let e = load_with_flags(None, &f, &[]).err().unwrap().to_string();
+        assert!(
+            e.starts_with("command line (--request-rate): `load.request_rate`"),
+            "{e}"
+        );
+        let f = VllmFlags {
+            metric_percentiles: Some("50,x".into()),
+            ..flags()
+        };
+        assert!(load_with_flags(None, &f, &[]).is_err());
+        let f = VllmFlags {
+            headers: vec!["nokey".into()],
+            ..flags()
+        };
+        assert!(load_with_flags(None, &f, &[]).is_err());
+    }
+}
