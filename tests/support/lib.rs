@@ -1,9 +1,9 @@
 //! Helpers for end-to-end tests: locate the real binaries, start the mock as a
 //! process, run `coord` with a deadline, read what it wrote.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -102,7 +102,20 @@ impl Mock {
 
     /// Start the mock on a given address.
     pub fn start_on(listen: &str, args: &[&str]) -> Mock {
-        let mut child = Command::new(coord())
+        Self::spawn(listen, args, &[])
+    }
+
+    /// Start the mock with extra environment variables (e.g. its API key).
+    pub fn start_env(args: &[&str], env: &[(&str, &str)]) -> Mock {
+        Self::spawn("127.0.0.1:0", args, env)
+    }
+
+    fn spawn(listen: &str, args: &[&str], env: &[(&str, &str)]) -> Mock {
+        let mut cmd = Command::new(coord());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
             .args(["mock", "--listen", listen])
             .args(args)
             .stdout(Stdio::piped())
@@ -153,16 +166,6 @@ pub struct Run {
     pub stderr: String,
 }
 
-impl Run {
-    fn from(o: Output) -> Run {
-        Run {
-            code: o.status.code(),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        }
-    }
-}
-
 /// Run `coord <args>`, killing it if it outlives `limit` (a hang is a failure, not a wait).
 pub fn coord_run(args: &[&str], limit: Duration) -> Run {
     coord_run_env(args, &[], limit)
@@ -181,23 +184,45 @@ pub fn coord_run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Ru
 
 /// Wait for a child, killing it after `limit`.
 pub fn wait_with_limit(mut child: Child, limit: Duration) -> Run {
+    // drain both pipes while waiting: a chatty child would block on a full pipe
+    fn drain<R: Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    }
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
     let deadline = Instant::now() + limit;
-    loop {
+    let finished = loop {
         match child.try_wait() {
-            Ok(Some(_)) => break,
+            Ok(Some(status)) => break Some(status),
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
             _ => {
                 let _ = child.kill();
-                let out = child.wait_with_output().expect("collecting output");
-                let run = Run::from(out);
-                panic!(
-                    "process did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
-                    run.stdout, run.stderr
-                );
+                let _ = child.wait();
+                break None;
             }
         }
+    };
+    let text = |h: std::thread::JoinHandle<Vec<u8>>| {
+        String::from_utf8_lossy(&h.join().unwrap_or_default()).into_owned()
+    };
+    let run = Run {
+        code: finished.and_then(|s| s.code()),
+        stdout: text(out),
+        stderr: text(err),
+    };
+    if finished.is_none() {
+        panic!(
+            "process did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+            run.stdout, run.stderr
+        );
     }
-    Run::from(child.wait_with_output().expect("collecting output"))
+    run
 }
 
 /// A scratch directory for one test.

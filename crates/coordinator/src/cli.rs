@@ -21,7 +21,7 @@ pub enum Command {
     /// Run a scenario over a fleet of workers and report the results.
     Run(Box<RunArgs>),
     /// Serve the built-in mock inference server.
-    Mock(MockArgs),
+    Mock(Box<MockArgs>),
     /// Check a scenario file without running it.
     Validate(ValidateArgs),
 }

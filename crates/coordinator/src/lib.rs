@@ -36,7 +36,7 @@ pub async fn main(cli: Cli) -> i32 {
                 1
             }
         },
-        Command::Mock(args) => serve_mock(args).await,
+        Command::Mock(args) => serve_mock(*args).await,
         Command::Validate(args) => validate(&args),
     }
 }

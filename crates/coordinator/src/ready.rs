@@ -64,6 +64,7 @@ impl Check {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = anyhow::Result<Attempt<T>>>,
     {
+        let mut told = false;
         loop {
             let why = match attempt().await? {
                 Attempt::Done(v) => return Ok(v),
@@ -75,6 +76,14 @@ impl Check {
                     "{what}: {why} (gave up after target.ready_timeout = {}; \"0s\" skips the readiness check)",
                     Span(self.ready_timeout)
                 );
+            }
+            if !told {
+                // loading a large model takes minutes: say why nothing happens
+                eprintln!(
+                    "{what} yet ({why}); waiting up to {} (target.ready_timeout)",
+                    Span(self.deadline - now)
+                );
+                told = true;
             }
             tracing::info!(%why, "{what}: waiting for the target");
             tokio::time::sleep(RETRY_EVERY.min(self.deadline - now)).await;
@@ -135,6 +144,13 @@ impl Check {
         self.until_ready(&what, || async {
             let resp = match self.get(&url, post).await {
                 Ok(r) if r.status().is_success() => r,
+                // refused (key, route): waiting will not help
+                Ok(r)
+                    if r.status().is_client_error()
+                        && !matches!(r.status().as_u16(), 408 | 429) =>
+                {
+                    bail!("{what}: HTTP {}{}", r.status(), key_hint(r.status()))
+                }
                 Ok(r) => return Ok(Attempt::Retry(format!("HTTP {}", r.status()))),
                 Err(e) if self.enabled() => return Ok(Attempt::Retry(e)),
                 Err(e) => bail!("{what}: {e}"),
@@ -200,7 +216,8 @@ impl Check {
                     Outcome::Ok => Ok(Attempt::Done(())),
                     // the request itself is wrong (route, model, key): waiting will not help
                     Outcome::Http(c) if (400..500).contains(&c) && c != 408 && c != 429 => {
-                        bail!("{what}: {why}")
+                        let hint = reqwest::StatusCode::from_u16(c).map_or(String::new(), key_hint);
+                        bail!("{what}: {why}{hint}")
                     }
                     _ => Ok(Attempt::Retry(why)),
                 }
@@ -209,6 +226,15 @@ impl Check {
             tracing::info!(%url, "test request succeeded");
         }
         Ok(())
+    }
+}
+
+/// A hint for refusals that usually mean a missing or wrong API key.
+fn key_hint(status: reqwest::StatusCode) -> String {
+    if matches!(status.as_u16(), 401 | 403) {
+        " (check target.api_key_env: the variable must hold the key in the coordinator's and every worker's environment)".to_string()
+    } else {
+        String::new()
     }
 }
 

@@ -59,6 +59,12 @@ pub struct MockConfig {
     /// (`tokens_per_event - 1`, at most this many) count as accepted drafts.
     #[arg(long, default_value_t = 0)]
     pub spec_tokens: u32,
+    /// Require `Authorization: Bearer <key>` on the API routes, as vLLM's
+    /// `--api-key` does (health and metrics stay open). Command line only:
+    /// never read from or written to a scenario.
+    #[arg(long, env = "CICADA_MOCK_API_KEY", hide_env_values = true)]
+    #[serde(skip)]
+    pub api_key: Option<String>,
     /// Seed for jitter and fault selection.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -201,6 +207,7 @@ impl Default for MockConfig {
             prefix_cache: true,
             prompt_tokens_details: false,
             spec_tokens: 0,
+            api_key: None,
             seed: 0,
             faults: FaultRates::default(),
         }

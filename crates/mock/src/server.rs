@@ -250,9 +250,32 @@ fn triton_route(path: &str) -> Option<(&str, &str)> {
     Some((model, action))
 }
 
+/// Routes anyone may call without the API key (as vLLM leaves them open).
+fn open_route(path: &str) -> bool {
+    path.ends_with("/health")
+        || path.ends_with("/metrics")
+        || path.starts_with("/mock/")
+        || path.starts_with("/v2/health/")
+}
+
+/// Whether the request carries the configured key (always, without one).
+fn authorized(config: &MockConfig, req: &Request<Incoming>) -> bool {
+    let Some(key) = &config.api_key else {
+        return true;
+    };
+    req.headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|given| given == key)
+}
+
 async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResponseBody> {
     let path = req.uri().path().to_string();
     let config = &shared.config;
+    if !open_route(&path) && !authorized(config, &req) {
+        return json(StatusCode::UNAUTHORIZED, r#"{"error":"Unauthorized"}"#);
+    }
     if let Some((model, action)) = triton_route(&path) {
         let streaming = match (req.method(), action) {
             (&Method::POST, "generate_stream") => Streaming::Always,

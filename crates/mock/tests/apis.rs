@@ -327,3 +327,46 @@ async fn serves_https_with_a_given_certificate() {
     .await;
     assert!(bad.is_err());
 }
+
+#[tokio::test]
+async fn an_api_key_guards_the_api_routes_only() {
+    let mock = start(MockConfig {
+        api_key: Some("sekret".into()),
+        ..fast()
+    })
+    .await;
+    let c = reqwest::Client::new();
+    let url = format!("{}/v1/completions", mock.url());
+    let body = json!({"prompt": "a", "max_tokens": 2});
+    let denied = c.post(&url).json(&body).send().await.unwrap();
+    assert_eq!(denied.status(), 401);
+    let wrong = c
+        .post(&url)
+        .bearer_auth("nope")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let ok = c
+        .post(&url)
+        .bearer_auth("sekret")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    for open in ["/health", "/metrics", "/mock/stats"] {
+        let r = c.get(format!("{}{open}", mock.url())).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{open}");
+    }
+    let models = c
+        .get(format!("{}/v1/models", mock.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(models.status(), 401);
+    // the key never leaves the process through the scenario model
+    let as_json = serde_json::to_string(mock.config()).unwrap();
+    assert!(!as_json.contains("sekret"), "{as_json}");
+}
