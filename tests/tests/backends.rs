@@ -441,10 +441,12 @@ fn tls_with_a_custom_ca_or_insecure() {
         assert_ok(&r);
         assert_eq!(j["completed"].as_u64(), Some(24), "{extra}");
     }
+    // an unknown certificate fails at once, not after ready_timeout
     let target = format!(
-        "backend = \"openai-chat\"\nbase_url = \"{}\"\nready_timeout = \"1s\"",
+        "backend = \"openai-chat\"\nbase_url = \"{}\"\nready_timeout = \"10m\"",
         mock.url
     );
+    let started = std::time::Instant::now();
     let (r, _) = run_text(dir.path(), &scenario(&target, ""), "1", &[]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(
@@ -452,6 +454,8 @@ fn tls_with_a_custom_ca_or_insecure() {
         "{}",
         r.stderr
     );
+    assert!(r.stderr.contains("tls_ca"), "{}", r.stderr);
+    assert!(started.elapsed() < Duration::from_secs(60));
 }
 
 /// Keep-alive reuses connections; without it every request opens its own.

@@ -125,6 +125,10 @@ impl Check {
                     }
                 }
                 Ok(r) => Attempt::Retry(format!("{url} answered HTTP {}", r.status())),
+                // a server that is still loading does not change its certificate
+                Err(e) if e.to_ascii_lowercase().contains("certificate") => bail!(
+                    "{what}: {url}: {e} (set target.tls_ca to trust its CA, or tls_insecure for testing)"
+                ),
                 Err(e) => Attempt::Retry(format!("{url}: {e}")),
             })
         })
