@@ -71,15 +71,6 @@ pub(super) fn parse(data: &[u8]) -> Result<EventInfo<'_>, String> {
     Ok(interpret(decode(data)?))
 }
 
-/// `stream: false`: the final object with the whole `content`.
-pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
-    let mut info = interpret(decode(body)?);
-    if info.error.is_none() {
-        info.done = true;
-    }
-    Ok(info)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,10 +119,11 @@ mod tests {
 
     #[test]
     fn whole_response() {
-        let e = parse_full(
-            br#"{"content":" a b c","stop":true,"tokens_predicted":3,"tokens_evaluated":2}"#,
-        )
-        .unwrap();
+        let e = backend(Api::LlamaCpp, Flavor::LlamaCpp, false)
+            .parse_full(
+                br#"{"content":" a b c","stop":true,"tokens_predicted":3,"tokens_evaluated":2}"#,
+            )
+            .unwrap();
         assert_eq!(e.content.as_deref(), Some(" a b c"));
         assert!(e.done && e.finished);
         assert_eq!(e.usage.unwrap().completion_tokens, Some(3));

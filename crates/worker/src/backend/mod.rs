@@ -106,12 +106,15 @@ impl Backend {
 
     /// Interpret a complete non-streamed response body.
     pub fn parse_full<'a>(&self, body: &'a [u8]) -> Result<EventInfo<'a>, String> {
-        match self.api {
-            Api::Completions | Api::Chat => openai::parse_full(self.api, body),
-            Api::Tgi => tgi::parse_full(body),
-            Api::LlamaCpp => llamacpp::parse_full(body),
-            Api::Triton => triton::parse_full(body),
+        let mut info = match self.api {
+            Api::Tgi => tgi::parse_full(body)?,
+            // the others answer with one object shaped like their last event
+            _ => self.parse_event(body)?,
+        };
+        if info.error.is_none() {
+            info.done = true;
         }
+        Ok(info)
     }
 }
 

@@ -229,14 +229,6 @@ pub(super) fn parse_event(api: Api, data: &[u8]) -> Result<EventInfo<'_>, String
     Ok(interpret(api, decode(trimmed)?))
 }
 
-pub(super) fn parse_full(api: Api, body: &[u8]) -> Result<EventInfo<'_>, String> {
-    let mut info = parse_event(api, body)?;
-    if info.error.is_none() {
-        info.done = true;
-    }
-    Ok(info)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,7 +388,7 @@ mod tests {
     #[test]
     fn full_bodies() {
         let b = br#"{"choices":[{"message":{"role":"assistant","content":"hello"},"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#;
-        let e = parse_full(Api::Chat, b).unwrap();
+        let e = backend(Api::Chat, Flavor::Vllm).parse_full(b).unwrap();
         assert_eq!(e.content.as_deref(), Some("hello"));
         assert!(e.done);
     }

@@ -80,15 +80,6 @@ pub(super) fn parse(data: &[u8]) -> Result<EventInfo<'_>, String> {
     Ok(interpret(decode(data)?))
 }
 
-/// `/generate`: one JSON object.
-pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
-    let mut info = interpret(decode(body)?);
-    if info.error.is_none() {
-        info.done = true;
-    }
-    Ok(info)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,8 +111,9 @@ mod tests {
         let err = parse(br#"{"error":"model crashed"}"#).unwrap();
         assert_eq!(err.error.as_deref(), Some("model crashed"));
         assert!(parse(br#"{"text_output":"#).is_err());
-        let w =
-            parse_full(br#"{"model_name":"m","model_version":"1","text_output":" a b"}"#).unwrap();
+        let w = backend(Api::Triton, Flavor::Triton, false)
+            .parse_full(br#"{"model_name":"m","model_version":"1","text_output":" a b"}"#)
+            .unwrap();
         assert!(w.done);
         assert_eq!(w.content.as_deref(), Some(" a b"));
     }
