@@ -2,16 +2,20 @@
 //! prompt construction, the seeded arrival schedule, and the sharding arithmetic
 //! that gives every worker its exact stripe of the one global run.
 
+mod closed_loop;
 pub mod dataset;
 mod error;
 mod load;
 pub mod plan;
 pub mod scenario;
 pub mod schedule;
+pub mod shape;
+pub mod sharding;
 mod source;
 pub mod tokenizer;
 pub mod units;
 mod validate;
+mod validate_shape;
 
 pub use error::{Problem, ScenarioError};
 pub use load::{LoadedScenario, Override, load_file, parse};

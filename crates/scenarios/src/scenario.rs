@@ -7,6 +7,7 @@ use cicada_metrics::Slo;
 use cicada_mock::MockConfig;
 use serde::{Deserialize, Serialize};
 
+use crate::shape::{Cooldown, Ramp, StageSpec, Sweep, ThinkTime, Warmup};
 use crate::units::{Rate, Span};
 
 /// A whole load test: what to send, where, how fast, and what to report.
@@ -43,6 +44,16 @@ pub struct Scenario {
     /// Where and what to write.
     #[serde(default)]
     pub output: Output,
+    /// A load shape of consecutive stages, each reported on its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageSpec>,
+    /// Run the scenario several times, varying one load key.
+    #[serde(
+        default,
+        deserialize_with = "crate::shape::deserialize_sweep",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub sweep: Option<Sweep>,
 }
 
 fn slo_unset(slo: &Slo) -> bool {
@@ -66,6 +77,8 @@ impl Default for Scenario {
             slo: Slo::default(),
             mock: MockConfig::default(),
             output: Output::default(),
+            stages: Vec::new(),
+            sweep: None,
         }
     }
 }
@@ -230,6 +243,7 @@ pub struct Load {
     /// Mean arrival rate, requests/s, or "inf" to send everything at the start.
     pub request_rate: Rate,
     /// Gamma shape of arrival gaps: 1 = Poisson, < 1 burstier, > 1 more regular.
+    #[serde(with = "crate::units::f64_or_inf")]
     pub burstiness: f64,
     /// Most requests in flight at once across the fleet.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -238,6 +252,22 @@ pub struct Load {
     pub pool_size: u64,
     /// How often workers report.
     pub report_interval: Span,
+    /// Closed loop: simulated users, each sending its next request when the last ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub users: Option<u32>,
+    /// Closed loop: users started per second (default: all at once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spawn_rate: Option<f64>,
+    /// Closed loop: wait between a response and the user's next request.
+    pub think_time: ThinkTime,
+    /// Requests sent before measuring starts, reported apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Warmup>,
+    /// What happens to requests in flight when a duration-bound run ends.
+    pub cooldown: Cooldown,
+    /// Open loop: ramp the rate from `start_rps` to `end_rps` over the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ramp: Option<Ramp>,
 }
 
 impl Default for Load {
@@ -250,6 +280,12 @@ impl Default for Load {
             max_concurrency: None,
             pool_size: 1000,
             report_interval: Span::secs(1),
+            users: None,
+            spawn_rate: None,
+            think_time: ThinkTime::None,
+            warmup: None,
+            cooldown: Cooldown::Finish,
+            ramp: None,
         }
     }
 }

@@ -113,7 +113,12 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
             format!("must be a positive number or \"inf\", got {r}"),
         );
     }
-    if l.duration.is_some() && l.request_rate == Rate::Infinite && l.max_concurrency.is_none() {
+    if l.duration.is_some()
+        && l.request_rate == Rate::Infinite
+        && l.max_concurrency.is_none()
+        && l.ramp.is_none()
+        && !crate::sharding::is_closed_loop(s)
+    {
         bad(
             "load.max_concurrency",
             "a duration-bound run with request_rate = \"inf\" needs max_concurrency (otherwise it is an unbounded burst)".into(),
@@ -133,6 +138,10 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     }
     if l.report_interval.get().as_millis() < 100 {
         bad("load.report_interval", "must be at least 100ms".into());
+    }
+
+    for (key, msg) in crate::validate_shape::problems(s) {
+        bad(&key, msg);
     }
 
     // sampling
