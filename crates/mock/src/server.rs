@@ -238,6 +238,11 @@ async fn completion(
     path: String,
 ) -> Response<ResponseBody> {
     let arrival = Instant::now();
+    let request_id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => return error_json(StatusCode::BAD_REQUEST, &format!("cannot read body: {e}")),
@@ -257,6 +262,7 @@ async fn completion(
         offset_us: arrival.duration_since(shared.started).as_micros() as u64,
         unix_us: unix_micros(),
         path,
+        request_id,
         prompt_fingerprint: fingerprint(&prompt),
         prompt_tokens,
         max_tokens: parsed.requested_tokens(),

@@ -21,6 +21,9 @@ pub struct LoggedRequest {
     pub unix_us: u64,
     /// Request path.
     pub path: String,
+    /// The client's `x-request-id` header, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
     /// FNV-1a fingerprint of the prompt text.
     pub prompt_fingerprint: u64,
     /// Prompt words (the mock's token count).

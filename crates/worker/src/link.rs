@@ -17,7 +17,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
-use crate::executor::{Stage, run_open_loop};
+use crate::executor::{self, Stage};
 
 /// The protocol version every cicada binary of this build speaks.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -199,9 +199,7 @@ pub async fn serve(url: &str, who: Identity, dial_wait: Duration) -> Result<(), 
                                 break Err(LinkError::Stage(e.to_string()));
                             }
                         };
-                        let planned = plan.stripe.map_or(0, |s| {
-                            plan.schedule.requests.map_or(0, |n| n / u64::from(s.count) + u64::from(n % u64::from(s.count) > u64::from(s.index)))
-                        });
+                        let planned = plan.planned_requests();
                         match Stage::new(plan, who.threads + 1) {
                             Ok(stage) => {
                                 pending = Some(Arc::new(stage));
@@ -257,6 +255,13 @@ pub async fn serve(url: &str, who: Identity, dial_wait: Duration) -> Result<(), 
         r.cancel.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(2), r.task).await;
     }
+    // close our side and give queued messages (a final error, a last report)
+    // time to reach the coordinator before the process exits
+    drop(tx);
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while let Ok(Some(_)) = inbound.message().await {}
+    })
+    .await;
     result
 }
 
@@ -271,7 +276,7 @@ fn start_stage(
     let (s2, c2) = (stop.clone(), cancel.clone());
     let task = tokio::spawn(async move {
         let interval = Duration::from_millis(stage.plan.report_interval_ms.max(100));
-        let mut exec = tokio::spawn(run_open_loop(stage.clone(), clock, s2, c2));
+        let mut exec = tokio::spawn(executor::run(stage.clone(), clock, s2, c2));
         tokio::time::sleep_until(clock.start()).await;
         let mut ticker = tokio::time::interval_at(clock.start() + interval, interval);
         let mut seq = 0u64;
@@ -306,9 +311,7 @@ fn build_report(stage: &Stage, stage_no: u32, seq: u64, start_us: u64, end_us: u
     let scopes = stage
         .take_interval(end_us)
         .iter()
-        .enumerate()
-        .filter(|(_, s)| !s.is_empty())
-        .map(|(t, s)| encode_set(t as u32, s))
+        .map(|(scope, set)| encode_set(*scope, set))
         .collect();
     v1::Report {
         stage: stage_no,

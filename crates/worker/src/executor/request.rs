@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use cicada_metrics::{Outcome, RequestRecord, TokenSource};
+use cicada_metrics::{Outcome, RequestRecord, Scope, TokenSource};
 use cicada_scenarios::dataset::PoolEntry;
 use cicada_scenarios::schedule::Slot;
 use cicada_scenarios::tokenizer::Tokenizer;
@@ -30,6 +30,7 @@ pub(super) async fn send_one(
     let target = (slot.index % stage.plan.target.urls.len() as u64) as usize;
     let url = &stage.plan.target.urls[target];
     let body = stage.backend.body(entry);
+    let request_id = format!("cicada-{}-{}", stage.plan.run_id, slot.index);
     stage.in_flight.fetch_add(1, Ordering::Relaxed);
     stage.dispatched.fetch_add(1, Ordering::Relaxed);
     let sent_us = clock.now_us();
@@ -44,7 +45,7 @@ pub(super) async fn send_one(
         keep_text: stage.tokenizer.is_some(),
     };
     let exchange = tokio::select! {
-        ex = perform(conduit, url, body) => ex,
+        ex = perform(conduit, url, &request_id, body) => ex,
         () = cancel.cancelled() => Exchange {
             failure: Some((Outcome::Cancelled, "the run stopped while the request was in flight".into())),
             ended_us: clock.now_us(),
@@ -67,7 +68,12 @@ pub(super) async fn send_one(
         sent_us,
     };
     let record = to_record(&exchange, entry, at, stage.backend.streams(), counting);
-    stage.recorder.record(&record);
+    let scope = Scope {
+        target: target as u32,
+        phase: slot.phase,
+        warmup: stage.plan.is_warmup(slot.index, slot.offset),
+    };
+    stage.recorder.record(scope, &record);
 }
 
 /// Where a request sat in the schedule.
