@@ -7,10 +7,12 @@ pub mod fleet;
 pub mod merge;
 pub mod progress;
 pub mod report;
+pub mod results;
 pub mod run;
 pub mod server;
 pub mod signals;
 pub mod stage;
+pub mod sweep;
 pub mod target;
 
 use cicada_mock::MockServer;

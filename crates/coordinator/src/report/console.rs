@@ -140,7 +140,19 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
     let t = &r.total;
     rule(out, "cicada", '=');
     int(out, "Workers:", r.workers);
+    if let Some(u) = r.scenario.load.users {
+        int(out, "Users (closed loop):", u);
+    }
     int(out, "Requests sent:", s.sent);
+    let w = &r.warmup.outcomes;
+    if w.sent() > 0 {
+        int(
+            out,
+            "Warm-up requests (excluded):",
+            format!("{} (ok {}, failed {})", w.sent(), w.ok(), w.failed()),
+        );
+    }
+    float(out, "Mean concurrent requests:", s.mean_concurrent_requests);
     if let Some(a) = s.achieved_request_rate {
         float(out, "Request rate achieved (RPS):", a);
     }

@@ -177,6 +177,12 @@ fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
         "planned_requests": r.planned,
         "sent": s.sent,
         "achieved_request_rate": s.achieved_request_rate,
+        "mean_concurrent_requests": num(s.mean_concurrent_requests),
+        "warmup": {
+            "sent": r.warmup.outcomes.sent(),
+            "completed": r.warmup.outcomes.ok(),
+            "failed": r.warmup.outcomes.failed(),
+        },
         "token_source": s.token_source.map(|t| t.name()),
         "token_sources": {
             "usage": t.counter(Counter::TokensFromUsage),

@@ -3,6 +3,7 @@
 pub mod console;
 pub mod csv;
 pub mod json;
+pub mod stages;
 
 use cicada_metrics::{MetricSet, Summary};
 use cicada_scenarios::Scenario;
@@ -28,6 +29,10 @@ pub struct RunResult {
     pub workers: u32,
     pub total: MetricSet,
     pub per_target: Vec<MetricSet>,
+    /// Warm-up requests (never part of `total`).
+    pub warmup: MetricSet,
+    /// Where durations start, µs after the barrier (warm-up end or stage start).
+    pub window_start_us: u64,
     pub rows: Vec<IntervalRow>,
     pub lost: Vec<LostWorker>,
     pub interrupted: Option<&'static str>,
@@ -51,7 +56,12 @@ impl RunResult {
 
     /// Run-level figures.
     pub fn summary(&self) -> Summary {
-        Summary::of(&self.total, self.scenario.slo.is_set(), &self.percentiles())
+        Summary::of(
+            &self.total,
+            self.scenario.slo.is_set(),
+            &self.percentiles(),
+            self.window_start_us,
+        )
     }
 
     /// Some workers were lost: the result covers only part of the load.
