@@ -99,7 +99,7 @@ request_rate = 120
         let median = deviations[deviations.len() / 2];
         let max = deviations[deviations.len() - 1];
         assert!(median <= 2_000.0, "median offset deviation {median} µs");
-        assert!(max <= 50_000.0, "largest offset deviation {max} µs");
+        assert!(max <= 250_000.0, "largest offset deviation {max} µs");
     }
 }
 

@@ -69,6 +69,7 @@ pub fn stage_results(
                 window_start_us: window,
                 rows,
                 lost: end.lost.clone(),
+                worker_shares: end.workers.clone(),
                 interrupted: end.interrupted,
                 planned: end.planned,
                 started_unix: end.started_unix,

@@ -97,6 +97,71 @@ fn worker_bin(args: &RunArgs) -> anyhow::Result<PathBuf> {
     Ok(dir.join(format!("worker{}", std::env::consts::EXE_SUFFIX)))
 }
 
+/// The shared worker token: `--token-file`, else `CICADA_TOKEN`, else (local
+/// fleets only) a random one handed to the local workers.
+fn worker_token(args: &RunArgs, remote: bool) -> Result<String, RunError> {
+    if let Some(path) = &args.token_file {
+        let t = std::fs::read_to_string(path)
+            .map_err(|e| RunError::BadInput(format!("--token-file {}: {e}", path.display())))?;
+        let t = t.trim().to_string();
+        if t.is_empty() {
+            return Err(RunError::BadInput(format!(
+                "--token-file {}: the file is empty",
+                path.display()
+            )));
+        }
+        return Ok(t);
+    }
+    match std::env::var(crate::fleet::TOKEN_ENV) {
+        Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+        _ if remote => Err(RunError::BadInput(format!(
+            "remote workers need a shared token: set {} (coordinator and workers) or pass --token-file",
+            crate::fleet::TOKEN_ENV
+        ))),
+        _ => Ok(random_hex(16)),
+    }
+}
+
+/// TLS for the worker port from the `--tls-*` files.
+fn server_tls(args: &RunArgs) -> Result<Option<crate::fleet::ServerTls>, RunError> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Ok(None);
+    };
+    let read = |p: &Path| {
+        std::fs::read_to_string(p).map_err(|e| RunError::BadInput(format!("{}: {e}", p.display())))
+    };
+    Ok(Some(crate::fleet::ServerTls {
+        cert_pem: read(cert)?,
+        key_pem: read(key)?,
+        client_ca_pem: args.tls_client_ca.as_deref().map(read).transpose()?,
+        cert_path: cert.clone(),
+    }))
+}
+
+/// Remote workers reach the embedded mock at the address they reached us at.
+fn reach_embedded_mock(plans: &mut [plan::Plan], fleet: &Fleet) {
+    for p in plans {
+        let Some(ip) = fleet
+            .members
+            .get(&p.worker_index)
+            .and_then(|m| m.local)
+            .map(|a| a.ip())
+        else {
+            continue;
+        };
+        if ip.is_loopback() {
+            continue;
+        }
+        let host = match ip {
+            std::net::IpAddr::V4(v4) => v4.to_string(),
+            std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+        };
+        for url in &mut p.target.urls {
+            *url = url.replacen("127.0.0.1", &host, 1);
+        }
+    }
+}
+
 /// When measuring starts, µs after the barrier: the end of the warm-up.
 fn warmup_end_us(s: &Scenario, pool_size: u64) -> u64 {
     match s.load.warmup {
@@ -118,9 +183,23 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     if let Some(dir) = &args.output_dir {
         scenario.output.dir = dir.clone();
     }
-    if args.workers == 0 {
-        return Err(RunError::BadInput("--workers must be at least 1".into()));
+    let local_workers = args
+        .workers
+        .unwrap_or(if args.expect_workers.is_some() { 0 } else { 1 });
+    let workers = args.expect_workers.unwrap_or(local_workers);
+    if workers == 0 {
+        return Err(RunError::BadInput(
+            "no workers: give --workers N (local) and/or --expect-workers N (total)".into(),
+        ));
     }
+    if workers < local_workers {
+        return Err(RunError::BadInput(format!(
+            "--expect-workers {workers} is fewer than the {local_workers} local --workers"
+        )));
+    }
+    let remote = workers > local_workers;
+    let token = worker_token(&args, remote)?;
+    let tls = server_tls(&args)?;
     let tokenizer = match &scenario.tokenizer {
         Some(spec) => {
             Some(Tokenizer::load(&spec.source).map_err(|e| RunError::BadInput(e.to_string()))?)
@@ -128,17 +207,22 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         None => None,
     };
     let pool = dataset::build_pool(&scenario).map_err(|e| RunError::BadInput(e.to_string()))?;
-    let target = target::resolve(&scenario).await?;
+    let mock_ip = if remote {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv4Addr::LOCALHOST.into()
+    };
+    let target = target::resolve(&scenario, mock_ip).await?;
     let options = FleetOptions {
-        local_workers: args.workers,
-        expect_workers: args.workers,
+        local_workers,
+        expect_workers: workers,
         listen: args.listen,
         wait_workers: args.wait_workers,
         worker_bin: worker_bin(&args)?,
-        token: random_hex(16),
+        token,
         heartbeat_timeout: args.heartbeat_timeout,
+        tls,
     };
-    let workers = options.expect_workers;
     let mut signals = Signals::install();
     let mut fleet = Fleet::start(options).await?;
     tracing::info!(addr = %fleet.addr, workers, "waiting for workers");
@@ -167,7 +251,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
             }
             number += 1;
             let stage_no = if sweeper.is_sweep() { number } else { 0 };
-            let plans = plan::plans_for(
+            let mut plans = plan::plans_for(
                 &step.scenario,
                 &target.resolved,
                 &pool.entries,
@@ -176,6 +260,9 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
                 stage_no,
                 workers,
             );
+            if remote && target.mock.is_some() {
+                reach_embedded_mock(&mut plans, &fleet);
+            }
             let phases = plans.first().map(|p| p.phases.clone()).unwrap_or_default();
             let interval_s = step.scenario.load.report_interval.get().as_secs_f64();
             let mut agg = Aggregate::new(interval_s, 0..workers);

@@ -38,8 +38,9 @@ fn join_url(base: &str, endpoint: &str) -> String {
     format!("{}{}", base.trim_end_matches('/'), endpoint)
 }
 
-/// Resolve the target, starting the embedded mock if needed.
-pub async fn resolve(s: &Scenario) -> anyhow::Result<Target> {
+/// Resolve the target, starting the embedded mock if needed (bound to `mock_ip`:
+/// loopback for local fleets, every interface when remote workers must reach it).
+pub async fn resolve(s: &Scenario, mock_ip: std::net::IpAddr) -> anyhow::Result<Target> {
     let (api, flavor) = api_of(s.target.backend);
     let endpoint = s
         .target
@@ -47,10 +48,11 @@ pub async fn resolve(s: &Scenario) -> anyhow::Result<Target> {
         .clone()
         .unwrap_or_else(|| default_endpoint(api).to_string());
     let (bases, mock) = if s.target.backend == Backend::Mock {
-        let mock = MockServer::start(s.mock.clone(), "127.0.0.1:0".parse()?)
+        let mock = MockServer::start(s.mock.clone(), std::net::SocketAddr::new(mock_ip, 0))
             .await
             .context("starting the embedded mock server")?;
-        (vec![mock.url()], Some(mock))
+        let url = format!("http://127.0.0.1:{}", mock.addr().port());
+        (vec![url], Some(mock))
     } else {
         let bases: Vec<String> = match &s.target.base_url {
             Some(b) => vec![b.clone()],

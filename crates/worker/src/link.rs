@@ -65,15 +65,57 @@ pub struct Identity {
     pub threads: usize,
 }
 
+/// TLS settings for an `https://` coordinator (PEM text, read by the caller).
+#[derive(Debug, Clone, Default)]
+pub struct Tls {
+    /// CA to verify the coordinator; system roots when absent.
+    pub ca_pem: Option<String>,
+    /// Client certificate for mutual TLS.
+    pub cert_pem: Option<String>,
+    /// Client key for mutual TLS.
+    pub key_pem: Option<String>,
+    /// Name to verify instead of the URL's host.
+    pub domain: Option<String>,
+}
+
+impl Tls {
+    fn client_config(&self) -> tonic::transport::ClientTlsConfig {
+        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+        let mut c = ClientTlsConfig::new();
+        c = match &self.ca_pem {
+            Some(ca) => c.ca_certificate(Certificate::from_pem(ca)),
+            None => c.with_native_roots(),
+        };
+        if let (Some(cert), Some(key)) = (&self.cert_pem, &self.key_pem) {
+            c = c.identity(Identity::from_pem(cert, key));
+        }
+        if let Some(d) = &self.domain {
+            c = c.domain_name(d.clone());
+        }
+        c
+    }
+}
+
 /// Dial the coordinator, retrying until `wait` has passed.
-async fn dial(url: &str, wait: Duration) -> Result<tonic::transport::Channel, LinkError> {
+async fn dial(
+    url: &str,
+    tls: &Tls,
+    wait: Duration,
+) -> Result<tonic::transport::Channel, LinkError> {
     let deadline = Instant::now() + wait;
-    let endpoint = tonic::transport::Endpoint::from_shared(url.to_string())
-        .map_err(|e| LinkError::Unreachable {
-            url: url.to_string(),
-            waited: Duration::ZERO,
-            reason: e.to_string(),
-        })?
+    let unreachable = |reason: String| LinkError::Unreachable {
+        url: url.to_string(),
+        waited: Duration::ZERO,
+        reason,
+    };
+    let mut endpoint = tonic::transport::Endpoint::from_shared(url.to_string())
+        .map_err(|e| unreachable(e.to_string()))?;
+    if url.starts_with("https://") {
+        endpoint = endpoint
+            .tls_config(tls.client_config())
+            .map_err(|e| unreachable(format!("TLS setup: {e}")))?;
+    }
+    let endpoint = endpoint
         .connect_timeout(Duration::from_secs(5))
         .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(2))
@@ -120,8 +162,13 @@ struct Running {
 }
 
 /// Serve one coordinator until it ends the run (Ok) or is lost (Err).
-pub async fn serve(url: &str, who: Identity, dial_wait: Duration) -> Result<(), LinkError> {
-    let channel = dial(url, dial_wait).await?;
+pub async fn serve(
+    url: &str,
+    who: Identity,
+    tls: &Tls,
+    dial_wait: Duration,
+) -> Result<(), LinkError> {
+    let channel = dial(url, tls, dial_wait).await?;
     let mut client = CoordinatorClient::new(channel)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);

@@ -223,9 +223,17 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
         );
     }
     for l in &r.lost {
+        let share = if r.planned > 0 {
+            format!(
+                " ({:.1} % of the run's planned requests were never reported)",
+                100.0 * l.planned.saturating_sub(l.reported) as f64 / r.planned as f64
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "DEGRADED: worker {} ({}) lost at {:.1}s: {}; it reported {} of its {} planned requests",
+            "DEGRADED: worker {} ({}) lost at {:.1}s: {}; it reported {} of its {} planned requests{share}",
             l.index, l.host, l.at_s, l.reason, l.reported, l.planned
         );
     }

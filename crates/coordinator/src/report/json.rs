@@ -196,6 +196,10 @@ fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
         "degraded": r.degraded(),
         "lost_workers": lost,
         "lost_planned_requests": planned_lost,
+        "worker_shares": r.worker_shares.iter().map(|w| json!({
+            "worker": w.index, "host": w.host, "planned_requests": w.planned,
+            "reported_requests": w.reported, "lost": w.lost,
+        })).collect::<Vec<_>>(),
         "partial": r.partial(),
         "interrupted_by": r.interrupted,
         "histograms": histograms,

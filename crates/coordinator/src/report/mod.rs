@@ -11,7 +11,7 @@ use cicada_scenarios::dataset::DatasetReport;
 use cicada_scenarios::plan::ResolvedTarget;
 
 use crate::merge::IntervalRow;
-use crate::stage::LostWorker;
+use crate::stage::{LostWorker, WorkerShare};
 
 /// Percentiles computed for every metric in files, beside the console's own choice.
 pub const FILE_PERCENTILES: [f64; 4] = [50.0, 90.0, 99.0, 99.9];
@@ -35,6 +35,8 @@ pub struct RunResult {
     pub window_start_us: u64,
     pub rows: Vec<IntervalRow>,
     pub lost: Vec<LostWorker>,
+    /// Every worker's planned and reported requests.
+    pub worker_shares: Vec<WorkerShare>,
     pub interrupted: Option<&'static str>,
     pub planned: u64,
     pub started_unix: f64,
