@@ -116,7 +116,8 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         }
         None => None,
     };
-    let pool = dataset::build_pool(&scenario).map_err(|e| RunError::BadInput(e.to_string()))?;
+    let pool = dataset::build_pool(&scenario, tokenizer.as_ref())
+        .map_err(|e| RunError::BadInput(e.to_string()))?;
     let target = target::resolve(&scenario).await?;
     let options = FleetOptions {
         local_workers: args.workers,
@@ -136,7 +137,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     let plans = plan::plans_for(
         &scenario,
         &target.resolved,
-        &pool.entries,
+        &pool,
         tokenizer.as_ref(),
         &run_id,
         0,

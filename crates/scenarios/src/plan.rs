@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use cicada_metrics::Slo;
 use serde::{Deserialize, Serialize};
 
-use crate::dataset::PoolEntry;
+use std::collections::BTreeSet;
+
+use crate::dataset::{Pool, PoolEntry};
 use crate::schedule::ScheduleSpec;
 
 /// Version of the plan document; bumped on incompatible changes.
@@ -94,6 +96,43 @@ pub struct Plan {
     /// Verify usage against the tokenizer on every n-th request (0 = never).
     #[serde(default)]
     pub verify_every: u32,
+    /// Set when every scheduled request starts a multi-turn conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversations: Option<ConversationSettings>,
+}
+
+/// How a worker runs the `conversations` workload: each scheduled request
+/// starts the conversation of its pool entry, whose turns then follow one
+/// another on this worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationSettings {
+    /// Pause between an answer and the next turn, ms.
+    pub think_time_ms: u64,
+}
+
+impl Plan {
+    /// Requests this worker will send if nothing fails (0 when open-ended):
+    /// its stripe's requests, or its conversations' turns.
+    pub fn planned_requests(&self) -> u64 {
+        let Some(st) = self.stripe else { return 0 };
+        let Some(n) = self.schedule.requests else {
+            return 0;
+        };
+        if self.conversations.is_none() || self.schedule.duration.is_some() {
+            let (count, index) = (u64::from(st.count.max(1)), u64::from(st.index));
+            return n / count + u64::from(n % count > index);
+        }
+        self.schedule
+            .stripe(st.index, st.count)
+            .map(|slot| {
+                self.pool
+                    .iter()
+                    .find(|e| e.id == slot.pool_id)
+                    .and_then(|e| e.conversation.as_ref())
+                    .map_or(1, |c| c.turns.len() as u64)
+            })
+            .sum()
+    }
 }
 
 /// Workers that receive requests: all of them, or `max_concurrency` if that is fewer
@@ -124,9 +163,58 @@ pub fn stripe_uses(id: u64, index: u32, count: u32, pool_size: u64) -> bool {
     id % g == u64::from(index) % g
 }
 
+/// Pool entries stripe `index` of `count` uses when the run has `requests`
+/// requests (`None`: cycling without end, as a duration-bound run may).
+pub fn stripe_entries(
+    index: u32,
+    count: u32,
+    requests: Option<u64>,
+    pool_size: u64,
+) -> BTreeSet<u64> {
+    let (count, index, p) = (u64::from(count.max(1)), u64::from(index), pool_size.max(1));
+    let g = gcd(count, p);
+    let reachable = p / g;
+    match requests {
+        None => (0..p).filter(|id| id % g == index % g).collect(),
+        Some(r) => {
+            let mut out = BTreeSet::new();
+            let mut i = index;
+            while i < r && (out.len() as u64) < reachable {
+                out.insert(i % p);
+                i += count;
+            }
+            out
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stripe_entries_are_exactly_the_ones_used() {
+        for (count, p, r) in [
+            (4u32, 10u64, Some(7u64)),
+            (3, 9, Some(100)),
+            (8, 1000, Some(1000)),
+            (5, 7, None),
+            (4, 23, Some(23)),
+        ] {
+            for index in 0..count {
+                let limit = r.unwrap_or(u64::from(count) * p * 2);
+                let brute: BTreeSet<u64> = (0..limit)
+                    .filter(|i| i % u64::from(count) == u64::from(index))
+                    .map(|i| i % p)
+                    .collect();
+                assert_eq!(
+                    stripe_entries(index, count, r, p),
+                    brute,
+                    "count={count} p={p} r={r:?} index={index}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn slots_split_as_evenly_as_integers_allow() {
@@ -192,28 +280,30 @@ impl Plan {
     }
 }
 
-/// Sampling with the scenario's defaults applied (`ignore_eos` is on for the
-/// random dataset, as in `vllm bench serve`).
+/// Sampling with the scenario's defaults applied: `ignore_eos` is on for the
+/// synthetic workloads (random, as in `vllm bench serve`; prefix; trace), whose
+/// output lengths are a specification rather than a natural answer.
 pub fn resolve_sampling(s: &crate::Scenario) -> ResolvedSampling {
     let sm = &s.sampling;
     ResolvedSampling {
         temperature: sm.temperature,
         top_p: sm.top_p,
         top_k: sm.top_k,
-        ignore_eos: sm
-            .ignore_eos
-            .unwrap_or(s.dataset.kind == crate::scenario::DatasetKind::Random),
+        ignore_eos: sm.ignore_eos.unwrap_or(s.dataset.kind.synthetic()),
         min_tokens: sm.min_tokens,
         extra_body: sm.extra_body.clone(),
     }
 }
 
-/// The global schedule of a scenario's run.
-pub fn schedule_of(s: &crate::Scenario, pool_size: u64) -> ScheduleSpec {
-    let requests = match (s.load.num_prompts, s.load.duration) {
-        (Some(n), _) => Some(n),
-        (None, Some(_)) => None,
-        (None, None) => Some(crate::scenario::DEFAULT_NUM_PROMPTS),
+/// The global schedule of a scenario's run over `pool`: the seeded arrival
+/// process, or the pool's own send times when it is a replayed trace.
+pub fn schedule_of(s: &crate::Scenario, pool: &Pool) -> ScheduleSpec {
+    let pool_size = pool.entries.len() as u64;
+    let requests = match (&pool.arrivals_us, s.load.num_prompts, s.load.duration) {
+        (Some(a), _, _) => Some(a.len() as u64),
+        (None, Some(n), _) => Some(n),
+        (None, None, Some(_)) => None,
+        (None, None, None) => Some(crate::scenario::DEFAULT_NUM_PROMPTS),
     };
     ScheduleSpec {
         seed: s.seed,
@@ -222,6 +312,7 @@ pub fn schedule_of(s: &crate::Scenario, pool_size: u64) -> ScheduleSpec {
         requests,
         duration: s.load.duration.map(|d| d.get()),
         pool_size,
+        arrivals_us: pool.arrivals_us.clone(),
     }
 }
 
@@ -230,15 +321,21 @@ pub fn schedule_of(s: &crate::Scenario, pool_size: u64) -> ScheduleSpec {
 pub fn plans_for(
     s: &crate::Scenario,
     target: &ResolvedTarget,
-    pool: &[PoolEntry],
+    pool: &Pool,
     tokenizer: Option<&crate::tokenizer::Tokenizer>,
     run_id: &str,
     stage: u32,
     workers: u32,
 ) -> Vec<Plan> {
     let workers = workers.max(1);
-    let pool_size = pool.len() as u64;
-    let schedule = schedule_of(s, pool_size);
+    let pool_size = pool.entries.len() as u64;
+    let schedule = schedule_of(s, pool);
+    let conversations =
+        (s.dataset.kind == crate::scenario::DatasetKind::Conversations).then(|| {
+            ConversationSettings {
+                think_time_ms: s.dataset.think_time().get().as_millis() as u64,
+            }
+        });
     let active = active_workers(workers, s.load.max_concurrency);
     let sampling = resolve_sampling(s);
     (0..workers)
@@ -248,12 +345,15 @@ pub fn plans_for(
                 count: active,
             });
             let slots = s.load.max_concurrency.map(|c| slots_for(c, w, active));
-            let pool = match stripe {
-                Some(st) => pool
-                    .iter()
-                    .filter(|e| stripe_uses(e.id, st.index, st.count, pool_size))
-                    .cloned()
-                    .collect(),
+            let pool: Vec<PoolEntry> = match stripe {
+                Some(st) => {
+                    let ids = stripe_entries(st.index, st.count, schedule.requests, pool_size);
+                    pool.entries
+                        .iter()
+                        .filter(|e| ids.contains(&e.id))
+                        .cloned()
+                        .collect()
+                }
                 None => Vec::new(),
             };
             Plan {
@@ -272,6 +372,7 @@ pub fn plans_for(
                 report_interval_ms: s.load.report_interval.get().as_millis() as u64,
                 tokenizer: tokenizer.map(|t| t.json().to_string()),
                 verify_every: s.tokenizer.as_ref().map_or(0, |t| t.verify_every),
+                conversations,
             }
         })
         .collect()
@@ -300,8 +401,8 @@ mod fleet_tests {
         let mut s = crate::Scenario::default();
         s.load.num_prompts = Some(50);
         s.load.max_concurrency = Some(6);
-        s.dataset.input_len = 8;
-        let pool = build_pool(&s).unwrap().entries;
+        s.dataset.input_len = Some(8);
+        let pool = build_pool(&s, None).unwrap();
         for workers in [1u32, 4, 8] {
             let plans = plans_for(&s, &target(), &pool, None, "r", 0, workers);
             assert_eq!(plans.len(), workers as usize);
@@ -315,6 +416,12 @@ mod fleet_tests {
                     for slot in p.schedule.stripe(st.index, st.count) {
                         assert!(p.pool.iter().any(|e| e.id == slot.pool_id));
                         seen.push(slot.index);
+                    }
+                    if let Some(st) = p.stripe {
+                        assert_eq!(
+                            p.planned_requests(),
+                            p.schedule.stripe(st.index, st.count).count() as u64
+                        );
                     }
                 }
             }
