@@ -241,6 +241,21 @@ fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
     {
         bad("speed", format!("must be a positive number, got {v}"));
     }
+    if d.kind == DatasetKind::Conversations
+        && matches!(
+            s.target.backend,
+            Backend::Openai | Backend::Vllm | Backend::Sglang
+        )
+    {
+        out.push((
+            "target.backend".to_string(),
+            format!(
+                "the conversations workload sends messages arrays; \"{}\" is a completions API (use its -chat form)",
+                s.target.backend.name()
+            ),
+        ));
+    }
+    let mut bad = |key: &str, msg: String| out.push((format!("dataset.{key}"), msg));
     match d.kind {
         DatasetKind::Prefix if d.prefix_len() + d.suffix_len() == 0 => {
             bad(
@@ -306,5 +321,9 @@ mod tests {
         assert_eq!(p[0].0, "dataset.prefix_len", "{p:?}");
         let p = with("[target]\nbackend = \"mock\"\n[dataset]\nrange_ratio = 1.0\n");
         assert_eq!(p[0].0, "dataset.range_ratio", "{p:?}");
+        let p = with(
+            "[target]\nbackend = \"vllm\"\nbase_url = \"http://x\"\n[dataset]\nkind = \"conversations\"\npath = \"c.jsonl\"\n",
+        );
+        assert_eq!(p[0].0, "target.backend", "{p:?}");
     }
 }

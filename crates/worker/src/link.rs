@@ -17,7 +17,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
-use crate::executor::{Stage, run_open_loop};
+use crate::executor::{Stage, run_conversations, run_open_loop};
 
 /// The protocol version every cicada binary of this build speaks.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -199,9 +199,7 @@ pub async fn serve(url: &str, who: Identity, dial_wait: Duration) -> Result<(), 
                                 break Err(LinkError::Stage(e.to_string()));
                             }
                         };
-                        let planned = plan.stripe.map_or(0, |s| {
-                            plan.schedule.requests.map_or(0, |n| n / u64::from(s.count) + u64::from(n % u64::from(s.count) > u64::from(s.index)))
-                        });
+                        let planned = plan.planned_requests();
                         match Stage::new(plan, who.threads + 1) {
                             Ok(stage) => {
                                 pending = Some(Arc::new(stage));
@@ -271,7 +269,11 @@ fn start_stage(
     let (s2, c2) = (stop.clone(), cancel.clone());
     let task = tokio::spawn(async move {
         let interval = Duration::from_millis(stage.plan.report_interval_ms.max(100));
-        let mut exec = tokio::spawn(run_open_loop(stage.clone(), clock, s2, c2));
+        let mut exec = if stage.plan.conversations.is_some() {
+            tokio::spawn(run_conversations(stage.clone(), clock, s2, c2))
+        } else {
+            tokio::spawn(run_open_loop(stage.clone(), clock, s2, c2))
+        };
         tokio::time::sleep_until(clock.start()).await;
         let mut ticker = tokio::time::interval_at(clock.start() + interval, interval);
         let mut seq = 0u64;

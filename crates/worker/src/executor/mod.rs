@@ -5,6 +5,10 @@ mod request;
 
 pub use open_loop::run_open_loop;
 
+// multi-turn conversations (the `conversations` workload)
+mod conversation;
+pub use conversation::run_conversations;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
