@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use cicada_scenarios::tokenizer::Tokenizer;
-use cicada_scenarios::{LoadedScenario, Override, ScenarioError, dataset, load_file, plan};
+use cicada_scenarios::{LoadedScenario, Override, ScenarioError, load_file, plan};
 use rand::Rng;
 use sha2::{Digest, Sha256};
 
@@ -116,8 +116,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         }
         None => None,
     };
-    let pool = dataset::build_pool(&scenario, tokenizer.as_ref())
-        .map_err(|e| RunError::BadInput(e.to_string()))?;
+    let pool = crate::pool::build(&scenario, tokenizer.as_ref(), args.quiet).await?;
     let target = target::resolve(&scenario).await?;
     let options = FleetOptions {
         local_workers: args.workers,

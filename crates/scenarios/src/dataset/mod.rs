@@ -190,11 +190,7 @@ impl DatasetReport {
 
 impl fmt::Display for DatasetReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: read {}, filtered {}",
-            self.kind, self.read, self.filtered
-        )?;
+        write!(f, "read {}, filtered {}", self.read, self.filtered)?;
         if !self.filter_reasons.is_empty() {
             let reasons: Vec<String> = self
                 .filter_reasons
@@ -210,7 +206,7 @@ impl fmt::Display for DatasetReport {
         if self.inexact > 0 {
             write!(f, ", {} prompts off their asked length", self.inexact)?;
         }
-        write!(f, " (counted with {})", self.counted_with)
+        write!(f, " ({}, counted with {})", self.kind, self.counted_with)
     }
 }
 

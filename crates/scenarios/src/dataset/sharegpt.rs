@@ -330,9 +330,9 @@ mod tests {
         assert_eq!(r.filter_reasons[TOTAL_LONG], 1);
         assert_eq!(
             r.to_string(),
-            "sharegpt: read 10, filtered 6 (fewer than 2 turns: 2, output < 4 tokens: 1, \
+            "read 10, filtered 6 (fewer than 2 turns: 2, output < 4 tokens: 1, \
              prompt + output > 2048 tokens: 1, prompt < 4 tokens: 1, prompt > 1024 tokens: 1), \
-             kept 4 (counted with trained-bpe)"
+             kept 4 (sharegpt, counted with trained-bpe)"
         );
 
         // a fixed output length skips the output check and enters the total
