@@ -27,10 +27,11 @@ impl Bar {
 
 impl Progress for Bar {
     fn start(&self, what: &str, total: u64, unit: &str) {
+        // a wide bar takes what the terminal has left, so the line never wraps
         let template = if unit == "bytes" {
-            "{msg} [{bar:30}] {binary_bytes}/{binary_total_bytes} ({eta})"
+            "{msg} [{wide_bar}] {binary_bytes}/{binary_total_bytes} {eta}"
         } else {
-            "{msg} [{bar:30}] {pos}/{len} {prefix} ({eta})"
+            "{msg} [{wide_bar}] {pos}/{len} {prefix} {eta}"
         };
         let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
         if let Ok(style) = ProgressStyle::with_template(template) {

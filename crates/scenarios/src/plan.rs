@@ -122,13 +122,14 @@ impl Plan {
             let (count, index) = (u64::from(st.count.max(1)), u64::from(st.index));
             return n / count + u64::from(n % count > index);
         }
+        // the pool share keeps the pool's id order
         self.schedule
             .stripe(st.index, st.count)
             .map(|slot| {
                 self.pool
-                    .iter()
-                    .find(|e| e.id == slot.pool_id)
-                    .and_then(|e| e.conversation.as_ref())
+                    .binary_search_by_key(&slot.pool_id, |e| e.id)
+                    .ok()
+                    .and_then(|i| self.pool[i].conversation.as_ref())
                     .map_or(1, |c| c.turns.len() as u64)
             })
             .sum()

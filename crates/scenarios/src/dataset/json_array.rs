@@ -65,6 +65,14 @@ where
     }
 }
 
+/// The file's name alone, for progress lines.
+pub(crate) fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
 /// Call `f(index, element)` for every element of the array in `path`, showing
 /// progress in bytes; returns the number of elements.
 pub(crate) fn for_each<T, F>(
@@ -79,7 +87,7 @@ where
 {
     let file = open(path)?;
     let total = file.metadata().map_or(0, |m| m.len());
-    progress.start(&format!("reading {}", path.display()), total, "bytes");
+    progress.start(&format!("reading {}", file_name(path)), total, "bytes");
     let reader = BufReader::with_capacity(
         1 << 20,
         Counting {

@@ -27,7 +27,11 @@ pub(crate) fn for_each_line(
 ) -> Result<u64, DatasetError> {
     let file = open(path)?;
     let total = file.metadata().map_or(0, |m| m.len());
-    progress.start(&format!("reading {}", path.display()), total, "bytes");
+    progress.start(
+        &format!("reading {}", super::json_array::file_name(path)),
+        total,
+        "bytes",
+    );
     let mut reader = BufReader::with_capacity(
         1 << 20,
         Counting {
