@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod fleet;
 pub mod merge;
+pub mod pool;
 pub mod progress;
 pub mod report;
 pub mod results;

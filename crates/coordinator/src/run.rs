@@ -7,7 +7,7 @@ use cicada_metrics::Counter;
 use cicada_scenarios::shape::Warmup;
 use cicada_scenarios::tokenizer::Tokenizer;
 use cicada_scenarios::{
-    LoadedScenario, Override, Scenario, ScenarioError, dataset, load_file, plan, sharding,
+    LoadedScenario, Override, Scenario, ScenarioError, load_file, plan, sharding,
 };
 use rand::Rng;
 
@@ -163,11 +163,11 @@ fn reach_embedded_mock(plans: &mut [plan::Plan], fleet: &Fleet) {
 }
 
 /// When measuring starts, µs after the barrier: the end of the warm-up.
-fn warmup_end_us(s: &Scenario, pool_size: u64) -> u64 {
+fn warmup_end_us(s: &Scenario, pool: &cicada_scenarios::dataset::Pool) -> u64 {
     match s.load.warmup {
         None => 0,
         Some(Warmup::Duration(d)) => d.get().as_micros() as u64,
-        Some(Warmup::Requests(n)) => sharding::schedule_of(s, pool_size)
+        Some(Warmup::Requests(n)) => sharding::schedule_of(s, pool)
             .global()
             .nth(n as usize)
             .map_or(0, |slot| slot.offset.as_micros() as u64),
@@ -206,7 +206,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         }
         None => None,
     };
-    let pool = dataset::build_pool(&scenario).map_err(|e| RunError::BadInput(e.to_string()))?;
+    let pool = crate::pool::build(&scenario, tokenizer.as_ref(), args.quiet).await?;
     let mock_ip = if remote {
         std::net::Ipv4Addr::UNSPECIFIED.into()
     } else {
@@ -254,7 +254,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
             let mut plans = plan::plans_for(
                 &step.scenario,
                 &target.resolved,
-                &pool.entries,
+                &pool,
                 tokenizer.as_ref(),
                 &run_id,
                 stage_no,
@@ -282,7 +282,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
                 number: stage_no,
                 name: step.name.clone(),
             };
-            let warmup_end = warmup_end_us(&step.scenario, pool.entries.len() as u64);
+            let warmup_end = warmup_end_us(&step.scenario, &pool);
             let mut results = stage_results(
                 &ctx,
                 &id,
@@ -356,16 +356,17 @@ mod tests {
         let mut s = Scenario::default();
         s.load.num_prompts = Some(100);
         s.load.request_rate = cicada_scenarios::units::Rate::Finite(10.0);
-        assert_eq!(warmup_end_us(&s, 100), 0);
+        let pool = cicada_scenarios::dataset::build_pool(&s, None).unwrap();
+        assert_eq!(warmup_end_us(&s, &pool), 0);
         s.load.warmup = Some(Warmup::Duration(cicada_scenarios::units::Span::secs(3)));
-        assert_eq!(warmup_end_us(&s, 100), 3_000_000);
+        assert_eq!(warmup_end_us(&s, &pool), 3_000_000);
         s.load.warmup = Some(Warmup::Requests(10));
-        let tenth = sharding::schedule_of(&s, 100)
+        let tenth = sharding::schedule_of(&s, &pool)
             .global()
             .nth(10)
             .unwrap()
             .offset;
-        assert_eq!(warmup_end_us(&s, 100), tenth.as_micros() as u64);
-        assert!(warmup_end_us(&s, 100) > 0);
+        assert_eq!(warmup_end_us(&s, &pool), tenth.as_micros() as u64);
+        assert!(warmup_end_us(&s, &pool) > 0);
     }
 }

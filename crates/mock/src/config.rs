@@ -32,6 +32,16 @@ pub struct MockConfig {
     /// Send a role-only first chunk on chat streams, as vLLM does.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub role_chunk: bool,
+    /// End every response after this many tokens, as if the model emitted
+    /// end-of-sequence, unless the request sets `ignore_eos` (`min_tokens`
+    /// raises the point): outputs shorter than asked, on demand.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eos_after_tokens: Option<u32>,
+    /// Model a prefix cache of blocks of this many prompt words and report
+    /// `usage.prompt_tokens_details.cached_tokens` (0 = no cache, not reported).
+    #[arg(long, default_value_t = 0)]
+    pub prefix_cache_block: u32,
     /// Model id served at /v1/models.
     #[arg(long, default_value = "cicada-mock")]
     pub model: String,
@@ -137,6 +147,8 @@ impl Default for MockConfig {
             itl_per_inflight_ms: 0.0,
             usage: true,
             role_chunk: true,
+            eos_after_tokens: None,
+            prefix_cache_block: 0,
             model: "cicada-mock".to_string(),
             seed: 0,
             faults: FaultRates::default(),

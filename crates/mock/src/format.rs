@@ -16,12 +16,23 @@ pub const WORDS: [&str; 32] = [
     " but", " not", " what", " all", " were", " we", " when", " your",
 ];
 
+fn word(seq: u64, j: u32) -> &'static str {
+    let idx = (seq.wrapping_mul(7).wrapping_add(u64::from(j))) % WORDS.len() as u64;
+    WORDS[idx as usize]
+}
+
 /// Text of `n` tokens starting at token number `first` of request `seq`.
 pub(crate) fn token_text(out: &mut String, seq: u64, first: u32, n: u32) {
     for j in first..first + n {
-        let idx = (seq.wrapping_mul(7).wrapping_add(u64::from(j))) % WORDS.len() as u64;
-        out.push_str(WORDS[idx as usize]);
+        out.push_str(word(seq, j));
     }
+}
+
+/// Fingerprint of the whole answer of request `seq` (`n` tokens), without building it.
+pub(crate) fn text_fingerprint(seq: u64, n: u32) -> u64 {
+    (0..n).fold(crate::request::FNV_BASIS, |h, j| {
+        crate::request::fnv1a(h, word(seq, j).as_bytes())
+    })
 }
 
 /// Fields shared by every chunk of one response.
@@ -38,6 +49,8 @@ pub(crate) struct ChunkHeader<'a> {
 pub(crate) struct Usage {
     pub prompt: u32,
     pub completion: u32,
+    /// Cached prompt tokens, reported as `prompt_tokens_details.cached_tokens`.
+    pub cached: Option<u32>,
 }
 
 impl ChunkHeader<'_> {
@@ -98,7 +111,7 @@ impl ChunkHeader<'_> {
     }
 
     /// A complete non-streaming response body.
-    pub fn full_response(&self, out: &mut String, text: &str, usage: Usage) {
+    pub fn full_response(&self, out: &mut String, text: &str, finish: &str, usage: Usage) {
         let (prefix, object) = match self.api {
             Api::Chat => ("chatcmpl", "chat.completion"),
             Api::Completions => ("cmpl", "text_completion"),
@@ -112,13 +125,13 @@ impl ChunkHeader<'_> {
             Api::Chat => {
                 let _ = write!(
                     out,
-                    ",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"{text}\"}},\"finish_reason\":\"length\"}}]"
+                    ",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"{text}\"}},\"finish_reason\":\"{finish}\"}}]"
                 );
             }
             Api::Completions => {
                 let _ = write!(
                     out,
-                    ",\"choices\":[{{\"index\":0,\"text\":\"{text}\",\"finish_reason\":\"length\"}}]"
+                    ",\"choices\":[{{\"index\":0,\"text\":\"{text}\",\"finish_reason\":\"{finish}\"}}]"
                 );
             }
         }
@@ -130,11 +143,15 @@ impl ChunkHeader<'_> {
 fn write_usage(out: &mut String, u: Usage) {
     let _ = write!(
         out,
-        ",\"usage\":{{\"prompt_tokens\":{},\"completion_tokens\":{},\"total_tokens\":{}}}",
+        ",\"usage\":{{\"prompt_tokens\":{},\"completion_tokens\":{},\"total_tokens\":{}",
         u.prompt,
         u.completion,
         u.prompt + u.completion
     );
+    if let Some(c) = u.cached {
+        let _ = write!(out, ",\"prompt_tokens_details\":{{\"cached_tokens\":{c}}}");
+    }
+    out.push('}');
 }
 
 /// The end-of-stream marker.
@@ -175,6 +192,7 @@ mod tests {
                 Some(Usage {
                     prompt: 2,
                     completion: 4,
+                    cached: None,
                 }),
             );
             h.role(&mut out);
@@ -183,6 +201,7 @@ mod tests {
                 Usage {
                     prompt: 2,
                     completion: 4,
+                    cached: Some(1),
                 },
             );
             for event in out.split("\n\n").filter(|e| !e.is_empty()) {
@@ -194,13 +213,19 @@ mod tests {
             h.full_response(
                 &mut full,
                 &text,
+                "length",
                 Usage {
                     prompt: 2,
                     completion: 4,
+                    cached: Some(1),
                 },
             );
             let v: serde_json::Value = serde_json::from_str(&full).unwrap();
             assert_eq!(v["usage"]["completion_tokens"], 4);
+            assert_eq!(v["usage"]["prompt_tokens_details"]["cached_tokens"], 1);
+            let mut t = String::new();
+            token_text(&mut t, 3, 0, 9);
+            assert_eq!(text_fingerprint(3, 9), crate::request::fingerprint(&t));
         }
         assert_eq!(text_words(4), 4);
     }

@@ -11,6 +11,7 @@
 
 mod config;
 mod format;
+mod prefix_cache;
 mod request;
 mod server;
 mod stats;
@@ -19,5 +20,6 @@ mod stream;
 pub use config::{Fault, FaultRates, MockConfig, Truth};
 /// The words the mock generates, one token each (with their leading space).
 pub use format::WORDS as VOCABULARY;
+pub use request::fingerprint;
 pub use server::{MockError, MockServer};
-pub use stats::{LatenessStats, LoggedRequest, MockStats};
+pub use stats::{LatenessStats, LoggedMessage, LoggedRequest, MockStats};

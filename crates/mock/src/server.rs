@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::format::{self, Api, ChunkHeader, Usage};
+use crate::prefix_cache::PrefixCache;
 use crate::request::{IncomingRequest, count_words, fingerprint};
 use crate::stats::{LoggedRequest, MockStats, State};
 use crate::stream::{StreamSpec, Timing, TokenStream};
@@ -45,6 +46,7 @@ struct Shared {
     model_json: Arc<str>,
     state: Arc<State>,
     started: Instant,
+    prefix_cache: Option<PrefixCache>,
 }
 
 /// A running mock server; dropping the handle stops accepting connections.
@@ -77,7 +79,10 @@ impl MockServer {
         let model_json: Arc<str> = serde_json::to_string(&config.model)
             .unwrap_or_else(|_| "\"cicada-mock\"".to_string())
             .into();
+        let prefix_cache =
+            (config.prefix_cache_block > 0).then(|| PrefixCache::new(config.prefix_cache_block));
         let shared = Arc::new(Shared {
+            prefix_cache,
             config,
             model_json,
             state: Arc::new(State::new()),
@@ -257,17 +262,26 @@ async fn completion(
     let prompt = parsed.prompt_text();
     let prompt_tokens = count_words(&prompt);
     let fault = pick_fault(config, seq);
+    let (total_tokens, stopped_early) = parsed.output_tokens(config);
+    let cached_tokens = shared
+        .prefix_cache
+        .as_ref()
+        .map(|c| c.lookup_and_insert(&prompt));
     state.log_request(LoggedRequest {
         seq,
         offset_us: arrival.duration_since(shared.started).as_micros() as u64,
         unix_us: unix_micros(),
         path,
-        request_id,
         prompt_fingerprint: fingerprint(&prompt),
         prompt_tokens,
         max_tokens: parsed.requested_tokens(),
         stream: parsed.stream,
         fault,
+        request_id,
+        messages: parsed.message_log(),
+        output_tokens: total_tokens,
+        output_fingerprint: format::text_fingerprint(seq, total_tokens),
+        cached_tokens,
     });
     match fault {
         Some(Fault::Http429) => {
@@ -289,10 +303,6 @@ async fn completion(
             * f64::from(config.tokens_per_event.max(1))),
         jitter: ms(config.jitter_ms),
     };
-    let total_tokens = parsed
-        .requested_tokens()
-        .unwrap_or(config.output_tokens)
-        .max(1);
     let options = parsed.stream_options.unwrap_or_default();
     let spec = StreamSpec {
         api,
@@ -308,6 +318,8 @@ async fn completion(
         continuous_usage: config.usage && options.continuous_usage_stats,
         fault,
         seed: config.seed,
+        finish: if stopped_early { "stop" } else { "length" },
+        cached_tokens,
     };
     if parsed.stream {
         let stream = TokenStream::new(spec, shared.state.clone());
@@ -367,9 +379,11 @@ async fn non_streaming(shared: &Shared, spec: StreamSpec) -> Response<ResponseBo
     header.full_response(
         &mut out,
         &text,
+        spec.finish,
         Usage {
             prompt: spec.prompt_tokens,
             completion,
+            cached: spec.cached_tokens,
         },
     );
     state.completed.fetch_add(1, Ordering::Relaxed);

@@ -21,9 +21,6 @@ pub struct LoggedRequest {
     pub unix_us: u64,
     /// Request path.
     pub path: String,
-    /// The client's `x-request-id` header, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_id: Option<String>,
     /// FNV-1a fingerprint of the prompt text.
     pub prompt_fingerprint: u64,
     /// Prompt words (the mock's token count).
@@ -34,6 +31,28 @@ pub struct LoggedRequest {
     pub stream: bool,
     /// Fault injected into this request, if any.
     pub fault: Option<Fault>,
+    /// The client's `x-request-id` header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// Chat messages (role and content fingerprint), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<LoggedMessage>,
+    /// Output tokens the mock answers with (fewer than asked after a modelled end-of-sequence).
+    pub output_tokens: u32,
+    /// Fingerprint of the full answer text (what a client that read it all received).
+    pub output_fingerprint: u64,
+    /// Prompt tokens reported as cached, when the prefix cache is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u32>,
+}
+
+/// One chat message of a logged request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoggedMessage {
+    /// `role` as sent.
+    pub role: String,
+    /// Fingerprint of the message's text.
+    pub fingerprint: u64,
 }
 
 /// Lateness of the mock's token emission behind its own schedule.

@@ -40,6 +40,10 @@ pub(crate) struct StreamSpec {
     pub continuous_usage: bool,
     pub fault: Option<Fault>,
     pub seed: u64,
+    /// Finish reason of the last chunk ("length", or "stop" after a modelled end-of-sequence).
+    pub finish: &'static str,
+    /// Cached prompt tokens to report in usage.
+    pub cached_tokens: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +140,7 @@ impl TokenStream {
         Usage {
             prompt: self.spec.prompt_tokens,
             completion: self.sent_tokens,
+            cached: self.spec.cached_tokens,
         }
     }
 
@@ -208,7 +213,7 @@ impl TokenStream {
             let last = self.next_event == self.events_total;
             let usage = self.spec.continuous_usage.then(|| self.usage());
             self.header()
-                .content(out, &text, last.then_some("length"), usage);
+                .content(out, &text, last.then_some(self.spec.finish), usage);
             self.state
                 .output_tokens
                 .fetch_add(u64::from(n), std::sync::atomic::Ordering::Relaxed);

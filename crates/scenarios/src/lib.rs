@@ -4,6 +4,7 @@
 
 mod closed_loop;
 pub mod dataset;
+mod dataset_spec;
 mod error;
 mod load;
 pub mod plan;
@@ -25,6 +26,6 @@ pub use source::SourceMap;
 impl Scenario {
     /// Paths in the scenario that point at files, for resolving relative paths.
     pub(crate) fn dataset_paths_mut(&mut self) -> Vec<&mut std::path::PathBuf> {
-        Vec::new()
+        self.dataset.path.iter_mut().collect()
     }
 }

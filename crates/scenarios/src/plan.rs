@@ -15,7 +15,8 @@ use crate::shape::{Cooldown, Warmup};
 
 pub use crate::closed_loop::{ClosedLoop, UserPhase};
 pub use crate::sharding::{
-    active_workers, plans_for, resolve_sampling, schedule_of, slots_for, stripe_uses,
+    active_workers, plans_for, resolve_sampling, schedule_of, slots_for, stripe_entries,
+    stripe_uses,
 };
 
 /// Version of the plan document; bumped on incompatible changes.
@@ -109,6 +110,18 @@ pub struct Plan {
     /// Verify usage against the tokenizer on every n-th request (0 = never).
     #[serde(default)]
     pub verify_every: u32,
+    /// Set when every scheduled request starts a multi-turn conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversations: Option<ConversationSettings>,
+}
+
+/// How a worker runs the `conversations` workload: each scheduled request
+/// starts the conversation of its pool entry, whose turns then follow one
+/// another on this worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationSettings {
+    /// Pause between an answer and the next turn, ms.
+    pub think_time_ms: u64,
 }
 
 /// One window of `[[stages]]` in time after the barrier.
@@ -144,6 +157,14 @@ impl Plan {
             .unwrap_or(self.phases.len().saturating_sub(1)) as u32
     }
 
+    /// How long the run lasts, when it is time-bound.
+    pub fn duration(&self) -> Option<Duration> {
+        match &self.drive {
+            Drive::Open { schedule, .. } => schedule.duration,
+            Drive::Closed(c) => c.duration,
+        }
+    }
+
     /// Whether request `index`, due at `offset`, is a warm-up request.
     pub fn is_warmup(&self, index: u64, offset: Duration) -> bool {
         self.warmup.is_some_and(|w| w.covers(index, offset))
@@ -153,6 +174,26 @@ impl Plan {
     pub fn planned_requests(&self) -> u64 {
         match &self.drive {
             Drive::Open { stripe: None, .. } => 0,
+            Drive::Open {
+                stripe: Some(st),
+                schedule,
+                ..
+            } if self.conversations.is_some() => {
+                if schedule.requests.is_none() || schedule.duration.is_some() {
+                    return 0;
+                }
+                // every conversation's turns (the pool share keeps the pool's id order)
+                schedule
+                    .stripe(st.index, st.count)
+                    .map(|slot| {
+                        self.pool
+                            .binary_search_by_key(&slot.pool_id, |e| e.id)
+                            .ok()
+                            .and_then(|i| self.pool[i].conversation.as_ref())
+                            .map_or(1, |c| c.turns.len() as u64)
+                    })
+                    .sum()
+            }
             Drive::Open {
                 stripe: Some(s),
                 schedule,
@@ -165,6 +206,7 @@ impl Plan {
         }
     }
 }
+
 /// Why a plan document could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {

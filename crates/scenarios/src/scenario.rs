@@ -7,6 +7,7 @@ use cicada_metrics::Slo;
 use cicada_mock::MockConfig;
 use serde::{Deserialize, Serialize};
 
+pub use crate::dataset_spec::{Dataset, DatasetKind};
 use crate::shape::{Cooldown, Ramp, StageSpec, Sweep, ThinkTime, Warmup};
 use crate::units::{Rate, Span};
 
@@ -182,52 +183,6 @@ pub struct TokenizerSpec {
 
 fn default_verify_every() -> u32 {
     16
-}
-
-/// Kinds of workload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum DatasetKind {
-    /// Synthetic prompts of given lengths.
-    #[default]
-    Random,
-}
-
-impl DatasetKind {
-    /// Name as written in scenario files.
-    pub fn name(self) -> &'static str {
-        match self {
-            DatasetKind::Random => "random",
-        }
-    }
-}
-
-/// What prompts to send. Keys apply to the kinds noted on each.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Dataset {
-    /// Workload kind.
-    pub kind: DatasetKind,
-    /// random: prompt length in tokens.
-    pub input_len: u32,
-    /// Output length in tokens asked of the server.
-    pub output_len: u32,
-    /// random: lengths are drawn uniformly within ±ratio of the asked length.
-    pub range_ratio: f64,
-    /// random: tokens of a random prefix shared by every prompt.
-    pub prefix_len: u32,
-}
-
-impl Default for Dataset {
-    fn default() -> Self {
-        Self {
-            kind: DatasetKind::Random,
-            input_len: 1024,
-            output_len: 128,
-            range_ratio: 0.0,
-            prefix_len: 0,
-        }
-    }
 }
 
 /// How fast to send.

@@ -39,6 +39,10 @@ pub struct ScheduleSpec {
     /// Consecutive open-loop stages; the run ends with the last one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<RateStage>,
+    /// Explicit send offsets, µs, one per request in order (trace replay);
+    /// when given they replace the rate and burstiness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrivals_us: Option<Vec<u64>>,
 }
 
 /// One open-loop stage: its end (after the barrier), rate and gamma shape.
@@ -109,7 +113,30 @@ impl ScheduleSpec {
     /// the first request waits one gap, as in `vllm bench serve`. Count-bound
     /// runs are rescaled so the last request is due at exactly `N / rate`
     /// (vLLM does the same), removing the random drift of the total.
+    ///
+    /// With explicit `arrivals_us` (a replayed trace) request `i` is due at
+    /// `arrivals_us[i]` and uses pool entry `i`.
     pub fn global(&self) -> ScheduleIter {
+        if let Some(arrivals) = &self.arrivals_us {
+            let n = self
+                .requests
+                .map_or(arrivals.len() as u64, |r| r.min(arrivals.len() as u64));
+            return ScheduleIter {
+                rng: rng(self.seed),
+                gaps: Gaps::None,
+                scale: 1.0,
+                elapsed: 0.0,
+                index: 0,
+                requests: Some(n),
+                duration: self.duration.map(|d| d.as_secs_f64()),
+                pool_size: self.pool_size.max(1),
+                burstiness: self.burstiness,
+                ramp: None,
+                stages: Vec::new(),
+                lambda: 0.0,
+                arrivals: arrivals.clone(),
+            };
+        }
         let gaps = Gaps::new(self.rate, self.burstiness);
         let scale = match (self.requests, self.rate.per_second(), &gaps) {
             (Some(n), Some(rate), Gaps::Gamma(_))
@@ -138,6 +165,7 @@ impl ScheduleSpec {
             ramp: self.ramp,
             stages: self.stages.clone(),
             lambda: 0.0,
+            arrivals: Vec::new(),
         }
     }
 
@@ -168,6 +196,8 @@ pub struct ScheduleIter {
     stages: Vec<RateStage>,
     /// Expected arrivals so far (time-bound ramps).
     lambda: f64,
+    /// Explicit offsets in µs (empty = drawn gaps).
+    arrivals: Vec<u64>,
 }
 
 fn phase_at(stages: &[RateStage], at_s: f64) -> u32 {
@@ -215,8 +245,13 @@ impl Iterator for ScheduleIter {
         {
             return None;
         }
-        self.elapsed += self.gap()?;
-        let at = self.elapsed * self.scale;
+        let at = if self.arrivals.is_empty() {
+            self.elapsed += self.gap()?;
+            self.elapsed * self.scale
+        } else {
+            let us = *self.arrivals.get(usize::try_from(self.index).ok()?)?;
+            us as f64 / 1e6
+        };
         if let Some(last) = self.stages.last()
             && at >= last.end.as_secs_f64()
         {
@@ -231,7 +266,10 @@ impl Iterator for ScheduleIter {
         }
         let slot = Slot {
             index: self.index,
-            offset: Duration::from_secs_f64(at),
+            offset: match self.arrivals.get(self.index as usize) {
+                Some(us) => Duration::from_micros(*us),
+                None => Duration::from_secs_f64(at),
+            },
             pool_id: self.index % self.pool_size,
             phase: phase_at(&self.stages, at),
         };
@@ -254,7 +292,33 @@ mod tests {
             pool_size: 10,
             ramp: None,
             stages: Vec::new(),
+            arrivals_us: None,
         }
+    }
+
+    #[test]
+    fn explicit_arrivals_are_replayed_and_striped() {
+        let arrivals: Vec<u64> = (0..40).map(|i| i * i * 1000).collect();
+        let s = ScheduleSpec {
+            arrivals_us: Some(arrivals.clone()),
+            pool_size: 40,
+            requests: Some(40),
+            ..spec(Rate::Finite(1.0), 1.0, Some(40), None)
+        };
+        let all: Vec<Slot> = s.global().collect();
+        assert_eq!(all.len(), 40);
+        for (i, slot) in all.iter().enumerate() {
+            assert_eq!(slot.offset, Duration::from_micros(arrivals[i]));
+            assert_eq!(slot.pool_id, i as u64);
+        }
+        let w1: Vec<u64> = s.stripe(1, 4).map(|x| x.index).collect();
+        assert_eq!(w1, (0..10).map(|k| 4 * k + 1).collect::<Vec<u64>>());
+        let cut = ScheduleSpec {
+            requests: None,
+            duration: Some(Duration::from_millis(100)),
+            ..s.clone()
+        };
+        assert_eq!(cut.global().count(), 10, "offsets below 100 ms: i*i < 100");
     }
 
     #[test]

@@ -5,12 +5,14 @@
 //! slots split as evenly as integers allow. Closed loop: user `u` lives on
 //! worker `u mod N`. Each worker receives only the pool entries it will use.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::closed_loop::{ClosedLoop, UserPhase};
-use crate::dataset::PoolEntry;
+use crate::dataset::{Pool, PoolEntry};
 use crate::plan::{
-    Drive, PLAN_FORMAT, PhaseWindow, Plan, ResolvedSampling, ResolvedTarget, Stripe,
+    ConversationSettings, Drive, PLAN_FORMAT, PhaseWindow, Plan, ResolvedSampling, ResolvedTarget,
+    Stripe,
 };
 use crate::scenario::{DEFAULT_NUM_PROMPTS, DatasetKind};
 use crate::schedule::{RateStage, ScheduleSpec};
@@ -44,17 +46,41 @@ pub fn stripe_uses(id: u64, index: u32, count: u32, pool_size: u64) -> bool {
     id % g == u64::from(index) % g
 }
 
-/// Sampling with the scenario's defaults applied (`ignore_eos` is on for the
-/// random dataset, as in `vllm bench serve`).
+/// Pool entries stripe `index` of `count` uses when the run has `requests`
+/// requests (`None`: cycling without end, as a duration-bound run may).
+pub fn stripe_entries(
+    index: u32,
+    count: u32,
+    requests: Option<u64>,
+    pool_size: u64,
+) -> BTreeSet<u64> {
+    let (count, index, p) = (u64::from(count.max(1)), u64::from(index), pool_size.max(1));
+    let g = gcd(count, p);
+    let reachable = p / g;
+    match requests {
+        None => (0..p).filter(|id| id % g == index % g).collect(),
+        Some(r) => {
+            let mut out = BTreeSet::new();
+            let mut i = index;
+            while i < r && (out.len() as u64) < reachable {
+                out.insert(i % p);
+                i += count;
+            }
+            out
+        }
+    }
+}
+
+/// Sampling with the scenario's defaults applied: `ignore_eos` is on for the
+/// synthetic workloads (random, as in `vllm bench serve`; prefix; trace), whose
+/// output lengths are a specification rather than a natural answer.
 pub fn resolve_sampling(s: &crate::Scenario) -> ResolvedSampling {
     let sm = &s.sampling;
     ResolvedSampling {
         temperature: sm.temperature,
         top_p: sm.top_p,
         top_k: sm.top_k,
-        ignore_eos: sm
-            .ignore_eos
-            .unwrap_or(s.dataset.kind == DatasetKind::Random),
+        ignore_eos: sm.ignore_eos.unwrap_or(s.dataset.kind.synthetic()),
         min_tokens: sm.min_tokens,
         extra_body: sm.extra_body.clone(),
     }
@@ -102,8 +128,9 @@ pub fn is_closed_loop(s: &crate::Scenario) -> bool {
     s.load.users.is_some() || s.stages.iter().any(|st| st.users.is_some())
 }
 
-/// The global open-loop schedule of a scenario's run.
-pub fn schedule_of(s: &crate::Scenario, pool_size: u64) -> ScheduleSpec {
+/// The global open-loop schedule of a scenario's run over `pool`: the seeded
+/// arrival process, or the pool's own send times when it is a replayed trace.
+pub fn schedule_of(s: &crate::Scenario, pool: &Pool) -> ScheduleSpec {
     let stages = phase_windows(s)
         .iter()
         .zip(&s.stages)
@@ -121,11 +148,15 @@ pub fn schedule_of(s: &crate::Scenario, pool_size: u64) -> ScheduleSpec {
         seed: s.seed,
         rate: s.load.request_rate,
         burstiness: s.load.burstiness,
-        requests: total_requests(s),
+        requests: match &pool.arrivals_us {
+            Some(a) => Some(a.len() as u64),
+            None => total_requests(s),
+        },
         duration: run_duration(s),
-        pool_size,
+        pool_size: pool.entries.len() as u64,
         ramp: s.load.ramp,
         stages,
+        arrivals_us: pool.arrivals_us.clone(),
     }
 }
 
@@ -169,22 +200,28 @@ fn closed_loop_of(s: &crate::Scenario, pool_size: u64, worker: u32, workers: u32
 pub fn plans_for(
     s: &crate::Scenario,
     target: &ResolvedTarget,
-    pool: &[PoolEntry],
+    pool: &Pool,
     tokenizer: Option<&crate::tokenizer::Tokenizer>,
     run_id: &str,
     stage: u32,
     workers: u32,
 ) -> Vec<Plan> {
     let workers = workers.max(1);
-    let pool_size = pool.len() as u64;
+    let entries = &pool.entries;
+    let pool_size = entries.len() as u64;
+    let schedule = schedule_of(s, pool);
     let sampling = resolve_sampling(s);
     let active = active_workers(workers, s.load.max_concurrency);
+    let conversations =
+        (s.dataset.kind == DatasetKind::Conversations).then(|| ConversationSettings {
+            think_time_ms: s.dataset.think_time().get().as_millis() as u64,
+        });
     (0..workers)
         .map(|w| {
             let (drive, mine): (Drive, Vec<PoolEntry>) = if is_closed_loop(s) {
                 let cl = closed_loop_of(s, pool_size, w, workers);
                 let stride = cl.stride;
-                let entries = pool
+                let mine = entries
                     .iter()
                     .filter(|e| {
                         cl.users
@@ -193,18 +230,21 @@ pub fn plans_for(
                     })
                     .cloned()
                     .collect();
-                (Drive::Closed(cl), entries)
+                (Drive::Closed(cl), mine)
             } else {
                 let stripe = (w < active).then_some(Stripe {
                     index: w,
                     count: active,
                 });
-                let entries = match stripe {
-                    Some(st) => pool
-                        .iter()
-                        .filter(|e| stripe_uses(e.id, st.index, st.count, pool_size))
-                        .cloned()
-                        .collect(),
+                let mine = match stripe {
+                    Some(st) => {
+                        let ids = stripe_entries(st.index, st.count, schedule.requests, pool_size);
+                        entries
+                            .iter()
+                            .filter(|e| ids.contains(&e.id))
+                            .cloned()
+                            .collect()
+                    }
                     None => Vec::new(),
                 };
                 let slots = match (stripe, s.load.max_concurrency) {
@@ -212,13 +252,14 @@ pub fn plans_for(
                     (None, _) => Some(0),
                     (Some(_), None) => None,
                 };
+                let schedule = schedule.clone();
                 (
                     Drive::Open {
                         stripe,
-                        schedule: schedule_of(s, pool_size),
+                        schedule,
                         slots,
                     },
-                    entries,
+                    mine,
                 )
             };
             Plan {
@@ -238,6 +279,7 @@ pub fn plans_for(
                 report_interval_ms: s.load.report_interval.get().as_millis() as u64,
                 tokenizer: tokenizer.map(|t| t.json().to_string()),
                 verify_every: s.tokenizer.as_ref().map_or(0, |t| t.verify_every),
+                conversations,
             }
         })
         .collect()
@@ -280,6 +322,30 @@ mod tests {
     }
 
     #[test]
+    fn stripe_entries_are_exactly_the_ones_used() {
+        for (count, p, r) in [
+            (4u32, 10u64, Some(7u64)),
+            (3, 9, Some(100)),
+            (8, 1000, Some(1000)),
+            (5, 7, None),
+            (4, 23, Some(23)),
+        ] {
+            for index in 0..count {
+                let limit = r.unwrap_or(u64::from(count) * p * 2);
+                let brute: BTreeSet<u64> = (0..limit)
+                    .filter(|i| i % u64::from(count) == u64::from(index))
+                    .map(|i| i % p)
+                    .collect();
+                assert_eq!(
+                    stripe_entries(index, count, r, p),
+                    brute,
+                    "count={count} p={p} r={r:?} index={index}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn stripe_pool_needs_match_brute_force() {
         for (count, p) in [(4u32, 10u64), (3, 9), (8, 1000), (5, 7)] {
             for index in 0..count {
@@ -300,8 +366,8 @@ mod tests {
         let mut s = crate::Scenario::default();
         s.load.num_prompts = Some(50);
         s.load.max_concurrency = Some(6);
-        s.dataset.input_len = 8;
-        let pool = build_pool(&s).unwrap().entries;
+        s.dataset.input_len = Some(8);
+        let pool = build_pool(&s, None).unwrap();
         for workers in [1u32, 4, 8] {
             let plans = plans_for(&s, &target(), &pool, None, "r", 0, workers);
             assert_eq!(plans.len(), workers as usize);
@@ -344,8 +410,8 @@ mod tests {
         s.load.burstiness = f64::INFINITY;
         s.load.think_time = crate::shape::ThinkTime::Uniform(Span::millis(5), Span::millis(9));
         s.load.warmup = Some(crate::shape::Warmup::Duration(Span::secs(1)));
-        s.dataset.input_len = 4;
-        let pool = build_pool(&s).unwrap().entries;
+        s.dataset.input_len = Some(4);
+        let pool = build_pool(&s, None).unwrap();
         for workers in [1u32, 2, 3] {
             let plans = plans_for(&s, &target(), &pool, None, "r", 0, workers);
             let mut users = Vec::new();

@@ -228,6 +228,7 @@ mod tests {
             prompt: Prompt::Text("hi there".into()),
             input_tokens: 2,
             output_tokens: Some(5),
+            conversation: None,
         }
     }
 

@@ -91,6 +91,7 @@ mod tests {
             pool_size: 10,
             ramp: None,
             stages: Vec::new(),
+            arrivals_us: None,
         };
         let start = Instant::now() + Duration::from_millis(20);
         let mut d = self::start(schedule.clone(), (1, 2), start, None);

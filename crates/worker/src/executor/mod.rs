@@ -11,6 +11,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 
+// multi-turn conversations (the `conversations` workload)
+mod conversation;
+pub use conversation::run_conversations;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -169,6 +173,9 @@ pub async fn run(
     stop: CancellationToken,
     cancel: CancellationToken,
 ) -> u64 {
+    if stage.plan.conversations.is_some() {
+        return run_conversations(stage, clock, stop, cancel).await;
+    }
     match &stage.plan.drive {
         Drive::Open { .. } => open_loop::run(stage, clock, stop, cancel).await,
         Drive::Closed(_) => closed_loop::run(stage, clock, stop, cancel).await,

@@ -185,6 +185,7 @@ mod tests {
             prompt: Prompt::Text("a b c".into()),
             input_tokens: 3,
             output_tokens: Some(8),
+            conversation: None,
         }
     }
 
