@@ -31,9 +31,26 @@ pub enum Command {
 pub struct RunArgs {
     /// The scenario file (TOML); without one, the vllm bench serve flags describe the run.
     pub scenario: Option<PathBuf>,
-    /// Local worker processes to start.
-    #[arg(long, default_value_t = 1)]
-    pub workers: u32,
+    /// Local worker processes to start (default 1, or 0 with --expect-workers).
+    #[arg(long)]
+    pub workers: Option<u32>,
+    /// Workers that must join before the run starts, local ones included;
+    /// remote workers dial --listen with `worker --coordinator http://HOST:PORT`.
+    #[arg(long)]
+    pub expect_workers: Option<u32>,
+    /// File holding the shared worker token (default: the CICADA_TOKEN
+    /// environment variable; a random one for local-only fleets).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// Serve the worker port over TLS with this certificate (PEM).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) for --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Require workers to present a client certificate signed by this CA (mutual TLS).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
     /// Directory for result files (overrides output.dir).
     #[arg(long)]
     pub output_dir: Option<PathBuf>,
@@ -47,7 +64,7 @@ pub struct RunArgs {
     #[arg(long, env = "CICADA_WORKER_BIN")]
     pub worker_bin: Option<PathBuf>,
     /// How long to wait for every worker to join.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub wait_workers: Duration,
     /// Silence after which a worker counts as lost.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]

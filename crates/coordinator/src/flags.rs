@@ -422,8 +422,8 @@ mod tests {
         assert_eq!(s.output.metric_percentiles, vec![25.0, 50.0, 99.9]);
         assert_eq!(s.output.dir, PathBuf::from("out dir"));
         assert_eq!(s.output.result_filename, "r.json");
-        assert_eq!(s.dataset.input_len, 16);
-        assert_eq!(s.dataset.output_len, 4);
+        assert_eq!(s.dataset.input_len, Some(16));
+        assert_eq!(s.dataset.output_len, Some(4));
         assert_eq!(s.target.headers["X-Team"], "perf");
         assert!(s.target.ready_timeout.get().is_zero());
     }

@@ -38,6 +38,19 @@ pub struct FleetOptions {
     pub token: String,
     /// Silence after which a worker counts as lost.
     pub heartbeat_timeout: Duration,
+    /// TLS for the worker port.
+    pub tls: Option<ServerTls>,
+}
+
+/// TLS settings of the worker port (PEM text).
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    pub cert_pem: String,
+    pub key_pem: String,
+    /// CA that signs worker client certificates (mutual TLS).
+    pub client_ca_pem: Option<String>,
+    /// Path of the server certificate, handed to local workers as their CA.
+    pub cert_path: PathBuf,
 }
 
 /// One joined worker.
@@ -47,6 +60,8 @@ pub struct Member {
     pub outbox: Outbox,
     pub hello: v1::Hello,
     pub peer: Option<SocketAddr>,
+    /// Our address as this worker reached it.
+    pub local: Option<SocketAddr>,
     pub last_seen: Instant,
 }
 
@@ -76,8 +91,20 @@ impl Fleet {
         let service = CoordinatorServer::new(FleetService::new(options.token.clone(), tx))
             .max_decoding_message_size(cicada_worker::link::MAX_MESSAGE_BYTES)
             .max_encoding_message_size(cicada_worker::link::MAX_MESSAGE_BYTES);
+        let mut builder = tonic::transport::Server::builder();
+        if let Some(tls) = &options.tls {
+            use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+            let mut config =
+                ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
+            if let Some(ca) = &tls.client_ca_pem {
+                config = config.client_ca_root(Certificate::from_pem(ca));
+            }
+            builder = builder
+                .tls_config(config)
+                .context("configuring TLS for the worker port")?;
+        }
         let server = tokio::spawn(async move {
-            let result = tonic::transport::Server::builder()
+            let result = builder
                 .tcp_nodelay(true)
                 .http2_keepalive_interval(Some(Duration::from_secs(2)))
                 .http2_keepalive_timeout(Some(Duration::from_secs(5)))
@@ -94,12 +121,22 @@ impl Fleet {
             addr
         };
         let mut children = Vec::new();
+        let scheme = if options.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         for i in 0..options.local_workers {
-            let child = Command::new(&options.worker_bin)
-                .arg("--coordinator")
-                .arg(format!("http://{dial}"))
+            let mut cmd = Command::new(&options.worker_bin);
+            cmd.arg("--coordinator")
+                .arg(format!("{scheme}://{dial}"))
                 .arg("--index")
-                .arg(i.to_string())
+                .arg(i.to_string());
+            if let Some(tls) = &options.tls {
+                // local workers trust the server's own certificate
+                cmd.arg("--tls-ca").arg(&tls.cert_path);
+            }
+            let child = cmd
                 .env(TOKEN_ENV, &options.token)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -139,9 +176,10 @@ impl Fleet {
                     conn,
                     hello,
                     peer,
+                    local,
                     outbox,
                 }) => {
-                    self.admit(conn, hello, peer, outbox).await;
+                    self.admit(conn, hello, peer, local, outbox).await;
                 }
                 Some(FleetEvent::Left { conn, reason }) => {
                     if let Some(i) = self.by_conn.remove(&conn) {
@@ -167,6 +205,7 @@ impl Fleet {
         conn: u64,
         hello: v1::Hello,
         peer: Option<SocketAddr>,
+        local: Option<SocketAddr>,
         outbox: Outbox,
     ) {
         let n = self.options.expect_workers;
@@ -204,6 +243,7 @@ impl Fleet {
                 outbox,
                 hello,
                 peer,
+                local,
                 last_seen: Instant::now(),
             },
         );

@@ -6,14 +6,17 @@ pub mod cli;
 pub mod flags;
 pub mod fleet;
 pub mod merge;
+pub mod pool;
 pub mod progress;
 pub mod ready;
 pub mod report;
+pub mod results;
 pub mod run;
 pub mod server;
 pub mod server_metrics;
 pub mod signals;
 pub mod stage;
+pub mod sweep;
 pub mod target;
 
 use cicada_mock::{MockServer, TlsFiles};

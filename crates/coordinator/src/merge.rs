@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cicada_metrics::{Counter, Metric, MetricSet, MetricsError};
+use cicada_metrics::{Counter, Metric, MetricSet, MetricsError, Scope};
 use cicada_proto::convert::decode_set;
 use cicada_proto::v1;
 
@@ -77,8 +77,8 @@ impl IntervalRow {
 #[derive(Debug)]
 pub struct Aggregate {
     interval_s: f64,
-    /// Cumulative measurements per target.
-    pub targets: Vec<MetricSet>,
+    /// Cumulative measurements per scope (target, stage, warm-up).
+    pub scopes: BTreeMap<Scope, MetricSet>,
     /// Worker health (runtime stalls), cumulative.
     pub health: MetricSet,
     open: BTreeMap<u64, (MetricSet, u64)>,
@@ -91,11 +91,11 @@ pub struct Aggregate {
 }
 
 impl Aggregate {
-    /// An empty aggregate for `targets` targets and the given workers.
-    pub fn new(targets: usize, interval_s: f64, workers: impl IntoIterator<Item = u32>) -> Self {
+    /// An empty aggregate for the given workers.
+    pub fn new(interval_s: f64, workers: impl IntoIterator<Item = u32>) -> Self {
         Self {
             interval_s,
-            targets: vec![MetricSet::default(); targets.max(1)],
+            scopes: BTreeMap::new(),
             health: MetricSet::default(),
             open: BTreeMap::new(),
             progress: BTreeMap::new(),
@@ -108,11 +108,12 @@ impl Aggregate {
     /// Merge one worker's report.
     pub fn add(&mut self, worker: u32, report: &v1::Report) -> Result<(), MetricsError> {
         let mut interval = MetricSet::default();
-        for scope in &report.scopes {
-            let (target, set) = decode_set(scope)?;
-            let t = (target as usize).min(self.targets.len() - 1);
-            self.targets[t].merge(&set)?;
-            interval.merge(&set)?;
+        for scoped in &report.scopes {
+            let (scope, set) = decode_set(scoped)?;
+            self.scopes.entry(scope).or_default().merge(&set)?;
+            if !scope.warmup {
+                interval.merge(&set)?;
+            }
         }
         if let Some(h) = &report.health {
             cicada_proto::convert::decode_histograms(&mut self.health, &h.histograms)?;
@@ -161,14 +162,33 @@ impl Aggregate {
         }
     }
 
-    /// All targets merged.
-    pub fn total(&self) -> MetricSet {
+    /// Every scope matching `keep`, merged.
+    pub fn merged(&self, keep: impl Fn(&Scope) -> bool) -> MetricSet {
         let mut total = MetricSet::default();
-        for t in &self.targets {
+        for (_, set) in self.scopes.iter().filter(|(s, _)| keep(s)) {
             // sets decoded from reports share one layout; merging cannot fail
-            let _ = total.merge(t);
+            let _ = total.merge(set);
         }
         total
+    }
+
+    /// Everything measured (all targets and stages, without warm-up).
+    pub fn total(&self) -> MetricSet {
+        self.merged(|s| !s.warmup)
+    }
+
+    /// Warm-up requests, kept apart.
+    pub fn warmup(&self) -> MetricSet {
+        self.merged(|s| s.warmup)
+    }
+
+    /// Targets that reported anything (outside warm-up).
+    pub fn targets(&self) -> BTreeSet<u32> {
+        self.scopes
+            .keys()
+            .filter(|s| !s.warmup)
+            .map(|s| s.target)
+            .collect()
     }
 }
 
@@ -186,7 +206,7 @@ mod tests {
         }
         v1::Report {
             seq,
-            scopes: vec![encode_set(0, &set)],
+            scopes: vec![encode_set(Scope::default(), &set)],
             in_flight: 2,
             ..v1::Report::default()
         }
@@ -194,7 +214,7 @@ mod tests {
 
     #[test]
     fn intervals_flush_when_every_live_worker_moved_on() {
-        let mut a = Aggregate::new(1, 1.0, [0, 1]);
+        let mut a = Aggregate::new(1.0, [0, 1]);
         a.add(0, &report(0, 3)).unwrap();
         a.add(0, &report(1, 1)).unwrap();
         assert!(a.rows.is_empty(), "worker 1 has not reported interval 0");

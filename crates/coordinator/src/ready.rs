@@ -213,7 +213,7 @@ impl Check {
                     timeout: Duration::from_millis(target.timeout_ms),
                     keep_text: false,
                 };
-                let ex = perform(conduit, url, backend.body(entry)).await;
+                let ex = perform(conduit, url, "cicada-probe", backend.body(entry)).await;
                 let (outcome, error) = ex.outcome();
                 let why = format!("{outcome}: {}", error.unwrap_or_default());
                 match outcome {

@@ -1,20 +1,25 @@
-//! `coord run`: scenario -> fleet -> stage -> results.
+//! `coord run`: scenario -> fleet -> one stage per sweep step -> results.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use cicada_metrics::Counter;
+use cicada_scenarios::shape::Warmup;
 use cicada_scenarios::tokenizer::Tokenizer;
-use cicada_scenarios::{LoadedScenario, Override, ScenarioError, dataset, load_file, plan};
+use cicada_scenarios::{
+    LoadedScenario, Override, Scenario, ScenarioError, load_file, plan, sharding,
+};
 use rand::Rng;
-use sha2::{Digest, Sha256};
 
 use crate::cli::RunArgs;
 use crate::fleet::{Fleet, FleetOptions};
 use crate::merge::Aggregate;
 use crate::progress::Progress;
-use crate::report::{RunResult, console, csv, json};
+use crate::report::{RunResult, stages};
+use crate::results::{RunContext, StageId, stage_results, write_stage};
 use crate::signals::Signals;
 use crate::stage::run_stage;
+use crate::sweep::{Outcome, Sweeper};
 use crate::{server_metrics, target};
 
 /// Exit code: the scenario or its inputs are invalid.
@@ -83,12 +88,6 @@ fn random_hex(bytes: usize) -> String {
         .collect()
 }
 
-fn scenario_hash(s: &cicada_scenarios::Scenario) -> String {
-    let json = serde_json::to_vec(s).unwrap_or_default();
-    let digest = Sha256::digest(&json);
-    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
-}
-
 fn worker_bin(args: &RunArgs) -> anyhow::Result<PathBuf> {
     if let Some(p) = &args.worker_bin {
         return Ok(p.clone());
@@ -96,6 +95,83 @@ fn worker_bin(args: &RunArgs) -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().context("locating the coord executable")?;
     let dir = exe.parent().context("coord has no parent directory")?;
     Ok(dir.join(format!("worker{}", std::env::consts::EXE_SUFFIX)))
+}
+
+/// The shared worker token: `--token-file`, else `CICADA_TOKEN`, else (local
+/// fleets only) a random one handed to the local workers.
+fn worker_token(args: &RunArgs, remote: bool) -> Result<String, RunError> {
+    if let Some(path) = &args.token_file {
+        let t = std::fs::read_to_string(path)
+            .map_err(|e| RunError::BadInput(format!("--token-file {}: {e}", path.display())))?;
+        let t = t.trim().to_string();
+        if t.is_empty() {
+            return Err(RunError::BadInput(format!(
+                "--token-file {}: the file is empty",
+                path.display()
+            )));
+        }
+        return Ok(t);
+    }
+    match std::env::var(crate::fleet::TOKEN_ENV) {
+        Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_string()),
+        _ if remote => Err(RunError::BadInput(format!(
+            "remote workers need a shared token: set {} (coordinator and workers) or pass --token-file",
+            crate::fleet::TOKEN_ENV
+        ))),
+        _ => Ok(random_hex(16)),
+    }
+}
+
+/// TLS for the worker port from the `--tls-*` files.
+fn server_tls(args: &RunArgs) -> Result<Option<crate::fleet::ServerTls>, RunError> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Ok(None);
+    };
+    let read = |p: &Path| {
+        std::fs::read_to_string(p).map_err(|e| RunError::BadInput(format!("{}: {e}", p.display())))
+    };
+    Ok(Some(crate::fleet::ServerTls {
+        cert_pem: read(cert)?,
+        key_pem: read(key)?,
+        client_ca_pem: args.tls_client_ca.as_deref().map(read).transpose()?,
+        cert_path: cert.clone(),
+    }))
+}
+
+/// Remote workers reach the embedded mock at the address they reached us at.
+fn reach_embedded_mock(plans: &mut [plan::Plan], fleet: &Fleet) {
+    for p in plans {
+        let Some(ip) = fleet
+            .members
+            .get(&p.worker_index)
+            .and_then(|m| m.local)
+            .map(|a| a.ip())
+        else {
+            continue;
+        };
+        if ip.is_loopback() {
+            continue;
+        }
+        let host = match ip {
+            std::net::IpAddr::V4(v4) => v4.to_string(),
+            std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+        };
+        for url in &mut p.target.urls {
+            *url = url.replacen("127.0.0.1", &host, 1);
+        }
+    }
+}
+
+/// When measuring starts, µs after the barrier: the end of the warm-up.
+fn warmup_end_us(s: &Scenario, pool: &cicada_scenarios::dataset::Pool) -> u64 {
+    match s.load.warmup {
+        None => 0,
+        Some(Warmup::Duration(d)) => d.get().as_micros() as u64,
+        Some(Warmup::Requests(n)) => sharding::schedule_of(s, pool)
+            .global()
+            .nth(n as usize)
+            .map_or(0, |slot| slot.offset.as_micros() as u64),
+    }
 }
 
 /// Run a scenario; returns the process exit code.
@@ -107,94 +183,163 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     if let Some(dir) = &args.output_dir {
         scenario.output.dir = dir.clone();
     }
-    if args.workers == 0 {
-        return Err(RunError::BadInput("--workers must be at least 1".into()));
+    let local_workers = args
+        .workers
+        .unwrap_or(if args.expect_workers.is_some() { 0 } else { 1 });
+    let workers = args.expect_workers.unwrap_or(local_workers);
+    if workers == 0 {
+        return Err(RunError::BadInput(
+            "no workers: give --workers N (local) and/or --expect-workers N (total)".into(),
+        ));
     }
+    if workers < local_workers {
+        return Err(RunError::BadInput(format!(
+            "--expect-workers {workers} is fewer than the {local_workers} local --workers"
+        )));
+    }
+    let remote = workers > local_workers;
+    let token = worker_token(&args, remote)?;
+    let tls = server_tls(&args)?;
     let tokenizer = match &scenario.tokenizer {
         Some(spec) => {
             Some(Tokenizer::load(&spec.source).map_err(|e| RunError::BadInput(e.to_string()))?)
         }
         None => None,
     };
-    let pool = dataset::build_pool(&scenario).map_err(|e| RunError::BadInput(e.to_string()))?;
-    let target = target::resolve(&scenario, pool.entries.first()).await?;
+    let pool = crate::pool::build(&scenario, tokenizer.as_ref(), args.quiet).await?;
+    let mock_ip = if remote {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv4Addr::LOCALHOST.into()
+    };
+    let target = target::resolve(&scenario, mock_ip, pool.entries.first()).await?;
     let options = FleetOptions {
-        local_workers: args.workers,
-        expect_workers: args.workers,
+        local_workers,
+        expect_workers: workers,
         listen: args.listen,
         wait_workers: args.wait_workers,
         worker_bin: worker_bin(&args)?,
-        token: random_hex(16),
+        token,
         heartbeat_timeout: args.heartbeat_timeout,
+        tls,
     };
-    let workers = options.expect_workers;
     let mut signals = Signals::install();
     let mut fleet = Fleet::start(options).await?;
     tracing::info!(addr = %fleet.addr, workers, "waiting for workers");
-    fleet.join().await?;
-    let run_id = random_hex(8);
-    let plans = plan::plans_for(
-        &scenario,
-        &target.resolved,
-        &pool.entries,
-        tokenizer.as_ref(),
-        &run_id,
-        0,
+    if let Err(e) = fleet.join().await {
+        fleet.shutdown().await;
+        return Err(e.into());
+    }
+    let ctx = RunContext {
+        scenario_origin: loaded.origin,
+        target: target.resolved.clone(),
         workers,
-    );
-    let interval_s = scenario.load.report_interval.get().as_secs_f64();
-    let mut agg = Aggregate::new(target.resolved.urls.len(), interval_s, 0..workers);
+        dataset: pool.report.clone(),
+    };
+    let run_id = random_hex(8);
+    let mut sweeper = Sweeper::new(&scenario);
+    let mut finished: Vec<RunResult> = Vec::new();
+    let mut phase_results: Vec<RunResult> = Vec::new();
     let mut progress = Progress::new(!args.quiet);
-    let watch = server_metrics::Watch::start(&scenario, &target).await;
-    let end = run_stage(&mut fleet, 0, &plans, &mut agg, &mut signals, &mut progress).await;
-    let server = watch.finish().await;
+    let mut number = 0u32;
+    let outcome: anyhow::Result<()> = async {
+        while let Some(step) = sweeper.next_step() {
+            if number > 0
+                && let Some(pause) = scenario.sweep.as_ref().and_then(|s| s.pause)
+            {
+                tokio::time::sleep(pause.get()).await;
+            }
+            number += 1;
+            let stage_no = if sweeper.is_sweep() { number } else { 0 };
+            let mut plans = plan::plans_for(
+                &step.scenario,
+                &target.resolved,
+                &pool,
+                tokenizer.as_ref(),
+                &run_id,
+                stage_no,
+                workers,
+            );
+            if remote && target.mock.is_some() {
+                reach_embedded_mock(&mut plans, &fleet);
+            }
+            let phases = plans.first().map(|p| p.phases.clone()).unwrap_or_default();
+            let interval_s = step.scenario.load.report_interval.get().as_secs_f64();
+            let mut agg = Aggregate::new(interval_s, 0..workers);
+            if sweeper.is_sweep() {
+                eprintln!("stage {stage_no}: {}", step.name);
+            }
+            let watch = server_metrics::Watch::start(&step.scenario, &target).await;
+            let end = run_stage(
+                &mut fleet,
+                stage_no,
+                &plans,
+                &mut agg,
+                &mut signals,
+                &mut progress,
+            )
+            .await;
+            let server = watch.finish().await;
+            let end = end?;
+            let id = StageId {
+                number: stage_no,
+                name: step.name.clone(),
+            };
+            let warmup_end = warmup_end_us(&step.scenario, &pool);
+            let mut results = stage_results(
+                &ctx,
+                &id,
+                &step.scenario,
+                &phases,
+                &mut agg,
+                &end,
+                warmup_end,
+                server,
+            );
+            let files = write_stage(&results, sweeper.is_sweep())?;
+            eprintln!(
+                "results: {}",
+                files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            let whole = results.remove(0);
+            let s = whole.summary();
+            sweeper.finished(Outcome {
+                request_throughput: s.request_throughput,
+                attainment: if s.sent > 0 {
+                    whole.total.counter(Counter::Goodput) as f64 / s.sent as f64
+                } else {
+                    0.0
+                },
+            });
+            let stop = whole.partial();
+            finished.push(whole);
+            phase_results.extend(results);
+            if stop {
+                break;
+            }
+        }
+        Ok(())
+    }
+    .await;
     fleet.shutdown().await;
     drop(target.mock);
-    let end = end?;
-    let result = RunResult {
-        scenario_hash: scenario_hash(&scenario),
-        scenario_origin: loaded.origin,
-        stage: 0,
-        stage_name: String::new(),
-        target: target.resolved,
-        workers,
-        total: agg.total(),
-        per_target: agg.targets.clone(),
-        rows: std::mem::take(&mut agg.rows),
-        lost: end.lost,
-        interrupted: end.interrupted,
-        planned: end.planned,
-        started_unix: end.started_unix,
-        dataset: pool.report,
-        server,
-        scenario,
-    };
-    write_results(&result)?;
-    Ok(if result.partial() {
+    outcome?;
+    if sweeper.is_sweep() {
+        print!("{}", stages::render("Sweep", &finished, sweeper.search()));
+    } else if !phase_results.is_empty() {
+        print!("{}", stages::render("Stages", &phase_results, None));
+    }
+    Ok(if finished.iter().any(RunResult::partial) {
         EXIT_INTERRUPTED
-    } else if result.degraded() {
+    } else if finished.iter().any(RunResult::degraded) {
         EXIT_DEGRADED
     } else {
         0
     })
-}
-
-/// Print the console summary and write result.json and summary.csv.
-fn write_results(r: &RunResult) -> anyhow::Result<()> {
-    print!("{}", console::render(r));
-    let dir = &r.scenario.output.dir;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let json_path = dir.join(&r.scenario.output.result_filename);
-    let doc = serde_json::to_vec_pretty(&json::document(r)).context("encoding result.json")?;
-    std::fs::write(&json_path, doc).with_context(|| format!("writing {}", json_path.display()))?;
-    let csv_path = dir.join("summary.csv");
-    csv::append(&csv_path, &csv::rows(r))?;
-    eprintln!(
-        "results: {} and {}",
-        json_path.display(),
-        csv_path.display()
-    );
-    Ok(())
 }
 
 #[cfg(test)]
@@ -208,5 +353,24 @@ mod tests {
         assert!(goodput_overrides(&["ttft=5".into()]).is_err());
         assert!(goodput_overrides(&["foo:5".into()]).is_err());
         assert!(goodput_overrides(&["ttft:fast".into()]).is_err());
+    }
+
+    #[test]
+    fn warmup_ends_where_measuring_starts() {
+        let mut s = Scenario::default();
+        s.load.num_prompts = Some(100);
+        s.load.request_rate = cicada_scenarios::units::Rate::Finite(10.0);
+        let pool = cicada_scenarios::dataset::build_pool(&s, None).unwrap();
+        assert_eq!(warmup_end_us(&s, &pool), 0);
+        s.load.warmup = Some(Warmup::Duration(cicada_scenarios::units::Span::secs(3)));
+        assert_eq!(warmup_end_us(&s, &pool), 3_000_000);
+        s.load.warmup = Some(Warmup::Requests(10));
+        let tenth = sharding::schedule_of(&s, &pool)
+            .global()
+            .nth(10)
+            .unwrap()
+            .offset;
+        assert_eq!(warmup_end_us(&s, &pool), tenth.as_micros() as u64);
+        assert!(warmup_end_us(&s, &pool) > 0);
     }
 }

@@ -25,6 +25,8 @@ pub enum FleetEvent {
         conn: u64,
         hello: v1::Hello,
         peer: Option<SocketAddr>,
+        /// Our address as the worker reached it (a route back to this host).
+        local: Option<SocketAddr>,
         outbox: Outbox,
     },
     /// A message from an attached worker.
@@ -81,6 +83,7 @@ impl Coordinator for FleetService {
         request: Request<Streaming<v1::WorkerMessage>>,
     ) -> Result<Response<Self::AttachStream>, Status> {
         let peer = request.remote_addr();
+        let local = request.local_addr();
         let mut inbound = request.into_inner();
         let (outbox, rx) = mpsc::channel(64);
         let first = tokio::time::timeout(Duration::from_secs(10), inbound.message()).await;
@@ -124,6 +127,7 @@ impl Coordinator for FleetService {
                 conn,
                 hello,
                 peer,
+                local,
                 outbox,
             })
             .await

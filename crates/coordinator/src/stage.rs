@@ -45,6 +45,21 @@ pub struct StageEnd {
     pub planned: u64,
     /// Wall-clock time of the start barrier (Unix seconds).
     pub started_unix: f64,
+    /// Every worker's share: planned and reported requests.
+    pub workers: Vec<WorkerShare>,
+}
+
+/// One worker's part of a stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerShare {
+    pub index: u32,
+    pub host: String,
+    /// Requests it was to send (0 if open-ended).
+    pub planned: u64,
+    /// Requests it reported (every outcome).
+    pub reported: u64,
+    /// It was lost before finishing.
+    pub lost: bool,
 }
 
 fn reported_sent(r: &v1::Report) -> u64 {
@@ -250,5 +265,16 @@ pub async fn run_stage(
     }
     agg.flush(true);
     progress.finish(agg, start);
+    end.workers = fleet
+        .members
+        .iter()
+        .map(|(i, m)| WorkerShare {
+            index: *i,
+            host: m.hello.hostname.clone(),
+            planned: planned.get(i).copied().unwrap_or(0),
+            reported: reported.get(i).copied().unwrap_or(0),
+            lost: end.lost.iter().any(|l| l.index == *i),
+        })
+        .collect();
     Ok(end)
 }

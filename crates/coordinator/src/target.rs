@@ -77,16 +77,22 @@ fn path_segment(model: &str) -> String {
     out
 }
 
-/// Resolve the target, starting the embedded mock if needed, and wait until
-/// it is ready (`probe` is the request sent as the readiness test).
-pub async fn resolve(s: &Scenario, probe: Option<&PoolEntry>) -> anyhow::Result<Target> {
+/// Resolve the target, starting the embedded mock if needed (bound to `mock_ip`:
+/// loopback for local fleets, every interface when remote workers must reach
+/// it), and wait until it is ready (`probe` is the request sent as the readiness test).
+pub async fn resolve(
+    s: &Scenario,
+    mock_ip: std::net::IpAddr,
+    probe: Option<&PoolEntry>,
+) -> anyhow::Result<Target> {
     let t = &s.target;
     let (api, flavor) = api_of(t.backend, s.mock.api);
     let (bases, mock) = if t.backend == Backend::Mock {
-        let mock = MockServer::start(s.mock.clone(), "127.0.0.1:0".parse()?)
+        let mock = MockServer::start(s.mock.clone(), std::net::SocketAddr::new(mock_ip, 0))
             .await
             .context("starting the embedded mock server")?;
-        (vec![mock.url()], Some(mock))
+        let url = format!("http://127.0.0.1:{}", mock.addr().port());
+        (vec![url], Some(mock))
     } else {
         let bases: Vec<String> = match &t.base_url {
             Some(b) => vec![b.clone()],

@@ -46,6 +46,16 @@ impl Concurrency {
             .map_or(0.0, |v| *v as f64 / SLICE_US as f64)
     }
 
+    /// Average requests in flight from `from_us` to `to_us` (whole slices from the one holding `from_us`).
+    pub fn mean(&self, from_us: u64, to_us: u64) -> f64 {
+        if to_us <= from_us {
+            return 0.0;
+        }
+        let first = from_us / SLICE_US;
+        let total: u64 = self.0.range(first..).map(|(_, v)| *v).sum();
+        total as f64 / (to_us - first * SLICE_US) as f64
+    }
+
     /// Slices in time order as (slice, request·µs).
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.0.iter().map(|(s, v)| (*s, *v))

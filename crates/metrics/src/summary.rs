@@ -74,6 +74,8 @@ pub struct Summary {
     pub max_output_tokens_per_s: u64,
     /// Highest average number of requests in flight over any 100 ms slice.
     pub max_concurrent_requests: f64,
+    /// Average number of requests in flight over the measured window.
+    pub mean_concurrent_requests: f64,
     /// Where output token counts came from: the source used by most requests.
     pub token_source: Option<TokenSource>,
     /// Per-metric distributions, for every metric with samples.
@@ -82,10 +84,16 @@ pub struct Summary {
 
 impl Summary {
     /// Derive every figure; `percentiles` are in percent (e.g. `[50.0, 90.0, 99.0]`).
-    pub fn of(set: &MetricSet, slo_set: bool, percentiles: &[f64]) -> Self {
+    /// Durations run from `window_start_us` after the barrier (the end of the
+    /// warm-up, or the start of a stage) to the last request's end.
+    pub fn of(set: &MetricSet, slo_set: bool, percentiles: &[f64], window_start_us: u64) -> Self {
         let sent = set.outcomes.sent();
         let completed = set.outcomes.ok();
-        let duration_s = set.span.last_end_us.unwrap_or(0) as f64 / 1e6;
+        let duration_s = set
+            .span
+            .last_end_us
+            .map_or(0, |e| e.saturating_sub(window_start_us)) as f64
+            / 1e6;
         let per_s = |x: f64| {
             if duration_s > 0.0 {
                 x / duration_s
@@ -96,7 +104,9 @@ impl Summary {
         let input = set.counter(Counter::InputTokens);
         let output = set.counter(Counter::OutputTokens);
         let achieved_request_rate = match set.span.last_send_us {
-            Some(last) if last > 0 => Some(sent as f64 / (last as f64 / 1e6)),
+            Some(last) if last > window_start_us => {
+                Some(sent as f64 / ((last - window_start_us) as f64 / 1e6))
+            }
             _ => None,
         };
         let sources = [
@@ -126,6 +136,9 @@ impl Summary {
             achieved_request_rate,
             max_output_tokens_per_s: set.seconds.peak_output_tokens(),
             max_concurrent_requests: set.concurrency.peak(),
+            mean_concurrent_requests: set
+                .concurrency
+                .mean(window_start_us, set.span.last_end_us.unwrap_or(0)),
             token_source,
             metrics: set
                 .non_empty()
@@ -187,7 +200,7 @@ mod tests {
                 &Slo::default(),
             );
         }
-        let s = Summary::of(&set, false, &[99.0]);
+        let s = Summary::of(&set, false, &[99.0], 0);
         assert_eq!(s.duration_s, 2.0);
         assert_eq!(s.completed, 4);
         assert_eq!(s.request_throughput, 2.0);

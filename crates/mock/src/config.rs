@@ -32,6 +32,14 @@ pub struct MockConfig {
     /// Send a role-only first chunk on chat streams, as vLLM does.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub role_chunk: bool,
+    /// End every response after this many tokens, as if the model emitted
+    /// end-of-sequence, unless the request sets `ignore_eos` (`min_tokens`
+    /// raises the point): outputs shorter than asked, on demand. OpenAI routes
+    /// finish with "stop", TGI with "eos_token", llama.cpp with `stop_type`
+    /// "eos"; Triton streams just end.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eos_after_tokens: Option<u32>,
     /// Model id served at /v1/models (and the Triton model name).
     #[arg(long, default_value = "cicada-mock")]
     pub model: String,
@@ -201,6 +209,7 @@ impl Default for MockConfig {
             itl_per_inflight_ms: 0.0,
             usage: true,
             role_chunk: true,
+            eos_after_tokens: None,
             model: "cicada-mock".to_string(),
             api: MockApi::OpenaiChat,
             kv_cache_tokens: 1_000_000,

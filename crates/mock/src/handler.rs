@@ -18,7 +18,7 @@ use crate::request::{IncomingRequest, count_words, fingerprint};
 use crate::server::{ResponseBody, Shared, error_json, json};
 use crate::stats::LoggedRequest;
 use crate::stream::{StreamSpec, Timing, TokenStream};
-use crate::wire::{Api, Reply};
+use crate::wire::{Api, Reply, text_fingerprint};
 use crate::{Fault, MockConfig};
 
 /// Header that marks cicada's readiness probe.
@@ -80,6 +80,11 @@ pub(crate) async fn generate(
 ) -> Response<ResponseBody> {
     let arrival = Instant::now();
     let probe = req.headers().contains_key(PROBE_HEADER);
+    let request_id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => return error_json(StatusCode::BAD_REQUEST, &format!("cannot read body: {e}")),
@@ -108,6 +113,7 @@ pub(crate) async fn generate(
         Streaming::Never => false,
     };
     let fault = if probe { None } else { pick_fault(config, seq) };
+    let (total_tokens, eos) = parsed.output_tokens(config);
     let server = &state.server;
     server
         .all
@@ -136,6 +142,11 @@ pub(crate) async fn generate(
             max_tokens: parsed.requested_tokens(),
             stream,
             fault,
+            request_id,
+            messages: parsed.message_log(),
+            output_tokens: total_tokens,
+            output_fingerprint: text_fingerprint(seq, total_tokens),
+            cached_tokens: config.prefix_cache.then_some(cached_tokens),
         });
     }
     match fault {
@@ -150,10 +161,6 @@ pub(crate) async fn generate(
         }
         _ => {}
     }
-    let total_tokens = parsed
-        .requested_tokens()
-        .unwrap_or(config.output_tokens)
-        .max(1);
     // KV cache: a request whose whole sequence does not fit next to the
     // others' counts as one preemption (the mock serves it anyway)
     let reserve = u64::from(prompt_tokens) + u64::from(total_tokens);
@@ -197,6 +204,11 @@ pub(crate) async fn generate(
         prompt_tokens,
         cached_tokens,
         total_tokens,
+        limit_tokens: parsed
+            .requested_tokens()
+            .unwrap_or(config.output_tokens)
+            .max(1),
+        eos,
         ttft_ms: config.ttft_ms,
         itl_ms: config.itl_ms,
         spec_tokens: config.spec_tokens,
@@ -269,7 +281,7 @@ async fn whole(shared: &Shared, spec: StreamSpec, echo: Option<&str>) -> Respons
     server
         .generation_tokens
         .fetch_add(u64::from(completion), Ordering::Relaxed);
-    let finished = if completion == 0 {
+    let finished = if completion == 0 || r.eos {
         &server.finished_stop
     } else {
         &server.finished_length

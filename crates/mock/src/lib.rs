@@ -24,7 +24,8 @@ mod wire;
 
 pub use config::{Fault, FaultRates, MockApi, MockConfig, Truth};
 pub use handler::PROBE_HEADER;
+pub use request::fingerprint;
 pub use server::{MockError, MockServer, TlsFiles};
-pub use stats::{LatenessStats, LoggedRequest, MockStats};
+pub use stats::{LatenessStats, LoggedMessage, LoggedRequest, MockStats};
 /// The words the mock generates, one token each (with their leading space).
 pub use wire::WORDS as VOCABULARY;

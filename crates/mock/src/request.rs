@@ -1,5 +1,8 @@
 use serde::Deserialize;
 
+use crate::MockConfig;
+use crate::stats::LoggedMessage;
+
 /// The parts of a request the mock acts on, for every API it serves: OpenAI
 /// (`prompt`/`messages`, `max_tokens`), TGI (`inputs`, `parameters`),
 /// llama.cpp (`prompt`, `n_predict`) and Triton (`text_input`, `max_tokens`).
@@ -35,6 +38,15 @@ pub(crate) struct IncomingRequest {
     /// Triton: leave the prompt out of non-streamed output.
     #[serde(default)]
     pub exclude_input_in_output: bool,
+    /// vLLM, SGLang and llama.cpp: generate to the limit, past end-of-sequence.
+    #[serde(default)]
+    pub ignore_eos: bool,
+    /// vLLM and SGLang: generate at least this many tokens.
+    #[serde(default)]
+    pub min_tokens: Option<u32>,
+    /// Triton's TensorRT-LLM ensemble: generate at least this many tokens.
+    #[serde(default)]
+    pub min_length: Option<u32>,
 }
 
 /// TGI's and Triton's `parameters` object.
@@ -58,6 +70,8 @@ pub(crate) struct StreamOptions {
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct Message {
+    #[serde(default)]
+    pub role: Option<String>,
     #[serde(default)]
     pub content: Option<serde_json::Value>,
 }
@@ -94,13 +108,67 @@ impl IncomingRequest {
                 .n_predict
                 .filter(|n| *n >= 0)
                 .map(|n| n.min(i64::from(u32::MAX)) as u32))
-            .or_else(|| {
-                let sp: serde_json::Value =
-                    serde_json::from_str(self.sampling_parameters.as_deref()?).ok()?;
-                sp.get("max_tokens")?
-                    .as_u64()
-                    .map(|n| n.min(u64::from(u32::MAX)) as u32)
+            .or_else(|| self.sampling_u32("max_tokens"))
+    }
+
+    /// A whole-number field of Triton's vLLM `sampling_parameters` (a JSON string).
+    fn sampling_u32(&self, key: &str) -> Option<u32> {
+        let sp: serde_json::Value =
+            serde_json::from_str(self.sampling_parameters.as_deref()?).ok()?;
+        sp.get(key)?
+            .as_u64()
+            .map(|n| n.min(u64::from(u32::MAX)) as u32)
+    }
+
+    /// The client asked to generate past end-of-sequence, in its API's spelling.
+    fn ignores_eos(&self) -> bool {
+        self.ignore_eos
+            || self
+                .sampling_parameters
+                .as_deref()
+                .and_then(|sp| serde_json::from_str::<serde_json::Value>(sp).ok())
+                .is_some_and(|sp| sp.get("ignore_eos") == Some(&serde_json::Value::Bool(true)))
+    }
+
+    /// The fewest tokens the client asked for, in its API's spelling.
+    fn least_tokens(&self) -> Option<u32> {
+        self.min_tokens
+            .or(self.min_length)
+            .or_else(|| self.sampling_u32("min_tokens"))
+    }
+
+    /// Output tokens to send, and whether that is fewer than asked (the
+    /// modelled end-of-sequence came first).
+    pub fn output_tokens(&self, config: &MockConfig) -> (u32, bool) {
+        let asked = self
+            .requested_tokens()
+            .unwrap_or(config.output_tokens)
+            .max(1);
+        match config.eos_after_tokens {
+            Some(eos) if !self.ignores_eos() => {
+                let n = eos.max(self.least_tokens().unwrap_or(0)).max(1);
+                if n < asked { (n, true) } else { (asked, false) }
+            }
+            _ => (asked, false),
+        }
+    }
+
+    /// Role and content fingerprint of every chat message, in order.
+    pub fn message_log(&self) -> Vec<LoggedMessage> {
+        self.messages
+            .iter()
+            .flatten()
+            .map(|m| {
+                let mut text = String::new();
+                if let Some(c) = &m.content {
+                    push_content(&mut text, c);
+                }
+                LoggedMessage {
+                    role: m.role.clone().unwrap_or_default(),
+                    fingerprint: fingerprint(&text),
+                }
             })
+            .collect()
     }
 
     /// TGI: the client asked for `details`.
@@ -135,10 +203,18 @@ pub(crate) fn count_words(text: &str) -> u32 {
     text.split_whitespace().count() as u32
 }
 
-/// FNV-1a: a stable 64-bit fingerprint of the prompt for the request log.
-pub(crate) fn fingerprint(text: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.as_bytes() {
+/// FNV-1a: a stable 64-bit fingerprint of a text, as the request log records
+/// prompts, messages and answers.
+pub fn fingerprint(text: &str) -> u64 {
+    fnv1a(FNV_BASIS, text.as_bytes())
+}
+
+/// FNV-1a's starting value.
+pub(crate) const FNV_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// Continue an FNV-1a hash over `bytes`.
+pub(crate) fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
@@ -184,6 +260,66 @@ mod tests {
         let trt: IncomingRequest =
             serde_json::from_str(r#"{"text_input":"x","parameters":{"max_tokens":4}}"#).unwrap();
         assert_eq!(trt.requested_tokens(), Some(4));
+    }
+
+    #[test]
+    fn eos_after_tokens_yields_to_ignore_eos_and_min_tokens() {
+        let config = MockConfig {
+            eos_after_tokens: Some(5),
+            ..MockConfig::default()
+        };
+        let req = |body: &str| serde_json::from_str::<IncomingRequest>(body).unwrap();
+        assert_eq!(
+            req(r#"{"max_tokens": 20}"#).output_tokens(&config),
+            (5, true)
+        );
+        assert_eq!(
+            req(r#"{"max_tokens": 3}"#).output_tokens(&config),
+            (3, false)
+        );
+        assert_eq!(
+            req(r#"{"max_tokens": 20, "ignore_eos": true}"#).output_tokens(&config),
+            (20, false)
+        );
+        assert_eq!(
+            req(r#"{"max_tokens": 20, "min_tokens": 12}"#).output_tokens(&config),
+            (12, true)
+        );
+        assert_eq!(
+            req(r#"{"max_tokens": 20}"#).output_tokens(&MockConfig::default()),
+            (20, false)
+        );
+        // the other APIs' spellings: TGI has no way to ignore end-of-sequence,
+        // llama.cpp uses `ignore_eos`, Triton `min_length` or vLLM's sampling parameters
+        assert_eq!(
+            req(r#"{"inputs": "a", "parameters": {"max_new_tokens": 20}}"#).output_tokens(&config),
+            (5, true)
+        );
+        assert_eq!(
+            req(r#"{"prompt": "a", "n_predict": 20, "ignore_eos": true}"#).output_tokens(&config),
+            (20, false)
+        );
+        assert_eq!(
+            req(r#"{"text_input": "a", "max_tokens": 20, "min_length": 20}"#)
+                .output_tokens(&config),
+            (20, false)
+        );
+        assert_eq!(
+            req(r#"{"text_input": "a", "sampling_parameters": "{\"max_tokens\":20,\"ignore_eos\":true}"}"#)
+                .output_tokens(&config),
+            (20, false)
+        );
+        assert_eq!(
+            req(r#"{"text_input": "a", "sampling_parameters": "{\"max_tokens\":20,\"min_tokens\":7}"}"#)
+                .output_tokens(&config),
+            (7, true)
+        );
+        let chat = req(
+            r#"{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "text", "text": "yo"}]}]}"#,
+        );
+        let log = chat.message_log();
+        assert_eq!(log[0].role, "user");
+        assert_eq!(log[1].fingerprint, fingerprint("yo"));
     }
 
     #[test]

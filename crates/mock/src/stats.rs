@@ -31,6 +31,30 @@ pub struct LoggedRequest {
     pub stream: bool,
     /// Fault injected into this request, if any.
     pub fault: Option<Fault>,
+    /// The client's `x-request-id` header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// Chat messages (role and content fingerprint), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<LoggedMessage>,
+    /// Output tokens the mock answers with (fewer than asked after a modelled end-of-sequence).
+    pub output_tokens: u32,
+    /// Fingerprint of the full answer text (what a client that read it all received).
+    pub output_fingerprint: u64,
+    /// Prompt tokens served from the simulated prefix cache, when it is on
+    /// (reported as `usage.prompt_tokens_details.cached_tokens` with
+    /// `prompt_tokens_details`, and as llama.cpp's `timings.cache_n`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u32>,
+}
+
+/// One chat message of a logged request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoggedMessage {
+    /// `role` as sent.
+    pub role: String,
+    /// Fingerprint of the message's text.
+    pub fingerprint: u64,
 }
 
 /// Lateness of the mock's token emission behind its own schedule.

@@ -191,7 +191,7 @@ impl TokenStream {
             self.count_step(n, first > 0);
             if last {
                 self.spec.reply.close(out);
-                self.finish(now, true);
+                self.finish(now, !self.spec.reply.eos);
             }
         }
         Ok(())

@@ -370,3 +370,197 @@ async fn an_api_key_guards_the_api_routes_only() {
     let as_json = serde_json::to_string(mock.config()).unwrap();
     assert!(!as_json.contains("sekret"), "{as_json}");
 }
+
+#[tokio::test]
+async fn a_modelled_end_of_sequence_ends_outputs_early_on_every_api() {
+    let mock = start(MockConfig {
+        eos_after_tokens: Some(3),
+        ..fast()
+    })
+    .await;
+    let url = mock.url();
+    // OpenAI completions, whole: "stop" after 3 tokens unless ignore_eos
+    let mut texts = Vec::new();
+    for (ignore_eos, tokens, finish) in [(false, 3, "stop"), (true, 9, "length")] {
+        let (_, text) = post(
+            &format!("{url}/v1/completions"),
+            json!({"prompt": "a", "max_tokens": 9, "ignore_eos": ignore_eos}),
+        )
+        .await;
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["usage"]["completion_tokens"], tokens);
+        assert_eq!(v["choices"][0]["finish_reason"], finish);
+        texts.push(v["choices"][0]["text"].as_str().unwrap().to_string());
+    }
+    // OpenAI chat, streamed: the last content chunk says "stop"; min_tokens raises the point
+    let (_, text) = post(
+        &format!("{url}/v1/chat/completions"),
+        json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 9, "min_tokens": 5,
+               "stream": true, "stream_options": {"include_usage": true}}),
+    )
+    .await;
+    let events: Vec<Value> = text
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .filter_map(|e| serde_json::from_str(e).ok())
+        .collect();
+    let finishes: Vec<&Value> = events
+        .iter()
+        .map(|e| &e["choices"][0]["finish_reason"])
+        .filter(|f| f.is_string())
+        .collect();
+    assert_eq!(finishes, [&json!("stop")]);
+    assert_eq!(events.last().unwrap()["usage"]["completion_tokens"], 5);
+    // TGI: no ignore_eos; the last token carries finish_reason "eos_token"
+    let (_, text) = post(
+        &format!("{url}/generate_stream"),
+        json!({"inputs": "a b", "parameters": {"max_new_tokens": 9, "details": true}}),
+    )
+    .await;
+    let ev = payloads(&text);
+    assert_eq!(ev.len(), 3);
+    assert_eq!(ev[2]["details"]["finish_reason"], "eos_token");
+    assert_eq!(ev[2]["details"]["generated_tokens"], 3);
+    // llama.cpp native: stop_type "eos", or "limit" with ignore_eos
+    for (ignore_eos, tokens, stop_type) in [(false, 3, "eos"), (true, 9, "limit")] {
+        let (_, text) = post(
+            &format!("{url}/completion"),
+            json!({"prompt": "a", "n_predict": 9, "stream": true, "ignore_eos": ignore_eos}),
+        )
+        .await;
+        let ev = payloads(&text);
+        let last = ev.last().unwrap();
+        assert_eq!(last["stop_type"], stop_type);
+        assert_eq!(last["tokens_predicted"], tokens);
+        assert_eq!(last["generation_settings"]["n_predict"], 9);
+    }
+    // Triton: the stream just ends sooner; TensorRT-LLM's min_length keeps it going
+    for (extra, words) in [(json!({}), 3), (json!({"min_length": 9}), 9)] {
+        let mut body = json!({"text_input": "p", "max_tokens": 9, "stream": true});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (_, text) = post(
+            &format!("{url}/v2/models/cicada-mock/generate_stream"),
+            body,
+        )
+        .await;
+        let n: usize = payloads(&text)
+            .iter()
+            .map(|e| {
+                e["text_output"]
+                    .as_str()
+                    .unwrap()
+                    .split_whitespace()
+                    .count()
+            })
+            .sum();
+        assert_eq!(n, words);
+    }
+    // the log records what was answered, and its fingerprint is what the client read
+    let log = mock.requests();
+    let outputs: Vec<u32> = log.iter().map(|r| r.output_tokens).collect();
+    assert_eq!(outputs, [3, 9, 5, 3, 3, 9, 3, 9]);
+    assert_eq!(
+        log[0].output_fingerprint,
+        cicada_mock::fingerprint(&texts[0])
+    );
+    assert_eq!(
+        log[1].output_fingerprint,
+        cicada_mock::fingerprint(&texts[1])
+    );
+    let metrics = reqwest::get(format!("{url}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("finished_reason=\"stop\"} 5.0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("finished_reason=\"length\"} 3.0"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn the_log_keeps_request_ids_and_chat_messages() {
+    let mock = start(fast()).await;
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", mock.url()))
+        .header("x-request-id", "cicada-run-7")
+        .json(
+            &json!({"messages": [{"role": "system", "content": "be brief"},
+                                   {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+                      "max_tokens": 2}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let log = mock.requests();
+    assert_eq!(log[0].request_id.as_deref(), Some("cicada-run-7"));
+    let roles: Vec<&str> = log[0].messages.iter().map(|m| m.role.as_str()).collect();
+    assert_eq!(roles, ["system", "user"]);
+    assert_eq!(
+        log[0].messages[1].fingerprint,
+        cicada_mock::fingerprint("hi")
+    );
+}
+
+#[tokio::test]
+async fn prompt_tokens_details_report_cached_tokens_and_the_log_records_them() {
+    let words = |n: usize, tag: &str| -> String { (0..n).map(|i| format!("{tag}{i} ")).collect() };
+    let shared = words(32, "s");
+    let prompts = [
+        format!("{shared}{}", words(8, "a")),
+        format!("{shared}{}", words(8, "b")),
+        // exactly two blocks, both cached: vLLM recomputes the last block
+        shared.clone(),
+    ];
+    for details in [true, false] {
+        let mock = start(MockConfig {
+            prompt_tokens_details: details,
+            ..fast()
+        })
+        .await;
+        let mut reported = Vec::new();
+        for p in &prompts {
+            let (_, text) = post(
+                &format!("{}/v1/chat/completions", mock.url()),
+                json!({"messages": [{"role": "user", "content": p}], "max_tokens": 2,
+                       "stream": true, "stream_options": {"include_usage": true}}),
+            )
+            .await;
+            let usage = text
+                .split("\n\n")
+                .filter_map(|e| e.strip_prefix("data: "))
+                .filter_map(|e| serde_json::from_str::<Value>(e).ok())
+                .find(|v| v["choices"].as_array().is_some_and(Vec::is_empty))
+                .unwrap();
+            reported.push(usage["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64());
+        }
+        // like vLLM, details appear only when something was cached
+        let expected = if details {
+            [None, Some(32), Some(16)]
+        } else {
+            [None; 3]
+        };
+        assert_eq!(reported, expected, "prompt_tokens_details={details}");
+        let log: Vec<Option<u32>> = mock.requests().iter().map(|r| r.cached_tokens).collect();
+        assert_eq!(log, [Some(0), Some(32), Some(16)]);
+    }
+    let off = start(MockConfig {
+        prefix_cache: false,
+        ..fast()
+    })
+    .await;
+    post(
+        &format!("{}/v1/completions", off.url()),
+        json!({"prompt": shared, "max_tokens": 1}),
+    )
+    .await;
+    assert_eq!(off.requests()[0].cached_tokens, None);
+}

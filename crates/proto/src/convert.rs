@@ -1,15 +1,17 @@
 //! Wire <-> domain conversion for measurements.
 
 use cicada_metrics::{
-    Counter, LatencyHistogram, Metric, MetricSet, MetricsError, Outcome, SecondBucket, Span,
+    Counter, LatencyHistogram, Metric, MetricSet, MetricsError, Outcome, Scope, SecondBucket, Span,
 };
 
 use crate::v1;
 
 /// Encode one scope's measurements (histograms as V2 + deflate).
-pub fn encode_set(target: u32, set: &MetricSet) -> v1::ScopedMetrics {
+pub fn encode_set(scope: Scope, set: &MetricSet) -> v1::ScopedMetrics {
     v1::ScopedMetrics {
-        target,
+        target: scope.target,
+        phase: scope.phase,
+        warmup: scope.warmup,
         histograms: encode_histograms(set),
         counters: set
             .counters
@@ -79,8 +81,8 @@ pub fn decode_histograms(set: &mut MetricSet, hists: &[v1::Histogram]) -> Result
     Ok(())
 }
 
-/// Decode one scope: (target index, measurements).
-pub fn decode_set(scoped: &v1::ScopedMetrics) -> Result<(u32, MetricSet), MetricsError> {
+/// Decode one scope and its measurements.
+pub fn decode_set(scoped: &v1::ScopedMetrics) -> Result<(Scope, MetricSet), MetricsError> {
     let mut set = MetricSet::default();
     decode_histograms(&mut set, &scoped.histograms)?;
     for c in &scoped.counters {
@@ -109,7 +111,12 @@ pub fn decode_set(scoped: &v1::ScopedMetrics) -> Result<(u32, MetricSet), Metric
         last_send_us: scoped.last_send_us,
         last_end_us: scoped.last_end_us,
     };
-    Ok((scoped.target, set))
+    let scope = Scope {
+        target: scoped.target,
+        phase: scoped.phase,
+        warmup: scoped.warmup,
+    };
+    Ok((scope, set))
 }
 
 #[cfg(test)]
@@ -156,9 +163,14 @@ mod tests {
             );
         }
         set.concurrency.add_span(3, 0, 250_000);
-        let wire = encode_set(1, &set);
-        let (target, back) = decode_set(&wire).unwrap();
-        assert_eq!(target, 1);
+        let scope = Scope {
+            target: 1,
+            phase: 2,
+            warmup: true,
+        };
+        let wire = encode_set(scope, &set);
+        let (back_scope, back) = decode_set(&wire).unwrap();
+        assert_eq!(back_scope, scope);
         assert_eq!(back, set);
     }
 

@@ -2,16 +2,21 @@
 //! prompt construction, the seeded arrival schedule, and the sharding arithmetic
 //! that gives every worker its exact stripe of the one global run.
 
+mod closed_loop;
 pub mod dataset;
+mod dataset_spec;
 mod error;
 mod load;
 pub mod plan;
 pub mod scenario;
 pub mod schedule;
+pub mod shape;
+pub mod sharding;
 mod source;
 pub mod tokenizer;
 pub mod units;
 mod validate;
+mod validate_shape;
 
 pub use error::{Problem, ScenarioError};
 pub use load::{LoadedScenario, Override, load_file, parse};
@@ -21,6 +26,10 @@ pub use source::SourceMap;
 impl Scenario {
     /// Paths in the scenario that point at files, for resolving relative paths.
     pub(crate) fn dataset_paths_mut(&mut self) -> Vec<&mut std::path::PathBuf> {
-        self.target.tls_ca.iter_mut().collect()
+        self.dataset
+            .path
+            .iter_mut()
+            .chain(self.target.tls_ca.iter_mut())
+            .collect()
     }
 }

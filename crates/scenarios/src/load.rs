@@ -100,6 +100,8 @@ pub fn parse(text: &str, origin: &str, overrides: &[Override]) -> Result<Scenari
         })
         .collect();
     if problems.is_empty() {
+        let mut scenario = scenario;
+        scenario.dataset.fill_defaults();
         Ok(scenario)
     } else {
         Err(ScenarioError::Invalid { problems })
@@ -217,6 +219,16 @@ fn resolve_relative_paths(scenario: &mut Scenario, base: Option<&Path>) {
             }
         }
     }
+    // a tokenizer source is a path or a hub id; only an existing relative path is rebased
+    if let Some(t) = &mut scenario.tokenizer {
+        let p = Path::new(&t.source);
+        if p.is_relative() {
+            let joined = base.join(p);
+            if joined.exists() {
+                t.source = joined.display().to_string();
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -232,7 +244,8 @@ mod tests {
     fn defaults_parse_from_almost_nothing() {
         let s = parse("[target]\nbackend = \"mock\"\n", "s.toml", &[]).unwrap();
         assert_eq!(s.load.request_rate, Rate::Infinite);
-        assert_eq!(s.dataset.input_len, 1024);
+        assert_eq!(s.dataset.input_len, Some(1024));
+        assert_eq!(s.dataset.output_len, Some(128));
     }
 
     #[test]
@@ -326,5 +339,34 @@ mod tests {
         assert_eq!(s.target.model.as_deref(), Some("my-model"));
         assert!("nokey".parse::<Override>().is_err());
         assert!("a..b=1".parse::<Override>().is_err());
+    }
+}
+
+#[cfg(test)]
+mod path_tests {
+    use super::*;
+
+    #[test]
+    fn dataset_and_tokenizer_paths_are_relative_to_the_scenario_file() {
+        let dir = std::env::temp_dir().join(format!("cicada-load-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        std::fs::write(dir.join("data/t.jsonl"), "{\"prompt\": \"hi\"}\n").unwrap();
+        std::fs::write(dir.join("data/tok.json"), "{}").unwrap();
+        let sc = dir.join("s.toml");
+        std::fs::write(
+            &sc,
+            "[target]\nbackend = \"mock\"\n[tokenizer]\nsource = \"data/tok.json\"\n[dataset]\nkind = \"jsonl\"\npath = \"data/t.jsonl\"\n",
+        )
+        .unwrap();
+        let s = load_file(&sc, &[]).unwrap().scenario;
+        assert_eq!(
+            s.dataset.path.as_deref(),
+            Some(dir.join("data/t.jsonl").as_path())
+        );
+        assert_eq!(
+            s.tokenizer.unwrap().source,
+            dir.join("data/tok.json").display().to_string()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

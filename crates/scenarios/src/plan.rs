@@ -1,13 +1,23 @@
-//! What one worker receives: the resolved target, sampling, its stripe of the
-//! schedule, its concurrency slots and the pool entries it needs.
+//! What one worker receives: the resolved target and sampling, what drives its
+//! load (its stripe of the schedule, or its users), stage windows, and the pool
+//! entries it needs. Sent as versioned, compressed JSON.
 
 use std::collections::BTreeMap;
 
 use cicada_metrics::Slo;
 use serde::{Deserialize, Serialize};
 
+use std::time::Duration;
+
 use crate::dataset::PoolEntry;
 use crate::schedule::ScheduleSpec;
+use crate::shape::{Cooldown, Warmup};
+
+pub use crate::closed_loop::{ClosedLoop, UserPhase};
+pub use crate::sharding::{
+    active_workers, plans_for, resolve_sampling, schedule_of, slots_for, stripe_entries,
+    stripe_uses,
+};
 
 /// Version of the plan document; bumped on incompatible changes.
 pub const PLAN_FORMAT: u32 = 2;
@@ -140,15 +150,21 @@ pub struct Plan {
     pub stage: u32,
     pub worker_index: u32,
     pub worker_count: u32,
-    /// `None` when this worker has nothing to send (more workers than concurrency).
-    pub stripe: Option<Stripe>,
     pub target: ResolvedTarget,
     pub sampling: ResolvedSampling,
     pub slo: Slo,
-    pub schedule: ScheduleSpec,
-    /// Requests this worker may have in flight (its share of `max_concurrency`).
-    pub slots: Option<u32>,
-    /// Pool entries this worker's stripe uses.
+    /// What drives the load: a schedule (open loop) or users (closed loop).
+    pub drive: Drive,
+    /// Windows of `[[stages]]`, for per-stage results (empty: one implicit stage).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseWindow>,
+    /// Requests before measuring starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Warmup>,
+    /// In-flight requests at the end of a duration-bound run: finish or cancel.
+    #[serde(default)]
+    pub cooldown: Cooldown,
+    /// Pool entries this worker uses.
     pub pool: Vec<PoolEntry>,
     pub report_interval_ms: u64,
     /// `tokenizer.json` text, when workers count or verify output tokens.
@@ -157,66 +173,108 @@ pub struct Plan {
     /// Verify usage against the tokenizer on every n-th request (0 = never).
     #[serde(default)]
     pub verify_every: u32,
+    /// Set when every scheduled request starts a multi-turn conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversations: Option<ConversationSettings>,
 }
 
-/// Workers that receive requests: all of them, or `max_concurrency` if that is fewer
-/// (a worker with no concurrency slot could never send its stripe).
-pub fn active_workers(workers: u32, max_concurrency: Option<u32>) -> u32 {
-    match max_concurrency {
-        Some(c) => workers.min(c).max(1),
-        None => workers.max(1),
+/// How a worker runs the `conversations` workload: each scheduled request
+/// starts the conversation of its pool entry, whose turns then follow one
+/// another on this worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationSettings {
+    /// Pause between an answer and the next turn, ms.
+    pub think_time_ms: u64,
+}
+
+/// One window of `[[stages]]` in time after the barrier.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseWindow {
+    pub name: String,
+    pub start: Duration,
+    pub end: Duration,
+}
+
+/// What drives a worker's load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Drive {
+    /// Open loop: the worker's stripe of the global schedule.
+    Open {
+        /// `None` when this worker has nothing to send (more workers than concurrency).
+        stripe: Option<Stripe>,
+        schedule: ScheduleSpec,
+        /// Requests this worker may have in flight (its share of `max_concurrency`).
+        slots: Option<u32>,
+    },
+    /// Closed loop: this worker's users.
+    Closed(ClosedLoop),
+}
+
+impl Plan {
+    /// Stage of `[[stages]]` whose window holds `offset` (0 without stages).
+    pub fn phase_of(&self, offset: Duration) -> u32 {
+        self.phases
+            .iter()
+            .position(|p| offset < p.end)
+            .unwrap_or(self.phases.len().saturating_sub(1)) as u32
     }
-}
 
-/// Concurrency slots of stripe `index` of `count`: `⌊C/count⌋ + (index < C mod count)`.
-pub fn slots_for(max_concurrency: u32, index: u32, count: u32) -> u32 {
-    let count = count.max(1);
-    max_concurrency / count + u32::from(index < max_concurrency % count)
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
-}
-
-/// Whether stripe `index` of `count` ever uses pool entry `id` of a pool of `pool_size`.
-///
-/// Request `i` uses entry `i mod P`, and the stripe holds `i ≡ index (mod count)`,
-/// so it reaches exactly the entries congruent to `index` modulo `gcd(count, P)`.
-pub fn stripe_uses(id: u64, index: u32, count: u32, pool_size: u64) -> bool {
-    let g = gcd(u64::from(count.max(1)), pool_size.max(1));
-    id % g == u64::from(index) % g
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slots_split_as_evenly_as_integers_allow() {
-        for (c, n) in [(64u32, 8u32), (10, 3), (7, 7), (5, 2)] {
-            let slots: Vec<u32> = (0..n).map(|w| slots_for(c, w, n)).collect();
-            assert_eq!(slots.iter().sum::<u32>(), c);
-            let (lo, hi) = (slots.iter().min().unwrap(), slots.iter().max().unwrap());
-            assert!(hi - lo <= 1, "{slots:?}");
+    /// The scenario's seed, for per-request choices (such as a random replica)
+    /// that must not depend on the worker count.
+    pub fn seed(&self) -> u64 {
+        match &self.drive {
+            Drive::Open { schedule, .. } => schedule.seed,
+            Drive::Closed(c) => c.seed,
         }
-        assert_eq!(active_workers(8, Some(3)), 3);
-        assert_eq!(active_workers(8, None), 8);
-        assert_eq!(active_workers(2, Some(64)), 2);
     }
 
-    #[test]
-    fn stripe_pool_needs_match_brute_force() {
-        for (count, p) in [(4u32, 10u64), (3, 9), (8, 1000), (5, 7)] {
-            for index in 0..count {
-                let brute: std::collections::BTreeSet<u64> = (0..count as u64 * p * 2)
-                    .filter(|i| i % count as u64 == index as u64)
-                    .map(|i| i % p)
-                    .collect();
-                let ours: std::collections::BTreeSet<u64> = (0..p)
-                    .filter(|id| stripe_uses(*id, index, count, p))
-                    .collect();
-                assert_eq!(brute, ours, "count={count} p={p} index={index}");
+    /// How long the run lasts, when it is time-bound.
+    pub fn duration(&self) -> Option<Duration> {
+        match &self.drive {
+            Drive::Open { schedule, .. } => schedule.duration,
+            Drive::Closed(c) => c.duration,
+        }
+    }
+
+    /// Whether request `index`, due at `offset`, is a warm-up request.
+    pub fn is_warmup(&self, index: u64, offset: Duration) -> bool {
+        self.warmup.is_some_and(|w| w.covers(index, offset))
+    }
+
+    /// Requests this worker will send, when the run is count-bound (0 when open-ended).
+    pub fn planned_requests(&self) -> u64 {
+        match &self.drive {
+            Drive::Open { stripe: None, .. } => 0,
+            Drive::Open {
+                stripe: Some(st),
+                schedule,
+                ..
+            } if self.conversations.is_some() => {
+                if schedule.requests.is_none() || schedule.duration.is_some() {
+                    return 0;
+                }
+                // every conversation's turns (the pool share keeps the pool's id order)
+                schedule
+                    .stripe(st.index, st.count)
+                    .map(|slot| {
+                        self.pool
+                            .binary_search_by_key(&slot.pool_id, |e| e.id)
+                            .ok()
+                            .and_then(|i| self.pool[i].conversation.as_ref())
+                            .map_or(1, |c| c.turns.len() as u64)
+                    })
+                    .sum()
             }
+            Drive::Open {
+                stripe: Some(s),
+                schedule,
+                ..
+            } => schedule.requests.map_or(0, |n| {
+                let (count, index) = (u64::from(s.count), u64::from(s.index));
+                n / count + u64::from(n % count > index)
+            }),
+            Drive::Closed(c) => c.planned_requests(),
         }
     }
 }
@@ -252,143 +310,5 @@ impl Plan {
             .read_to_end(&mut json)
             .map_err(|e| PlanError::Corrupt(e.to_string()))?;
         serde_json::from_slice(&json).map_err(|e| PlanError::Corrupt(e.to_string()))
-    }
-}
-
-/// Sampling with the scenario's defaults applied (`ignore_eos` is on for the
-/// random dataset, as in `vllm bench serve`).
-pub fn resolve_sampling(s: &crate::Scenario) -> ResolvedSampling {
-    let sm = &s.sampling;
-    ResolvedSampling {
-        temperature: sm.temperature,
-        top_p: sm.top_p,
-        top_k: sm.top_k,
-        ignore_eos: sm
-            .ignore_eos
-            .unwrap_or(s.dataset.kind == crate::scenario::DatasetKind::Random),
-        min_tokens: sm.min_tokens,
-        extra_body: sm.extra_body.clone(),
-    }
-}
-
-/// The global schedule of a scenario's run.
-pub fn schedule_of(s: &crate::Scenario, pool_size: u64) -> ScheduleSpec {
-    let requests = match (s.load.num_prompts, s.load.duration) {
-        (Some(n), _) => Some(n),
-        (None, Some(_)) => None,
-        (None, None) => Some(crate::scenario::DEFAULT_NUM_PROMPTS),
-    };
-    ScheduleSpec {
-        seed: s.seed,
-        rate: s.load.request_rate,
-        burstiness: s.load.burstiness,
-        requests,
-        duration: s.load.duration.map(|d| d.get()),
-        pool_size,
-    }
-}
-
-/// One plan per worker for a stage: stripes of the one global schedule,
-/// concurrency slots split as evenly as integers allow, and each worker's pool share.
-pub fn plans_for(
-    s: &crate::Scenario,
-    target: &ResolvedTarget,
-    pool: &[PoolEntry],
-    tokenizer: Option<&crate::tokenizer::Tokenizer>,
-    run_id: &str,
-    stage: u32,
-    workers: u32,
-) -> Vec<Plan> {
-    let workers = workers.max(1);
-    let pool_size = pool.len() as u64;
-    let schedule = schedule_of(s, pool_size);
-    let active = active_workers(workers, s.load.max_concurrency);
-    let sampling = resolve_sampling(s);
-    (0..workers)
-        .map(|w| {
-            let stripe = (w < active).then_some(Stripe {
-                index: w,
-                count: active,
-            });
-            let slots = s.load.max_concurrency.map(|c| slots_for(c, w, active));
-            let pool = match stripe {
-                Some(st) => pool
-                    .iter()
-                    .filter(|e| stripe_uses(e.id, st.index, st.count, pool_size))
-                    .cloned()
-                    .collect(),
-                None => Vec::new(),
-            };
-            Plan {
-                format: PLAN_FORMAT,
-                run_id: run_id.to_string(),
-                stage,
-                worker_index: w,
-                worker_count: workers,
-                stripe,
-                target: target.clone(),
-                sampling: sampling.clone(),
-                slo: s.slo,
-                schedule: schedule.clone(),
-                slots: if stripe.is_some() { slots } else { Some(0) },
-                pool,
-                report_interval_ms: s.load.report_interval.get().as_millis() as u64,
-                tokenizer: tokenizer.map(|t| t.json().to_string()),
-                verify_every: s.tokenizer.as_ref().map_or(0, |t| t.verify_every),
-            }
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod fleet_tests {
-    use super::*;
-    use crate::dataset::build_pool;
-
-    fn target() -> ResolvedTarget {
-        ResolvedTarget {
-            api: Api::Chat,
-            flavor: Flavor::Mock,
-            urls: vec!["http://x/v1/chat/completions".into()],
-            model: "m".into(),
-            headers: BTreeMap::new(),
-            api_key_env: None,
-            timeout_ms: 1000,
-            stream: true,
-            routing: Routing::default(),
-            tls: TlsSettings::default(),
-            keep_alive: true,
-        }
-    }
-
-    #[test]
-    fn plans_cover_every_request_once_with_the_entries_they_need() {
-        let mut s = crate::Scenario::default();
-        s.load.num_prompts = Some(50);
-        s.load.max_concurrency = Some(6);
-        s.dataset.input_len = 8;
-        let pool = build_pool(&s).unwrap().entries;
-        for workers in [1u32, 4, 8] {
-            let plans = plans_for(&s, &target(), &pool, None, "r", 0, workers);
-            assert_eq!(plans.len(), workers as usize);
-            let mut seen = Vec::new();
-            let mut slots = 0;
-            for p in &plans {
-                let back = Plan::decode(&p.encode(), PLAN_FORMAT).unwrap();
-                assert_eq!(&back, p);
-                slots += p.slots.unwrap();
-                if let Some(st) = p.stripe {
-                    for slot in p.schedule.stripe(st.index, st.count) {
-                        assert!(p.pool.iter().any(|e| e.id == slot.pool_id));
-                        seen.push(slot.index);
-                    }
-                }
-            }
-            seen.sort_unstable();
-            assert_eq!(seen, (0..50).collect::<Vec<u64>>(), "workers={workers}");
-            assert_eq!(slots, 6);
-        }
-        assert!(Plan::decode(b"junk", PLAN_FORMAT).is_err());
-        assert!(Plan::decode(&[], PLAN_FORMAT + 1).is_err());
     }
 }

@@ -7,7 +7,9 @@ use cicada_metrics::Slo;
 use cicada_mock::MockConfig;
 use serde::{Deserialize, Serialize};
 
+pub use crate::dataset_spec::{Dataset, DatasetKind};
 use crate::plan::Routing;
+use crate::shape::{Cooldown, Ramp, StageSpec, Sweep, ThinkTime, Warmup};
 use crate::units::{Rate, Span};
 
 /// A whole load test: what to send, where, how fast, and what to report.
@@ -44,6 +46,16 @@ pub struct Scenario {
     /// Where and what to write.
     #[serde(default)]
     pub output: Output,
+    /// A load shape of consecutive stages, each reported on its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageSpec>,
+    /// Run the scenario several times, varying one load key.
+    #[serde(
+        default,
+        deserialize_with = "crate::shape::deserialize_sweep",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub sweep: Option<Sweep>,
 }
 
 fn slo_unset(slo: &Slo) -> bool {
@@ -67,6 +79,8 @@ impl Default for Scenario {
             slo: Slo::default(),
             mock: MockConfig::default(),
             output: Output::default(),
+            stages: Vec::new(),
+            sweep: None,
         }
     }
 }
@@ -136,6 +150,20 @@ impl Backend {
         Backend::Triton,
         Backend::Mock,
     ];
+
+    /// Requests go out as chat `messages` (an OpenAI chat route); `mock_api`
+    /// decides for the embedded mock.
+    pub fn sends_messages(self, mock_api: cicada_mock::MockApi) -> bool {
+        use cicada_mock::MockApi;
+        match self {
+            Backend::OpenaiChat
+            | Backend::VllmChat
+            | Backend::SglangChat
+            | Backend::LlamacppChat => true,
+            Backend::Mock => matches!(mock_api, MockApi::OpenaiChat | MockApi::LlamacppChat),
+            _ => false,
+        }
+    }
 
     /// The backend a name (as in scenario files) stands for.
     pub fn from_name(name: &str) -> Option<Backend> {
@@ -225,52 +253,6 @@ fn default_verify_every() -> u32 {
     16
 }
 
-/// Kinds of workload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum DatasetKind {
-    /// Synthetic prompts of given lengths.
-    #[default]
-    Random,
-}
-
-impl DatasetKind {
-    /// Name as written in scenario files.
-    pub fn name(self) -> &'static str {
-        match self {
-            DatasetKind::Random => "random",
-        }
-    }
-}
-
-/// What prompts to send. Keys apply to the kinds noted on each.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Dataset {
-    /// Workload kind.
-    pub kind: DatasetKind,
-    /// random: prompt length in tokens.
-    pub input_len: u32,
-    /// Output length in tokens asked of the server.
-    pub output_len: u32,
-    /// random: lengths are drawn uniformly within ±ratio of the asked length.
-    pub range_ratio: f64,
-    /// random: tokens of a random prefix shared by every prompt.
-    pub prefix_len: u32,
-}
-
-impl Default for Dataset {
-    fn default() -> Self {
-        Self {
-            kind: DatasetKind::Random,
-            input_len: 1024,
-            output_len: 128,
-            range_ratio: 0.0,
-            prefix_len: 0,
-        }
-    }
-}
-
 /// How fast to send.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -284,6 +266,7 @@ pub struct Load {
     /// Mean arrival rate, requests/s, or "inf" to send everything at the start.
     pub request_rate: Rate,
     /// Gamma shape of arrival gaps: 1 = Poisson, < 1 burstier, > 1 more regular.
+    #[serde(with = "crate::units::f64_or_inf")]
     pub burstiness: f64,
     /// Most requests in flight at once across the fleet.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -292,6 +275,22 @@ pub struct Load {
     pub pool_size: u64,
     /// How often workers report.
     pub report_interval: Span,
+    /// Closed loop: simulated users, each sending its next request when the last ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub users: Option<u32>,
+    /// Closed loop: users started per second (default: all at once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spawn_rate: Option<f64>,
+    /// Closed loop: wait between a response and the user's next request.
+    pub think_time: ThinkTime,
+    /// Requests sent before measuring starts, reported apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Warmup>,
+    /// What happens to requests in flight when a duration-bound run ends.
+    pub cooldown: Cooldown,
+    /// Open loop: ramp the rate from `start_rps` to `end_rps` over the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ramp: Option<Ramp>,
 }
 
 impl Default for Load {
@@ -304,6 +303,12 @@ impl Default for Load {
             max_concurrency: None,
             pool_size: 1000,
             report_interval: Span::secs(1),
+            users: None,
+            spawn_rate: None,
+            think_time: ThinkTime::None,
+            warmup: None,
+            cooldown: Cooldown::Finish,
+            ramp: None,
         }
     }
 }

@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Gamma};
 use serde::{Deserialize, Serialize};
 
+use crate::shape::Ramp;
 use crate::units::Rate;
 
 /// RNG stream reserved for arrival gaps.
@@ -24,6 +25,7 @@ pub struct ScheduleSpec {
     /// Mean rate.
     pub rate: Rate,
     /// Gamma shape of the gaps (1 = Poisson; infinite = evenly spaced).
+    #[serde(with = "crate::units::f64_or_inf")]
     pub burstiness: f64,
     /// Number of requests, for count-bound runs.
     pub requests: Option<u64>,
@@ -31,6 +33,25 @@ pub struct ScheduleSpec {
     pub duration: Option<Duration>,
     /// Pool entries the requests cycle through.
     pub pool_size: u64,
+    /// Rate ramp over the run (no rescaling, as in vLLM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp: Option<Ramp>,
+    /// Consecutive open-loop stages; the run ends with the last one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<RateStage>,
+    /// Explicit send offsets, µs, one per request in order (trace replay);
+    /// when given they replace the rate and burstiness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrivals_us: Option<Vec<u64>>,
+}
+
+/// One open-loop stage: its end (after the barrier), rate and gamma shape.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RateStage {
+    pub end: Duration,
+    pub rate: f64,
+    #[serde(with = "crate::units::f64_or_inf")]
+    pub burstiness: f64,
 }
 
 /// One request of the schedule.
@@ -42,6 +63,8 @@ pub struct Slot {
     pub offset: Duration,
     /// Pool entry to send.
     pub pool_id: u64,
+    /// Stage of `[[stages]]` the request belongs to (0 without stages).
+    pub phase: u32,
 }
 
 enum Gaps {
@@ -72,6 +95,11 @@ impl Gaps {
     }
 }
 
+/// One gap at a rate that changes along the run (ramps and stages).
+fn varying_gap(rate: f64, burstiness: f64, rng: &mut ChaCha8Rng) -> f64 {
+    Gaps::new(Rate::Finite(rate), burstiness).next(rng)
+}
+
 fn rng(seed: u64) -> ChaCha8Rng {
     let mut r = ChaCha8Rng::seed_from_u64(seed);
     r.set_stream(STREAM);
@@ -85,10 +113,35 @@ impl ScheduleSpec {
     /// the first request waits one gap, as in `vllm bench serve`. Count-bound
     /// runs are rescaled so the last request is due at exactly `N / rate`
     /// (vLLM does the same), removing the random drift of the total.
+    ///
+    /// With explicit `arrivals_us` (a replayed trace) request `i` is due at
+    /// `arrivals_us[i]` and uses pool entry `i`.
     pub fn global(&self) -> ScheduleIter {
+        if let Some(arrivals) = &self.arrivals_us {
+            let n = self
+                .requests
+                .map_or(arrivals.len() as u64, |r| r.min(arrivals.len() as u64));
+            return ScheduleIter {
+                rng: rng(self.seed),
+                gaps: Gaps::None,
+                scale: 1.0,
+                elapsed: 0.0,
+                index: 0,
+                requests: Some(n),
+                duration: self.duration.map(|d| d.as_secs_f64()),
+                pool_size: self.pool_size.max(1),
+                burstiness: self.burstiness,
+                ramp: None,
+                stages: Vec::new(),
+                lambda: 0.0,
+                arrivals: arrivals.clone(),
+            };
+        }
         let gaps = Gaps::new(self.rate, self.burstiness);
         let scale = match (self.requests, self.rate.per_second(), &gaps) {
-            (Some(n), Some(rate), Gaps::Gamma(_)) if n > 0 => {
+            (Some(n), Some(rate), Gaps::Gamma(_))
+                if n > 0 && self.ramp.is_none() && self.stages.is_empty() =>
+            {
                 let mut r = rng(self.seed);
                 let total: f64 = (0..n).map(|_| gaps.next(&mut r)).sum();
                 if total > 0.0 {
@@ -108,7 +161,17 @@ impl ScheduleSpec {
             requests: self.requests,
             duration: self.duration.map(|d| d.as_secs_f64()),
             pool_size: self.pool_size.max(1),
+            burstiness: self.burstiness,
+            ramp: self.ramp,
+            stages: self.stages.clone(),
+            lambda: 0.0,
+            arrivals: Vec::new(),
         }
+    }
+
+    /// Stage of `[[stages]]` that contains `offset` (0 without stages).
+    pub fn phase_at(&self, offset: Duration) -> u32 {
+        phase_at(&self.stages, offset.as_secs_f64())
     }
 
     /// The requests worker `worker` of `workers` sends.
@@ -128,6 +191,49 @@ pub struct ScheduleIter {
     requests: Option<u64>,
     duration: Option<f64>,
     pool_size: u64,
+    burstiness: f64,
+    ramp: Option<Ramp>,
+    stages: Vec<RateStage>,
+    /// Expected arrivals so far (time-bound ramps).
+    lambda: f64,
+    /// Explicit offsets in µs (empty = drawn gaps).
+    arrivals: Vec<u64>,
+}
+
+fn phase_at(stages: &[RateStage], at_s: f64) -> u32 {
+    stages
+        .iter()
+        .position(|s| at_s < s.end.as_secs_f64())
+        .unwrap_or(stages.len().saturating_sub(1)) as u32
+}
+
+impl ScheduleIter {
+    /// The next gap: constant process, ramp, or the stage the run is in.
+    fn gap(&mut self) -> Option<f64> {
+        if !self.stages.is_empty() {
+            let stage = self.stages[phase_at(&self.stages, self.elapsed) as usize];
+            if self.elapsed >= stage.end.as_secs_f64() {
+                return None;
+            }
+            return Some(varying_gap(stage.rate, stage.burstiness, &mut self.rng));
+        }
+        if let Some(ramp) = self.ramp {
+            if let (None, Some(d)) = (self.requests, self.duration) {
+                // time-bound: unit-mean gaps in Λ-time, mapped back through the ramp
+                self.lambda += varying_gap(1.0, self.burstiness, &mut self.rng);
+                let at = ramp.time_at_integral(self.lambda, d);
+                return Some((at - self.elapsed).max(0.0));
+            }
+            // count-bound, as vLLM: request i gets a gap at the rate of progress i/(N−1)
+            let n = self.requests.unwrap_or(1);
+            let progress = self.index as f64 / (n.saturating_sub(1).max(1)) as f64;
+            let rate = ramp
+                .rate_at(progress)
+                .max(ramp.end_rps.max(ramp.start_rps) * 1e-3);
+            return Some(varying_gap(rate, self.burstiness, &mut self.rng));
+        }
+        Some(self.gaps.next(&mut self.rng))
+    }
 }
 
 impl Iterator for ScheduleIter {
@@ -139,8 +245,18 @@ impl Iterator for ScheduleIter {
         {
             return None;
         }
-        self.elapsed += self.gaps.next(&mut self.rng);
-        let at = self.elapsed * self.scale;
+        let at = if self.arrivals.is_empty() {
+            self.elapsed += self.gap()?;
+            self.elapsed * self.scale
+        } else {
+            let us = *self.arrivals.get(usize::try_from(self.index).ok()?)?;
+            us as f64 / 1e6
+        };
+        if let Some(last) = self.stages.last()
+            && at >= last.end.as_secs_f64()
+        {
+            return None;
+        }
         // An unbounded rate with only a duration never stops here: the executor
         // stops dispatching when the duration has elapsed on the clock.
         if let Some(d) = self.duration
@@ -150,8 +266,12 @@ impl Iterator for ScheduleIter {
         }
         let slot = Slot {
             index: self.index,
-            offset: Duration::from_secs_f64(at),
+            offset: match self.arrivals.get(self.index as usize) {
+                Some(us) => Duration::from_micros(*us),
+                None => Duration::from_secs_f64(at),
+            },
             pool_id: self.index % self.pool_size,
+            phase: phase_at(&self.stages, at),
         };
         self.index += 1;
         Some(slot)
@@ -170,6 +290,97 @@ mod tests {
             requests: n,
             duration: d,
             pool_size: 10,
+            ramp: None,
+            stages: Vec::new(),
+            arrivals_us: None,
+        }
+    }
+
+    #[test]
+    fn explicit_arrivals_are_replayed_and_striped() {
+        let arrivals: Vec<u64> = (0..40).map(|i| i * i * 1000).collect();
+        let s = ScheduleSpec {
+            arrivals_us: Some(arrivals.clone()),
+            pool_size: 40,
+            requests: Some(40),
+            ..spec(Rate::Finite(1.0), 1.0, Some(40), None)
+        };
+        let all: Vec<Slot> = s.global().collect();
+        assert_eq!(all.len(), 40);
+        for (i, slot) in all.iter().enumerate() {
+            assert_eq!(slot.offset, Duration::from_micros(arrivals[i]));
+            assert_eq!(slot.pool_id, i as u64);
+        }
+        let w1: Vec<u64> = s.stripe(1, 4).map(|x| x.index).collect();
+        assert_eq!(w1, (0..10).map(|k| 4 * k + 1).collect::<Vec<u64>>());
+        let cut = ScheduleSpec {
+            requests: None,
+            duration: Some(Duration::from_millis(100)),
+            ..s.clone()
+        };
+        assert_eq!(cut.global().count(), 10, "offsets below 100 ms: i*i < 100");
+    }
+
+    #[test]
+    fn linear_ramp_raises_the_rate_across_the_run() {
+        use crate::shape::{Ramp, RampStrategy};
+        let mut s = spec(Rate::Infinite, 1.0, Some(4000), None);
+        s.ramp = Some(Ramp {
+            strategy: RampStrategy::Linear,
+            start_rps: 10.0,
+            end_rps: 100.0,
+        });
+        let offs: Vec<f64> = s.global().map(|x| x.offset.as_secs_f64()).collect();
+        let gap = |a: usize, b: usize| (offs[b] - offs[a]) / (b - a) as f64;
+        // mean gap near the start ~1/12 s, near the end ~1/99 s
+        assert!((gap(0, 200) - 1.0 / 12.25).abs() < 0.015, "{}", gap(0, 200));
+        assert!(
+            (gap(3800, 3999) - 1.0 / 98.0).abs() < 0.003,
+            "{}",
+            gap(3800, 3999)
+        );
+        let mut d = spec(Rate::Infinite, 1.0, None, Some(Duration::from_secs(20)));
+        d.ramp = Some(Ramp {
+            strategy: RampStrategy::Linear,
+            start_rps: 0.0,
+            end_rps: 50.0,
+        });
+        let n = d.global().count();
+        // integral of a 0 -> 50 req/s linear ramp over 20 s is 500
+        assert!((430..=570).contains(&n), "{n}");
+    }
+
+    #[test]
+    fn stages_change_rate_and_tag_each_request() {
+        let mut s = spec(Rate::Infinite, 1.0, None, None);
+        s.stages = vec![
+            RateStage {
+                end: Duration::from_secs(10),
+                rate: 20.0,
+                burstiness: 1.0,
+            },
+            RateStage {
+                end: Duration::from_secs(20),
+                rate: 80.0,
+                burstiness: 1.0,
+            },
+        ];
+        let all: Vec<Slot> = s.global().collect();
+        let first = all.iter().filter(|x| x.phase == 0).count();
+        let second = all.iter().filter(|x| x.phase == 1).count();
+        assert!((150..=250).contains(&first), "{first}");
+        assert!((700..=900).contains(&second), "{second}");
+        assert!(all.iter().all(|x| x.offset < Duration::from_secs(20)));
+        assert!(
+            all.iter()
+                .filter(|x| x.phase == 0)
+                .all(|x| x.offset < Duration::from_secs(10))
+        );
+        assert_eq!(s.phase_at(Duration::from_secs(15)), 1);
+        for n in [3u32, 8] {
+            let mut merged: Vec<Slot> = (0..n).flat_map(|w| s.stripe(w, n)).collect();
+            merged.sort_by_key(|x| x.index);
+            assert_eq!(merged, all);
         }
     }
 

@@ -133,6 +133,14 @@ impl Tokenizer {
             .map_err(|e| TokenizerError::Use(e.to_string()))
     }
 
+    /// Special tokens the tokenizer adds to a single sequence (a BOS, usually 0 or 1).
+    pub fn num_special_tokens(&self) -> usize {
+        use tokenizers::PostProcessor as _;
+        self.inner
+            .get_post_processor()
+            .map_or(0, |p| p.added_tokens(false))
+    }
+
     /// Text of token ids.
     pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
         self.inner

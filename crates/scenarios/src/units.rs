@@ -149,6 +149,58 @@ impl<'de> Deserialize<'de> for Rate {
     }
 }
 
+/// Serde for an `f64` that may be infinite: JSON has no infinity, so it is
+/// written as the string "inf" (and read back from it, or from TOML's `inf`).
+pub mod f64_or_inf {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Write `inf` as the string "inf".
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_infinite() && *v > 0.0 {
+            s.serialize_str("inf")
+        } else {
+            s.serialize_f64(*v)
+        }
+    }
+
+    /// Read a number or "inf".
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Num(f64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Num(v) => Ok(v),
+            Raw::Text(t) if matches!(t.trim(), "inf" | "infinity" | "+inf") => Ok(f64::INFINITY),
+            Raw::Text(t) => Err(serde::de::Error::custom(format!(
+                "expected a number or \"inf\", got \"{t}\""
+            ))),
+        }
+    }
+}
+
+/// [`f64_or_inf`] for optional values.
+pub mod opt_f64_or_inf {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Write `Some(inf)` as "inf".
+    pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(x) => super::f64_or_inf::serialize(x, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Read a number, "inf", or nothing.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+        #[derive(Deserialize)]
+        struct Wrap(#[serde(with = "super::f64_or_inf")] f64);
+        Option::<Wrap>::deserialize(d).map(|o| o.map(|w| w.0))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

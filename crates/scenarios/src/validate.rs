@@ -1,6 +1,7 @@
 //! Value checks beyond types: ranges, required keys, combinations.
 
-use crate::scenario::{Backend, Scenario};
+use crate::dataset_spec::KEY_KINDS;
+use crate::scenario::{Backend, DatasetKind, Scenario};
 use crate::units::Rate;
 
 const KNOWN_PERCENTILE_METRICS: [&str; 9] = [
@@ -81,18 +82,8 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     }
 
     // dataset
-    let d = &s.dataset;
-    if d.input_len == 0 {
-        bad("dataset.input_len", "must be at least 1".into());
-    }
-    if d.output_len == 0 {
-        bad("dataset.output_len", "must be at least 1".into());
-    }
-    if !(0.0..1.0).contains(&d.range_ratio) {
-        bad(
-            "dataset.range_ratio",
-            format!("must be within [0, 1), got {}", d.range_ratio),
-        );
+    for (key, msg) in dataset_problems(s) {
+        bad(&key, msg);
     }
 
     // load
@@ -119,7 +110,12 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
             format!("must be a positive number or \"inf\", got {r}"),
         );
     }
-    if l.duration.is_some() && l.request_rate == Rate::Infinite && l.max_concurrency.is_none() {
+    if l.duration.is_some()
+        && l.request_rate == Rate::Infinite
+        && l.max_concurrency.is_none()
+        && l.ramp.is_none()
+        && !crate::sharding::is_closed_loop(s)
+    {
         bad(
             "load.max_concurrency",
             "a duration-bound run with request_rate = \"inf\" needs max_concurrency (otherwise it is an unbounded burst)".into(),
@@ -139,6 +135,10 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     }
     if l.report_interval.get().as_millis() < 100 {
         bad("load.report_interval", "must be at least 100ms".into());
+    }
+
+    for (key, msg) in crate::validate_shape::problems(s) {
+        bad(&key, msg);
     }
 
     // sampling
@@ -207,4 +207,156 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
         bad("name", "must not be empty".into());
     }
     out
+}
+
+/// Problems with `[dataset]`: keys given to a kind they do not apply to,
+/// missing paths and tokenizers, and out-of-range values.
+fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
+    let d = &s.dataset;
+    let kind = d.kind.name();
+    let mut out = Vec::new();
+    let mut bad = |key: &str, msg: String| out.push((format!("dataset.{key}"), msg));
+    for key in d.given_keys() {
+        let Some((_, kinds)) = KEY_KINDS.iter().find(|(k, _)| *k == key) else {
+            continue;
+        };
+        if !kinds.contains(&d.kind) {
+            let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+            bad(
+                key,
+                format!(
+                    "does not apply to kind \"{kind}\" (it applies to {})",
+                    names.join(", ")
+                ),
+            );
+        }
+    }
+    if d.kind.needs_path() && d.path.is_none() {
+        bad("path", format!("required for kind \"{kind}\""));
+    }
+    if d.kind.needs_tokenizer() && s.tokenizer.is_none() {
+        bad(
+            "kind",
+            format!(
+                "kind \"{kind}\" counts tokens and needs a tokenizer: add [tokenizer] source = \"<tokenizer.json, model dir or hub id>\""
+            ),
+        );
+    }
+    for (key, v) in [
+        ("input_len", d.input_len),
+        ("output_len", d.output_len),
+        ("num_prefixes", d.num_prefixes),
+        ("block_size", d.block_size),
+        ("max_turns", d.max_turns),
+    ] {
+        if v == Some(0) {
+            bad(key, "must be at least 1".into());
+        }
+    }
+    if let Some(r) = d.range_ratio
+        && !(0.0..1.0).contains(&r)
+    {
+        bad("range_ratio", format!("must be within [0, 1), got {r}"));
+    }
+    if let Some(v) = d.speed
+        && !(v.is_finite() && v > 0.0)
+    {
+        bad("speed", format!("must be a positive number, got {v}"));
+    }
+    if d.kind == DatasetKind::Conversations && !s.target.backend.sends_messages(s.mock.api) {
+        let (key, name) = if s.target.backend == Backend::Mock {
+            ("mock.api", format!("mock.api {:?}", s.mock.api))
+        } else {
+            ("target.backend", format!("\"{}\"", s.target.backend.name()))
+        };
+        out.push((
+            key.to_string(),
+            format!(
+                "the conversations workload sends messages arrays; {name} takes no chat messages (use a -chat backend)"
+            ),
+        ));
+    }
+    let mut bad = |key: &str, msg: String| out.push((format!("dataset.{key}"), msg));
+    match d.kind {
+        DatasetKind::Prefix if d.prefix_len() + d.suffix_len() == 0 => {
+            bad(
+                "suffix_len",
+                "prefix_len + suffix_len must be at least 1".into(),
+            );
+        }
+        DatasetKind::Sonnet if d.prefix_len() > d.input_len() => {
+            bad(
+                "prefix_len",
+                format!(
+                    "must not exceed input_len ({}), got {}",
+                    d.input_len(),
+                    d.prefix_len()
+                ),
+            );
+        }
+        _ => {}
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(text: &str) -> Vec<(String, String)> {
+        let s: Scenario = toml::from_str(text).unwrap();
+        problems(&s)
+    }
+
+    #[test]
+    fn dataset_keys_must_apply_to_the_kind() {
+        let p = with(
+            "[target]\nbackend = \"mock\"\n[dataset]\nkind = \"random\"\nspeed = 2.0\nthink_time = \"1s\"\n",
+        );
+        let keys: Vec<&str> = p.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["dataset.speed", "dataset.think_time"], "{p:?}");
+        assert!(p[0].1.contains("applies to trace"), "{p:?}");
+        let p = with("[target]\nbackend = \"mock\"\n[dataset]\nkind = \"trace\"\n");
+        assert_eq!(p[0].0, "dataset.path");
+        let p = with(
+            "[target]\nbackend = \"mock\"\n[dataset]\nkind = \"sharegpt\"\npath = \"x.json\"\n",
+        );
+        assert_eq!(p[0].0, "dataset.kind");
+        assert!(p[0].1.contains("[tokenizer]"), "{p:?}");
+        let p = with(
+            "[target]\nbackend = \"mock\"\n[tokenizer]\nsource = \"t\"\n[dataset]\nkind = \"sharegpt\"\npath = \"x.json\"\noutput_len = 64\n",
+        );
+        assert!(p.is_empty(), "{p:?}");
+    }
+
+    #[test]
+    fn dataset_values_are_checked() {
+        let p = with(
+            "[target]\nbackend = \"mock\"\n[dataset]\nkind = \"trace\"\npath = \"t\"\nspeed = 0\nblock_size = 0\n",
+        );
+        let keys: Vec<&str> = p.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["dataset.block_size", "dataset.speed"], "{p:?}");
+        let p = with(
+            "[target]\nbackend = \"mock\"\n[tokenizer]\nsource = \"t\"\n[dataset]\nkind = \"sonnet\"\npath = \"s\"\ninput_len = 100\nprefix_len = 200\n",
+        );
+        assert_eq!(p[0].0, "dataset.prefix_len", "{p:?}");
+        let p = with("[target]\nbackend = \"mock\"\n[dataset]\nrange_ratio = 1.0\n");
+        assert_eq!(p[0].0, "dataset.range_ratio", "{p:?}");
+        let p = with(
+            "[target]\nbackend = \"vllm\"\nbase_url = \"http://x\"\n[dataset]\nkind = \"conversations\"\npath = \"c.jsonl\"\n",
+        );
+        assert_eq!(p[0].0, "target.backend", "{p:?}");
+        let p = with(
+            "[target]\nbackend = \"tgi\"\nbase_url = \"http://x\"\n[dataset]\nkind = \"conversations\"\npath = \"c.jsonl\"\n",
+        );
+        assert_eq!(p[0].0, "target.backend", "{p:?}");
+        let p = with(
+            "[target]\nbackend = \"mock\"\n[mock]\napi = \"triton\"\n[dataset]\nkind = \"conversations\"\npath = \"c.jsonl\"\n",
+        );
+        assert_eq!(p[0].0, "mock.api", "{p:?}");
+        let p = with(
+            "[target]\nbackend = \"llamacpp-chat\"\nbase_url = \"http://x\"\n[dataset]\nkind = \"conversations\"\npath = \"c.jsonl\"\n",
+        );
+        assert!(p.is_empty(), "{p:?}");
+    }
 }

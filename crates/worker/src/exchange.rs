@@ -85,12 +85,12 @@ pub struct Conduit<'a> {
 }
 
 /// Send `body` to `url` and read the response into an [`Exchange`].
-pub async fn perform(c: Conduit<'_>, url: &str, body: Vec<u8>) -> Exchange {
+pub async fn perform(c: Conduit<'_>, url: &str, request_id: &str, body: Vec<u8>) -> Exchange {
     let mut ex = Exchange {
         text: c.keep_text.then(String::new),
         ..Exchange::default()
     };
-    let work = run(c.http, url, c.headers, body, c.backend, c.clock, &mut ex);
+    let work = run(c, url, request_id, body, &mut ex);
     if tokio::time::timeout(c.timeout, work).await.is_err() {
         ex.fail(
             Outcome::Timeout,
@@ -109,20 +109,17 @@ fn humanize(d: Duration) -> String {
     }
 }
 
-async fn run(
-    http: &reqwest::Client,
-    url: &str,
-    headers: &HeaderMap,
-    body: Vec<u8>,
-    backend: &Backend,
-    clock: &Clock,
-    ex: &mut Exchange,
-) {
-    let request = http
+async fn run(c: Conduit<'_>, url: &str, request_id: &str, body: Vec<u8>, ex: &mut Exchange) {
+    let (backend, clock) = (c.backend, c.clock);
+    let mut request = c
+        .http
         .post(url)
-        .headers(headers.clone())
+        .headers(c.headers.clone())
         .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
         .body(body);
+    if let Ok(id) = HeaderValue::from_str(request_id) {
+        request = request.header("x-request-id", id);
+    }
     let mut resp = match request.send().await {
         Ok(r) => r,
         Err(e) => {

@@ -43,6 +43,38 @@ pub struct WorkerArgs {
     /// How long to keep dialling a coordinator that is not up yet.
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     pub dial_timeout: Duration,
+    /// CA certificate (PEM) to verify an https coordinator (default: system roots).
+    #[arg(long)]
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificate (PEM) for mutual TLS.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Client private key (PEM) for mutual TLS.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Server name to verify (default: the host in --coordinator).
+    #[arg(long)]
+    pub tls_domain: Option<String>,
+}
+
+impl WorkerArgs {
+    /// The TLS settings for the link, read from the files named on the command line.
+    pub fn tls(&self) -> std::io::Result<link::Tls> {
+        let read = |p: &Option<PathBuf>| -> std::io::Result<Option<String>> {
+            p.as_ref()
+                .map(|p| {
+                    std::fs::read_to_string(p)
+                        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.display())))
+                })
+                .transpose()
+        };
+        Ok(link::Tls {
+            ca_pem: read(&self.tls_ca)?,
+            cert_pem: read(&self.tls_cert)?,
+            key_pem: read(&self.tls_key)?,
+            domain: self.tls_domain.clone(),
+        })
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

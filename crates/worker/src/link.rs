@@ -17,7 +17,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
-use crate::executor::{Stage, run_open_loop};
+use crate::executor::{self, Stage};
 
 /// The protocol version every cicada binary of this build speaks.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -65,15 +65,57 @@ pub struct Identity {
     pub threads: usize,
 }
 
+/// TLS settings for an `https://` coordinator (PEM text, read by the caller).
+#[derive(Debug, Clone, Default)]
+pub struct Tls {
+    /// CA to verify the coordinator; system roots when absent.
+    pub ca_pem: Option<String>,
+    /// Client certificate for mutual TLS.
+    pub cert_pem: Option<String>,
+    /// Client key for mutual TLS.
+    pub key_pem: Option<String>,
+    /// Name to verify instead of the URL's host.
+    pub domain: Option<String>,
+}
+
+impl Tls {
+    fn client_config(&self) -> tonic::transport::ClientTlsConfig {
+        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+        let mut c = ClientTlsConfig::new();
+        c = match &self.ca_pem {
+            Some(ca) => c.ca_certificate(Certificate::from_pem(ca)),
+            None => c.with_native_roots(),
+        };
+        if let (Some(cert), Some(key)) = (&self.cert_pem, &self.key_pem) {
+            c = c.identity(Identity::from_pem(cert, key));
+        }
+        if let Some(d) = &self.domain {
+            c = c.domain_name(d.clone());
+        }
+        c
+    }
+}
+
 /// Dial the coordinator, retrying until `wait` has passed.
-async fn dial(url: &str, wait: Duration) -> Result<tonic::transport::Channel, LinkError> {
+async fn dial(
+    url: &str,
+    tls: &Tls,
+    wait: Duration,
+) -> Result<tonic::transport::Channel, LinkError> {
     let deadline = Instant::now() + wait;
-    let endpoint = tonic::transport::Endpoint::from_shared(url.to_string())
-        .map_err(|e| LinkError::Unreachable {
-            url: url.to_string(),
-            waited: Duration::ZERO,
-            reason: e.to_string(),
-        })?
+    let unreachable = |reason: String| LinkError::Unreachable {
+        url: url.to_string(),
+        waited: Duration::ZERO,
+        reason,
+    };
+    let mut endpoint = tonic::transport::Endpoint::from_shared(url.to_string())
+        .map_err(|e| unreachable(e.to_string()))?;
+    if url.starts_with("https://") {
+        endpoint = endpoint
+            .tls_config(tls.client_config())
+            .map_err(|e| unreachable(format!("TLS setup: {e}")))?;
+    }
+    let endpoint = endpoint
         .connect_timeout(Duration::from_secs(5))
         .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(2))
@@ -120,8 +162,13 @@ struct Running {
 }
 
 /// Serve one coordinator until it ends the run (Ok) or is lost (Err).
-pub async fn serve(url: &str, who: Identity, dial_wait: Duration) -> Result<(), LinkError> {
-    let channel = dial(url, dial_wait).await?;
+pub async fn serve(
+    url: &str,
+    who: Identity,
+    tls: &Tls,
+    dial_wait: Duration,
+) -> Result<(), LinkError> {
+    let channel = dial(url, tls, dial_wait).await?;
     let mut client = CoordinatorClient::new(channel)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -199,9 +246,7 @@ pub async fn serve(url: &str, who: Identity, dial_wait: Duration) -> Result<(), 
                                 break Err(LinkError::Stage(e.to_string()));
                             }
                         };
-                        let planned = plan.stripe.map_or(0, |s| {
-                            plan.schedule.requests.map_or(0, |n| n / u64::from(s.count) + u64::from(n % u64::from(s.count) > u64::from(s.index)))
-                        });
+                        let planned = plan.planned_requests();
                         match Stage::new(plan, who.threads + 1) {
                             Ok(stage) => {
                                 pending = Some(Arc::new(stage));
@@ -257,6 +302,13 @@ pub async fn serve(url: &str, who: Identity, dial_wait: Duration) -> Result<(), 
         r.cancel.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(2), r.task).await;
     }
+    // close our side and give queued messages (a final error, a last report)
+    // time to reach the coordinator before the process exits
+    drop(tx);
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while let Ok(Some(_)) = inbound.message().await {}
+    })
+    .await;
     result
 }
 
@@ -271,7 +323,7 @@ fn start_stage(
     let (s2, c2) = (stop.clone(), cancel.clone());
     let task = tokio::spawn(async move {
         let interval = Duration::from_millis(stage.plan.report_interval_ms.max(100));
-        let mut exec = tokio::spawn(run_open_loop(stage.clone(), clock, s2, c2));
+        let mut exec = tokio::spawn(executor::run(stage.clone(), clock, s2, c2));
         tokio::time::sleep_until(clock.start()).await;
         let mut ticker = tokio::time::interval_at(clock.start() + interval, interval);
         let mut seq = 0u64;
@@ -306,9 +358,7 @@ fn build_report(stage: &Stage, stage_no: u32, seq: u64, start_us: u64, end_us: u
     let scopes = stage
         .take_interval(end_us)
         .iter()
-        .enumerate()
-        .filter(|(_, s)| !s.is_empty())
-        .map(|(t, s)| encode_set(t as u32, s))
+        .map(|(scope, set)| encode_set(*scope, set))
         .collect();
     v1::Report {
         stage: stage_no,

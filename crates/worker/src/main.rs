@@ -16,6 +16,13 @@ fn main() {
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let tls = match args.tls() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("worker: cannot read a TLS file: {e}");
+            std::process::exit(2);
+        }
+    };
     let token = match read_token(&args) {
         Ok(t) => t,
         Err(e) => {
@@ -39,7 +46,7 @@ fn main() {
         token,
         threads,
     };
-    let result = runtime.block_on(link::serve(&args.coordinator, who, args.dial_timeout));
+    let result = runtime.block_on(link::serve(&args.coordinator, who, &tls, args.dial_timeout));
     if let Err(e) = result {
         eprintln!("worker: {e}");
         std::process::exit(e.exit_code());

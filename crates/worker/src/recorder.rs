@@ -1,20 +1,16 @@
-//! Per-thread metric shards: each runtime thread records into its own set under
-//! an uncontended lock; the reporter takes and merges them once per interval.
+//! Per-thread metric shards: each runtime thread records into its own sets
+//! under an uncontended lock; the reporter takes and merges them once per interval.
 
 use std::cell::Cell;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cicada_metrics::{MetricSet, RequestRecord, Slo};
+use cicada_metrics::{MetricSet, RequestRecord, Scope, Slo};
 
-/// Sets per target, one per shard.
-struct Shard {
-    targets: Vec<MetricSet>,
-}
-
-/// Records finished requests and hands out interval deltas.
+/// Records finished requests and hands out interval deltas by scope.
 pub struct Recorder {
-    shards: Vec<Mutex<Shard>>,
+    shards: Vec<Mutex<BTreeMap<Scope, MetricSet>>>,
     next_shard: AtomicUsize,
     slo: Slo,
 }
@@ -24,17 +20,12 @@ thread_local! {
 }
 
 impl Recorder {
-    /// A recorder with `shards` shards (one per runtime thread is ideal) for `targets` targets.
-    pub fn new(shards: usize, targets: usize, slo: Slo) -> Self {
-        let shards = (0..shards.max(1))
-            .map(|_| {
-                Mutex::new(Shard {
-                    targets: vec![MetricSet::default(); targets.max(1)],
-                })
-            })
-            .collect();
+    /// A recorder with `shards` shards (one per runtime thread is ideal).
+    pub fn new(shards: usize, slo: Slo) -> Self {
         Self {
-            shards,
+            shards: (0..shards.max(1))
+                .map(|_| Mutex::new(BTreeMap::new()))
+                .collect(),
             next_shard: AtomicUsize::new(0),
             slo,
         }
@@ -51,33 +42,31 @@ impl Recorder {
         })
     }
 
-    /// Record one finished request.
-    pub fn record(&self, rec: &RequestRecord) {
+    /// Record one finished request in `scope`.
+    pub fn record(&self, scope: Scope, rec: &RequestRecord) {
         let i = self.shard_index();
         let mut shard = match self.shards[i].lock() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
-        let t = (rec.target as usize).min(shard.targets.len() - 1);
-        shard.targets[t].observe(rec, &self.slo);
+        shard.entry(scope).or_default().observe(rec, &self.slo);
     }
 
-    /// Take everything recorded since the last call, merged per target.
-    pub fn take(&self) -> Vec<MetricSet> {
-        let mut out: Vec<MetricSet> = Vec::new();
+    /// Take everything recorded since the last call, merged per scope.
+    pub fn take(&self) -> BTreeMap<Scope, MetricSet> {
+        let mut out: BTreeMap<Scope, MetricSet> = BTreeMap::new();
         for shard in &self.shards {
-            let mut g = match shard.lock() {
-                Ok(g) => g,
-                Err(poisoned) => poisoned.into_inner(),
+            let taken = {
+                let mut g = match shard.lock() {
+                    Ok(g) => g,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                std::mem::take(&mut *g)
             };
-            if out.is_empty() {
-                out = vec![MetricSet::default(); g.targets.len()];
-            }
-            for (acc, set) in out.iter_mut().zip(g.targets.iter_mut()) {
-                let taken = set.take();
-                // sets built by `observe` always share one layout, so merging cannot fail
-                if let Err(e) = acc.merge(&taken) {
-                    tracing::error!(error = %e, "dropping an interval shard that failed to merge");
+            for (scope, set) in taken {
+                // sets built by `observe` share one layout, so merging cannot fail
+                if let Err(e) = out.entry(scope).or_default().merge(&set) {
+                    tracing::error!(error = %e, "dropping a shard that failed to merge");
                 }
             }
         }
@@ -91,10 +80,10 @@ mod tests {
     use cicada_metrics::{ContentEvent, Outcome, TokenSource};
     use std::sync::Arc;
 
-    fn rec(target: u32) -> RequestRecord {
+    fn rec() -> RequestRecord {
         RequestRecord {
             index: 0,
-            target,
+            target: 0,
             outcome: Outcome::Ok,
             error: None,
             scheduled_us: 0,
@@ -115,14 +104,21 @@ mod tests {
     }
 
     #[test]
-    fn records_from_many_threads_are_all_taken_once() {
-        let r = Arc::new(Recorder::new(3, 2, Slo::default()));
+    fn records_from_many_threads_are_all_taken_once_per_scope() {
+        let r = Arc::new(Recorder::new(3, Slo::default()));
         let handles: Vec<_> = (0..8)
             .map(|t| {
                 let r = r.clone();
                 std::thread::spawn(move || {
                     for _ in 0..100 {
-                        r.record(&rec(t % 2));
+                        r.record(
+                            Scope {
+                                target: t % 2,
+                                phase: 0,
+                                warmup: t == 7,
+                            },
+                            &rec(),
+                        );
                     }
                 })
             })
@@ -131,10 +127,27 @@ mod tests {
             h.join().unwrap();
         }
         let sets = r.take();
-        assert_eq!(sets.len(), 2);
-        assert_eq!(sets[0].outcomes.sent() + sets[1].outcomes.sent(), 800);
-        assert_eq!(sets[0].outcomes.sent(), 400);
-        let again = r.take();
-        assert!(again.iter().all(MetricSet::is_empty));
+        assert_eq!(sets.values().map(|s| s.outcomes.sent()).sum::<u64>(), 800);
+        assert_eq!(
+            sets[&Scope {
+                target: 0,
+                phase: 0,
+                warmup: false
+            }]
+                .outcomes
+                .sent(),
+            400
+        );
+        assert_eq!(
+            sets[&Scope {
+                target: 1,
+                phase: 0,
+                warmup: true
+            }]
+                .outcomes
+                .sent(),
+            100
+        );
+        assert!(r.take().is_empty());
     }
 }

@@ -100,6 +100,7 @@ fn entry(words: usize, output: u32) -> PoolEntry {
         prompt: Prompt::Text(vec!["w"; words].join(" ")),
         input_tokens: words as u32,
         output_tokens: Some(output),
+        conversation: None,
     }
 }
 
@@ -121,11 +122,21 @@ async fn mock(api: MockApi, tokens_per_event: u32, faults: FaultRates) -> MockSe
 }
 
 async fn exchange(case: &Case, base: &str, stream: bool, entry: &PoolEntry) -> Exchange {
+    exchange_with(case, base, stream, entry, sampling()).await
+}
+
+async fn exchange_with(
+    case: &Case,
+    base: &str,
+    stream: bool,
+    entry: &PoolEntry,
+    sampling: ResolvedSampling,
+) -> Exchange {
     let backend = Backend::new(
         case.api,
         case.flavor,
         "cicada-mock".into(),
-        sampling(),
+        sampling,
         stream,
     );
     let http = reqwest::Client::new();
@@ -140,7 +151,13 @@ async fn exchange(case: &Case, base: &str, stream: bool, entry: &PoolEntry) -> E
         keep_text: true,
     };
     let path = if stream { case.path } else { case.whole_path };
-    perform(conduit, &format!("{base}{path}"), backend.body(entry)).await
+    perform(
+        conduit,
+        &format!("{base}{path}"),
+        "cicada-test-1",
+        backend.body(entry),
+    )
+    .await
 }
 
 #[tokio::test]
@@ -167,6 +184,51 @@ async fn every_backend_streams_and_counts_against_its_fake() {
         let stats = m.stats();
         assert_eq!(stats.requests, 1, "{name}");
         assert_eq!(stats.completed, 1, "{name}");
+        let log = m.requests();
+        assert_eq!(
+            log[0].request_id.as_deref(),
+            Some("cicada-test-1"),
+            "{name}"
+        );
+        assert_eq!(log[0].output_tokens, 9, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn an_early_end_of_sequence_is_a_normal_finish_for_every_backend() {
+    cicada_worker::tls::install_crypto_provider();
+    let natural = ResolvedSampling {
+        ignore_eos: false,
+        ..sampling()
+    };
+    for case in &CASES {
+        let m = MockServer::start(
+            MockConfig {
+                ttft_ms: 5.0,
+                itl_ms: 1.0,
+                api: case.mock_api,
+                eos_after_tokens: Some(4),
+                ..MockConfig::default()
+            },
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .unwrap();
+        let name = format!("{:?}/{:?}", case.api, case.flavor);
+        for stream in [true, false] {
+            let ex = exchange_with(case, &m.url(), stream, &entry(5, 9), natural.clone()).await;
+            assert_eq!(ex.outcome().0, Outcome::Ok, "{name}: {:?}", ex.outcome());
+            let words = ex.text.as_deref().unwrap().split_whitespace().count();
+            assert_eq!(words, 4, "{name} stream={stream}");
+            if case.counts {
+                assert_eq!(ex.usage.completion_tokens, Some(4), "{name}");
+            }
+        }
+        // asking to ignore end-of-sequence gets the whole length where the API can ask
+        let ex = exchange(case, &m.url(), true, &entry(5, 9)).await;
+        let words = ex.text.as_deref().unwrap().split_whitespace().count();
+        let can_ask = case.api != Api::Tgi;
+        assert_eq!(words, if can_ask { 9 } else { 4 }, "{name}");
     }
 }
 

@@ -176,7 +176,19 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
     let t = &r.total;
     rule(out, "cicada", '=');
     int(out, "Workers:", r.workers);
+    if let Some(u) = r.scenario.load.users {
+        int(out, "Users (closed loop):", u);
+    }
     int(out, "Requests sent:", s.sent);
+    let w = &r.warmup.outcomes;
+    if w.sent() > 0 {
+        int(
+            out,
+            "Warm-up requests (excluded):",
+            format!("{} (ok {}, failed {})", w.sent(), w.ok(), w.failed()),
+        );
+    }
+    float(out, "Mean concurrent requests:", s.mean_concurrent_requests);
     if let Some(a) = s.achieved_request_rate {
         float(out, "Request rate achieved (RPS):", a);
     }
@@ -250,9 +262,17 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
         );
     }
     for l in &r.lost {
+        let share = if r.planned > 0 {
+            format!(
+                " ({:.1} % of the run's planned requests were never reported)",
+                100.0 * l.planned.saturating_sub(l.reported) as f64 / r.planned as f64
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "DEGRADED: worker {} ({}) lost at {:.1}s: {}; it reported {} of its {} planned requests",
+            "DEGRADED: worker {} ({}) lost at {:.1}s: {}; it reported {} of its {} planned requests{share}",
             l.index, l.host, l.at_s, l.reason, l.reported, l.planned
         );
     }

@@ -230,6 +230,12 @@ fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
         "planned_requests": r.planned,
         "sent": s.sent,
         "achieved_request_rate": s.achieved_request_rate,
+        "mean_concurrent_requests": num(s.mean_concurrent_requests),
+        "warmup": {
+            "sent": r.warmup.outcomes.sent(),
+            "completed": r.warmup.outcomes.ok(),
+            "failed": r.warmup.outcomes.failed(),
+        },
         "token_source": s.token_source.map(|t| t.name()),
         "token_sources": {
             "usage": t.counter(Counter::TokensFromUsage),
@@ -245,6 +251,10 @@ fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
         "degraded": r.degraded(),
         "lost_workers": lost,
         "lost_planned_requests": planned_lost,
+        "worker_shares": r.worker_shares.iter().map(|w| json!({
+            "worker": w.index, "host": w.host, "planned_requests": w.planned,
+            "reported_requests": w.reported, "lost": w.lost,
+        })).collect::<Vec<_>>(),
         "partial": r.partial(),
         "interrupted_by": r.interrupted,
         "histograms": histograms,

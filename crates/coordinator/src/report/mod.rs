@@ -3,6 +3,7 @@
 pub mod console;
 pub mod csv;
 pub mod json;
+pub mod stages;
 
 use cicada_metrics::{MetricSet, Summary};
 use cicada_scenarios::Scenario;
@@ -11,7 +12,7 @@ use cicada_scenarios::plan::ResolvedTarget;
 
 use crate::merge::IntervalRow;
 use crate::server_metrics::ServerView;
-use crate::stage::LostWorker;
+use crate::stage::{LostWorker, WorkerShare};
 
 /// Percentiles computed for every metric in files, beside the console's own choice.
 pub const FILE_PERCENTILES: [f64; 4] = [50.0, 90.0, 99.0, 99.9];
@@ -29,8 +30,14 @@ pub struct RunResult {
     pub workers: u32,
     pub total: MetricSet,
     pub per_target: Vec<MetricSet>,
+    /// Warm-up requests (never part of `total`).
+    pub warmup: MetricSet,
+    /// Where durations start, µs after the barrier (warm-up end or stage start).
+    pub window_start_us: u64,
     pub rows: Vec<IntervalRow>,
     pub lost: Vec<LostWorker>,
+    /// Every worker's planned and reported requests.
+    pub worker_shares: Vec<WorkerShare>,
     pub interrupted: Option<&'static str>,
     pub planned: u64,
     pub started_unix: f64,
@@ -54,7 +61,12 @@ impl RunResult {
 
     /// Run-level figures.
     pub fn summary(&self) -> Summary {
-        Summary::of(&self.total, self.scenario.slo.is_set(), &self.percentiles())
+        Summary::of(
+            &self.total,
+            self.scenario.slo.is_set(),
+            &self.percentiles(),
+            self.window_start_us,
+        )
     }
 
     /// Figures of one target's share. Throughputs divide by the whole run's
@@ -63,7 +75,12 @@ impl RunResult {
     pub fn target_summary(&self, set: &MetricSet) -> Summary {
         let mut view = set.clone();
         view.span = self.total.span;
-        Summary::of(&view, self.scenario.slo.is_set(), &self.percentiles())
+        Summary::of(
+            &view,
+            self.scenario.slo.is_set(),
+            &self.percentiles(),
+            self.window_start_us,
+        )
     }
 
     /// Each target's URL with its measurements, in `target.urls` order.

@@ -45,7 +45,7 @@ fn final_fields(r: &Reply, out: &mut String, completion: u32, stop_type: &str) {
     let _ = write!(
         out,
         ",\"generation_settings\":{{\"n_predict\":{}}},\"prompt\":\"\",\"has_new_line\":false,\"truncated\":false,\"stop_type\":\"{stop_type}\",\"stopping_word\":\"\",\"tokens_cached\":{}",
-        r.total_tokens,
+        r.limit_tokens,
         r.prompt_tokens + completion
     );
     if r.counts {
@@ -64,7 +64,11 @@ pub(super) fn close(r: &Reply, out: &mut String, completion: u32, stop_type: &st
 /// `stream: false`: the final object with the whole text.
 pub(super) fn full(r: &Reply, out: &mut String, text: &str, completion: u32) {
     let _ = write!(out, "{{\"index\":0,\"content\":\"{text}\",\"tokens\":[]");
-    let stop_type = if completion == 0 { "eos" } else { "limit" };
+    let stop_type = if completion == 0 || r.eos {
+        "eos"
+    } else {
+        "limit"
+    };
     final_fields(r, out, completion, stop_type);
     out.push('}');
 }

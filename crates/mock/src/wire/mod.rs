@@ -55,6 +55,13 @@ pub(crate) fn token_text(out: &mut String, seq: u64, first: u32, n: u32) {
     }
 }
 
+/// Fingerprint of the whole answer of request `seq` (`n` tokens), without building it.
+pub(crate) fn text_fingerprint(seq: u64, n: u32) -> u64 {
+    (0..n).fold(crate::request::FNV_BASIS, |h, j| {
+        crate::request::fnv1a(h, word(seq, j).as_bytes())
+    })
+}
+
 /// What one response's events share, fixed when the request arrives.
 pub(crate) struct Reply {
     pub api: Api,
@@ -79,6 +86,11 @@ pub(crate) struct Reply {
     pub cached_tokens: u32,
     /// Output tokens the response will carry.
     pub total_tokens: u32,
+    /// Output tokens the client asked for (llama.cpp's `n_predict`).
+    pub limit_tokens: u32,
+    /// The output ends at a modelled end-of-sequence before the limit:
+    /// finish "stop" (OpenAI), "eos_token" (TGI), `stop_type` "eos" (llama.cpp).
+    pub eos: bool,
     /// Configured TTFT and per-token gap, ms (llama.cpp `timings`).
     pub ttft_ms: f64,
     pub itl_ms: f64,
@@ -109,9 +121,19 @@ impl Reply {
     pub fn close(&self, out: &mut String) {
         match self.api {
             Api::Completions | Api::Chat => openai::close(self, out, self.total_tokens),
-            Api::LlamaCpp => llamacpp::close(self, out, self.total_tokens, "limit"),
+            Api::LlamaCpp => llamacpp::close(self, out, self.total_tokens, self.llamacpp_stop()),
             Api::Tgi | Api::Triton => {}
         }
+    }
+
+    /// Finish reason of a complete output in OpenAI's spelling.
+    pub fn finish_reason(&self) -> &'static str {
+        if self.eos { "stop" } else { "length" }
+    }
+
+    /// llama.cpp's `stop_type` of a complete output.
+    fn llamacpp_stop(&self) -> &'static str {
+        if self.eos { "eos" } else { "limit" }
     }
 
     /// A complete stream that carries no content.
@@ -242,6 +264,8 @@ pub(crate) mod tests {
             prompt_tokens: 5,
             cached_tokens: 2,
             total_tokens: 4,
+            limit_tokens: 4,
+            eos: false,
             ttft_ms: 10.0,
             itl_ms: 2.0,
             spec_tokens: 0,
@@ -309,5 +333,8 @@ pub(crate) mod tests {
         assert_eq!(t.split_whitespace().count(), 4);
         assert_eq!(word(99, 5), WORDS[word_index(99, 5)]);
         assert!(token_id(1, 2) >= 1000);
+        let mut all = String::new();
+        token_text(&mut all, 3, 0, 9);
+        assert_eq!(text_fingerprint(3, 9), crate::request::fingerprint(&all));
     }
 }

@@ -105,7 +105,7 @@ pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32, last: bool) 
     let mut text = String::with_capacity(8 * n as usize);
     token_text(&mut text, r.seq, first, n);
     open(r, out);
-    let vllm_finish = (last && !r.llamacpp).then_some("length");
+    let vllm_finish = (last && !r.llamacpp).then_some(r.finish_reason());
     choice(r, out, &text, vllm_finish);
     if r.counts && r.continuous && !r.llamacpp {
         usage(r, out, first + n);
@@ -115,7 +115,7 @@ pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32, last: bool) 
     }
     out.push_str("}\n\n");
     if last && r.llamacpp {
-        finish_chunk(r, out, "length", first + n);
+        finish_chunk(r, out, r.finish_reason(), first + n);
     }
 }
 
@@ -186,7 +186,11 @@ pub(super) fn full(r: &Reply, out: &mut String, text: &str, completion: u32) {
         "{{\"id\":\"{prefix}-{}\",\"object\":\"{object}\",\"created\":{},\"model\":{}",
         r.seq, r.created, r.model_json
     );
-    let finish = if completion == 0 { "stop" } else { "length" };
+    let finish = if completion == 0 {
+        "stop"
+    } else {
+        r.finish_reason()
+    };
     match r.api {
         Api::Chat => {
             let _ = write!(

@@ -20,6 +20,11 @@ fn details(r: &Reply, out: &mut String, finish: &str, generated: u32) {
     }
 }
 
+/// TGI's finish reason of a complete output.
+fn finish(r: &Reply) -> &'static str {
+    if r.eos { "eos_token" } else { "length" }
+}
+
 /// One token event per token of the step; the last token of the output
 /// carries the whole text and the details.
 pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32, last: bool) {
@@ -35,7 +40,7 @@ pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32, last: bool) 
             let mut text = String::new();
             token_text(&mut text, r.seq, 0, first + n);
             let _ = write!(out, "\"{text}\",\"details\":");
-            details(r, out, "length", first + n);
+            details(r, out, finish(r), first + n);
         } else {
             out.push_str("null,\"details\":null");
         }
@@ -57,7 +62,7 @@ pub(super) fn full(r: &Reply, out: &mut String, text: &str, completion: u32) {
         let finish = if completion == 0 {
             "eos_token"
         } else {
-            "length"
+            finish(r)
         };
         let _ = write!(
             out,

@@ -1,15 +1,31 @@
 //! Datasets: turning a scenario's `[dataset]` into the request pool.
 //!
 //! The coordinator builds the pool once, deterministically from the seed, and
-//! ships each worker the entries its stripe of the schedule uses.
+//! ships each worker the entries its stripe of the schedule uses, so the same
+//! seed sends the same prompts whatever the number of workers.
 
+mod conversations;
+mod exact;
+mod json_array;
+mod jsonl;
+mod parallel;
+mod prefix;
 mod random;
+mod select;
+mod sharegpt;
+mod sonnet;
+mod trace;
 mod words;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::scenario::{DatasetKind, Scenario};
+use crate::scenario::{Dataset, DatasetKind, Scenario};
+use crate::tokenizer::{Tokenizer, TokenizerError};
 
 /// Why a dataset could not be built.
 #[derive(Debug, Error)]
@@ -21,16 +37,41 @@ pub enum DatasetError {
         #[source]
         source: std::io::Error,
     },
-    /// A record is malformed.
-    #[error("{path}: record {record}: {message}")]
+    /// An element of a JSON array file is malformed (`record` is its 0-based index).
+    #[error("{path}: record [{record}]: {message}")]
     Record {
         path: String,
         record: u64,
         message: String,
     },
+    /// A line of a JSONL file is malformed (`line` is 1-based).
+    #[error("{path}:{line}: {message}")]
+    Line {
+        path: String,
+        line: u64,
+        message: String,
+    },
+    /// The file as a whole is not in the expected format.
+    #[error("{path}: {message}")]
+    Format { path: String, message: String },
     /// Nothing was left to send.
     #[error("{origin}: the dataset yields no requests: {reason}")]
     Empty { origin: String, reason: String },
+    /// The kind counts tokens and no tokenizer was given.
+    #[error(
+        "the {kind} dataset counts tokens and needs a tokenizer: add [tokenizer] source = \"<tokenizer.json, model directory or hub id>\""
+    )]
+    NeedsTokenizer { kind: &'static str },
+    /// The tokenizer failed on the dataset's text.
+    #[error("{what}: {source}")]
+    Tokenizer {
+        what: String,
+        #[source]
+        source: TokenizerError,
+    },
+    /// The settings cannot produce the requested pool.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// A chat message as sent in a `messages` array.
@@ -67,37 +108,167 @@ impl Prompt {
     }
 }
 
+/// One user turn of a multi-turn conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Turn {
+    /// The user's message.
+    pub user: String,
+    /// Tokens of the user's message alone.
+    pub input_tokens: u32,
+    /// Output tokens to ask for this turn, when known.
+    pub output_tokens: Option<u32>,
+}
+
+/// A multi-turn session: each turn is sent with every earlier message and the
+/// model's real answers, on one worker, one turn at a time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conversation {
+    /// A leading system message.
+    pub system: Option<String>,
+    /// Tokens of the system message.
+    pub system_tokens: u32,
+    /// The user turns, in order (never empty).
+    pub turns: Vec<Turn>,
+}
+
 /// One prompt of the pool with its known lengths.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolEntry {
     /// Position in the pool (request `i` uses entry `i mod pool size`).
     pub id: u64,
-    /// What to send.
+    /// What to send (for a conversation: its first turn).
     pub prompt: Prompt,
     /// Prompt length in tokens (the tokenizer's count, or words without one).
     pub input_tokens: u32,
     /// Output tokens to ask for, when the workload fixes it.
     pub output_tokens: Option<u32>,
+    /// The whole session, for the `conversations` workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<Conversation>,
 }
 
 /// Counts describing how the pool was built.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DatasetReport {
-    /// Records read from the source.
+    /// Workload kind.
+    #[serde(default)]
+    pub kind: String,
+    /// Records read from the source (or prompts generated).
     pub read: u64,
     /// Records dropped by filters.
     pub filtered: u64,
+    /// Records dropped, by reason.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub filter_reasons: BTreeMap<String, u64>,
     /// Records kept in the pool.
     pub kept: u64,
-    /// How lengths were counted ("words" without a tokenizer).
+    /// Valid records the run did not need (the pool was full).
+    #[serde(default)]
+    pub unused: u64,
+    /// Prompts whose re-encoded length could not be made exactly the asked length.
+    #[serde(default)]
+    pub inexact: u64,
+    /// How lengths were counted (the tokenizer's source, or "words" without one).
     pub counted_with: String,
 }
 
+impl DatasetReport {
+    fn new(kind: DatasetKind, tokenizer: Option<&Tokenizer>) -> Self {
+        Self {
+            kind: kind.name().to_string(),
+            counted_with: counted_with(tokenizer),
+            ..Self::default()
+        }
+    }
+
+    /// Count one record dropped for `reason`.
+    fn drop_for(&mut self, reason: &str) {
+        self.filtered += 1;
+        *self.filter_reasons.entry(reason.to_string()).or_default() += 1;
+    }
+}
+
+impl fmt::Display for DatasetReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "read {}, filtered {}", self.read, self.filtered)?;
+        if !self.filter_reasons.is_empty() {
+            let reasons: Vec<String> = self
+                .filter_reasons
+                .iter()
+                .map(|(r, n)| format!("{r}: {n}"))
+                .collect();
+            write!(f, " ({})", reasons.join(", "))?;
+        }
+        write!(f, ", kept {}", self.kept)?;
+        if self.unused > 0 {
+            write!(f, ", not needed {}", self.unused)?;
+        }
+        if self.inexact > 0 {
+            write!(f, ", {} prompts off their asked length", self.inexact)?;
+        }
+        write!(f, " ({}, counted with {})", self.kind, self.counted_with)
+    }
+}
+
+fn counted_with(tokenizer: Option<&Tokenizer>) -> String {
+    tokenizer.map_or_else(|| "words".to_string(), |t| t.source.clone())
+}
+
 /// The request pool.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Pool {
     pub entries: Vec<PoolEntry>,
     pub report: DatasetReport,
+    /// Send offsets from the start barrier, µs, one per entry in order
+    /// (trace replay); `None` for workloads paced by the arrival process.
+    pub arrivals_us: Option<Vec<u64>>,
+}
+
+/// Receives progress while a pool is built (the coordinator draws a bar).
+pub trait Progress: Sync {
+    /// A phase starts with `total` units (`unit` is "bytes" or "prompts").
+    fn start(&self, _what: &str, _total: u64, _unit: &str) {}
+    /// `n` more units are done.
+    fn advance(&self, _n: u64) {}
+    /// The phase ended.
+    fn finish(&self) {}
+}
+
+/// Progress that goes nowhere.
+pub struct Silent;
+
+impl Progress for Silent {}
+
+/// What every builder gets.
+pub(crate) struct Build<'a> {
+    pub d: &'a Dataset,
+    pub seed: u64,
+    /// Entries wanted.
+    pub n: u64,
+    pub tokenizer: Option<&'a Tokenizer>,
+    pub progress: &'a dyn Progress,
+}
+
+impl Build<'_> {
+    /// The dataset file (validation guarantees it for kinds that read one).
+    fn path(&self) -> Result<&Path, DatasetError> {
+        self.d.path.as_deref().ok_or_else(|| {
+            DatasetError::Invalid(format!(
+                "dataset.path is required for kind \"{}\"",
+                self.d.kind.name()
+            ))
+        })
+    }
+
+    fn tokenizer(&self) -> Result<&Tokenizer, DatasetError> {
+        self.tokenizer.ok_or(DatasetError::NeedsTokenizer {
+            kind: self.d.kind.name(),
+        })
+    }
+
+    fn report(&self) -> DatasetReport {
+        DatasetReport::new(self.d.kind, self.tokenizer)
+    }
 }
 
 /// Entries the scenario's run needs: `num_prompts`, or the pool size for duration runs.
@@ -110,16 +281,180 @@ pub fn pool_len(s: &Scenario) -> u64 {
 }
 
 /// Build the request pool for a scenario.
-pub fn build_pool(s: &Scenario) -> Result<Pool, DatasetError> {
-    let n = pool_len(s);
-    let pool = match s.dataset.kind {
-        DatasetKind::Random => random::build(&s.dataset, s.seed, n),
+pub fn build_pool(s: &Scenario, tokenizer: Option<&Tokenizer>) -> Result<Pool, DatasetError> {
+    build_pool_with(s, tokenizer, &Silent)
+}
+
+/// Build the request pool, reporting progress.
+///
+/// Without a tokenizer, `random` builds prompts of common one-token words (the
+/// built-in mock counts them exactly); with one, its prompts are token-exact.
+/// `sharegpt`, `sonnet` and `prefix` need a tokenizer.
+pub fn build_pool_with(
+    s: &Scenario,
+    tokenizer: Option<&Tokenizer>,
+    progress: &dyn Progress,
+) -> Result<Pool, DatasetError> {
+    let b = Build {
+        d: &s.dataset,
+        seed: s.seed,
+        n: pool_len(s),
+        tokenizer,
+        progress,
     };
-    if pool.entries.is_empty() {
+    let mut arrivals_us = None;
+    let (entries, report) = match s.dataset.kind {
+        DatasetKind::Random => random::build(&b)?,
+        DatasetKind::Sharegpt => sharegpt::build(&b)?,
+        DatasetKind::Sonnet => sonnet::build(&b)?,
+        DatasetKind::Prefix => prefix::build(&b)?,
+        DatasetKind::Jsonl => jsonl::build(&b)?,
+        DatasetKind::Conversations => conversations::build(&b)?,
+        DatasetKind::Trace => {
+            let t = trace::build(&b, s.load.num_prompts)?;
+            arrivals_us = Some(t.arrivals_us);
+            (t.entries, t.report)
+        }
+    };
+    if entries.is_empty() {
+        let origin = s.dataset.path.as_ref().map_or_else(
+            || s.dataset.kind.name().to_string(),
+            |p| p.display().to_string(),
+        );
         return Err(DatasetError::Empty {
-            origin: s.dataset.kind.name().to_string(),
-            reason: "no entries were produced".to_string(),
+            origin,
+            reason: if report.filtered > 0 {
+                format!(
+                    "all {} records were filtered out ({})",
+                    report.filtered,
+                    report
+                        .filter_reasons
+                        .iter()
+                        .map(|(r, n)| format!("{r}: {n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            } else {
+                "it holds no records".to_string()
+            },
         });
     }
-    Ok(pool)
+    Ok(Pool {
+        entries,
+        report,
+        arrivals_us,
+    })
+}
+
+/// Count `text` with the tokenizer (with its special tokens, as the server
+/// sees a prompt), or in words without one.
+fn count_prompt(tokenizer: Option<&Tokenizer>, text: &str) -> Result<u32, TokenizerError> {
+    match tokenizer {
+        Some(t) => t.count_with_special(text).map(clamp_u32),
+        None => Ok(clamp_u32(text.split_whitespace().count())),
+    }
+}
+
+/// Count `text` without special tokens (a piece of a prompt, or an answer).
+fn count_piece(tokenizer: Option<&Tokenizer>, text: &str) -> Result<u32, TokenizerError> {
+    match tokenizer {
+        Some(t) => t.count(text).map(clamp_u32),
+        None => Ok(clamp_u32(text.split_whitespace().count())),
+    }
+}
+
+fn clamp_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn tokenizer_error(path: &Path, e: TokenizerError) -> DatasetError {
+    DatasetError::Tokenizer {
+        what: path.display().to_string(),
+        source: e,
+    }
+}
+
+fn open(path: &Path) -> Result<std::fs::File, DatasetError> {
+    std::fs::File::open(path).map_err(|source| DatasetError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    //! A real tokenizer for dataset tests, trained once without downloads.
+
+    use std::sync::OnceLock;
+
+    use crate::tokenizer::{Tokenizer, train_bpe};
+
+    /// A byte-level BPE trained on plain English-like text.
+    pub fn tokenizer() -> Tokenizer {
+        static T: OnceLock<Tokenizer> = OnceLock::new();
+        T.get_or_init(|| {
+            let words = super::words::WORDS;
+            let corpus: Vec<String> = (0..600)
+                .map(|i| {
+                    let w: Vec<&str> = (0..24)
+                        .map(|j| words[(i * 7 + j * 13 + i * j) % words.len()])
+                        .collect();
+                    format!("{} {i}. Tell me, why is {}?", w.join(" "), w[3])
+                })
+                .collect();
+            train_bpe(&corpus, 1200).expect("training a test tokenizer")
+        })
+        .clone()
+    }
+
+    /// The same tokenizer with a post-processor that adds a BOS (`<s>`), as
+    /// Llama's does: `count_with_special` is one more than `count`.
+    pub fn tokenizer_with_bos() -> Tokenizer {
+        let mut v: serde_json::Value = serde_json::from_str(tokenizer().json()).unwrap();
+        let bos = v["added_tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["content"] == "<s>")
+            .unwrap()["id"]
+            .clone();
+        v["post_processor"] = serde_json::json!({
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                     {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {"<s>": {"id": "<s>", "ids": [bos], "tokens": ["<s>"]}}
+        });
+        let mut t = Tokenizer::from_json(&v.to_string()).unwrap();
+        t.source = "trained-bpe-bos".to_string();
+        assert_eq!(t.num_special_tokens(), 1);
+        t
+    }
+
+    /// A scratch directory removed on drop.
+    pub struct Scratch(pub std::path::PathBuf);
+
+    impl Scratch {
+        pub fn new(name: &str) -> Self {
+            let p = std::env::temp_dir().join(format!(
+                "cicada-ds-{name}-{}-{:?}",
+                std::process::id(),
+                std::thread::current().id()
+            ));
+            std::fs::create_dir_all(&p).unwrap();
+            Self(p)
+        }
+
+        pub fn file(&self, name: &str, text: &str) -> std::path::PathBuf {
+            let p = self.0.join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }

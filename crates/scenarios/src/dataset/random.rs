@@ -1,14 +1,25 @@
 //! The `random` workload: synthetic prompts of drawn lengths.
+//!
+//! With a tokenizer, prompts are built from token ids as `vllm bench serve`
+//! builds them (a run of consecutive vocabulary ids from a random offset, after
+//! an optional shared random prefix) and corrected until they re-encode to
+//! exactly the drawn length, so the server sees the asked number of tokens
+//! (the tokenizer's BOS included). Without one, prompts are common words that
+//! are one token each in the usual vocabularies (and to the built-in mock).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::exact::{Fitted, Vocab};
+use super::select::mix;
 use super::words::WORDS;
-use super::{DatasetReport, Pool, PoolEntry, Prompt};
-use crate::scenario::Dataset;
+use super::{Build, DatasetError, DatasetReport, PoolEntry, Prompt, parallel};
+use crate::tokenizer::Tokenizer;
 
 /// RNG stream reserved for the random dataset.
 const STREAM: u64 = 1;
+/// RNG stream for per-prompt corrections.
+const FIX_STREAM: u64 = 3;
 
 /// Inclusive length bounds for a length `len` with range ratio `r` (vLLM's rule).
 pub(crate) fn length_bounds(len: u32, r: f64, min: u32) -> (u32, u32) {
@@ -26,16 +37,39 @@ fn words(rng: &mut ChaCha8Rng, n: u32, out: &mut String) {
     }
 }
 
-/// `n` prompts of word tokens: input and output lengths uniform within the range ratio,
-/// after an optional shared prefix.
-pub(crate) fn build(d: &Dataset, seed: u64, n: u64) -> Pool {
+/// An RNG of its own for entry `id`, so entries can be built in parallel.
+pub(crate) fn entry_rng(seed: u64, id: u64) -> ChaCha8Rng {
+    let mut r = ChaCha8Rng::seed_from_u64(mix(seed ^ mix(id)));
+    r.set_stream(FIX_STREAM);
+    r
+}
+
+fn rng(seed: u64) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(STREAM);
-    let (in_lo, in_hi) = length_bounds(d.input_len, d.range_ratio, 1);
-    let (out_lo, out_hi) = length_bounds(d.output_len, d.range_ratio, 1);
+    rng
+}
+
+/// The pool: token-exact with a tokenizer, words without.
+pub(crate) fn build(b: &Build<'_>) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
+    match b.tokenizer {
+        Some(t) => with_tokens(b, t),
+        None => Ok(with_words(b)),
+    }
+}
+
+/// `n` prompts of word tokens: input and output lengths uniform within the range ratio,
+/// after an optional shared prefix.
+fn with_words(b: &Build<'_>) -> (Vec<PoolEntry>, DatasetReport) {
+    let d = b.d;
+    let mut rng = rng(b.seed);
+    let r = d.range_ratio();
+    let (in_lo, in_hi) = length_bounds(d.input_len(), r, 1);
+    let (out_lo, out_hi) = length_bounds(d.output_len().unwrap_or(128), r, 1);
+    let prefix_len = d.prefix_len();
     let mut prefix = String::new();
-    words(&mut rng, d.prefix_len, &mut prefix);
-    let entries = (0..n)
+    words(&mut rng, prefix_len, &mut prefix);
+    let entries: Vec<PoolEntry> = (0..b.n)
         .map(|id| {
             let input = rng.random_range(in_lo..=in_hi);
             let output = rng.random_range(out_lo..=out_hi);
@@ -44,60 +78,233 @@ pub(crate) fn build(d: &Dataset, seed: u64, n: u64) -> Pool {
             PoolEntry {
                 id,
                 prompt: Prompt::Text(text),
-                input_tokens: d.prefix_len + input,
+                input_tokens: prefix_len + input,
                 output_tokens: Some(output),
+                conversation: None,
             }
         })
         .collect();
-    Pool {
-        entries,
-        report: DatasetReport {
-            read: n,
-            filtered: 0,
-            kept: n,
-            counted_with: "words".to_string(),
-        },
+    let mut report = b.report();
+    report.read = b.n;
+    report.kept = b.n;
+    (entries, report)
+}
+
+struct Planned {
+    id: u64,
+    input: u32,
+    output: u32,
+    offset: usize,
+}
+
+fn with_tokens(
+    b: &Build<'_>,
+    tok: &Tokenizer,
+) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
+    let d = b.d;
+    let tok_err = |e| DatasetError::Tokenizer {
+        what: "random prompts".to_string(),
+        source: e,
+    };
+    let vocab = Vocab::new(tok).map_err(tok_err)?;
+    let special = u32::try_from(tok.num_special_tokens()).unwrap_or(0);
+    let mut rng = rng(b.seed);
+    let r = d.range_ratio();
+    let prefix_len = d.prefix_len();
+    // the server adds the special tokens (BOS), so the body is that much shorter
+    let body = d.input_len().saturating_sub(special);
+    let (in_lo, in_hi) = length_bounds(body, r, u32::from(prefix_len == 0));
+    let (out_lo, out_hi) = length_bounds(d.output_len().unwrap_or(128), r, 1);
+    let prefix = if prefix_len == 0 {
+        Fitted {
+            text: String::new(),
+            tokens: 0,
+            exact: true,
+        }
+    } else {
+        let ids = vocab.random(&mut rng, prefix_len as usize);
+        vocab
+            .fit("", ids, prefix_len as usize, &mut rng)
+            .map_err(tok_err)?
+    };
+    let planned: Vec<Planned> = (0..b.n)
+        .map(|id| Planned {
+            id,
+            input: rng.random_range(in_lo..=in_hi),
+            output: rng.random_range(out_lo..=out_hi),
+            offset: rng.random_range(0..vocab.len()),
+        })
+        .collect();
+    b.progress.start("building random prompts", b.n, "prompts");
+    let built = parallel::try_map(&planned, |p| {
+        let mut rng = entry_rng(b.seed, p.id);
+        let target = prefix.tokens + p.input as usize;
+        let f = vocab.fit(
+            &prefix.text,
+            vocab.run(p.offset, p.input as usize),
+            target,
+            &mut rng,
+        )?;
+        b.progress.advance(1);
+        Ok(PoolEntry {
+            id: p.id,
+            prompt: Prompt::Text(format!("{}{}", prefix.text, f.text)),
+            input_tokens: u32::try_from(f.tokens).unwrap_or(u32::MAX) + special,
+            output_tokens: Some(p.output),
+            conversation: None,
+        })
+        .map(|e| (e, f.exact))
+    })
+    .map_err(tok_err)?;
+    b.progress.finish();
+    let mut report = b.report();
+    report.read = b.n;
+    report.kept = b.n;
+    report.inexact = built.iter().filter(|(_, exact)| !exact).count() as u64;
+    if !prefix.exact {
+        report.inexact += 1;
     }
+    Ok((built.into_iter().map(|(e, _)| e).collect(), report))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dataset::Silent;
+    use crate::dataset::testutil::tokenizer;
+    use crate::scenario::Dataset;
+
+    fn build_with(d: &Dataset, seed: u64, n: u64, tok: Option<&Tokenizer>) -> Vec<PoolEntry> {
+        let b = Build {
+            d,
+            seed,
+            n,
+            tokenizer: tok,
+            progress: &Silent,
+        };
+        let (entries, report) = build(&b).unwrap();
+        assert_eq!(report.kept, n);
+        assert_eq!(report.inexact, 0, "{report:?}");
+        entries
+    }
+
+    fn text(e: &PoolEntry) -> &str {
+        match &e.prompt {
+            Prompt::Text(t) => t,
+            Prompt::Chat(_) => unreachable!(),
+        }
+    }
 
     #[test]
     fn bounds_follow_vllm() {
         assert_eq!(length_bounds(100, 0.0, 1), (100, 100));
         assert_eq!(length_bounds(100, 0.25, 1), (75, 125));
         assert_eq!(length_bounds(3, 0.9, 1), (1, 6));
+        assert_eq!(length_bounds(0, 0.0, 0), (0, 0));
     }
 
     #[test]
-    fn lengths_are_exact_word_counts_and_deterministic() {
+    fn word_lengths_are_exact_word_counts_and_deterministic() {
         let d = Dataset {
-            input_len: 50,
-            output_len: 20,
-            range_ratio: 0.5,
-            prefix_len: 7,
+            input_len: Some(50),
+            output_len: Some(20),
+            range_ratio: Some(0.5),
+            prefix_len: Some(7),
             ..Dataset::default()
         };
-        let a = build(&d, 42, 200);
-        let b = build(&d, 42, 200);
-        assert_eq!(a, b);
-        let c = build(&d, 43, 200);
-        assert_ne!(a, c);
-        let first_prefix: Vec<&str> = match &a.entries[0].prompt {
-            Prompt::Text(t) => t.split(' ').take(7).collect(),
-            _ => unreachable!(),
-        };
-        for e in &a.entries {
-            let Prompt::Text(t) = &e.prompt else {
-                unreachable!()
-            };
+        let a = build_with(&d, 42, 200, None);
+        assert_eq!(a, build_with(&d, 42, 200, None));
+        assert_ne!(a, build_with(&d, 43, 200, None));
+        let first_prefix: Vec<&str> = text(&a[0]).split(' ').take(7).collect();
+        for e in &a {
+            let t = text(e);
             assert_eq!(t.split_whitespace().count() as u32, e.input_tokens);
             assert!((7 + 25..=7 + 75).contains(&e.input_tokens));
             assert!((10..=30).contains(&e.output_tokens.unwrap()));
             let prefix: Vec<&str> = t.split(' ').take(7).collect();
             assert_eq!(prefix, first_prefix);
         }
+    }
+
+    /// Every length from 1 to 4096 (all of 1..=160, then a spread to 4096)
+    /// re-encodes to exactly the asked number of tokens.
+    #[test]
+    fn token_prompts_reencode_to_the_asked_length_from_1_to_4096() {
+        let tok = tokenizer();
+        let mut lengths: Vec<u32> = (1..=160).collect();
+        lengths.extend((161..4096).step_by(89));
+        lengths.extend([4095, 4096]);
+        for len in lengths {
+            let d = Dataset {
+                input_len: Some(len),
+                output_len: Some(8),
+                ..Dataset::default()
+            };
+            for e in build_with(&d, u64::from(len), 2, Some(&tok)) {
+                assert_eq!(tok.count(text(&e)).unwrap(), len as usize, "len {len}");
+                assert_eq!(e.input_tokens, len);
+            }
+        }
+    }
+
+    #[test]
+    fn the_bos_counts_toward_the_asked_length() {
+        let tok = crate::dataset::testutil::tokenizer_with_bos();
+        for len in [1u32, 2, 100, 777] {
+            let d = Dataset {
+                input_len: Some(len),
+                prefix_len: Some(if len > 50 { 20 } else { 0 }),
+                ..Dataset::default()
+            };
+            for e in build_with(&d, 1, 3, Some(&tok)) {
+                // the prefix comes on top of input_len, as in vLLM; a body
+                // is never empty, so input_len 1 with a BOS gives 2
+                let expect = (d.prefix_len.unwrap() + len).max(2);
+                assert_eq!(
+                    tok.count_with_special(text(&e)).unwrap() as u32,
+                    expect,
+                    "len {len}"
+                );
+                assert_eq!(e.input_tokens, expect);
+            }
+        }
+    }
+
+    #[test]
+    fn token_prompts_share_their_prefix_text_and_are_deterministic() {
+        let tok = tokenizer();
+        let d = Dataset {
+            input_len: Some(300),
+            output_len: Some(30),
+            range_ratio: Some(0.3),
+            prefix_len: Some(64),
+            ..Dataset::default()
+        };
+        let a = build_with(&d, 5, 64, Some(&tok));
+        assert_eq!(a, build_with(&d, 5, 64, Some(&tok)));
+        let mut lcp = text(&a[0]).to_string();
+        let mut distinct = std::collections::BTreeSet::new();
+        for e in &a {
+            let t = text(e);
+            assert_eq!(tok.count(t).unwrap(), e.input_tokens as usize);
+            assert!(
+                (64 + 210..=64 + 390).contains(&e.input_tokens),
+                "{}",
+                e.input_tokens
+            );
+            assert!((21..=39).contains(&e.output_tokens.unwrap()));
+            distinct.insert(t.to_string());
+            let common: usize = lcp
+                .char_indices()
+                .zip(t.chars())
+                .take_while(|((_, x), y)| x == y)
+                .map(|((_, x), _)| x.len_utf8())
+                .sum();
+            lcp.truncate(common);
+        }
+        // every prompt starts with the same 64-token prefix text (a merge
+        // across its end may take one token off the common part's count)
+        assert!(tok.count(&lcp).unwrap() >= 63, "{lcp:?}");
+        assert_eq!(distinct.len(), 64, "prompts differ after the prefix");
     }
 }

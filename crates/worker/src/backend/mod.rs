@@ -191,6 +191,7 @@ pub(crate) mod test_support {
             prompt: Prompt::Text("hi there".into()),
             input_tokens: 2,
             output_tokens: Some(5),
+            conversation: None,
         }
     }
 

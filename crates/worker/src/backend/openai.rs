@@ -257,6 +257,7 @@ mod tests {
             prompt: Prompt::Text("hi there".into()),
             input_tokens: 2,
             output_tokens: Some(5),
+            conversation: None,
         }
     }
 

@@ -1,10 +1,20 @@
 //! Executors: turn a worker's stripe of the schedule into requests on the wire.
 
+mod closed_loop;
+mod dispatch;
 mod open_loop;
 mod request;
 mod route;
 
-pub use open_loop::run_open_loop;
+use cicada_metrics::{Concurrency, MetricSet, SLICE_US, Scope};
+use cicada_scenarios::plan::Drive;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
+
+// multi-turn conversations (the `conversations` workload)
+mod conversation;
+pub use conversation::run_conversations;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -65,11 +75,7 @@ impl Stage {
             plan.sampling.clone(),
             plan.target.stream,
         );
-        let recorder = Arc::new(Recorder::new(
-            recorder_shards,
-            plan.target.urls.len(),
-            plan.slo,
-        ));
+        let recorder = Arc::new(Recorder::new(recorder_shards, plan.slo));
         let pool = plan.pool.iter().map(|e| (e.id, e.clone())).collect();
         let in_flight_by_target = plan
             .target
@@ -103,17 +109,45 @@ impl Stage {
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    /// Everything recorded since the last call, per target, with in-flight time up to `now_us`.
-    pub fn take_interval(&self, now_us: u64) -> Vec<cicada_metrics::MetricSet> {
+    /// Everything recorded since the last call, by scope, with in-flight time up to `now_us`.
+    pub fn take_interval(&self, now_us: u64) -> Vec<(Scope, MetricSet)> {
         let mut sets = self.recorder.take();
-        for (set, tracker) in sets.iter_mut().zip(&self.in_flight_by_target) {
-            set.concurrency = tracker.take(now_us);
+        for (target, tracker) in self.in_flight_by_target.iter().enumerate() {
+            for (slice, request_us) in tracker.take(now_us).iter() {
+                let at = std::time::Duration::from_micros(slice * SLICE_US);
+                let scope = Scope {
+                    target: target as u32,
+                    phase: self.plan.phase_of(at),
+                    warmup: matches!(self.plan.warmup, Some(cicada_scenarios::shape::Warmup::Duration(d)) if at < d.get()),
+                };
+                let mut c = Concurrency::default();
+                c.add(slice, request_us);
+                sets.entry(scope).or_default().concurrency.merge(&c);
+            }
         }
-        sets
+        sets.into_iter().filter(|(_, s)| !s.is_empty()).collect()
     }
 
     /// Requests dispatched so far.
     pub fn dispatched(&self) -> u64 {
         self.dispatched.load(Ordering::Relaxed)
+    }
+}
+
+/// Run the stage with the executor its plan asks for; returns requests dispatched.
+/// `stop` ends dispatching (in-flight requests finish); `cancel` also aborts
+/// in-flight requests, which are counted as cancelled.
+pub async fn run(
+    stage: Arc<Stage>,
+    clock: Clock,
+    stop: CancellationToken,
+    cancel: CancellationToken,
+) -> u64 {
+    if stage.plan.conversations.is_some() {
+        return run_conversations(stage, clock, stop, cancel).await;
+    }
+    match &stage.plan.drive {
+        Drive::Open { .. } => open_loop::run(stage, clock, stop, cancel).await,
+        Drive::Closed(_) => closed_loop::run(stage, clock, stop, cancel).await,
     }
 }

@@ -3,44 +3,57 @@
 
 use std::sync::Arc;
 
+use cicada_scenarios::plan::Drive;
+use cicada_scenarios::shape::Cooldown;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::Stage;
+use super::dispatch;
 use super::request::send_one;
 use crate::clock::Clock;
 
-/// Run this worker's stripe. `stop` ends dispatching (in-flight requests finish);
-/// `cancel` also aborts in-flight requests, which are counted as cancelled.
-/// Returns the number of requests dispatched.
-pub async fn run_open_loop(
+/// Run this worker's stripe of the schedule; returns requests dispatched.
+pub(super) async fn run(
     stage: Arc<Stage>,
     clock: Clock,
     stop: CancellationToken,
     cancel: CancellationToken,
 ) -> u64 {
-    let Some(stripe) = stage.plan.stripe else {
+    let Drive::Open {
+        stripe: Some(stripe),
+        schedule,
+        slots,
+    } = &stage.plan.drive
+    else {
         return 0;
     };
-    let slots = stage
-        .plan
-        .slots
-        .map(|s| Arc::new(Semaphore::new(s as usize)));
-    let duration = stage.plan.schedule.duration;
+    let slots = slots.map(|s| Arc::new(Semaphore::new(s as usize)));
+    let duration = schedule.duration;
+    let end_of_run = async move {
+        match duration {
+            Some(d) => tokio::time::sleep_until(clock.start() + d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(end_of_run);
+    let mut dispatcher = dispatch::start(
+        schedule.clone(),
+        (stripe.index, stripe.count),
+        clock.start().into_std(),
+        duration,
+    );
     let tracker = TaskTracker::new();
     let mut dispatched = 0u64;
-    for slot in stage.plan.schedule.stripe(stripe.index, stripe.count) {
-        if stop.is_cancelled() {
-            break;
-        }
-        let due = clock.start() + slot.offset;
-        if due > tokio::time::Instant::now() {
-            tokio::select! {
-                () = tokio::time::sleep_until(due) => {}
-                () = stop.cancelled() => break,
-            }
-        }
+    loop {
+        let slot = tokio::select! {
+            s = dispatcher.slots.recv() => match s {
+                Some(s) => s,
+                None => break,
+            },
+            () = stop.cancelled() => break,
+        };
         let permit = match &slots {
             Some(sem) => tokio::select! {
                 p = sem.clone().acquire_owned() => match p {
@@ -48,6 +61,7 @@ pub async fn run_open_loop(
                     Err(_) => break,
                 },
                 () = stop.cancelled() => break,
+                () = &mut end_of_run => break,
             },
             None => None,
         };
@@ -63,7 +77,15 @@ pub async fn run_open_loop(
         });
         dispatched += 1;
     }
+    drop(dispatcher);
     tracker.close();
+    if let (Some(d), Cooldown::Cancel) = (duration, stage.plan.cooldown) {
+        // duration-bound run with cool-down "cancel": abort what is still in flight at the end
+        tokio::select! {
+            () = tracker.wait() => {}
+            () = tokio::time::sleep_until(clock.start() + d) => cancel.cancel(),
+        }
+    }
     tracker.wait().await;
     dispatched
 }

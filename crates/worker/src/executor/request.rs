@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use cicada_metrics::{Outcome, RequestRecord, TokenSource};
+use cicada_metrics::{Outcome, RequestRecord, Scope, TokenSource};
 use cicada_scenarios::dataset::PoolEntry;
 use cicada_scenarios::schedule::Slot;
 use cicada_scenarios::tokenizer::Tokenizer;
@@ -32,11 +32,12 @@ pub(super) async fn send_one(
     let target = route::pick(
         stage.plan.target.routing,
         slot.index,
-        stage.plan.schedule.seed,
+        stage.plan.seed(),
         &stage.in_flight_by_target,
     )
     .min(stage.plan.target.urls.len() - 1);
     let url = &stage.plan.target.urls[target];
+    let request_id = format!("cicada-{}-{}", stage.plan.run_id, slot.index);
     stage.in_flight.fetch_add(1, Ordering::Relaxed);
     stage.dispatched.fetch_add(1, Ordering::Relaxed);
     let sent_us = clock.now_us();
@@ -51,7 +52,7 @@ pub(super) async fn send_one(
         keep_text: stage.tokenizer.is_some(),
     };
     let exchange = tokio::select! {
-        ex = perform(conduit, url, body) => ex,
+        ex = perform(conduit, url, &request_id, body) => ex,
         () = cancel.cancelled() => Exchange {
             failure: Some((Outcome::Cancelled, "the run stopped while the request was in flight".into())),
             ended_us: clock.now_us(),
@@ -74,7 +75,12 @@ pub(super) async fn send_one(
         sent_us,
     };
     let record = to_record(&exchange, entry, at, stage.backend.streams(), counting);
-    stage.recorder.record(&record);
+    let scope = Scope {
+        target: target as u32,
+        phase: slot.phase,
+        warmup: stage.plan.is_warmup(slot.index, slot.offset),
+    };
+    stage.recorder.record(scope, &record);
 }
 
 /// Where a request sat in the schedule.
@@ -186,6 +192,7 @@ mod tests {
             prompt: Prompt::Text("a b c".into()),
             input_tokens: 3,
             output_tokens: Some(8),
+            conversation: None,
         }
     }
 

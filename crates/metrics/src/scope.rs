@@ -1,0 +1,11 @@
+/// What a set of measurements covers: one target, one `[[stages]]` stage, and
+/// whether it is warm-up (reported apart, never in the results).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Scope {
+    /// Target (replica) index.
+    pub target: u32,
+    /// Stage index of `[[stages]]` (0 without stages).
+    pub phase: u32,
+    /// Warm-up requests.
+    pub warmup: bool,
+}

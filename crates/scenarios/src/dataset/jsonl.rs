@@ -1,0 +1,351 @@
+//! The `jsonl` workload: one request per line, either
+//! `{"prompt": "...", "output_tokens": N}` or `{"messages": [...]}` for chat.
+//! `output_tokens` is optional; `dataset.output_len` fixes every request's
+//! length instead (like vLLM's `--custom-output-len`). Lines are shuffled by
+//! the seed (unless `shuffle = false`) and the first `n` kept; prompts are
+//! sent as written (no chat template). Also the line reader for the other
+//! JSONL workloads.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::json_array::Counting;
+use super::select::{Smallest, order_key};
+use super::{
+    Build, ChatMessage, DatasetError, DatasetReport, PoolEntry, Prompt, count_prompt, open,
+    parallel, tokenizer_error,
+};
+
+/// Call `f(line_number, line)` for every non-blank line (1-based numbers),
+/// showing progress in bytes; returns the number of non-blank lines.
+pub(crate) fn for_each_line(
+    path: &Path,
+    progress: &dyn super::Progress,
+    mut f: impl FnMut(u64, &str) -> Result<(), DatasetError>,
+) -> Result<u64, DatasetError> {
+    let file = open(path)?;
+    let total = file.metadata().map_or(0, |m| m.len());
+    progress.start(
+        &format!("reading {}", super::json_array::file_name(path)),
+        total,
+        "bytes",
+    );
+    let mut reader = BufReader::with_capacity(
+        1 << 20,
+        Counting {
+            inner: file,
+            progress,
+        },
+    );
+    let mut line = String::new();
+    let (mut number, mut records) = (0u64, 0u64);
+    loop {
+        line.clear();
+        number += 1;
+        let n = reader.read_line(&mut line).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::InvalidData {
+                DatasetError::Line {
+                    path: path.display().to_string(),
+                    line: number,
+                    message: "the line is not valid UTF-8".to_string(),
+                }
+            } else {
+                DatasetError::Read {
+                    path: path.display().to_string(),
+                    source: e,
+                }
+            }
+        })?;
+        if n == 0 {
+            break;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        records += 1;
+        f(number, &line)?;
+    }
+    progress.finish();
+    Ok(records)
+}
+
+/// Parse one JSON line, naming the file and line on error.
+pub(crate) fn parse_line<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    number: u64,
+    line: &str,
+) -> Result<T, DatasetError> {
+    serde_json::from_str(line).map_err(|e| line_error(path, number, e.to_string()))
+}
+
+pub(crate) fn line_error(path: &Path, line: u64, message: String) -> DatasetError {
+    DatasetError::Line {
+        path: path.display().to_string(),
+        line,
+        message,
+    }
+}
+
+/// A chat message as datasets write it: content as a string or as parts.
+#[derive(Debug, Deserialize)]
+pub(crate) struct MessageIn {
+    pub role: String,
+    pub content: Content,
+}
+
+/// Message content: a string, or a list of parts whose text parts are joined.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Content {
+    Text(String),
+    Parts(Vec<Part>),
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Part {
+    #[serde(default)]
+    text: Option<String>,
+}
+
+impl Content {
+    /// The text of the content.
+    pub fn into_text(self) -> String {
+        match self {
+            Content::Text(t) => t,
+            Content::Parts(parts) => parts.into_iter().filter_map(|p| p.text).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Line {
+    #[serde(default)]
+    prompt: Option<String>,
+    #[serde(default)]
+    messages: Option<Vec<MessageIn>>,
+    #[serde(default)]
+    output_tokens: Option<u32>,
+}
+
+struct Kept {
+    prompt: Prompt,
+    output: Option<u32>,
+}
+
+fn to_prompt(path: &Path, number: u64, l: Line) -> Result<Kept, DatasetError> {
+    let prompt = match (l.prompt, l.messages) {
+        (Some(p), None) => Prompt::Text(p),
+        (None, Some(m)) if !m.is_empty() => Prompt::Chat(
+            m.into_iter()
+                .map(|m| ChatMessage {
+                    role: m.role,
+                    content: m.content.into_text(),
+                })
+                .collect(),
+        ),
+        (None, Some(_)) => {
+            return Err(line_error(path, number, "\"messages\" is empty".into()));
+        }
+        (Some(_), Some(_)) => {
+            return Err(line_error(
+                path,
+                number,
+                "give either \"prompt\" or \"messages\", not both".into(),
+            ));
+        }
+        (None, None) => {
+            return Err(line_error(
+                path,
+                number,
+                "missing field \"prompt\" (or \"messages\" for chat)".into(),
+            ));
+        }
+    };
+    if l.output_tokens == Some(0) {
+        return Err(line_error(
+            path,
+            number,
+            "\"output_tokens\" must be at least 1".into(),
+        ));
+    }
+    Ok(Kept {
+        prompt,
+        output: l.output_tokens,
+    })
+}
+
+/// The pool: the first `n` lines in seeded shuffled order.
+pub(crate) fn build(b: &Build<'_>) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
+    let path = b.path()?;
+    let shuffle = b.d.shuffle();
+    let mut sel: Smallest<Kept> = Smallest::new(b.n);
+    let mut report = b.report();
+    let mut index = 0u64;
+    report.read = for_each_line(path, b.progress, |number, line| {
+        let rec: Line = parse_line(path, number, line)?;
+        let kept = to_prompt(path, number, rec)?;
+        if sel.offer(order_key(shuffle, b.seed, index), kept) {
+            report.unused += 1;
+        }
+        index += 1;
+        Ok(())
+    })?;
+    let kept = sel.into_sorted();
+    let counts = parallel::try_map(&kept, |k| count_prompt(b.tokenizer, &k.prompt.text()))
+        .map_err(|e| tokenizer_error(path, e))?;
+    report.kept = kept.len() as u64;
+    let fixed = b.d.output_len;
+    let entries = kept
+        .into_iter()
+        .zip(counts)
+        .enumerate()
+        .map(|(id, (k, input_tokens))| PoolEntry {
+            id: id as u64,
+            prompt: k.prompt,
+            input_tokens,
+            output_tokens: fixed.or(k.output),
+            conversation: None,
+        })
+        .collect();
+    Ok((entries, report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::Silent;
+    use crate::dataset::testutil::{Scratch, tokenizer};
+    use crate::scenario::{Dataset, DatasetKind};
+
+    fn run(
+        path: &Path,
+        n: u64,
+        shuffle: bool,
+        fixed: Option<u32>,
+    ) -> Result<Vec<PoolEntry>, String> {
+        let d = Dataset {
+            kind: DatasetKind::Jsonl,
+            path: Some(path.to_path_buf()),
+            shuffle: Some(shuffle),
+            output_len: fixed,
+            ..Dataset::default()
+        };
+        let b = Build {
+            d: &d,
+            seed: 1,
+            n,
+            tokenizer: None,
+            progress: &Silent,
+        };
+        build(&b).map(|(e, _)| e).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn prompts_and_chats_with_their_output_lengths() {
+        let dir = Scratch::new("jsonl");
+        let path = dir.file(
+            "p.jsonl",
+            "{\"prompt\": \"What is the capital of India?\", \"output_tokens\": 10}\n\n\
+             {\"messages\": [{\"role\": \"system\", \"content\": \"be brief\"}, {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"hello there\"}]}]}\n\
+             {\"prompt\": \"third one\", \"id\": 7}\n",
+        );
+        let e = run(&path, 10, false, None).unwrap();
+        assert_eq!(e.len(), 3);
+        assert_eq!(
+            e[0].prompt,
+            Prompt::Text("What is the capital of India?".into())
+        );
+        assert_eq!((e[0].input_tokens, e[0].output_tokens), (6, Some(10)));
+        match &e[1].prompt {
+            Prompt::Chat(m) => {
+                assert_eq!(m[0].role, "system");
+                assert_eq!(m[1].content, "hello there");
+            }
+            Prompt::Text(_) => panic!("chat expected"),
+        }
+        assert_eq!(e[1].output_tokens, None);
+        assert_eq!(e[2].prompt, Prompt::Text("third one".into()));
+        let fixed = run(&path, 10, true, Some(5)).unwrap();
+        assert!(fixed.iter().all(|e| e.output_tokens == Some(5)));
+        assert_eq!(run(&path, 2, true, None).unwrap().len(), 2);
+        // with a tokenizer the count includes the tokenizer's special tokens
+        let tok = tokenizer();
+        let d = Dataset {
+            kind: DatasetKind::Jsonl,
+            path: Some(path.clone()),
+            ..Dataset::default()
+        };
+        let b = Build {
+            d: &d,
+            seed: 1,
+            n: 10,
+            tokenizer: Some(&tok),
+            progress: &Silent,
+        };
+        let (entries, report) = build(&b).unwrap();
+        assert_eq!(report.counted_with, "trained-bpe");
+        for e in entries {
+            assert_eq!(
+                e.input_tokens as usize,
+                tok.count_with_special(&e.prompt.text()).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_lines_are_named() {
+        let dir = Scratch::new("jsonl-bad");
+        let cases = [
+            ("{\"prompt\": \"a\"}\n{\"prompt\": \"b\"\n", ":2: ", "EOF"),
+            (
+                "{\"prompt\": \"a\"}\n\n{\"output_tokens\": 3}\n",
+                ":3: ",
+                "missing field \"prompt\"",
+            ),
+            (
+                "{\"prompt\": \"a\", \"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}\n",
+                ":1: ",
+                "not both",
+            ),
+            ("{\"prompt\": 5}\n", ":1: ", "invalid type"),
+            (
+                "{\"prompt\": \"a\", \"output_tokens\": -1}\n",
+                ":1: ",
+                "invalid value",
+            ),
+            (
+                "{\"prompt\": \"a\", \"output_tokens\": 0}\n",
+                ":1: ",
+                "at least 1",
+            ),
+            ("{\"messages\": []}\n", ":1: ", "empty"),
+            (
+                "{\"messages\": [{\"content\": \"x\"}]}\n",
+                ":1: ",
+                "missing field `role`",
+            ),
+        ];
+        for (i, (text, at, what)) in cases.iter().enumerate() {
+            let p = dir.file(&format!("bad{i}.jsonl"), text);
+            let e = run(&p, 10, true, None).unwrap_err();
+            assert!(e.starts_with(&format!("{}{at}", p.display())), "{e}");
+            assert!(e.contains(what), "{e}");
+        }
+        let mut bytes = b"{\"prompt\": \"ok\"}\n{\"prompt\": \"".to_vec();
+        bytes.extend([0xff, 0xfe, b'"', b'}', b'\n']);
+        let p = dir.0.join("utf8.jsonl");
+        std::fs::write(&p, bytes).unwrap();
+        assert!(
+            run(&p, 10, true, None)
+                .unwrap_err()
+                .contains(":2: the line is not valid UTF-8")
+        );
+        assert!(
+            run(&dir.file("empty.jsonl", "\n"), 10, true, None)
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

@@ -1,0 +1,474 @@
+//! Sharding arithmetic: one global run split over workers so that the server
+//! sees the same load for any worker count.
+//!
+//! Open loop: request `i` goes to worker `i mod N` (striping); concurrency
+//! slots split as evenly as integers allow. Closed loop: user `u` lives on
+//! worker `u mod N`. Each worker receives only the pool entries it will use.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::closed_loop::{ClosedLoop, UserPhase};
+use crate::dataset::{Pool, PoolEntry};
+use crate::plan::{
+    ConversationSettings, Drive, PLAN_FORMAT, PhaseWindow, Plan, ResolvedSampling, ResolvedTarget,
+    Stripe,
+};
+use crate::scenario::{DEFAULT_NUM_PROMPTS, DatasetKind};
+use crate::schedule::{RateStage, ScheduleSpec};
+use crate::units::Rate;
+
+/// Workers that receive requests: all of them, or `max_concurrency` if that is fewer
+/// (a worker with no concurrency slot could never send its stripe).
+pub fn active_workers(workers: u32, max_concurrency: Option<u32>) -> u32 {
+    match max_concurrency {
+        Some(c) => workers.min(c).max(1),
+        None => workers.max(1),
+    }
+}
+
+/// Concurrency slots of stripe `index` of `count`: `⌊C/count⌋ + (index < C mod count)`.
+pub fn slots_for(max_concurrency: u32, index: u32, count: u32) -> u32 {
+    let count = count.max(1);
+    max_concurrency / count + u32::from(index < max_concurrency % count)
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// Whether stripe `index` of `count` ever uses pool entry `id` of a pool of `pool_size`.
+///
+/// Request `i` uses entry `i mod P`, and the stripe holds `i ≡ index (mod count)`,
+/// so it reaches exactly the entries congruent to `index` modulo `gcd(count, P)`.
+pub fn stripe_uses(id: u64, index: u32, count: u32, pool_size: u64) -> bool {
+    let g = gcd(u64::from(count.max(1)), pool_size.max(1));
+    id % g == u64::from(index) % g
+}
+
+/// Pool entries stripe `index` of `count` uses when the run has `requests`
+/// requests (`None`: cycling without end, as a duration-bound run may).
+pub fn stripe_entries(
+    index: u32,
+    count: u32,
+    requests: Option<u64>,
+    pool_size: u64,
+) -> BTreeSet<u64> {
+    let (count, index, p) = (u64::from(count.max(1)), u64::from(index), pool_size.max(1));
+    let g = gcd(count, p);
+    let reachable = p / g;
+    match requests {
+        None => (0..p).filter(|id| id % g == index % g).collect(),
+        Some(r) => {
+            let mut out = BTreeSet::new();
+            let mut i = index;
+            while i < r && (out.len() as u64) < reachable {
+                out.insert(i % p);
+                i += count;
+            }
+            out
+        }
+    }
+}
+
+/// Sampling with the scenario's defaults applied: `ignore_eos` is on for the
+/// synthetic workloads (random, as in `vllm bench serve`; prefix; trace), whose
+/// output lengths are a specification rather than a natural answer.
+pub fn resolve_sampling(s: &crate::Scenario) -> ResolvedSampling {
+    let sm = &s.sampling;
+    ResolvedSampling {
+        temperature: sm.temperature,
+        top_p: sm.top_p,
+        top_k: sm.top_k,
+        ignore_eos: sm.ignore_eos.unwrap_or(s.dataset.kind.synthetic()),
+        min_tokens: sm.min_tokens,
+        extra_body: sm.extra_body.clone(),
+    }
+}
+
+/// Windows of the scenario's `[[stages]]` (empty without stages).
+pub fn phase_windows(s: &crate::Scenario) -> Vec<PhaseWindow> {
+    let mut start = Duration::ZERO;
+    s.stages
+        .iter()
+        .enumerate()
+        .map(|(i, st)| {
+            let end = start + st.duration.get();
+            let w = PhaseWindow {
+                name: st
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("stage-{}", i + 1)),
+                start,
+                end,
+            };
+            start = end;
+            w
+        })
+        .collect()
+}
+
+fn total_requests(s: &crate::Scenario) -> Option<u64> {
+    match (s.load.num_prompts, s.load.duration, s.stages.is_empty()) {
+        (Some(n), _, _) => Some(n),
+        (None, None, true) => Some(DEFAULT_NUM_PROMPTS),
+        _ => None,
+    }
+}
+
+fn run_duration(s: &crate::Scenario) -> Option<Duration> {
+    phase_windows(s)
+        .last()
+        .map(|w| w.end)
+        .or(s.load.duration.map(|d| d.get()))
+}
+
+/// Whether the scenario is a closed loop (users) rather than an open one (rates).
+pub fn is_closed_loop(s: &crate::Scenario) -> bool {
+    s.load.users.is_some() || s.stages.iter().any(|st| st.users.is_some())
+}
+
+/// The global open-loop schedule of a scenario's run over `pool`: the seeded
+/// arrival process, or the pool's own send times when it is a replayed trace.
+pub fn schedule_of(s: &crate::Scenario, pool: &Pool) -> ScheduleSpec {
+    let stages = phase_windows(s)
+        .iter()
+        .zip(&s.stages)
+        .filter_map(|(w, st)| {
+            st.request_rate
+                .and_then(Rate::per_second)
+                .map(|rate| RateStage {
+                    end: w.end,
+                    rate,
+                    burstiness: st.burstiness.unwrap_or(s.load.burstiness),
+                })
+        })
+        .collect();
+    ScheduleSpec {
+        seed: s.seed,
+        rate: s.load.request_rate,
+        burstiness: s.load.burstiness,
+        requests: match &pool.arrivals_us {
+            Some(a) => Some(a.len() as u64),
+            None => total_requests(s),
+        },
+        duration: run_duration(s),
+        pool_size: pool.entries.len() as u64,
+        ramp: s.load.ramp,
+        stages,
+        arrivals_us: pool.arrivals_us.clone(),
+    }
+}
+
+fn closed_loop_of(s: &crate::Scenario, pool_size: u64, worker: u32, workers: u32) -> ClosedLoop {
+    let windows = phase_windows(s);
+    let phases: Vec<UserPhase> = if windows.is_empty() {
+        vec![UserPhase {
+            start: Duration::ZERO,
+            end: None,
+            users: s.load.users.unwrap_or(1),
+            spawn_rate: s.load.spawn_rate,
+        }]
+    } else {
+        windows
+            .iter()
+            .zip(&s.stages)
+            .map(|(w, st)| UserPhase {
+                start: w.start,
+                end: Some(w.end),
+                users: st.users.unwrap_or(0),
+                spawn_rate: st.spawn_rate.or(s.load.spawn_rate),
+            })
+            .collect()
+    };
+    let stride = phases.iter().map(|p| p.users).max().unwrap_or(1).max(1);
+    ClosedLoop {
+        seed: s.seed,
+        stride,
+        users: (0..stride)
+            .filter(|u| u % workers.max(1) == worker)
+            .collect(),
+        requests: total_requests(s),
+        duration: run_duration(s),
+        phases,
+        think: s.load.think_time,
+        pool_size,
+    }
+}
+
+/// One plan per worker for a stage.
+pub fn plans_for(
+    s: &crate::Scenario,
+    target: &ResolvedTarget,
+    pool: &Pool,
+    tokenizer: Option<&crate::tokenizer::Tokenizer>,
+    run_id: &str,
+    stage: u32,
+    workers: u32,
+) -> Vec<Plan> {
+    let workers = workers.max(1);
+    let entries = &pool.entries;
+    let pool_size = entries.len() as u64;
+    let schedule = schedule_of(s, pool);
+    let sampling = resolve_sampling(s);
+    let active = active_workers(workers, s.load.max_concurrency);
+    let conversations =
+        (s.dataset.kind == DatasetKind::Conversations).then(|| ConversationSettings {
+            think_time_ms: s.dataset.think_time().get().as_millis() as u64,
+        });
+    (0..workers)
+        .map(|w| {
+            let (drive, mine): (Drive, Vec<PoolEntry>) = if is_closed_loop(s) {
+                let cl = closed_loop_of(s, pool_size, w, workers);
+                let stride = cl.stride;
+                let mine = entries
+                    .iter()
+                    .filter(|e| {
+                        cl.users
+                            .iter()
+                            .any(|u| stripe_uses(e.id, *u, stride, pool_size))
+                    })
+                    .cloned()
+                    .collect();
+                (Drive::Closed(cl), mine)
+            } else {
+                let stripe = (w < active).then_some(Stripe {
+                    index: w,
+                    count: active,
+                });
+                let mine = match stripe {
+                    Some(st) => {
+                        let ids = stripe_entries(st.index, st.count, schedule.requests, pool_size);
+                        entries
+                            .iter()
+                            .filter(|e| ids.contains(&e.id))
+                            .cloned()
+                            .collect()
+                    }
+                    None => Vec::new(),
+                };
+                let slots = match (stripe, s.load.max_concurrency) {
+                    (Some(st), Some(c)) => Some(slots_for(c, st.index, st.count)),
+                    (None, _) => Some(0),
+                    (Some(_), None) => None,
+                };
+                let schedule = schedule.clone();
+                (
+                    Drive::Open {
+                        stripe,
+                        schedule,
+                        slots,
+                    },
+                    mine,
+                )
+            };
+            Plan {
+                format: PLAN_FORMAT,
+                run_id: run_id.to_string(),
+                stage,
+                worker_index: w,
+                worker_count: workers,
+                target: target.clone(),
+                sampling: sampling.clone(),
+                slo: s.slo,
+                drive,
+                phases: phase_windows(s),
+                warmup: s.load.warmup,
+                cooldown: s.load.cooldown,
+                pool: mine,
+                report_interval_ms: s.load.report_interval.get().as_millis() as u64,
+                tokenizer: tokenizer.map(|t| t.json().to_string()),
+                verify_every: s.tokenizer.as_ref().map_or(0, |t| t.verify_every),
+                conversations,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::*;
+    use crate::dataset::build_pool;
+    use crate::plan::{Api, Flavor, Routing, TlsSettings};
+    use crate::shape::StageSpec;
+    use crate::units::Span;
+
+    fn target() -> ResolvedTarget {
+        ResolvedTarget {
+            api: Api::Chat,
+            flavor: Flavor::Mock,
+            urls: vec!["http://x/v1/chat/completions".into()],
+            model: "m".into(),
+            headers: BTreeMap::new(),
+            api_key_env: None,
+            timeout_ms: 1000,
+            stream: true,
+            routing: Routing::default(),
+            tls: TlsSettings::default(),
+            keep_alive: true,
+        }
+    }
+
+    #[test]
+    fn slots_split_as_evenly_as_integers_allow() {
+        for (c, n) in [(64u32, 8u32), (10, 3), (7, 7), (5, 2)] {
+            let slots: Vec<u32> = (0..n).map(|w| slots_for(c, w, n)).collect();
+            assert_eq!(slots.iter().sum::<u32>(), c);
+            let (lo, hi) = (slots.iter().min().unwrap(), slots.iter().max().unwrap());
+            assert!(hi - lo <= 1, "{slots:?}");
+        }
+        assert_eq!(active_workers(8, Some(3)), 3);
+        assert_eq!(active_workers(8, None), 8);
+        assert_eq!(active_workers(2, Some(64)), 2);
+    }
+
+    #[test]
+    fn stripe_entries_are_exactly_the_ones_used() {
+        for (count, p, r) in [
+            (4u32, 10u64, Some(7u64)),
+            (3, 9, Some(100)),
+            (8, 1000, Some(1000)),
+            (5, 7, None),
+            (4, 23, Some(23)),
+        ] {
+            for index in 0..count {
+                let limit = r.unwrap_or(u64::from(count) * p * 2);
+                let brute: BTreeSet<u64> = (0..limit)
+                    .filter(|i| i % u64::from(count) == u64::from(index))
+                    .map(|i| i % p)
+                    .collect();
+                assert_eq!(
+                    stripe_entries(index, count, r, p),
+                    brute,
+                    "count={count} p={p} r={r:?} index={index}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn stripe_pool_needs_match_brute_force() {
+        for (count, p) in [(4u32, 10u64), (3, 9), (8, 1000), (5, 7)] {
+            for index in 0..count {
+                let brute: BTreeSet<u64> = (0..count as u64 * p * 2)
+                    .filter(|i| i % count as u64 == index as u64)
+                    .map(|i| i % p)
+                    .collect();
+                let ours: BTreeSet<u64> = (0..p)
+                    .filter(|id| stripe_uses(*id, index, count, p))
+                    .collect();
+                assert_eq!(brute, ours, "count={count} p={p} index={index}");
+            }
+        }
+    }
+
+    #[test]
+    fn open_loop_plans_cover_every_request_once_with_the_entries_they_need() {
+        let mut s = crate::Scenario::default();
+        s.load.num_prompts = Some(50);
+        s.load.max_concurrency = Some(6);
+        s.dataset.input_len = Some(8);
+        let pool = build_pool(&s, None).unwrap();
+        for workers in [1u32, 4, 8] {
+            let plans = plans_for(&s, &target(), &pool, None, "r", 0, workers);
+            assert_eq!(plans.len(), workers as usize);
+            let mut seen = Vec::new();
+            let mut slots = 0;
+            for p in &plans {
+                let back = Plan::decode(&p.encode(), PLAN_FORMAT).unwrap();
+                assert_eq!(&back, p);
+                let Drive::Open {
+                    stripe,
+                    schedule,
+                    slots: my_slots,
+                } = &p.drive
+                else {
+                    panic!("open loop")
+                };
+                slots += my_slots.unwrap();
+                if let Some(st) = stripe {
+                    for slot in schedule.stripe(st.index, st.count) {
+                        assert!(p.pool.iter().any(|e| e.id == slot.pool_id));
+                        seen.push(slot.index);
+                    }
+                }
+                let mine = stripe.map_or(0, |st| schedule.stripe(st.index, st.count).count());
+                assert_eq!(p.planned_requests() as usize, mine);
+            }
+            seen.sort_unstable();
+            assert_eq!(seen, (0..50).collect::<Vec<u64>>(), "workers={workers}");
+            assert_eq!(slots, 6);
+        }
+        assert!(Plan::decode(b"junk", PLAN_FORMAT).is_err());
+        assert!(Plan::decode(&[], PLAN_FORMAT + 1).is_err());
+    }
+
+    #[test]
+    fn closed_loop_users_split_over_workers_and_stages_become_windows() {
+        let mut s = crate::Scenario::default();
+        s.load.users = Some(5);
+        s.load.num_prompts = Some(23);
+        s.load.burstiness = f64::INFINITY;
+        s.load.think_time = crate::shape::ThinkTime::Uniform(Span::millis(5), Span::millis(9));
+        s.load.warmup = Some(crate::shape::Warmup::Duration(Span::secs(1)));
+        s.dataset.input_len = Some(4);
+        let pool = build_pool(&s, None).unwrap();
+        for workers in [1u32, 2, 3] {
+            let plans = plans_for(&s, &target(), &pool, None, "r", 0, workers);
+            let mut users = Vec::new();
+            let mut planned = 0;
+            for p in &plans {
+                assert_eq!(&Plan::decode(&p.encode(), PLAN_FORMAT).unwrap(), p);
+                let Drive::Closed(c) = &p.drive else {
+                    panic!("closed loop")
+                };
+                users.extend(c.users.iter().copied());
+                planned += p.planned_requests();
+                for u in &c.users {
+                    for k in 0..5 {
+                        let i = c.index(*u, k);
+                        if i < 23 {
+                            assert!(p.pool.iter().any(|e| e.id == i % 23));
+                        }
+                    }
+                }
+            }
+            users.sort_unstable();
+            assert_eq!(users, vec![0, 1, 2, 3, 4]);
+            assert_eq!(planned, 23);
+        }
+        let st = crate::Scenario {
+            stages: vec![
+                StageSpec {
+                    name: None,
+                    duration: Span::secs(5),
+                    request_rate: None,
+                    burstiness: None,
+                    users: Some(2),
+                    spawn_rate: None,
+                },
+                StageSpec {
+                    name: Some("peak".into()),
+                    duration: Span::secs(5),
+                    request_rate: None,
+                    burstiness: None,
+                    users: Some(8),
+                    spawn_rate: Some(4.0),
+                },
+            ],
+            ..crate::Scenario::default()
+        };
+        let p = &plans_for(&st, &target(), &pool, None, "r", 0, 2)[1];
+        assert_eq!(&Plan::decode(&p.encode(), PLAN_FORMAT).unwrap(), p);
+        assert_eq!(p.phases[1].name, "peak");
+        assert_eq!(p.phase_of(Duration::from_secs(7)), 1);
+        let Drive::Closed(c) = &p.drive else {
+            panic!("closed loop")
+        };
+        assert_eq!(c.stride, 8);
+        assert_eq!(c.users, vec![1, 3, 5, 7]);
+        assert_eq!(c.duration, Some(Duration::from_secs(10)));
+    }
+}

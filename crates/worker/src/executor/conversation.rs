@@ -1,0 +1,387 @@
+//! Conversations: each scheduled request of this worker's stripe starts a
+//! multi-turn session at its scheduled time; the session's turns then follow
+//! one another on this worker, each sent as a `messages` array holding every
+//! earlier message and the model's real (streamed) answers, after the think
+//! time. Every turn is recorded as a request of its own, scheduled at the end
+//! of the previous answer plus the think time (so waiting for a concurrency
+//! slot shows as schedule lag). A failed turn ends its session: without an
+//! answer there is no honest next turn.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use cicada_metrics::{Outcome, RequestRecord, Scope};
+use cicada_scenarios::dataset::{ChatMessage, Conversation, PoolEntry, Prompt};
+use cicada_scenarios::plan::Drive;
+use cicada_scenarios::schedule::Slot;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::request::{Counting, Placement, to_record};
+use super::{Stage, route};
+use crate::clock::Clock;
+use crate::exchange::{Conduit, Exchange, perform};
+
+/// Run this worker's conversations. `stop` ends starting sessions and turns
+/// (turns in flight finish); `cancel` also aborts turns in flight. Returns the
+/// number of turns sent.
+pub async fn run_conversations(
+    stage: Arc<Stage>,
+    clock: Clock,
+    stop: CancellationToken,
+    cancel: CancellationToken,
+) -> u64 {
+    let Drive::Open {
+        stripe: Some(stripe),
+        schedule,
+        slots,
+    } = &stage.plan.drive
+    else {
+        return 0;
+    };
+    let slots = slots.map(|s| Arc::new(Semaphore::new(s as usize)));
+    let duration = schedule.duration;
+    let sent = Arc::new(AtomicU64::new(0));
+    let tracker = TaskTracker::new();
+    for slot in schedule.stripe(stripe.index, stripe.count) {
+        if stop.is_cancelled() {
+            break;
+        }
+        let due = clock.start() + slot.offset;
+        if due > tokio::time::Instant::now() {
+            tokio::select! {
+                () = tokio::time::sleep_until(due) => {}
+                () = stop.cancelled() => break,
+            }
+        }
+        if let Some(d) = duration
+            && clock.now_us() >= d.as_micros() as u64
+        {
+            break;
+        }
+        let session = Session {
+            stage: stage.clone(),
+            slot,
+            clock,
+            stop: stop.clone(),
+            cancel: cancel.clone(),
+            slots: slots.clone(),
+            sent: sent.clone(),
+        };
+        tracker.spawn(session.run());
+    }
+    tracker.close();
+    tracker.wait().await;
+    sent.load(Ordering::Relaxed)
+}
+
+/// One conversation in progress.
+struct Session {
+    stage: Arc<Stage>,
+    slot: Slot,
+    clock: Clock,
+    stop: CancellationToken,
+    cancel: CancellationToken,
+    slots: Option<Arc<Semaphore>>,
+    sent: Arc<AtomicU64>,
+}
+
+impl Session {
+    async fn run(self) {
+        let Some(entry) = self.stage.pool.get(&self.slot.pool_id) else {
+            tracing::error!(
+                pool_id = self.slot.pool_id,
+                "plan lacks a conversation its stripe uses"
+            );
+            return;
+        };
+        let Some(conv) = &entry.conversation else {
+            tracing::error!(
+                pool_id = self.slot.pool_id,
+                "pool entry is not a conversation"
+            );
+            return;
+        };
+        self.turns(entry.id, conv).await;
+    }
+
+    async fn turns(&self, id: u64, conv: &Conversation) {
+        let plan = &self.stage.plan;
+        let think = Duration::from_millis(plan.conversations.map_or(0, |c| c.think_time_ms));
+        // a conversation stays on one replica, so its growing prefix can be cached there
+        let target = route::pick(
+            plan.target.routing,
+            self.slot.index,
+            plan.seed(),
+            &self.stage.in_flight_by_target,
+        )
+        .min(plan.target.urls.len().saturating_sub(1));
+        let mut messages: Vec<ChatMessage> = conv
+            .system
+            .iter()
+            .map(|s| ChatMessage {
+                role: "system".into(),
+                content: s.clone(),
+            })
+            .collect();
+        let mut context_tokens = conv.system_tokens;
+        let mut due_us = self.slot.offset.as_micros() as u64;
+        for (n, turn) in conv.turns.iter().enumerate() {
+            let due = self.clock.start() + Duration::from_micros(due_us);
+            tokio::select! {
+                () = tokio::time::sleep_until(due) => {}
+                () = self.stop.cancelled() => return,
+            }
+            if let Some(d) = plan.duration()
+                && self.clock.now_us() >= d.as_micros() as u64
+            {
+                return;
+            }
+            let permit = match &self.slots {
+                Some(sem) => tokio::select! {
+                    p = sem.clone().acquire_owned() => match p {
+                        Ok(p) => Some(p),
+                        Err(_) => return,
+                    },
+                    () = self.stop.cancelled() => return,
+                },
+                None => None,
+            };
+            messages.push(ChatMessage {
+                role: "user".into(),
+                content: turn.user.clone(),
+            });
+            let request = PoolEntry {
+                id,
+                prompt: Prompt::Chat(messages.clone()),
+                input_tokens: context_tokens.saturating_add(turn.input_tokens),
+                output_tokens: turn.output_tokens,
+                conversation: None,
+            };
+            let (record, answer) = self.send(&request, n, target, due_us).await;
+            drop(permit);
+            self.sent.fetch_add(1, Ordering::Relaxed);
+            let ok = record.outcome.is_ok();
+            let output = u32::try_from(record.output_tokens).unwrap_or(u32::MAX);
+            let scope = Scope {
+                target: target as u32,
+                phase: self.slot.phase,
+                warmup: plan.is_warmup(self.slot.index, self.slot.offset),
+            };
+            self.stage.recorder.record(scope, &record);
+            if !ok {
+                tracing::debug!(
+                    conversation = self.slot.index,
+                    turn = n,
+                    "a turn failed; its conversation ends"
+                );
+                return;
+            }
+            messages.push(ChatMessage {
+                role: "assistant".into(),
+                content: answer,
+            });
+            context_tokens = context_tokens
+                .saturating_add(turn.input_tokens)
+                .saturating_add(output);
+            due_us = self.clock.now_us() + think.as_micros() as u64;
+        }
+    }
+
+    /// Send one turn and record it; returns the record and the answer's text.
+    async fn send(
+        &self,
+        request: &PoolEntry,
+        turn: usize,
+        target: usize,
+        scheduled_us: u64,
+    ) -> (RequestRecord, String) {
+        let stage = &self.stage;
+        let plan = &stage.plan;
+        let id = format!(
+            "cicada-{}-c{}-t{turn}-w{}",
+            plan.run_id, self.slot.index, plan.worker_index
+        );
+        let body = stage.backend.body(request);
+        stage.in_flight.fetch_add(1, Ordering::Relaxed);
+        stage.dispatched.fetch_add(1, Ordering::Relaxed);
+        let sent_us = self.clock.now_us();
+        stage.in_flight_by_target[target].change(sent_us, true);
+        let conduit = Conduit {
+            http: &stage.http,
+            headers: &stage.headers,
+            backend: &stage.backend,
+            clock: &self.clock,
+            timeout: stage.timeout,
+            keep_text: true,
+        };
+        let url = &plan.target.urls[target];
+        let exchange = tokio::select! {
+            ex = perform(conduit, url, &id, body) => ex,
+            () = self.cancel.cancelled() => Exchange {
+                failure: Some((Outcome::Cancelled, "the run stopped while the request was in flight".into())),
+                ended_us: self.clock.now_us(),
+                ..Exchange::default()
+            },
+        };
+        stage.in_flight_by_target[target].change(exchange.ended_us, false);
+        stage.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let verify_every = u64::from(plan.verify_every);
+        let counting = Counting {
+            tokenizer: stage.tokenizer.as_ref(),
+            verify: verify_every > 0
+                && (self.slot.index + turn as u64).is_multiple_of(verify_every),
+        };
+        let at = Placement {
+            index: self.slot.index,
+            target: target as u32,
+            scheduled_us,
+            sent_us,
+        };
+        let record = to_record(&exchange, request, at, stage.backend.streams(), counting);
+        (record, exchange.text.unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use cicada_mock::{MockConfig, MockServer, fingerprint};
+    use cicada_scenarios::Scenario;
+    use cicada_scenarios::dataset::build_pool;
+    use cicada_scenarios::plan::{Api, Flavor, ResolvedTarget, Routing, TlsSettings, plans_for};
+    use cicada_scenarios::scenario::{Dataset, DatasetKind};
+    use cicada_scenarios::units::Span;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn turns_go_in_order_with_the_previous_answers() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mock = MockServer::start(
+            MockConfig {
+                ttft_ms: 2.0,
+                itl_ms: 1.0,
+                ..MockConfig::default()
+            },
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .unwrap();
+        let dir = std::env::temp_dir().join(format!("cicada-conv-exec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.jsonl");
+        std::fs::write(
+            &path,
+            "{\"messages\": [{\"role\": \"system\", \"content\": \"sys\"}, {\"role\": \"user\", \"content\": \"u0 a\"}, {\"role\": \"assistant\", \"content\": \"x y z\"}, {\"role\": \"user\", \"content\": \"u0 b\"}, {\"role\": \"user\", \"content\": \"more\"}, {\"role\": \"assistant\", \"content\": \"k\"}, {\"role\": \"user\", \"content\": \"u0 c\"}]}\n\
+             {\"conversations\": [{\"from\": \"human\", \"value\": \"u1 a\"}, {\"from\": \"gpt\", \"value\": \"p q\"}, {\"from\": \"human\", \"value\": \"u1 b\"}]}\n",
+        )
+        .unwrap();
+        let mut s = Scenario {
+            dataset: Dataset {
+                kind: DatasetKind::Conversations,
+                path: Some(path),
+                shuffle: Some(false),
+                think_time: Some(Span::millis(30)),
+                ..Dataset::default()
+            },
+            ..Scenario::default()
+        };
+        s.load.num_prompts = Some(2);
+        let pool = build_pool(&s, None).unwrap();
+        let target = ResolvedTarget {
+            api: Api::Chat,
+            flavor: Flavor::Mock,
+            urls: vec![format!("{}/v1/chat/completions", mock.url())],
+            model: "m".into(),
+            headers: BTreeMap::new(),
+            api_key_env: None,
+            timeout_ms: 5000,
+            stream: true,
+            routing: Routing::default(),
+            tls: TlsSettings::default(),
+            keep_alive: true,
+        };
+        let plan = plans_for(&s, &target, &pool, None, "run1", 0, 1).remove(0);
+        assert_eq!(plan.planned_requests(), 5);
+        let stage = Arc::new(Stage::new(plan, 2).unwrap());
+        let clock = Clock::new(tokio::time::Instant::now());
+        let sent = run_conversations(
+            stage.clone(),
+            clock,
+            CancellationToken::new(),
+            CancellationToken::new(),
+        )
+        .await;
+        assert_eq!(sent, 5);
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        let log = mock.requests();
+        assert_eq!(log.len(), 5);
+        for conv in 0..2u64 {
+            let turns: Vec<_> = log
+                .iter()
+                .filter(|r| {
+                    r.request_id
+                        .as_deref()
+                        .is_some_and(|id| id.contains(&format!("-c{conv}-")))
+                })
+                .collect();
+            let users = if conv == 0 {
+                vec!["u0 a", "u0 b\nmore", "u0 c"]
+            } else {
+                vec!["u1 a", "u1 b"]
+            };
+            assert_eq!(turns.len(), users.len());
+            let mut expect: Vec<(String, u64)> = Vec::new();
+            if conv == 0 {
+                expect.push(("system".into(), fingerprint("sys")));
+            }
+            for (k, r) in turns.iter().enumerate() {
+                assert!(
+                    r.request_id
+                        .as_deref()
+                        .unwrap()
+                        .ends_with(&format!("-t{k}-w0"))
+                );
+                expect.push(("user".into(), fingerprint(users[k])));
+                let got: Vec<(String, u64)> = r
+                    .messages
+                    .iter()
+                    .map(|m| (m.role.clone(), m.fingerprint))
+                    .collect();
+                assert_eq!(got, expect, "conversation {conv} turn {k}");
+                expect.push(("assistant".into(), r.output_fingerprint));
+                if k > 0 {
+                    // the next turn waited for the answer and the think time
+                    assert!(r.offset_us >= turns[k - 1].offset_us + 30_000);
+                }
+            }
+        }
+        // the dataset's answers set each turn's length; the unanswered last turn asks for none
+        let asked: Vec<Option<u32>> = log
+            .iter()
+            .filter(|r| {
+                r.request_id
+                    .as_deref()
+                    .is_some_and(|id| id.contains("-c0-"))
+            })
+            .map(|r| r.max_tokens)
+            .collect();
+        assert_eq!(asked, [Some(3), Some(1), None]);
+        let sets = stage.take_interval(clock.now_us());
+        let served: u64 = log.iter().map(|r| u64::from(r.output_tokens)).sum();
+        assert_eq!(
+            sets[0].1.counter(cicada_metrics::Counter::OutputTokens),
+            served
+        );
+        let prompts: u64 = log.iter().map(|r| u64::from(r.prompt_tokens)).sum();
+        assert_eq!(
+            sets[0].1.counter(cicada_metrics::Counter::InputTokens),
+            prompts
+        );
+    }
+}
