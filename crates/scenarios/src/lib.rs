@@ -3,6 +3,7 @@
 //! that gives every worker its exact stripe of the one global run.
 
 pub mod dataset;
+mod describe;
 mod error;
 mod load;
 pub mod plan;
