@@ -35,8 +35,8 @@ pub(crate) fn syntax_error(origin: &str, text: &str, e: &toml::de::Error) -> Sce
         origin: origin.to_string(),
         line,
         column,
-        key,
-        message,
+        key: key.map(|k| printable(&k)),
+        message: printable(&message),
     }
 }
 
@@ -50,7 +50,7 @@ pub(crate) fn encoding_error(origin: &str, bytes: &[u8], e: &std::str::Utf8Error
         origin: origin.to_string(),
         line,
         column,
-        key: key_near(&text, valid),
+        key: key_near(&text, valid).map(|k| printable(&k)),
         message: format!(
             "byte 0x{:02X} is not UTF-8; save the scenario as UTF-8 text",
             bytes.get(valid).copied().unwrap_or_default()
@@ -65,6 +65,23 @@ fn value_missing_at(text: &str, offset: usize) -> bool {
     let after = text[offset..line_end].trim();
     text[line_start..offset].trim_end().ends_with('=')
         && (after.is_empty() || after.starts_with('#'))
+}
+
+/// `s` with control characters escaped (`\n` -> `\\n`), so that text from a
+/// file or the command line cannot break an error's one line.
+pub(crate) fn printable(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Messages are printed on one line with the location in front.
@@ -223,10 +240,29 @@ mod tests {
     }
 
     #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(printable("a\nb\t\u{7}é"), "a\\nb\\t\\u{7}é");
+        assert_eq!(printable("plain"), "plain");
+    }
+
+    #[test]
     fn missing_values_are_called_missing() {
         let text = "a = 1\nb =  # nothing\nc = 2";
         assert!(value_missing_at(text, text.find("  #").unwrap() + 1));
         assert!(!value_missing_at(text, 4));
+    }
+
+    #[test]
+    fn every_table_of_the_model_is_a_known_section() {
+        let t = toml::Table::try_from(crate::Scenario::default()).unwrap();
+        for (key, value) in &t {
+            if value.is_table() {
+                assert!(
+                    SECTIONS.iter().any(|(s, _)| s == key),
+                    "add [{key}] to SECTIONS"
+                );
+            }
+        }
     }
 
     #[test]

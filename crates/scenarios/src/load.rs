@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use crate::describe::{describe_serde_error, encoding_error, section_problems, syntax_error};
+use crate::describe::{
+    describe_serde_error, encoding_error, printable, section_problems, syntax_error,
+};
 use crate::error::{Problem, ScenarioError};
 use crate::source::SourceMap;
 use crate::{Scenario, validate};
@@ -23,18 +25,19 @@ impl std::str::FromStr for Override {
         let (key, value) = spec
             .split_once('=')
             .ok_or_else(|| ScenarioError::Override {
-                spec: spec.to_string(),
+                spec: printable(spec),
                 message: format!(
                     "`{}` has no value; write KEY=VALUE, e.g. load.request_rate=8",
-                    spec.trim()
+                    printable(spec.trim())
                 ),
             })?;
         let key = key.trim();
         if key.is_empty() || key.split('.').any(str::is_empty) {
             return Err(ScenarioError::Override {
-                spec: spec.to_string(),
+                spec: printable(spec),
                 message: format!(
-                    "`{key}` has an empty part; a key is a dotted path such as load.request_rate"
+                    "`{}` has an empty part; a key is a dotted path such as load.request_rate",
+                    printable(key)
                 ),
             });
         }
@@ -75,7 +78,8 @@ pub fn parse(text: &str, origin: &str, overrides: &[Override]) -> Result<Scenari
     for o in overrides {
         apply_override(&mut table, o)?;
     }
-    let locate = |key: &str| -> Problem {
+    // keys and values may come from --set and hold anything: print them on one line
+    let locate = |(key, message): (String, String)| -> Problem {
         let overridden = overrides
             .iter()
             .any(|o| key == o.key || key.starts_with(&format!("{}.", o.key)));
@@ -85,36 +89,22 @@ pub fn parse(text: &str, origin: &str, overrides: &[Override]) -> Result<Scenari
             } else {
                 origin.to_string()
             },
-            line: if overridden { None } else { map.line_of(key) },
-            key: key.to_string(),
-            message: String::new(),
+            line: if overridden { None } else { map.line_of(&key) },
+            key: printable(&key),
+            message: printable(&message),
         }
     };
-    let sections: Vec<Problem> = section_problems(&table)
-        .into_iter()
-        .map(|(key, message)| Problem {
-            message,
-            ..locate(&key)
-        })
-        .collect();
+    let sections: Vec<Problem> = section_problems(&table).into_iter().map(locate).collect();
     if !sections.is_empty() {
         return Err(ScenarioError::Invalid { problems: sections });
     }
-    let scenario: Scenario = serde_path_to_error::deserialize(table).map_err(|e| {
-        let (key, message) = describe_serde_error(&e);
-        ScenarioError::Invalid {
-            problems: vec![Problem {
-                message,
-                ..locate(&key)
-            }],
-        }
-    })?;
+    let scenario: Scenario =
+        serde_path_to_error::deserialize(table).map_err(|e| ScenarioError::Invalid {
+            problems: vec![locate(describe_serde_error(&e))],
+        })?;
     let problems: Vec<Problem> = validate::problems(&scenario)
         .into_iter()
-        .map(|(key, message)| Problem {
-            message,
-            ..locate(&key)
-        })
+        .map(locate)
         .collect();
     if problems.is_empty() {
         Ok(scenario)
@@ -139,11 +129,11 @@ fn apply_override(table: &mut toml::Table, o: &Override) -> Result<(), ScenarioE
             toml::Value::Table(t) => t,
             _ => {
                 return Err(ScenarioError::Override {
-                    spec: format!("{}={}", o.key, o.value),
+                    spec: printable(&format!("{}={}", o.key, o.value)),
                     message: format!(
                         "`{}` holds a value, so `{}` cannot be set inside it",
-                        parts[..=depth].join("."),
-                        o.key
+                        printable(&parts[..=depth].join(".")),
+                        printable(&o.key)
                     ),
                 });
             }
