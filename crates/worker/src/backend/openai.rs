@@ -177,6 +177,21 @@ fn interpret<'a>(api: Api, chunk: Chunk<'a>) -> EventInfo<'a> {
     info
 }
 
+/// Bytes of a bad payload (and of the parser's message about it) quoted in its error.
+const SHOWN_BYTES: usize = 200;
+
+/// At most `max` bytes of `s`, cut at a character boundary, marked when cut.
+fn clip(s: &str, max: usize) -> Cow<'_, str> {
+    if s.len() <= max {
+        return Cow::Borrowed(s);
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}…", &s[..end]))
+}
+
 pub(super) fn parse_event(api: Api, data: &[u8]) -> Result<EventInfo<'_>, String> {
     let trimmed = data.trim_ascii();
     if trimmed == b"[DONE]" {
@@ -186,8 +201,12 @@ pub(super) fn parse_event(api: Api, data: &[u8]) -> Result<EventInfo<'_>, String
         });
     }
     let chunk: Chunk<'_> = serde_json::from_slice(trimmed).map_err(|e| {
-        let shown = String::from_utf8_lossy(&trimmed[..trimmed.len().min(200)]);
-        format!("invalid event JSON ({e}): {shown}")
+        let shown = String::from_utf8_lossy(&trimmed[..trimmed.len().min(SHOWN_BYTES)]);
+        // serde quotes whole string values ("invalid type: string \"...\""): clip it too
+        format!(
+            "invalid event JSON ({}): {shown}",
+            clip(&e.to_string(), SHOWN_BYTES)
+        )
     })?;
     Ok(interpret(api, chunk))
 }
@@ -230,6 +249,18 @@ mod tests {
             output_tokens: Some(5),
             conversation: None,
         }
+    }
+
+    #[test]
+    fn errors_about_huge_payloads_stay_short() {
+        // found by the openai_events fuzz target: serde quoted a whole string value
+        let payload = format!("\"{}\"", "é".repeat(5000));
+        let e = parse_event(Api::Chat, payload.as_bytes()).unwrap_err();
+        assert!(e.len() < 3 * SHOWN_BYTES, "{} bytes", e.len());
+        assert!(
+            e.starts_with("invalid event JSON (invalid type: string"),
+            "{e}"
+        );
     }
 
     #[test]
