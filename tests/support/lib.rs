@@ -1,6 +1,8 @@
 //! Helpers for end-to-end tests: locate the real binaries, start the mock as a
 //! process, run `coord` with a deadline, read what it wrote.
 
+pub mod netns;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

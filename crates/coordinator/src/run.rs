@@ -225,6 +225,19 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     };
     let mut signals = Signals::install();
     let mut fleet = Fleet::start(options).await?;
+    if remote {
+        eprintln!(
+            "coord: waiting for {} remote worker(s) on {} (worker --coordinator {}://HOST:{})",
+            workers - local_workers,
+            fleet.addr,
+            if fleet.options.tls.is_some() {
+                "https"
+            } else {
+                "http"
+            },
+            fleet.addr.port()
+        );
+    }
     tracing::info!(addr = %fleet.addr, workers, "waiting for workers");
     if let Err(e) = fleet.join().await {
         fleet.shutdown().await;

@@ -182,6 +182,20 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// The fault's key in `[mock.faults]`, for error messages that name it.
+    pub fn key(self) -> &'static str {
+        match self {
+            Fault::Http429 => "http_429",
+            Fault::Http500 => "http_500",
+            Fault::Reset => "reset",
+            Fault::Malformed => "malformed",
+            Fault::ErrorEvent => "error_event",
+            Fault::Stall => "stall",
+            Fault::Truncate => "truncate",
+            Fault::Empty => "empty",
+        }
+    }
+
     /// The outcome class a correct client must report for this fault.
     pub fn expected_outcome(self) -> &'static str {
         match self {
@@ -224,8 +238,8 @@ impl Default for MockConfig {
 }
 
 impl MockConfig {
-    /// Problems with the values, as (key, message) pairs.
-    pub fn problems(&self) -> Vec<(&'static str, String)> {
+    /// Problems with the values, as (dotted key, message) pairs.
+    pub fn problems(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         let non_negative = [
             ("ttft_ms", self.ttft_ms),
@@ -236,33 +250,45 @@ impl MockConfig {
         ];
         for (key, v) in non_negative {
             if !(v.is_finite() && v >= 0.0) {
-                out.push((key, format!("must be a finite number ≥ 0, got {v}")));
+                out.push((
+                    key.to_string(),
+                    format!("must be a finite number ≥ 0, got {v}"),
+                ));
             }
         }
         if self.tokens_per_event == 0 {
-            out.push(("tokens_per_event", "must be at least 1".to_string()));
+            out.push((
+                "tokens_per_event".to_string(),
+                "must be at least 1".to_string(),
+            ));
         }
         if self.kv_cache_tokens == 0 {
-            out.push(("kv_cache_tokens", "must be at least 1".to_string()));
+            out.push((
+                "kv_cache_tokens".to_string(),
+                "must be at least 1".to_string(),
+            ));
         }
         if self.spec_tokens > 64 {
             out.push((
-                "spec_tokens",
+                "spec_tokens".to_string(),
                 format!("must be at most 64, got {}", self.spec_tokens),
             ));
         }
         for (fault, rate) in self.faults.table() {
             if !(0.0..=1.0).contains(&rate) {
                 out.push((
-                    "faults",
-                    format!("rate for {fault:?} must be within 0..=1, got {rate}"),
+                    format!("faults.{}", fault.key()),
+                    format!("a fault rate is a probability within [0, 1], got {rate}"),
                 ));
             }
         }
         if self.faults.total() > 1.0 + 1e-9 {
             out.push((
-                "faults",
-                format!("fault rates sum to {} (must be ≤ 1)", self.faults.total()),
+                "faults".to_string(),
+                format!(
+                    "fault rates sum to {} but one request gets at most one fault, so the sum must be ≤ 1",
+                    self.faults.total()
+                ),
             ));
         }
         out
@@ -299,4 +325,28 @@ pub struct Truth {
     pub tpot_ms: f64,
     pub e2el_ms: f64,
     pub events: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_keys_are_the_config_names() {
+        for (fault, _) in FaultRates::default().table() {
+            let json = format!("{{\"{}\": 0.5}}", fault.key());
+            let rates: FaultRates = serde_json::from_str(&json).unwrap();
+            assert_eq!(rates.total(), 0.5, "{json}");
+        }
+    }
+
+    #[test]
+    fn bad_rates_name_the_fault() {
+        let mut c = MockConfig::default();
+        c.faults.reset = -0.1;
+        c.faults.http_500 = 0.7;
+        c.faults.stall = 0.7;
+        let keys: Vec<String> = c.problems().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["faults.reset", "faults"]);
+    }
 }

@@ -48,7 +48,7 @@ pub enum ScenarioError {
         message: String,
     },
     /// A `--set key=value` override could not be applied.
-    #[error("--set {spec}: {message}")]
+    #[error("command line (--set {spec}): {message}")]
     Override { spec: String, message: String },
     /// Keys with wrong types, unknown names or out-of-range values.
     #[error("{}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]

@@ -5,6 +5,7 @@
 mod closed_loop;
 pub mod dataset;
 mod dataset_spec;
+mod describe;
 mod error;
 mod load;
 pub mod plan;

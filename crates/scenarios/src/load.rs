@@ -2,6 +2,9 @@
 
 use std::path::Path;
 
+use crate::describe::{
+    describe_serde_error, encoding_error, printable, section_problems, syntax_error,
+};
 use crate::error::{Problem, ScenarioError};
 use crate::source::SourceMap;
 use crate::{Scenario, validate};
@@ -22,14 +25,20 @@ impl std::str::FromStr for Override {
         let (key, value) = spec
             .split_once('=')
             .ok_or_else(|| ScenarioError::Override {
-                spec: spec.to_string(),
-                message: "expected key.path=value".to_string(),
+                spec: printable(spec),
+                message: format!(
+                    "`{}` has no value; write KEY=VALUE, e.g. load.request_rate=8",
+                    printable(spec.trim())
+                ),
             })?;
         let key = key.trim();
         if key.is_empty() || key.split('.').any(str::is_empty) {
             return Err(ScenarioError::Override {
-                spec: spec.to_string(),
-                message: "the key must be a dotted path such as load.request_rate".to_string(),
+                spec: printable(spec),
+                message: format!(
+                    "`{}` has an empty part; a key is a dotted path such as load.request_rate",
+                    printable(key)
+                ),
             });
         }
         Ok(Self {
@@ -51,11 +60,12 @@ pub struct LoadedScenario {
 /// Read, parse, override and validate a scenario file.
 pub fn load_file(path: &Path, overrides: &[Override]) -> Result<LoadedScenario, ScenarioError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+    let bytes = std::fs::read(path).map_err(|source| ScenarioError::Read {
         origin: origin.clone(),
         source,
     })?;
-    let mut scenario = parse(&text, &origin, overrides)?;
+    let text = std::str::from_utf8(&bytes).map_err(|e| encoding_error(&origin, &bytes, &e))?;
+    let mut scenario = parse(text, &origin, overrides)?;
     resolve_relative_paths(&mut scenario, path.parent());
     Ok(LoadedScenario { scenario, origin })
 }
@@ -68,7 +78,8 @@ pub fn parse(text: &str, origin: &str, overrides: &[Override]) -> Result<Scenari
     for o in overrides {
         apply_override(&mut table, o)?;
     }
-    let locate = |key: &str| -> Problem {
+    // keys and values may come from --set and hold anything: print them on one line
+    let locate = |(key, message): (String, String)| -> Problem {
         let overridden = overrides
             .iter()
             .any(|o| key == o.key || key.starts_with(&format!("{}.", o.key)));
@@ -78,26 +89,22 @@ pub fn parse(text: &str, origin: &str, overrides: &[Override]) -> Result<Scenari
             } else {
                 origin.to_string()
             },
-            line: if overridden { None } else { map.line_of(key) },
-            key: key.to_string(),
-            message: String::new(),
+            line: if overridden { None } else { map.line_of(&key) },
+            key: printable(&key),
+            message: printable(&message),
         }
     };
-    let scenario: Scenario = serde_path_to_error::deserialize(table).map_err(|e| {
-        let (key, message) = describe_serde_error(&e);
-        ScenarioError::Invalid {
-            problems: vec![Problem {
-                message,
-                ..locate(&key)
-            }],
-        }
-    })?;
+    let sections: Vec<Problem> = section_problems(&table).into_iter().map(locate).collect();
+    if !sections.is_empty() {
+        return Err(ScenarioError::Invalid { problems: sections });
+    }
+    let scenario: Scenario =
+        serde_path_to_error::deserialize(table).map_err(|e| ScenarioError::Invalid {
+            problems: vec![locate(describe_serde_error(&e))],
+        })?;
     let problems: Vec<Problem> = validate::problems(&scenario)
         .into_iter()
-        .map(|(key, message)| Problem {
-            message,
-            ..locate(&key)
-        })
+        .map(locate)
         .collect();
     if problems.is_empty() {
         let mut scenario = scenario;
@@ -108,72 +115,6 @@ pub fn parse(text: &str, origin: &str, overrides: &[Override]) -> Result<Scenari
     }
 }
 
-fn syntax_error(origin: &str, text: &str, e: &toml::de::Error) -> ScenarioError {
-    let offset = e.span().map_or(0, |s| s.start);
-    let map = SourceMap::new(text).ok();
-    let (line, column) = line_col(text, offset);
-    ScenarioError::Syntax {
-        origin: origin.to_string(),
-        line,
-        column,
-        key: map.and_then(|m| m.key_at(offset).map(str::to_string)),
-        message: e.message().trim().to_string(),
-    }
-}
-
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before
-        .rfind('\n')
-        .map_or(before.len(), |nl| before.len() - nl - 1)
-        + 1;
-    (line, column)
-}
-
-/// Turn serde's message into (dotted key, message), naming unknown keys precisely.
-fn describe_serde_error(e: &serde_path_to_error::Error<toml::de::Error>) -> (String, String) {
-    let path = e.path().to_string();
-    let path = if path == "." { String::new() } else { path };
-    let message = e.inner().message().trim().to_string();
-    if let Some(rest) = message.strip_prefix("unknown field `")
-        && let Some(end) = rest.find('`')
-    {
-        let field = &rest[..end];
-        let key = if path.is_empty() || path.ends_with(field) {
-            if path.is_empty() {
-                field.to_string()
-            } else {
-                path.clone()
-            }
-        } else {
-            format!("{path}.{field}")
-        };
-        return (
-            key,
-            format!(
-                "unknown key; {}",
-                &message["unknown field `".len() + end + 2..].trim_start_matches(", ")
-            ),
-        );
-    }
-    if let Some(rest) = message.strip_prefix("unknown variant `")
-        && let Some(end) = rest.find('`')
-    {
-        let value = &rest[..end];
-        let expected = rest[end + 1..].trim_start_matches(", ");
-        return (path, format!("unknown value \"{value}\"; {expected}"));
-    }
-    (
-        if path.is_empty() {
-            "(top level)".to_string()
-        } else {
-            path
-        },
-        message,
-    )
-}
-
 fn apply_override(table: &mut toml::Table, o: &Override) -> Result<(), ScenarioError> {
     let value = parse_value(&o.value);
     let parts: Vec<&str> = o.key.split('.').collect();
@@ -182,7 +123,7 @@ fn apply_override(table: &mut toml::Table, o: &Override) -> Result<(), ScenarioE
         message: "empty key".to_string(),
     })?;
     let mut cur = table;
-    for p in parents {
+    for (depth, p) in parents.iter().enumerate() {
         let entry = cur
             .entry((*p).to_string())
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
@@ -190,8 +131,12 @@ fn apply_override(table: &mut toml::Table, o: &Override) -> Result<(), ScenarioE
             toml::Value::Table(t) => t,
             _ => {
                 return Err(ScenarioError::Override {
-                    spec: format!("{}={}", o.key, o.value),
-                    message: format!("`{p}` is a value, not a section"),
+                    spec: printable(&format!("{}={}", o.key, o.value)),
+                    message: format!(
+                        "`{}` holds a value, so `{}` cannot be set inside it",
+                        printable(&parts[..=depth].join(".")),
+                        printable(&o.key)
+                    ),
                 });
             }
         };
@@ -319,6 +264,56 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.mock.api, cicada_mock::MockApi::Tgi);
+    }
+
+    #[test]
+    fn syntax_errors_name_the_key_being_parsed() {
+        let e = err("[target]\nbackend = \"mock\"\n[load]\nrequest_rate =\n");
+        assert_eq!(
+            e,
+            "s.toml:4:15: invalid TOML at `load.request_rate`: missing value after `=`"
+        );
+    }
+
+    #[test]
+    fn sections_and_required_keys_are_named() {
+        let e = err("[target]\nbackend = \"mock\"\n[[load]]\n");
+        assert!(e.starts_with("s.toml:3: `load`: `[[load]]`"), "{e}");
+        let e = err("[target]\nbackend = \"mock\"\n[tokenizer]\nverify_every = 2\n");
+        assert!(
+            e.starts_with("s.toml:3: `tokenizer.source`: required"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn overrides_that_cannot_apply_name_the_flag_and_key() {
+        let o: Override = "target.backend.x=1".parse().unwrap();
+        let e = parse("[target]\nbackend = \"mock\"\n", "s.toml", &[o])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "command line (--set target.backend.x=1): `target.backend` holds a value, so `target.backend.x` cannot be set inside it"
+        );
+    }
+
+    #[test]
+    fn non_utf8_files_are_located() {
+        let dir = std::env::temp_dir().join(format!("cicada-utf8-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("latin1.toml");
+        std::fs::write(
+            &path,
+            b"[target]\nbackend = \"mock\"\nmodel = \"caf\xe9\"\n",
+        )
+        .unwrap();
+        let e = load_file(&path, &[]).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            e.contains("latin1.toml:3:13: invalid TOML at `target.model`: byte 0xE9"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub use crate::sharding::{
     stripe_uses,
 };
 
+/// Longest schedule counted to plan a time-bound run.
+const COUNT_LIMIT: usize = 5_000_000;
+
 /// Version of the plan document; bumped on incompatible changes.
 pub const PLAN_FORMAT: u32 = 2;
 
@@ -270,10 +273,25 @@ impl Plan {
                 stripe: Some(s),
                 schedule,
                 ..
-            } => schedule.requests.map_or(0, |n| {
-                let (count, index) = (u64::from(s.count), u64::from(s.index));
-                n / count + u64::from(n % count > index)
-            }),
+            } => match (schedule.requests, schedule.duration) {
+                (Some(n), _) => {
+                    let (count, index) = (u64::from(s.count), u64::from(s.index));
+                    n / count + u64::from(n % count > index)
+                }
+                // time-bound: the schedule is deterministic, so count it
+                // (unless it is unbounded or too long to be worth counting)
+                (None, Some(_))
+                    if schedule.rate.per_second().is_some() || schedule.arrivals_us.is_some() =>
+                {
+                    let counted = schedule.global().take(COUNT_LIMIT).count();
+                    if counted == COUNT_LIMIT {
+                        0
+                    } else {
+                        schedule.stripe(s.index, s.count).count() as u64
+                    }
+                }
+                _ => 0,
+            },
             Drive::Closed(c) => c.planned_requests(),
         }
     }

@@ -48,9 +48,18 @@ impl<'de> Deserialize<'de> for Span {
                 f.write_str("a duration such as \"500ms\", \"30s\", \"20m\" or a number of seconds")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Span, E> {
+                if v.trim_start().starts_with('-') {
+                    return Err(E::custom(format!(
+                        "a duration cannot be negative, got \"{v}\""
+                    )));
+                }
                 humantime::parse_duration(v.trim())
                     .map(Span)
-                    .map_err(|e| E::custom(format!("invalid duration \"{v}\": {e}")))
+                    .map_err(|e| {
+                        E::custom(format!(
+                            "invalid duration \"{v}\" ({e}); write it like \"500ms\", \"30s\", \"20m\" or \"1h 30m\""
+                        ))
+                    })
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Span, E> {
                 Ok(Span(Duration::from_secs(v)))
@@ -61,9 +70,11 @@ impl<'de> Deserialize<'de> for Span {
                     .map_err(|_| E::custom(format!("a duration cannot be negative, got {v}")))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Span, E> {
-                Duration::try_from_secs_f64(v)
-                    .map(Span)
-                    .map_err(|_| E::custom(format!("invalid duration {v} s")))
+                Duration::try_from_secs_f64(v).map(Span).map_err(|_| {
+                    E::custom(format!(
+                        "a duration is a number of seconds from 0 to about 1.8e19, got {v:?}"
+                    ))
+                })
             }
         }
         d.deserialize_any(V)

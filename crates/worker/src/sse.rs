@@ -43,6 +43,10 @@ impl SseFramer {
         mut chunk: &[u8],
         on_event: &mut impl FnMut(SseEvent<'_>) -> bool,
     ) -> bool {
+        if chunk.is_empty() {
+            // an empty read says nothing, not even whether a `\n` follows a `\r`
+            return true;
+        }
         if self.after_cr {
             self.after_cr = false;
             if chunk.first() == Some(&b'\n') {
@@ -222,6 +226,16 @@ mod tests {
                 d("{\"content\":\"a\"}"),
                 ("error".to_string(), "{\"code\":500}".to_string())
             ]
+        );
+    }
+
+    #[test]
+    fn empty_reads_between_cr_and_lf_change_nothing() {
+        // found by the sse_framer fuzz target: `\r`, an empty read, then `\n`
+        // was taken as two line ends, dispatching the event early
+        assert_eq!(
+            collect(&[b"data: a\r", b"", b"\ndata: b\n\n"]),
+            vec![d("a\nb")]
         );
     }
 

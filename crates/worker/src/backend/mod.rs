@@ -118,12 +118,31 @@ impl Backend {
     }
 }
 
+/// Bytes of a bad payload (and of the parser's message about it) quoted in its error.
+const SHOWN_BYTES: usize = 200;
+
+/// At most `max` bytes of `s`, cut at a character boundary, marked when cut.
+fn clip(s: &str, max: usize) -> Cow<'_, str> {
+    if s.len() <= max {
+        return Cow::Borrowed(s);
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}…", &s[..end]))
+}
+
 /// Parse a payload as `T`, or say what was wrong with it.
 fn decode<'a, T: serde::Deserialize<'a>>(data: &'a [u8]) -> Result<T, String> {
     let trimmed = data.trim_ascii();
     serde_json::from_slice(trimmed).map_err(|e| {
-        let shown = String::from_utf8_lossy(&trimmed[..trimmed.len().min(200)]);
-        format!("invalid event JSON ({e}): {shown}")
+        let shown = String::from_utf8_lossy(&trimmed[..trimmed.len().min(SHOWN_BYTES)]);
+        // serde quotes whole string values ("invalid type: string \"...\""): clip it too
+        format!(
+            "invalid event JSON ({}): {shown}",
+            clip(&e.to_string(), SHOWN_BYTES)
+        )
     })
 }
 

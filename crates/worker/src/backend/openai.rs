@@ -262,6 +262,18 @@ mod tests {
     }
 
     #[test]
+    fn errors_about_huge_payloads_stay_short() {
+        // found by the openai_events fuzz target: serde quoted a whole string value
+        let payload = format!("\"{}\"", "é".repeat(5000));
+        let e = parse_event(Api::Chat, payload.as_bytes()).unwrap_err();
+        assert!(e.len() < 3 * super::super::SHOWN_BYTES, "{} bytes", e.len());
+        assert!(
+            e.starts_with("invalid event JSON (invalid type: string"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn bodies_carry_limits_usage_and_extras() {
         let v: Value =
             serde_json::from_slice(&backend(Api::Chat, Flavor::Vllm).body(&entry())).unwrap();

@@ -1,0 +1,58 @@
+//! Checks for datasets, shared by the `dataset` fuzz target and the
+//! workspace test that replays its corpus.
+//!
+//! The input is the body of `[dataset]`, parsed through the whole scenario
+//! path (which validates the dataset config) and, when valid and small
+//! enough, built into a request pool. File-backed kinds fail here on their
+//! (missing) files, which must be a located one-line error; their file
+//! formats get their own checks (see the README's Fuzzing section).
+
+use cicada_scenarios::dataset::{build_pool, pool_len};
+use cicada_scenarios::scenario::DatasetKind;
+use cicada_scenarios::{ScenarioError, parse};
+
+/// Words a pool may hold before the check skips building it (keeps runs fast;
+/// sizes are not capped by validation, see the fuzzing notes).
+const MAX_WORDS: f64 = 200_000.0;
+
+/// `[dataset]` body -> validated config -> pool: located errors or a pool
+/// with exactly the asked-for entries, never a panic.
+pub fn check(data: &[u8]) {
+    let body = String::from_utf8_lossy(data);
+    let text = format!("[target]\nbackend = \"mock\"\n[load]\nnum_prompts = 3\n[dataset]\n{body}");
+    let scenario = match parse(&text, "fuzz.toml", &[]) {
+        Ok(s) => s,
+        Err(ScenarioError::Syntax { line, .. }) => {
+            assert!(line >= 1 && line <= text.split('\n').count());
+            return;
+        }
+        Err(ScenarioError::Invalid { problems }) => {
+            assert!(!problems.is_empty());
+            return;
+        }
+        Err(other) => panic!("unexpected error kind: {other:?}"),
+    };
+    let d = &scenario.dataset;
+    let n = pool_len(&scenario);
+    let len = |v: Option<u32>| f64::from(v.unwrap_or(0));
+    let words = (len(d.prefix_len)
+        + len(d.input_len).max(len(d.output_len)) * (1.0 + d.range_ratio.unwrap_or(0.0)))
+        * n as f64;
+    if words > MAX_WORDS {
+        return;
+    }
+    match build_pool(&scenario, None) {
+        Ok(pool) => {
+            assert_eq!(pool.entries.len() as u64, n);
+            for (i, e) in pool.entries.iter().enumerate() {
+                assert_eq!(e.id, i as u64);
+                assert!(e.input_tokens >= 1);
+                assert!(e.output_tokens.is_none_or(|t| t >= 1));
+            }
+        }
+        Err(e) => {
+            assert_ne!(d.kind, DatasetKind::Random, "random cannot fail: {e}");
+            assert!(!e.to_string().contains('\n'), "one line: {e}");
+        }
+    }
+}
