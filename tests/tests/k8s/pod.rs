@@ -242,13 +242,19 @@ fn resolve(
         return v;
     }
     if let Some(r) = &from.config_map_key_ref {
-        let v = rendered
+        let data = rendered
             .config_map(&r.name)
             .data
-            .as_ref()?
-            .get(&r.key)
-            .cloned();
-        assert!(v.is_some() || r.optional == Some(true));
+            .clone()
+            .unwrap_or_default();
+        let v = data.get(&r.key).cloned();
+        assert!(
+            v.is_some() || r.optional == Some(true),
+            "the pod would not start: env {} needs ConfigMap {} key {}",
+            e.name,
+            r.name,
+            r.key
+        );
         return v;
     }
     if let Some(f) = &from.field_ref {

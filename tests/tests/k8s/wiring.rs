@@ -23,7 +23,7 @@ pub const API_KEY_SECRET: (&str, &str) = ("cicada-api-key", "api-key");
 pub struct Wiring {
     pub workers: i32,
     pub service: Service,
-    /// The host name workers dial, and the port.
+    /// The host name the workers dial.
     pub dial_host: String,
     /// The scenario file in the ConfigMap.
     pub scenario: String,
