@@ -294,7 +294,10 @@ impl Fleet {
         (exited.len() == self.children.len()).then(|| exited.join(", "))
     }
 
-    /// End the run: tell every worker, then reap local processes.
+    /// End the run: tell every worker, wait (briefly) until each has hung
+    /// up, then reap local processes. Exiting while a worker still reads
+    /// would break its stream before it sees the stop, and it would count
+    /// itself lost (exit 3: a failed pod in a Kubernetes Job).
     pub async fn shutdown(mut self) {
         self.broadcast(CBody::Stop(v1::Stop {
             stage: u32::MAX,
@@ -302,6 +305,34 @@ impl Fleet {
             reason: "the run is over".into(),
         }))
         .await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // workers already silent for the heartbeat timeout were lost: no need to wait for them
+        let silence = self.options.heartbeat_timeout;
+        let mut open: std::collections::HashSet<u64> = self
+            .by_conn
+            .iter()
+            .filter(|(_, i)| {
+                self.members
+                    .get(i)
+                    .is_some_and(|m| m.last_seen.elapsed() < silence)
+            })
+            .map(|(conn, _)| *conn)
+            .collect();
+        while !open.is_empty() {
+            tokio::select! {
+                ev = self.events.recv() => match ev {
+                    Some(FleetEvent::Left { conn, .. }) => {
+                        open.remove(&conn);
+                    }
+                    Some(_) => {}
+                    None => break,
+                },
+                () = tokio::time::sleep_until(deadline) => {
+                    tracing::warn!(workers = open.len(), "workers did not hang up after the stop");
+                    break;
+                }
+            }
+        }
         let deadline = Instant::now() + Duration::from_secs(5);
         for child in &mut self.children {
             let left = deadline.saturating_duration_since(Instant::now());
