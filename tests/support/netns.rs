@@ -5,8 +5,13 @@
 //! Needs root (CAP_NET_ADMIN) and iproute2, as the project's test machines have.
 
 use std::net::Ipv4Addr;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Where `ip netns exec` looks for a namespace's own `/etc` files.
+const NETNS_ETC: &str = "/etc/netns";
 
 /// One host of the LAN.
 #[derive(Debug, Clone)]
@@ -17,6 +22,8 @@ pub struct Host {
     pub ip: Ipv4Addr,
     /// The veth end in the root namespace (down = link cut).
     link: String,
+    /// Its own host name (a UTS namespace per command), when one was given.
+    hostname: Option<String>,
 }
 
 /// A bridge and its hosts.
@@ -74,6 +81,7 @@ impl Lan {
                     ns: ns.clone(),
                     ip: host_ip,
                     link: link.clone(),
+                    hostname: None,
                 });
                 ip(&["link", "add", &link, "type", "veth", "peer", "name", &peer])?;
                 ip(&["link", "set", &peer, "netns", &ns])?;
@@ -109,11 +117,49 @@ impl Lan {
         lan
     }
 
-    /// A command run inside `host`'s namespace.
+    /// A command run inside `host`'s namespace (and under its host name, if set).
     pub fn command(&self, host: usize, program: &std::path::Path) -> Command {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.hosts[host].ns]).arg(program);
+        if let Some(name) = &self.hosts[host].hostname {
+            let name = name.clone().into_bytes();
+            // SAFETY: between fork and exec only two syscalls run, on memory
+            // the closure owns; no allocation, no locks.
+            unsafe {
+                c.pre_exec(move || {
+                    if libc::unshare(libc::CLONE_NEWUTS) != 0
+                        || libc::sethostname(name.as_ptr().cast(), name.len()) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         c
+    }
+
+    /// Give `host` its own host name, as a pod or a machine has: its commands
+    /// run in a new UTS namespace with that name.
+    pub fn set_hostname(&mut self, host: usize, name: &str) {
+        self.hosts[host].hostname = Some(name.to_string());
+    }
+
+    /// Give `host` its own `/etc/hosts` resolving `names` (what a cluster's
+    /// DNS would): `ip netns exec` mounts `/etc/netns/<ns>/hosts` over
+    /// `/etc/hosts`. Removed with the LAN.
+    pub fn hosts_file(&self, host: usize, names: &[(&str, Ipv4Addr)]) {
+        let dir = Path::new(NETNS_ETC).join(&self.hosts[host].ns);
+        let mut text =
+            String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+        for (name, ip) in names {
+            text.push_str(&format!("{ip}\t{name}\n"));
+        }
+        if let Err(e) =
+            std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(dir.join("hosts"), text))
+        {
+            panic!("writing {}/hosts: {e}", dir.display());
+        }
     }
 
     /// Cut `host`'s link: packets stop, but no connection is closed.
@@ -129,7 +175,10 @@ impl Drop for Lan {
         for h in &self.hosts {
             let _ = ip(&["link", "del", &h.link]);
             let _ = ip(&["netns", "del", &h.ns]);
+            let _ = std::fs::remove_dir_all(Path::new(NETNS_ETC).join(&h.ns));
         }
+        // only removed when no other namespace keeps files there
+        let _ = std::fs::remove_dir(NETNS_ETC);
         let _ = ip(&["link", "del", &self.bridge]);
     }
 }

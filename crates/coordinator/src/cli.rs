@@ -36,7 +36,7 @@ pub struct RunArgs {
     pub workers: Option<u32>,
     /// Workers that must join before the run starts, local ones included;
     /// remote workers dial --listen with `worker --coordinator http://HOST:PORT`.
-    #[arg(long)]
+    #[arg(long, env = "CICADA_EXPECT_WORKERS")]
     pub expect_workers: Option<u32>,
     /// File holding the shared worker token (default: the CICADA_TOKEN
     /// environment variable; a random one for local-only fleets).

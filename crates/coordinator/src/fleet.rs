@@ -1,6 +1,6 @@
 //! The fleet: the gRPC server, local worker processes, who joined, and who was lost.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -294,8 +294,10 @@ impl Fleet {
         (exited.len() == self.children.len()).then(|| exited.join(", "))
     }
 
-    /// End the run: tell every worker, wait (at most 5 s) until the live ones
-    /// have hung up, then reap local processes.
+    /// End the run: tell every worker, wait (briefly) until each has hung
+    /// up, then reap local processes. Exiting while a worker still reads
+    /// would break its stream before it sees the stop, and it would count
+    /// itself lost (exit 3: a failed pod in a Kubernetes Job).
     pub async fn shutdown(mut self) {
         self.broadcast(CBody::Stop(v1::Stop {
             stage: u32::MAX,
@@ -304,31 +306,34 @@ impl Fleet {
         }))
         .await;
         let deadline = Instant::now() + Duration::from_secs(5);
-        // remote workers learn of the end only from the Stop: closing the
-        // server at once could cut the connection before it is written, and
-        // they would take that for a lost coordinator (exit 3). Live workers
-        // hang up once they have it; silent (lost) ones are not waited for.
-        let now = Instant::now();
+        // workers already silent for the heartbeat timeout were lost: no need to wait for them
         let silence = self.options.heartbeat_timeout;
-        let mut open: HashSet<u64> = self
+        let mut open: std::collections::HashSet<u64> = self
             .by_conn
             .iter()
             .filter(|(_, i)| {
                 self.members
                     .get(i)
-                    .is_some_and(|m| now.saturating_duration_since(m.last_seen) <= silence)
+                    .is_some_and(|m| m.last_seen.elapsed() < silence)
             })
             .map(|(conn, _)| *conn)
             .collect();
         while !open.is_empty() {
-            match tokio::time::timeout_at(deadline, self.events.recv()).await {
-                Ok(Some(FleetEvent::Left { conn, .. })) => {
-                    open.remove(&conn);
+            tokio::select! {
+                ev = self.events.recv() => match ev {
+                    Some(FleetEvent::Left { conn, .. }) => {
+                        open.remove(&conn);
+                    }
+                    Some(_) => {}
+                    None => break,
+                },
+                () = tokio::time::sleep_until(deadline) => {
+                    tracing::warn!(workers = open.len(), "workers did not hang up after the stop");
+                    break;
                 }
-                Ok(Some(_)) => {}
-                Ok(None) | Err(_) => break,
             }
         }
+        let deadline = Instant::now() + Duration::from_secs(5);
         for child in &mut self.children {
             let left = deadline.saturating_duration_since(Instant::now());
             if tokio::time::timeout(left, child.wait()).await.is_err() {

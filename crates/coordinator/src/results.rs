@@ -109,7 +109,9 @@ pub fn stage_results(
     out
 }
 
-/// Print a stage's console block and write its files; returns the files written.
+/// Write a stage's files, name them on stderr, then print its console block;
+/// returns the files written. The block comes last so that a log that merges
+/// both streams (`kubectl logs`, a Slurm output file) ends with the result.
 ///
 /// A run without sweep writes `result.json` (`output.result_filename`), plus
 /// `result-stage<n>.json` per `[[stages]]` window; a sweep writes
@@ -121,10 +123,6 @@ pub fn write_stage(results: &[RunResult], sweep: bool) -> anyhow::Result<Vec<Pat
     };
     let dir = &whole.scenario.output.dir;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    if sweep {
-        println!("\nStage {}: {}", whole.stage, whole.stage_name);
-    }
-    print!("{}", console::render(whole));
     let mut files = Vec::new();
     let base = &whole.scenario.output.result_filename;
     let main_name = if sweep {
@@ -155,6 +153,18 @@ pub fn write_stage(results: &[RunResult], sweep: bool) -> anyhow::Result<Vec<Pat
     let csv_path = dir.join("summary.csv");
     csv::append(&csv_path, &rows)?;
     files.push(csv_path);
+    eprintln!(
+        "results: {}",
+        files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if sweep {
+        println!("\nStage {}: {}", whole.stage, whole.stage_name);
+    }
+    print!("{}", console::render(whole));
     Ok(files)
 }
 

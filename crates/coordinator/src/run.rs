@@ -309,15 +309,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
                 warmup_end,
                 server,
             );
-            let files = write_stage(&results, sweeper.is_sweep())?;
-            eprintln!(
-                "results: {}",
-                files
-                    .iter()
-                    .map(|f| f.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+            write_stage(&results, sweeper.is_sweep())?;
             let whole = results.remove(0);
             let s = whole.summary();
             sweeper.finished(Outcome {
