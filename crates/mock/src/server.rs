@@ -111,9 +111,7 @@ impl MockServer {
             return Err(MockError::Config(text.join("; ")));
         }
         let acceptor = tls.as_ref().map(tls_acceptor).transpose()?;
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| MockError::Bind { addr, source })?;
+        let listener = listen(addr).map_err(|source| MockError::Bind { addr, source })?;
         let addr = listener
             .local_addr()
             .map_err(|source| MockError::Bind { addr, source })?;
@@ -165,6 +163,22 @@ impl MockServer {
     pub fn config(&self) -> &MockConfig {
         &self.shared.config
     }
+}
+
+/// Connections the kernel may queue before the mock accepts them: thousands
+/// of clients connecting at once must not wait for SYN retries (the default
+/// 1024 would; the kernel caps it at `net.core.somaxconn`).
+const BACKLOG: u32 = 16_384;
+
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
 }
 
 async fn accept_loop(

@@ -263,7 +263,10 @@ impl State {
         if let Ok(mut g) = self.lateness.lock() {
             let (hist, sum, first_sum, first_n) = &mut *g;
             for v in &l.values {
-                hist.saturating_record(*v);
+                // grow to fit: a clamped record would hide exactly the late events we report
+                if hist.record(*v).is_err() {
+                    hist.saturating_record(*v);
+                }
                 *sum += v;
             }
             if let Some(f) = l.first {
