@@ -24,6 +24,9 @@ pub enum Command {
     Mock(Box<MockArgs>),
     /// Check a scenario file without running it.
     Validate(ValidateArgs),
+    /// Measure this machine's client: throughput, CPU per token and timing
+    /// error against the built-in mock, one core each.
+    Selftest(crate::selftest::SelftestArgs),
 }
 
 /// `coord run`.

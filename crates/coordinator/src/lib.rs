@@ -3,6 +3,7 @@
 //! reports, live progress and the result writers.
 
 pub mod cli;
+pub mod client;
 pub mod flags;
 pub mod fleet;
 pub mod merge;
@@ -12,6 +13,7 @@ pub mod ready;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod selftest;
 pub mod server;
 pub mod server_metrics;
 pub mod signals;
@@ -27,6 +29,7 @@ use crate::run::{EXIT_BAD_INPUT, RunError};
 /// Run the command line; returns the process exit code.
 pub async fn main(cli: Cli) -> i32 {
     cicada_worker::tls::install_crypto_provider();
+    cicada_worker::sys::raise_fd_limit();
     match cli.command {
         Command::Run(args) => match run::run(*args).await {
             Ok(code) => code,
@@ -41,6 +44,13 @@ pub async fn main(cli: Cli) -> i32 {
         },
         Command::Mock(args) => serve_mock(*args).await,
         Command::Validate(args) => validate(&args),
+        Command::Selftest(args) => match selftest::selftest(args).await {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                1
+            }
+        },
     }
 }
 

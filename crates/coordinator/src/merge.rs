@@ -73,6 +73,15 @@ impl IntervalRow {
     }
 }
 
+/// One worker's resource use over a stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerUsage {
+    /// CPU time (user + system) of the worker process, µs.
+    pub cpu_us: u64,
+    /// Most resident memory it reported, bytes.
+    pub peak_rss_bytes: u64,
+}
+
 /// Everything merged so far for one stage.
 #[derive(Debug)]
 pub struct Aggregate {
@@ -81,6 +90,8 @@ pub struct Aggregate {
     pub scopes: BTreeMap<Scope, MetricSet>,
     /// Worker health (runtime stalls), cumulative.
     pub health: MetricSet,
+    /// Each worker's own resource use.
+    pub usage: BTreeMap<u32, WorkerUsage>,
     open: BTreeMap<u64, (MetricSet, u64)>,
     /// Highest report seq seen per worker.
     progress: BTreeMap<u32, u64>,
@@ -97,6 +108,7 @@ impl Aggregate {
             interval_s,
             scopes: BTreeMap::new(),
             health: MetricSet::default(),
+            usage: BTreeMap::new(),
             open: BTreeMap::new(),
             progress: BTreeMap::new(),
             live: workers.into_iter().collect(),
@@ -117,6 +129,9 @@ impl Aggregate {
         }
         if let Some(h) = &report.health {
             cicada_proto::convert::decode_histograms(&mut self.health, &h.histograms)?;
+            let u = self.usage.entry(worker).or_default();
+            u.cpu_us += h.cpu_us;
+            u.peak_rss_bytes = u.peak_rss_bytes.max(h.peak_rss_bytes).max(h.rss_bytes);
         }
         let slot = self.open.entry(report.seq).or_default();
         slot.0.merge(&interval)?;

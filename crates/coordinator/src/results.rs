@@ -4,11 +4,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use cicada_metrics::Scope;
-use cicada_scenarios::Scenario;
 use cicada_scenarios::dataset::DatasetReport;
 use cicada_scenarios::plan::{PhaseWindow, ResolvedTarget};
+use cicada_scenarios::scenario::DatasetKind;
+use cicada_scenarios::{Scenario, sharding};
 use sha2::{Digest, Sha256};
 
+use crate::client;
 use crate::merge::Aggregate;
 use crate::report::{RunResult, console, csv, json};
 use crate::server_metrics::ServerView;
@@ -80,10 +82,22 @@ pub fn stage_results(
                 started_unix: end.started_unix,
                 dataset: ctx.dataset.clone(),
                 server: ServerView::default(),
+                client: None,
             }
         };
     let mut whole = make(id.number, id.name.clone(), &|_| true, warmup_end_us, rows);
     whole.server = server;
+    let uncapped_open_loop = !sharding::is_closed_loop(scenario)
+        && scenario.load.max_concurrency.is_none()
+        && scenario.dataset.kind != DatasetKind::Conversations;
+    whole.client = Some(client::assess(
+        &agg.health,
+        &agg.usage,
+        &end.workers,
+        &whole.total,
+        end.elapsed_s,
+        uncapped_open_loop,
+    ));
     let mut out = vec![whole];
     for (p, w) in phases.iter().enumerate() {
         let start = (w.start.as_micros() as u64).max(warmup_end_us);

@@ -47,6 +47,8 @@ pub struct StageEnd {
     pub started_unix: f64,
     /// Every worker's share: planned and reported requests.
     pub workers: Vec<WorkerShare>,
+    /// Seconds from the start barrier to the end of the stage.
+    pub elapsed_s: f64,
 }
 
 /// One worker's part of a stage.
@@ -60,6 +62,8 @@ pub struct WorkerShare {
     pub reported: u64,
     /// It was lost before finishing.
     pub lost: bool,
+    /// Runtime threads it runs (its share of the machine).
+    pub threads: u32,
 }
 
 fn reported_sent(r: &v1::Report) -> u64 {
@@ -265,6 +269,9 @@ pub async fn run_stage(
     }
     agg.flush(true);
     progress.finish(agg, start);
+    end.elapsed_s = Instant::now()
+        .saturating_duration_since(start)
+        .as_secs_f64();
     end.workers = fleet
         .members
         .iter()
@@ -274,6 +281,7 @@ pub async fn run_stage(
             planned: planned.get(i).copied().unwrap_or(0),
             reported: reported.get(i).copied().unwrap_or(0),
             lost: end.lost.iter().any(|l| l.index == *i),
+            threads: m.hello.cpus.max(1),
         })
         .collect();
     Ok(end)

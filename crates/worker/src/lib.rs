@@ -6,11 +6,13 @@ pub mod backend;
 pub mod clock;
 pub mod exchange;
 pub mod executor;
+pub mod health;
 pub mod http;
 pub mod inflight;
 pub mod link;
 pub mod recorder;
 pub mod sse;
+pub mod sys;
 pub mod tls;
 
 use std::path::PathBuf;

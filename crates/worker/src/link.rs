@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cicada_proto::convert::encode_set;
+use cicada_proto::convert::{encode_histograms, encode_set};
 use cicada_proto::v1::{
     self, coordinator_client::CoordinatorClient, coordinator_message::Body as CBody,
     worker_message::Body as WBody,
@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::executor::{self, Stage};
+use crate::health::Health;
 
 /// The protocol version every cicada binary of this build speaks.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -323,6 +324,13 @@ fn start_stage(
     let (s2, c2) = (stop.clone(), cancel.clone());
     let task = tokio::spawn(async move {
         let interval = Duration::from_millis(stage.plan.report_interval_ms.max(100));
+        let health = Arc::new(Health::new());
+        let ticking = CancellationToken::new();
+        let ticker_task = {
+            let (health, ticking) = (health.clone(), ticking.clone());
+            tokio::spawn(async move { health.run_ticker(ticking).await })
+        };
+        let _stop_ticker = ticking.drop_guard();
         let mut exec = tokio::spawn(executor::run(stage.clone(), clock, s2, c2));
         tokio::time::sleep_until(clock.start()).await;
         let mut ticker = tokio::time::interval_at(clock.start() + interval, interval);
@@ -331,7 +339,7 @@ fn start_stage(
         let sent = loop {
             tokio::select! {
                 _ = ticker.tick() => {
-                    let report = build_report(&stage, stage_no, seq, last_end, clock.now_us());
+                    let report = build_report(&stage, &health, stage_no, seq, last_end, clock.now_us());
                     last_end = report.interval_end_us;
                     seq += 1;
                     if tx.send(msg(WBody::Report(report))).await.is_err() {
@@ -341,7 +349,9 @@ fn start_stage(
                 r = &mut exec => break r.unwrap_or(0),
             }
         };
-        let report = build_report(&stage, stage_no, seq, last_end, clock.now_us());
+        drop(_stop_ticker);
+        let _ = ticker_task.await;
+        let report = build_report(&stage, &health, stage_no, seq, last_end, clock.now_us());
         let _ = tx.send(msg(WBody::Report(report))).await;
         let _ = tx
             .send(msg(WBody::Done(v1::Done {
@@ -354,7 +364,21 @@ fn start_stage(
     Running { stop, cancel, task }
 }
 
-fn build_report(stage: &Stage, stage_no: u32, seq: u64, start_us: u64, end_us: u64) -> v1::Report {
+fn build_report(
+    stage: &Stage,
+    health: &Health,
+    stage_no: u32,
+    seq: u64,
+    start_us: u64,
+    end_us: u64,
+) -> v1::Report {
+    let h = health.take();
+    let health = v1::Health {
+        histograms: encode_histograms(&h.stalls),
+        cpu_us: h.cpu_us,
+        rss_bytes: h.rss_bytes,
+        peak_rss_bytes: h.peak_rss_bytes,
+    };
     let scopes = stage
         .take_interval(end_us)
         .iter()
@@ -366,7 +390,7 @@ fn build_report(stage: &Stage, stage_no: u32, seq: u64, start_us: u64, end_us: u
         interval_start_us: start_us,
         interval_end_us: end_us,
         scopes,
-        health: None,
+        health: Some(health),
         in_flight: stage.in_flight(),
         details_jsonl: Default::default(),
     }

@@ -13,6 +13,7 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     tls::install_crypto_provider();
+    cicada_worker::sys::raise_fd_limit();
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

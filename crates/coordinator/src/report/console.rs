@@ -282,6 +282,13 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
             "PARTIAL: interrupted by {sig}; figures cover the requests that finished"
         );
     }
+    if let Some(c) = &r.client {
+        client_lines(
+            out,
+            c,
+            s.total_output_tokens + r.warmup.counter(Counter::OutputTokens),
+        );
+    }
     rule(out, "", '=');
 }
 
@@ -348,6 +355,32 @@ fn render_server(out: &mut String, f: &ServerFigures) {
             float(out, &format!("Server P50 {label} (ms, est.):"), h.p50_ms);
             float(out, &format!("Server P99 {label} (ms, est.):"), h.p99_ms);
         }
+    }
+}
+
+fn client_lines(out: &mut String, c: &crate::client::ClientHealth, tokens: u64) {
+    section(out, "Client (the load generator itself)");
+    let per_token = if tokens > 0 {
+        format!(
+            " ({:.2} µs per output token)",
+            c.cpu_us as f64 / tokens as f64
+        )
+    } else {
+        String::new()
+    };
+    int(
+        out,
+        "Worker CPU time (s):",
+        format!("{:.2}{per_token}", c.cpu_us as f64 / 1e6),
+    );
+    float(out, "Worker peak RSS (MB):", c.peak_rss_bytes as f64 / 1e6);
+    float(out, "Runtime stall p99 (ms):", c.stall_p99_ms);
+    if c.client_bound {
+        let _ = writeln!(
+            out,
+            "CLIENT-BOUND: {}. These figures show this client's limit, not the server's: add workers or cores.",
+            c.reasons.join("; ")
+        );
     }
 }
 

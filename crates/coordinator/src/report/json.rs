@@ -38,6 +38,26 @@ fn metric_fields(m: &mut Map<String, Value>, s: &Summary, metric: Metric, percen
     }
 }
 
+fn client_json(c: &crate::client::ClientHealth, tokens: u64) -> Value {
+    json!({
+        "client_bound": c.client_bound,
+        "reasons": c.reasons,
+        "cpu_us": c.cpu_us,
+        "cpu_us_per_output_token": (tokens > 0).then(|| c.cpu_us as f64 / tokens as f64),
+        "peak_rss_bytes": c.peak_rss_bytes,
+        "runtime_stall_p50_ms": num(c.stall_p50_ms),
+        "runtime_stall_p99_ms": num(c.stall_p99_ms),
+        "runtime_stall_max_ms": num(c.stall_max_ms),
+        "workers": c.workers.iter().map(|w| json!({
+            "worker": w.index,
+            "threads": w.threads,
+            "cpu_us": w.cpu_us,
+            "cpu_utilization": num(w.cpu_utilization),
+            "peak_rss_bytes": w.peak_rss_bytes,
+        })).collect::<Vec<_>>(),
+    })
+}
+
 /// Build the whole document.
 pub fn document(r: &RunResult) -> Value {
     let s = r.summary();
@@ -235,7 +255,9 @@ fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
             "sent": r.warmup.outcomes.sent(),
             "completed": r.warmup.outcomes.ok(),
             "failed": r.warmup.outcomes.failed(),
+            "output_tokens": r.warmup.counter(Counter::OutputTokens),
         },
+        "client": r.client.as_ref().map(|c| client_json(c, s.total_output_tokens + r.warmup.counter(Counter::OutputTokens))),
         "token_source": s.token_source.map(|t| t.name()),
         "token_sources": {
             "usage": t.counter(Counter::TokensFromUsage),

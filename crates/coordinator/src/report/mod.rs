@@ -10,6 +10,7 @@ use cicada_scenarios::Scenario;
 use cicada_scenarios::dataset::DatasetReport;
 use cicada_scenarios::plan::ResolvedTarget;
 
+use crate::client::ClientHealth;
 use crate::merge::IntervalRow;
 use crate::server_metrics::ServerView;
 use crate::stage::{LostWorker, WorkerShare};
@@ -44,6 +45,8 @@ pub struct RunResult {
     pub dataset: DatasetReport,
     /// What the servers' Prometheus metrics said about the run.
     pub server: ServerView,
+    /// The workers' own health and whether the client was the limit (whole stages only).
+    pub client: Option<ClientHealth>,
 }
 
 impl RunResult {

@@ -1,0 +1,174 @@
+//! The worker's view of itself, reported with every interval: how late its
+//! runtime runs (a ticker that measures its own lateness: if the client cannot
+//! keep its own timer, it cannot keep its measurements either), the CPU time
+//! the process used, and its memory.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use cicada_metrics::{LatencyHistogram, Metric, MetricSet};
+use tokio_util::sync::CancellationToken;
+
+/// How often the ticker checks its own lateness.
+pub const TICK: Duration = Duration::from_millis(10);
+
+/// Health samples since the last report.
+#[derive(Debug, Default)]
+pub struct Health {
+    stalls: Mutex<LatencyHistogram>,
+    cpu_at_last_take: Mutex<u64>,
+}
+
+/// One interval's health.
+#[derive(Debug, Clone, Default)]
+pub struct HealthReport {
+    /// Ticker lateness samples (µs), as a `runtime_stall` histogram.
+    pub stalls: MetricSet,
+    /// CPU time (user + system) the process used since the last report, µs.
+    pub cpu_us: u64,
+    /// Resident memory now, bytes.
+    pub rss_bytes: u64,
+    /// Peak resident memory so far, bytes.
+    pub peak_rss_bytes: u64,
+}
+
+/// CPU time (user + system) of this process so far, µs.
+pub fn process_cpu_us() -> u64 {
+    // SAFETY: getrusage only writes into the struct we pass.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid pointer.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    let us = |t: libc::timeval| t.tv_sec.max(0) as u64 * 1_000_000 + t.tv_usec.max(0) as u64;
+    us(usage.ru_utime) + us(usage.ru_stime)
+}
+
+/// Peak resident memory of this process so far, bytes.
+pub fn peak_rss_bytes() -> u64 {
+    // SAFETY: as above.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid pointer.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    // Linux reports kilobytes
+    usage.ru_maxrss.max(0) as u64 * 1024
+}
+
+/// Resident memory now, bytes (0 where /proc is unavailable).
+pub fn rss_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * page.max(0) as u64
+}
+
+impl Health {
+    /// Start measuring (the first report's CPU time starts here).
+    pub fn new() -> Self {
+        Self {
+            stalls: Mutex::new(LatencyHistogram::new()),
+            cpu_at_last_take: Mutex::new(process_cpu_us()),
+        }
+    }
+
+    /// Tick every [`TICK`] until `stop`, recording how late each tick ran.
+    pub async fn run_ticker(&self, stop: CancellationToken) {
+        let start = tokio::time::Instant::now();
+        let mut k: u32 = 0;
+        loop {
+            k = k.wrapping_add(1);
+            let due = start + TICK * k;
+            tokio::select! {
+                () = tokio::time::sleep_until(due) => {}
+                () = stop.cancelled() => return,
+            }
+            let now = tokio::time::Instant::now();
+            let late = now.saturating_duration_since(due);
+            if let Ok(mut h) = self.stalls.lock() {
+                h.record(late.as_micros() as u64);
+            }
+            // after a long stall, resume from now rather than firing a burst of catch-up ticks
+            if late > TICK {
+                let behind = (now.duration_since(start).as_micros() / TICK.as_micros()) as u32;
+                k = behind;
+            }
+        }
+    }
+
+    /// Everything since the last call.
+    pub fn take(&self) -> HealthReport {
+        let stalls = self
+            .stalls
+            .lock()
+            .map(|mut h| std::mem::take(&mut *h))
+            .unwrap_or_default();
+        let mut set = MetricSet::default();
+        set.set_histogram(Metric::RuntimeStall, stalls);
+        let now = process_cpu_us();
+        let cpu_us = self
+            .cpu_at_last_take
+            .lock()
+            .map(|mut last| {
+                let d = now.saturating_sub(*last);
+                *last = now;
+                d
+            })
+            .unwrap_or(0);
+        HealthReport {
+            stalls: set,
+            cpu_us,
+            rss_bytes: rss_bytes(),
+            peak_rss_bytes: peak_rss_bytes(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_blocked_runtime_shows_as_a_stall_and_cpu_is_counted() {
+        let health = std::sync::Arc::new(Health::new());
+        let stop = CancellationToken::new();
+        let h = health.clone();
+        let s = stop.clone();
+        let ticker = tokio::spawn(async move { h.run_ticker(s).await });
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        // hog the only runtime worker thread for 80 ms (the test body itself
+        // runs on the block_on thread, so the hog must be a task)
+        tokio::spawn(async {
+            let t0 = std::time::Instant::now();
+            while t0.elapsed() < Duration::from_millis(80) {
+                std::hint::spin_loop();
+            }
+        })
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        stop.cancel();
+        let _ = ticker.await;
+        let report = health.take();
+        let stalls = report.stalls.histogram(Metric::RuntimeStall);
+        assert!(stalls.count() >= 5, "{}", stalls.count());
+        assert!(
+            stalls.max() >= 60_000,
+            "the 80 ms hog shows up: max {} µs",
+            stalls.max()
+        );
+        assert!(report.cpu_us >= 60_000, "cpu {} µs", report.cpu_us);
+        assert!(report.rss_bytes > 0 && report.peak_rss_bytes >= report.rss_bytes / 2);
+        assert!(
+            health
+                .take()
+                .stalls
+                .histogram(Metric::RuntimeStall)
+                .is_empty()
+        );
+    }
+}
