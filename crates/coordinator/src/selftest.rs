@@ -148,15 +148,15 @@ output_len = {tokens}
 [load]
 users = {streams}
 spawn_rate = {spawn}
-duration = "{total}s"
-warmup = "{warm}s"
+duration = "{total}ms"
+warmup = "{warm}ms"
 [output]
 dir = "{out}"
 percentile_metrics = ["ttft", "itl"]
 "#,
         tokens = a.output_tokens,
-        total = a.seconds as f64 + ramp_s + 1.0,
-        warm = ramp_s + 1.0,
+        total = ((a.seconds as f64 + ramp_s + 1.0) * 1000.0).round() as u64,
+        warm = ((ramp_s + 1.0) * 1000.0).round() as u64,
         out = out.display(),
     )
 }
