@@ -43,6 +43,10 @@ pub struct SelftestArgs {
     /// Also write the figures as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Instead of the levels: run the same load for each of these request
+    /// counts and compare the worker's peak RSS (memory must not grow with run length).
+    #[arg(long, value_delimiter = ',')]
+    pub rss_requests: Vec<u64>,
 }
 
 /// Figures of one level.
@@ -227,6 +231,76 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "-".to_string(), |x| format!("{x:.digits$}"))
 }
 
+fn rss_scenario(requests: u64, url: &str, out: &Path) -> String {
+    format!(
+        r#"
+name = "selftest-rss-{requests}"
+[target]
+backend = "openai-chat"
+base_url = "{url}"
+model = "cicada-mock"
+ready_timeout = "0s"
+[dataset]
+input_len = 16
+output_len = 4
+[load]
+users = 64
+num_prompts = {requests}
+pool_size = 1000
+[output]
+dir = "{out}"
+"#,
+        out = out.display(),
+    )
+}
+
+/// Same load, different run lengths: peak RSS of the worker for each.
+async fn rss_check(exe: &Path, a: &SelftestArgs, dir: &Path) -> anyhow::Result<()> {
+    println!(
+        "{:>12} {:>10} {:>12} {:>14}",
+        "requests", "seconds", "req/s", "worker RSS MB"
+    );
+    for &requests in &a.rss_requests {
+        let args = SelftestArgs {
+            ttft_ms: 0.0,
+            itl_ms: 0.0,
+            output_tokens: 4,
+            ..a.clone()
+        };
+        let mock = start_mock(exe, &args)?;
+        let out = dir.join(format!("rss-{requests}"));
+        let sc = dir.join(format!("rss-{requests}.toml"));
+        std::fs::write(&sc, rss_scenario(requests, &mock.url, &out))
+            .context("writing the scenario")?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("run").arg(&sc).args(["--workers", "1", "--quiet"]);
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        pin(&mut cmd, a.worker_core);
+        let output = tokio::task::spawn_blocking(move || cmd.output())
+            .await
+            .context("waiting for the run")?
+            .context("running coord")?;
+        if !output.status.success() {
+            bail!(
+                "the {requests}-request run failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        let r: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(out.join("result.json")).context("reading result.json")?,
+        )
+        .context("parsing result.json")?;
+        println!(
+            "{:>12} {:>10.1} {:>12.0} {:>14.1}",
+            requests,
+            num(&r, "/duration"),
+            num(&r, "/request_throughput"),
+            num(&r, "/cicada/client/peak_rss_bytes") / 1e6
+        );
+    }
+    Ok(())
+}
+
 /// Run every level and print the table; returns the exit code.
 pub async fn selftest(a: SelftestArgs) -> anyhow::Result<i32> {
     let exe = std::env::current_exe().context("locating coord")?;
@@ -240,6 +314,15 @@ pub async fn selftest(a: SelftestArgs) -> anyhow::Result<i32> {
     }
     let dir = std::env::temp_dir().join(format!("cicada-selftest-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    if !a.rss_requests.is_empty() {
+        println!(
+            "cicada selftest: peak worker RSS for runs of different lengths (64 users, 4-token answers, mock on core {}, worker on core {})",
+            a.mock_core, a.worker_core
+        );
+        rss_check(&exe, &a, &dir).await?;
+        let _ = std::fs::remove_dir_all(&dir);
+        return Ok(0);
+    }
     println!(
         "cicada selftest: mock on core {}, one worker on core {}; closed loop, {} output tokens, TTFT {} ms, gap {} ms",
         a.mock_core, a.worker_core, a.output_tokens, a.ttft_ms, a.itl_ms

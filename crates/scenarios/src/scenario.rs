@@ -271,8 +271,11 @@ pub struct Load {
     /// Most requests in flight at once across the fleet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<u32>,
-    /// Prompts in the pool a duration-bound run cycles through.
-    pub pool_size: u64,
+    /// Distinct prompts in the pool, cycled through by the run: 1000 by default
+    /// for duration-bound runs; when given, it also caps a count-bound run's
+    /// pool (a million-request run need not build a million prompts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool_size: Option<u64>,
     /// How often workers report.
     pub report_interval: Span,
     /// Closed loop: simulated users, each sending its next request when the last ends.
@@ -301,7 +304,7 @@ impl Default for Load {
             request_rate: Rate::Infinite,
             burstiness: 1.0,
             max_concurrency: None,
-            pool_size: 1000,
+            pool_size: None,
             report_interval: Span::secs(1),
             users: None,
             spawn_rate: None,

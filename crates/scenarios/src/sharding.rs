@@ -349,6 +349,23 @@ mod tests {
     }
 
     #[test]
+    fn an_explicit_pool_size_caps_a_count_bound_pool_which_then_cycles() {
+        let mut s = crate::Scenario::default();
+        s.load.num_prompts = Some(10_000);
+        s.load.pool_size = Some(25);
+        s.dataset.input_len = Some(4);
+        let pool = build_pool(&s, None).unwrap();
+        assert_eq!(pool.entries.len(), 25);
+        let plans = plans_for(&s, &target(), &pool, None, "r", 0, 3);
+        let total: u64 = plans.iter().map(Plan::planned_requests).sum();
+        assert_eq!(total, 10_000);
+        let Drive::Open { schedule, .. } = &plans[0].drive else {
+            panic!("open loop")
+        };
+        assert_eq!(schedule.global().nth(9_999).unwrap().pool_id, 9_999 % 25);
+    }
+
+    #[test]
     fn stripe_pool_needs_match_brute_force() {
         for (count, p) in [(4u32, 10u64), (3, 9), (8, 1000), (5, 7)] {
             for index in 0..count {

@@ -130,7 +130,7 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     if l.max_concurrency == Some(0) {
         bad("load.max_concurrency", "must be at least 1".into());
     }
-    if l.pool_size == 0 {
+    if l.pool_size == Some(0) {
         bad("load.pool_size", "must be at least 1".into());
     }
     if l.report_interval.get().as_millis() < 100 {

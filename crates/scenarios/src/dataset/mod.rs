@@ -271,12 +271,17 @@ impl Build<'_> {
     }
 }
 
-/// Entries the scenario's run needs: `num_prompts`, or the pool size for duration runs.
+/// Prompts a duration-bound run cycles through when `load.pool_size` is not given.
+pub const DEFAULT_POOL_SIZE: u64 = 1000;
+
+/// Entries the scenario's run needs: `num_prompts` (at most `load.pool_size`),
+/// or the pool size for duration runs.
 pub fn pool_len(s: &Scenario) -> u64 {
+    let cap = s.load.pool_size;
     match (s.load.num_prompts, s.load.duration) {
-        (Some(n), _) => n,
-        (None, Some(_)) => s.load.pool_size,
-        (None, None) => crate::scenario::DEFAULT_NUM_PROMPTS,
+        (Some(n), _) => cap.map_or(n, |c| n.min(c)),
+        (None, Some(_)) => cap.unwrap_or(DEFAULT_POOL_SIZE),
+        (None, None) => crate::scenario::DEFAULT_NUM_PROMPTS.min(cap.unwrap_or(u64::MAX)),
     }
 }
 
