@@ -368,7 +368,7 @@ fn build_report(stage: &Stage, stage_no: u32, seq: u64, start_us: u64, end_us: u
         scopes,
         health: None,
         in_flight: stage.in_flight(),
-        details_jsonl: Default::default(),
+        details_jsonl: stage.recorder.take_details().into(),
     }
 }
 
