@@ -69,9 +69,24 @@ pub struct RunArgs {
     /// Silence after which a worker counts as lost.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub heartbeat_timeout: Duration,
-    /// No live progress lines.
+    /// No live progress at all.
     #[arg(long)]
     pub quiet: bool,
+    /// One progress line per interval instead of a progress bar (the default
+    /// when stderr is not a terminal).
+    #[arg(long)]
+    pub headless: bool,
+    /// Serve the fleet's live counters and latency quantiles in Prometheus
+    /// text format at http://ADDR/metrics while the run goes.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// Exit with code 4 when more than this share of requests fail (output.max_failure_ratio).
+    #[arg(long, value_name = "RATIO")]
+    pub max_failure_ratio: Option<f64>,
+    /// Exit with code 5 when fewer than this share of requests meet every
+    /// [slo] bound (slo.min_attainment).
+    #[arg(long, value_name = "RATIO")]
+    pub min_slo_attainment: Option<f64>,
     /// SLOs for goodput in vLLM's form: --goodput ttft:500 tpot:50 (ms; ttft, tpot, e2el, itl).
     #[arg(long, num_args = 1.., value_name = "METRIC:MS")]
     pub goodput: Vec<String>,

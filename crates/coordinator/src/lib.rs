@@ -5,7 +5,10 @@
 pub mod cli;
 pub mod flags;
 pub mod fleet;
+pub mod gates;
+pub mod live;
 pub mod merge;
+pub mod outputs;
 pub mod pool;
 pub mod progress;
 pub mod ready;
@@ -16,6 +19,7 @@ pub mod server;
 pub mod server_metrics;
 pub mod signals;
 pub mod stage;
+pub mod streams;
 pub mod sweep;
 pub mod target;
 

@@ -60,6 +60,8 @@ pub struct WorkerShare {
     pub reported: u64,
     /// It was lost before finishing.
     pub lost: bool,
+    /// The worker binary's version (from its Hello).
+    pub version: String,
 }
 
 fn reported_sent(r: &v1::Report) -> u64 {
@@ -150,6 +152,7 @@ pub async fn run_stage(
         .map_or(0.0, |d| d.as_secs_f64())
         + START_DELAY.as_secs_f64();
     progress.begin(end.planned);
+    agg.begin(end.started_unix);
 
     let all: BTreeSet<u32> = fleet.members.keys().copied().collect();
     let mut finished: BTreeSet<u32> = BTreeSet::new();
@@ -274,6 +277,7 @@ pub async fn run_stage(
             planned: planned.get(i).copied().unwrap_or(0),
             reported: reported.get(i).copied().unwrap_or(0),
             lost: end.lost.iter().any(|l| l.index == *i),
+            version: m.hello.version.clone(),
         })
         .collect();
     Ok(end)

@@ -2,8 +2,12 @@
 
 pub mod console;
 pub mod csv;
+pub mod hlog;
+pub mod html;
 pub mod json;
 pub mod stages;
+pub mod svg;
+pub mod timeseries;
 
 use cicada_metrics::{MetricSet, Summary};
 use cicada_scenarios::Scenario;
