@@ -24,6 +24,8 @@ pub enum Command {
     Mock(Box<MockArgs>),
     /// Check a scenario file without running it.
     Validate(ValidateArgs),
+    /// Compare result files side by side, or merge them into one row.
+    Report(ReportArgs),
 }
 
 /// `coord run`.
@@ -108,6 +110,32 @@ pub struct MockArgs {
     pub tls_key: Option<PathBuf>,
     #[command(flatten)]
     pub config: MockConfig,
+}
+
+/// How `coord report` prints its table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// A Markdown table (GitHub-flavoured).
+    Markdown,
+    /// CSV with a header row.
+    Csv,
+    /// A JSON array of row objects, numbers unrounded.
+    Json,
+}
+
+/// `coord report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Result files written by `coord run` (result.json, result-stage<n>.json, ...).
+    #[arg(required = true, value_name = "RESULT.json")]
+    pub files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "markdown")]
+    pub format: ReportFormat,
+    /// Merge the runs into one row: histograms re-merged exactly, counts added,
+    /// throughputs over the wall-clock span the runs cover together.
+    #[arg(long)]
+    pub merge: bool,
 }
 
 /// `coord validate`.

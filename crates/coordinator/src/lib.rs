@@ -45,6 +45,7 @@ pub async fn main(cli: Cli) -> i32 {
         },
         Command::Mock(args) => serve_mock(*args).await,
         Command::Validate(args) => validate(&args),
+        Command::Report(args) => report::table::command(&args),
     }
 }
 
