@@ -1,6 +1,7 @@
 //! Helpers for end-to-end tests: locate the real binaries, start the mock as a
 //! process, run `coord` with a deadline, read what it wrote.
 
+pub mod browser;
 pub mod netns;
 
 use std::io::{BufRead, BufReader, Read};
@@ -86,6 +87,30 @@ pub fn get_json(url: &str) -> serde_json::Value {
             .json()
             .await
             .unwrap_or_else(|e| panic!("GET {url}: not JSON: {e}"))
+    })
+}
+
+/// GET a URL and return its status and body text.
+pub fn get_text(url: &str) -> (u16, String) {
+    block_on(async {
+        let resp = reqwest::get(url)
+            .await
+            .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        let status = resp.status().as_u16();
+        let text = resp
+            .text()
+            .await
+            .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        (status, text)
+    })
+}
+
+/// GET a URL; None when it cannot be reached (yet).
+pub fn try_get_text(url: &str) -> Option<(u16, String)> {
+    block_on(async {
+        let resp = reqwest::get(url).await.ok()?;
+        let status = resp.status().as_u16();
+        Some((status, resp.text().await.ok()?))
     })
 }
 

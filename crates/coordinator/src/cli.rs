@@ -27,6 +27,8 @@ pub enum Command {
     /// Measure this machine's client: throughput, CPU per token and timing
     /// error against the built-in mock, one core each.
     Selftest(crate::selftest::SelftestArgs),
+    /// Compare result files side by side, or merge them into one row.
+    Report(ReportArgs),
 }
 
 /// `coord run`.
@@ -72,9 +74,24 @@ pub struct RunArgs {
     /// Silence after which a worker counts as lost.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub heartbeat_timeout: Duration,
-    /// No live progress lines.
+    /// No live progress at all.
     #[arg(long)]
     pub quiet: bool,
+    /// One progress line per interval instead of a progress bar (the default
+    /// when stderr is not a terminal).
+    #[arg(long)]
+    pub headless: bool,
+    /// Serve the fleet's live counters and latency quantiles in Prometheus
+    /// text format at http://ADDR/metrics while the run goes.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// Exit with code 4 when more than this share of requests fail (output.max_failure_ratio).
+    #[arg(long, value_name = "RATIO")]
+    pub max_failure_ratio: Option<f64>,
+    /// Exit with code 5 when fewer than this share of requests meet every
+    /// [slo] bound (slo.min_attainment).
+    #[arg(long, value_name = "RATIO")]
+    pub min_slo_attainment: Option<f64>,
     /// SLOs for goodput in vLLM's form: --goodput ttft:500 tpot:50 (ms; ttft, tpot, e2el, itl).
     #[arg(long, num_args = 1.., value_name = "METRIC:MS")]
     pub goodput: Vec<String>,
@@ -96,6 +113,32 @@ pub struct MockArgs {
     pub tls_key: Option<PathBuf>,
     #[command(flatten)]
     pub config: MockConfig,
+}
+
+/// How `coord report` prints its table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// A Markdown table (GitHub-flavoured).
+    Markdown,
+    /// CSV with a header row.
+    Csv,
+    /// A JSON array of row objects, numbers unrounded.
+    Json,
+}
+
+/// `coord report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Result files written by `coord run` (result.json, result-stage<n>.json, ...).
+    #[arg(required = true, value_name = "RESULT.json")]
+    pub files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "markdown")]
+    pub format: ReportFormat,
+    /// Merge the runs into one row: histograms re-merged exactly, counts added,
+    /// throughputs over the wall-clock span the runs cover together.
+    #[arg(long)]
+    pub merge: bool,
 }
 
 /// `coord validate`.

@@ -121,6 +121,7 @@ mod tests {
             reported: 0,
             lost: false,
             threads,
+            version: String::new(),
         }
     }
 

@@ -69,6 +69,9 @@ pub struct VllmFlags {
     /// Accepted for compatibility: cicada always saves result.json.
     #[arg(long, help_heading = "vllm bench serve flags")]
     pub save_result: bool,
+    /// Also write every request's record to requests.jsonl (output.save_detailed).
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub save_detailed: bool,
     /// Directory for the result files (output.dir).
     #[arg(long, help_heading = "vllm bench serve flags")]
     pub result_dir: Option<PathBuf>,
@@ -292,6 +295,9 @@ fn overrides_of(f: &VllmFlags, has_scenario: bool) -> Result<Vec<FromFlag>, RunE
     if f.ignore_eos {
         set("ignore-eos", "sampling.ignore_eos", "true".into());
     }
+    if f.save_detailed {
+        set("save-detailed", "output.save_detailed", "true".into());
+    }
     if let Some(v) = &f.percentile_metrics {
         set(
             "percentile-metrics",
@@ -392,6 +398,7 @@ mod tests {
             max_concurrency: Some(8),
             seed: Some(3),
             ignore_eos: true,
+            save_detailed: true,
             percentile_metrics: Some("ttft, e2el".into()),
             metric_percentiles: Some("25,50,99.9".into()),
             result_dir: Some("out dir".into()),
@@ -418,6 +425,7 @@ mod tests {
         assert_eq!(s.load.max_concurrency, Some(8));
         assert_eq!(s.seed, 3);
         assert_eq!(s.sampling.ignore_eos, Some(true));
+        assert!(s.output.save_detailed);
         assert_eq!(s.output.percentile_metrics, vec!["ttft", "e2el"]);
         assert_eq!(s.output.metric_percentiles, vec![25.0, 50.0, 99.9]);
         assert_eq!(s.output.dir, PathBuf::from("out dir"));

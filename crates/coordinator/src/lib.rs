@@ -6,7 +6,10 @@ pub mod cli;
 pub mod client;
 pub mod flags;
 pub mod fleet;
+pub mod gates;
+pub mod live;
 pub mod merge;
+pub mod outputs;
 pub mod pool;
 pub mod progress;
 pub mod ready;
@@ -18,6 +21,7 @@ pub mod server;
 pub mod server_metrics;
 pub mod signals;
 pub mod stage;
+pub mod streams;
 pub mod sweep;
 pub mod target;
 
@@ -51,6 +55,7 @@ pub async fn main(cli: Cli) -> i32 {
                 1
             }
         },
+        Command::Report(args) => report::table::command(&args),
     }
 }
 

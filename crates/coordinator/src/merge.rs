@@ -8,6 +8,8 @@ use cicada_metrics::{Counter, Metric, MetricSet, MetricsError, Scope};
 use cicada_proto::convert::decode_set;
 use cicada_proto::v1;
 
+use crate::streams::IntervalSink;
+
 /// Figures of one interval, in display units.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IntervalRow {
@@ -34,7 +36,7 @@ pub struct IntervalRow {
 }
 
 impl IntervalRow {
-    fn of(index: u64, interval_s: f64, set: &MetricSet, in_flight: u64) -> Self {
+    fn of(index: u64, start_s: f64, length_s: f64, set: &MetricSet, in_flight: u64) -> Self {
         let metrics = set
             .non_empty()
             .map(|(m, h)| {
@@ -52,8 +54,8 @@ impl IntervalRow {
             .collect();
         Self {
             index,
-            start_s: index as f64 * interval_s,
-            length_s: interval_s,
+            start_s,
+            length_s,
             ended: set.outcomes.sent(),
             ok: set.outcomes.ok(),
             failed: set.outcomes.failed(),
@@ -92,13 +94,16 @@ pub struct Aggregate {
     pub health: MetricSet,
     /// Each worker's own resource use.
     pub usage: BTreeMap<u32, WorkerUsage>,
-    open: BTreeMap<u64, (MetricSet, u64)>,
+    /// Per open interval: its merged set, in-flight sum, and latest end (µs) reported.
+    open: BTreeMap<u64, (MetricSet, u64, u64)>,
     /// Highest report seq seen per worker.
     progress: BTreeMap<u32, u64>,
     live: BTreeSet<u32>,
     /// Finished intervals in order.
     pub rows: Vec<IntervalRow>,
     last_in_flight: BTreeMap<u32, u64>,
+    /// Where finished intervals and per-request lines are streamed, if anywhere.
+    pub sink: Option<Box<dyn IntervalSink>>,
 }
 
 impl Aggregate {
@@ -114,6 +119,14 @@ impl Aggregate {
             live: workers.into_iter().collect(),
             rows: Vec::new(),
             last_in_flight: BTreeMap::new(),
+            sink: None,
+        }
+    }
+
+    /// The stage's start barrier happened at `started_unix` (Unix seconds).
+    pub fn begin(&mut self, started_unix: f64) {
+        if let Some(sink) = self.sink.as_mut() {
+            sink.begin(started_unix);
         }
     }
 
@@ -127,6 +140,11 @@ impl Aggregate {
                 interval.merge(&set)?;
             }
         }
+        if !report.details_jsonl.is_empty()
+            && let Some(sink) = self.sink.as_mut()
+        {
+            sink.details(worker, &report.details_jsonl);
+        }
         if let Some(h) = &report.health {
             cicada_proto::convert::decode_histograms(&mut self.health, &h.histograms)?;
             let u = self.usage.entry(worker).or_default();
@@ -136,6 +154,7 @@ impl Aggregate {
         let slot = self.open.entry(report.seq).or_default();
         slot.0.merge(&interval)?;
         slot.1 += report.in_flight;
+        slot.2 = slot.2.max(report.interval_end_us);
         self.last_in_flight.insert(worker, report.in_flight);
         let p = self.progress.entry(worker).or_insert(0);
         *p = (*p).max(report.seq + 1);
@@ -170,9 +189,18 @@ impl Aggregate {
             if seq >= done_below {
                 break;
             }
-            if let Some((seq, (set, in_flight))) = self.open.pop_first() {
+            if let Some((seq, (set, in_flight, end_us))) = self.open.pop_first() {
+                let start_s = seq as f64 * self.interval_s;
+                // the last interval of a stage ends early: rates use its real length
+                let length_s = match end_us as f64 / 1e6 - start_s {
+                    l if end_us > 0 && l > 0.0 => l.min(self.interval_s),
+                    _ => self.interval_s,
+                };
+                if let Some(sink) = self.sink.as_mut() {
+                    sink.interval(seq, start_s, length_s, &set, in_flight);
+                }
                 self.rows
-                    .push(IntervalRow::of(seq, self.interval_s, &set, in_flight));
+                    .push(IntervalRow::of(seq, start_s, length_s, &set, in_flight));
             }
         }
     }
@@ -223,6 +251,8 @@ mod tests {
             seq,
             scopes: vec![encode_set(Scope::default(), &set)],
             in_flight: 2,
+            interval_start_us: seq * 1_000_000,
+            interval_end_us: (seq + 1) * 1_000_000 - u64::from(seq == 1) * 600_000,
             ..v1::Report::default()
         }
     }
@@ -243,5 +273,11 @@ mod tests {
         assert_eq!(a.rows.len(), 2);
         assert_eq!(a.total().outcomes.ok(), 6);
         assert_eq!(a.rows[1].metric(Metric::Ttft).unwrap().0, 1);
+        assert_eq!(a.rows[0].length_s, 1.0);
+        assert!(
+            (a.rows[1].length_s - 0.4).abs() < 1e-9,
+            "the last interval ended early"
+        );
+        assert_eq!(a.rows[1].start_s, 1.0);
     }
 }

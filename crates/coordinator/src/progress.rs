@@ -1,81 +1,268 @@
-//! Live progress: one line per interval on stderr.
+//! Live progress while a stage runs: an indicatif bar on a terminal, one log
+//! line per interval when headless (no TTY, or `--headless`), nothing with
+//! `--quiet`; and, with `--metrics-addr`, the Prometheus exposition.
 
-use cicada_metrics::{Counter, Metric};
+use std::io::IsTerminal as _;
+use std::time::Duration;
+
+use cicada_metrics::{Counter, Metric, MetricSet};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::time::Instant;
 
+use crate::live::{LiveMetrics, LiveView, render};
 use crate::merge::Aggregate;
 
-/// Prints the fleet's progress as the run goes.
-pub struct Progress {
-    enabled: bool,
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Display {
+    /// Nothing.
+    Quiet,
+    /// One line per interval on stderr (logs, CI, `kubectl logs`).
+    Headless,
+    /// A progress bar redrawn in place (stderr is a terminal).
+    Bar,
+}
+
+impl Display {
+    /// `--quiet` wins; then `--headless` or a stderr that is not a terminal give lines.
+    pub fn choose(quiet: bool, headless: bool) -> Self {
+        if quiet {
+            Display::Quiet
+        } else if headless || !std::io::stderr().is_terminal() {
+            Display::Headless
+        } else {
+            Display::Bar
+        }
+    }
+}
+
+/// What the current stage is, set before it starts.
+#[derive(Debug, Clone, Default)]
+struct StageInfo {
+    number: u32,
+    workers: u32,
+    /// Time-bound stages: how long sending lasts.
+    duration: Option<Duration>,
     planned: u64,
+}
+
+/// Follows the fleet's progress as the run goes.
+pub struct Progress {
+    display: Display,
+    bar: Option<ProgressBar>,
+    stage: StageInfo,
     last_rows: usize,
+    live: Option<LiveMetrics>,
+    scenario: String,
+    /// Measurements of the stages already finished (for run-wide live figures).
+    finished: MetricSet,
+}
+
+/// The figures a progress line or bar shows.
+struct Figures {
+    ended: u64,
+    ok: u64,
+    failed: u64,
+    in_flight: u64,
+    req_s: f64,
+    tok_s: f64,
+    ttft_p50_ms: f64,
+    ttft_p99_ms: f64,
+}
+
+impl Figures {
+    fn of(agg: &Aggregate, total: &MetricSet) -> Self {
+        let (req_s, tok_s) = agg.rows.last().map_or((0.0, 0.0), |r| {
+            let len = r.length_s.max(f64::MIN_POSITIVE);
+            (r.ok as f64 / len, r.output_tokens as f64 / len)
+        });
+        let ttft = total.histogram(Metric::Ttft);
+        Self {
+            ended: total.outcomes.sent(),
+            ok: total.outcomes.ok(),
+            failed: total.outcomes.failed(),
+            in_flight: agg.in_flight(),
+            req_s,
+            tok_s,
+            ttft_p50_ms: ttft.quantile(0.5) as f64 / 1e3,
+            ttft_p99_ms: ttft.quantile(0.99) as f64 / 1e3,
+        }
+    }
+
+    /// The part shared by the bar's message and the log line.
+    fn rates(&self) -> String {
+        format!(
+            "{:.1} req/s  {:.0} out tok/s  in-flight {}  failed {}  TTFT p50 {:.1} ms p99 {:.1} ms",
+            self.req_s, self.tok_s, self.in_flight, self.failed, self.ttft_p50_ms, self.ttft_p99_ms
+        )
+    }
 }
 
 impl Progress {
-    /// A progress printer (silent when `enabled` is false).
-    pub fn new(enabled: bool) -> Self {
+    /// A progress follower; `live` also publishes the Prometheus exposition.
+    pub fn new(display: Display, live: Option<LiveMetrics>, scenario: &str) -> Self {
         Self {
-            enabled,
-            planned: 0,
+            display,
+            bar: None,
+            stage: StageInfo::default(),
             last_rows: 0,
+            live,
+            scenario: scenario.to_string(),
+            finished: MetricSet::default(),
         }
     }
 
-    /// A stage with `planned` requests (0 = open-ended) starts.
-    pub fn begin(&mut self, planned: u64) {
-        self.planned = planned;
-        self.last_rows = 0;
+    /// Describe the next stage: its number, the fleet size and, when time-bound, its length.
+    pub fn stage(&mut self, number: u32, workers: u32, duration: Option<Duration>) {
+        self.stage = StageInfo {
+            number,
+            workers,
+            duration,
+            planned: 0,
+        };
     }
 
-    /// Print a line if new intervals were merged.
+    /// The stage's barrier passed; `planned` requests (0 = open-ended).
+    pub fn begin(&mut self, planned: u64) {
+        self.stage.planned = planned;
+        self.last_rows = 0;
+        if self.display == Display::Bar {
+            self.bar = Some(self.new_bar());
+        }
+    }
+
+    fn new_bar(&self) -> ProgressBar {
+        let (len, template) = match (self.stage.planned, self.stage.duration) {
+            (n, _) if n > 0 => (
+                Some(n),
+                "{spinner} [{elapsed_precise}] [{bar:30}] {pos}/{len} {wide_msg}",
+            ),
+            (_, Some(d)) => (
+                Some(d.as_millis() as u64),
+                "{spinner} {prefix} [{bar:30}] {wide_msg}",
+            ),
+            _ => (None, "{spinner} [{elapsed_precise}] {prefix} {wide_msg}"),
+        };
+        let bar = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
+    }
+
+    /// Called about once a second: redraw the bar, print a line for newly
+    /// finished intervals, refresh the live exposition.
     pub fn tick(&mut self, agg: &Aggregate, start: Instant) {
-        if !self.enabled || agg.rows.len() == self.last_rows {
+        if self.display == Display::Quiet && self.live.is_none() {
             return;
         }
-        self.last_rows = agg.rows.len();
         let total = agg.total();
-        let elapsed = Instant::now()
-            .saturating_duration_since(start)
-            .as_secs_f64();
-        let rate = agg.rows.last().map_or((0.0, 0.0), |r| {
-            (
-                r.ok as f64 / r.length_s,
-                r.output_tokens as f64 / r.length_s,
-            )
-        });
-        let ttft = total.histogram(Metric::Ttft);
-        let of = if self.planned > 0 {
-            format!("/{}", self.planned)
-        } else {
-            String::new()
-        };
+        let f = Figures::of(agg, &total);
+        let elapsed = Instant::now().saturating_duration_since(start);
+        self.publish(agg, &total, elapsed);
+        let new_rows = agg.rows.len() != self.last_rows;
+        self.last_rows = agg.rows.len();
+        match self.display {
+            Display::Quiet => {}
+            Display::Bar => {
+                if let Some(bar) = &self.bar {
+                    match (self.stage.planned, self.stage.duration) {
+                        (n, _) if n > 0 => bar.set_position(f.ended.min(n)),
+                        (_, Some(d)) => {
+                            bar.set_position(elapsed.min(d).as_millis() as u64);
+                            bar.set_prefix(format!("{}/{}", clock(elapsed), clock(d)));
+                        }
+                        _ => bar.set_prefix(format!("{} done", f.ended)),
+                    }
+                    bar.set_message(format!("ok {}  {}", f.ok, f.rates()));
+                }
+            }
+            Display::Headless => {
+                if !new_rows {
+                    return;
+                }
+                let of = match (self.stage.planned, self.stage.duration) {
+                    (n, _) if n > 0 => format!("/{n}"),
+                    (_, Some(d)) => format!(" (of {})", clock(d)),
+                    _ => String::new(),
+                };
+                eprintln!(
+                    "[{:7.1}s] done {}{of}  ok {}  {}",
+                    elapsed.as_secs_f64(),
+                    f.ended,
+                    f.ok,
+                    f.rates()
+                );
+            }
+        }
+    }
+
+    /// Render and publish the Prometheus exposition (run-wide figures).
+    fn publish(&self, agg: &Aggregate, stage_total: &MetricSet, elapsed: Duration) {
+        let Some(live) = &self.live else { return };
+        let mut run = self.finished.clone();
+        // sets decoded from reports share one layout; merging cannot fail
+        let _ = run.merge(stage_total);
+        live.publish(render(&LiveView {
+            scenario: &self.scenario,
+            run: &run,
+            stage: self.stage.number,
+            planned: self.stage.planned,
+            elapsed_s: elapsed.as_secs_f64(),
+            workers: self.stage.workers,
+            in_flight: agg.in_flight(),
+            last_interval: agg.rows.last(),
+        }));
+    }
+
+    /// The stage ended: clear the bar, say what it did, fold it into the run's figures.
+    pub fn finish(&mut self, agg: &Aggregate, start: Instant) {
+        let total = agg.total();
+        let elapsed = Instant::now().saturating_duration_since(start);
+        self.publish(agg, &total, elapsed);
+        let _ = self.finished.merge(&total);
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+        if self.display == Display::Quiet {
+            return;
+        }
         eprintln!(
-            "[{elapsed:7.1}s] done {}{of}  ok {}  failed {}  in-flight {}  {:.1} req/s  {:.0} tok/s  TTFT p50 {:.1} ms p99 {:.1} ms",
+            "[{:7.1}s] stage finished: {} requests ({} ok, {} failed), {} output tokens",
+            elapsed.as_secs_f64(),
             total.outcomes.sent(),
             total.outcomes.ok(),
             total.outcomes.failed(),
-            agg.in_flight(),
-            rate.0,
-            rate.1,
-            ttft.quantile(0.5) as f64 / 1e3,
-            ttft.quantile(0.99) as f64 / 1e3,
-        );
-    }
-
-    /// The stage ended.
-    pub fn finish(&mut self, agg: &Aggregate, start: Instant) {
-        if !self.enabled {
-            return;
-        }
-        let total = agg.total();
-        eprintln!(
-            "[{:7.1}s] stage finished: {} requests, {} output tokens",
-            Instant::now()
-                .saturating_duration_since(start)
-                .as_secs_f64(),
-            total.outcomes.sent(),
             total.counter(Counter::OutputTokens)
         );
+    }
+}
+
+/// `83.4 s` -> `1:23`, `3725 s` -> `1:02:05`.
+fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clocks_read_like_clocks() {
+        assert_eq!(clock(Duration::from_secs_f64(83.4)), "1:23");
+        assert_eq!(clock(Duration::from_secs(3725)), "1:02:05");
+        assert_eq!(clock(Duration::ZERO), "0:00");
+    }
+
+    #[test]
+    fn quiet_wins_and_headless_is_forced_by_flag() {
+        assert_eq!(Display::choose(true, true), Display::Quiet);
+        assert_eq!(Display::choose(false, true), Display::Headless);
     }
 }

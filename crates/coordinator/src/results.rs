@@ -130,8 +130,12 @@ pub fn stage_results(
 /// A run without sweep writes `result.json` (`output.result_filename`), plus
 /// `result-stage<n>.json` per `[[stages]]` window; a sweep writes
 /// `result-stage<n>.json` per stage. Each result adds one CSV row per target
-/// when there are several.
-pub fn write_stage(results: &[RunResult], sweep: bool) -> anyhow::Result<Vec<PathBuf>> {
+/// when there are several. `extra` files (written elsewhere) are named too.
+pub fn write_stage(
+    results: &[RunResult],
+    sweep: bool,
+    extra: &[PathBuf],
+) -> anyhow::Result<Vec<PathBuf>> {
     let Some(whole) = results.first() else {
         return Ok(Vec::new());
     };
@@ -167,6 +171,7 @@ pub fn write_stage(results: &[RunResult], sweep: bool) -> anyhow::Result<Vec<Pat
     let csv_path = dir.join("summary.csv");
     csv::append(&csv_path, &rows)?;
     files.push(csv_path);
+    files.extend(extra.iter().cloned());
     eprintln!(
         "results: {}",
         files

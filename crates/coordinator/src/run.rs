@@ -13,8 +13,10 @@ use rand::Rng;
 
 use crate::cli::RunArgs;
 use crate::fleet::{Fleet, FleetOptions};
+use crate::live::LiveMetrics;
 use crate::merge::Aggregate;
-use crate::progress::Progress;
+use crate::outputs::{Outputs, StageDone};
+use crate::progress::{Display, Progress};
 use crate::report::{RunResult, stages};
 use crate::results::{RunContext, StageId, stage_results, write_stage};
 use crate::signals::Signals;
@@ -26,6 +28,10 @@ use crate::{server_metrics, target};
 pub const EXIT_BAD_INPUT: i32 = 2;
 /// Exit code: workers were lost; the result is degraded.
 pub const EXIT_DEGRADED: i32 = 3;
+/// Exit code: more requests failed than `output.max_failure_ratio` allows.
+pub const EXIT_FAILURE_RATIO: i32 = 4;
+/// Exit code: fewer requests met the SLO than `slo.min_attainment` asks.
+pub const EXIT_SLO_GATE: i32 = 5;
 /// Exit code: interrupted by a signal; partial results were written.
 pub const EXIT_INTERRUPTED: i32 = 130;
 
@@ -70,6 +76,18 @@ pub fn goodput_overrides(specs: &[String]) -> Result<Vec<String>, RunError> {
             Ok(format!("slo.{key}_ms={ms}"))
         })
         .collect()
+}
+
+/// Turn the gate flags into `output.max_failure_ratio` / `slo.min_attainment` overrides.
+pub fn gate_overrides(args: &RunArgs) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(r) = args.max_failure_ratio {
+        out.push(format!("output.max_failure_ratio={r:?}"));
+    }
+    if let Some(a) = args.min_slo_attainment {
+        out.push(format!("slo.min_attainment={a:?}"));
+    }
+    out
 }
 
 /// Read a scenario with `--set` overrides.
@@ -178,6 +196,7 @@ fn warmup_end_us(s: &Scenario, pool: &cicada_scenarios::dataset::Pool) -> u64 {
 pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     let mut sets = args.sets.clone();
     sets.extend(goodput_overrides(&args.goodput)?);
+    sets.extend(gate_overrides(&args));
     let loaded = crate::flags::load_with_flags(args.scenario.as_deref(), &args.vllm, &sets)?;
     let mut scenario = loaded.scenario;
     if let Some(dir) = &args.output_dir {
@@ -203,6 +222,16 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     let tokenizer = match &scenario.tokenizer {
         Some(spec) => {
             Some(Tokenizer::load(&spec.source).map_err(|e| RunError::BadInput(e.to_string()))?)
+        }
+        None => None,
+    };
+    let live = match args.metrics_addr {
+        Some(addr) => {
+            let live = LiveMetrics::serve(addr)
+                .await
+                .map_err(|e| RunError::BadInput(e.to_string()))?;
+            eprintln!("coord: live metrics at http://{}/metrics", live.addr());
+            Some(live)
         }
         None => None,
     };
@@ -253,9 +282,14 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     let mut sweeper = Sweeper::new(&scenario);
     let mut finished: Vec<RunResult> = Vec::new();
     let mut phase_results: Vec<RunResult> = Vec::new();
-    let mut progress = Progress::new(!args.quiet);
+    let mut progress = Progress::new(
+        Display::choose(args.quiet, args.headless),
+        live,
+        &scenario.name,
+    );
     let mut number = 0u32;
     let outcome: anyhow::Result<()> = async {
+        let outputs = Outputs::create(&scenario)?;
         while let Some(step) = sweeper.next_step() {
             if number > 0
                 && let Some(pause) = scenario.sweep.as_ref().and_then(|s| s.pause)
@@ -279,6 +313,12 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
             let phases = plans.first().map(|p| p.phases.clone()).unwrap_or_default();
             let interval_s = step.scenario.load.report_interval.get().as_secs_f64();
             let mut agg = Aggregate::new(interval_s, 0..workers);
+            agg.sink = Some(outputs.stage_sink(stage_no));
+            progress.stage(
+                stage_no,
+                workers,
+                plans.first().and_then(plan::Plan::duration),
+            );
             if sweeper.is_sweep() {
                 eprintln!("stage {stage_no}: {}", step.name);
             }
@@ -309,17 +349,24 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
                 warmup_end,
                 server,
             );
-            write_stage(&results, sweeper.is_sweep())?;
-            let whole = results.remove(0);
-            let s = whole.summary();
+            let s = results[0].summary();
             sweeper.finished(Outcome {
                 request_throughput: s.request_throughput,
                 attainment: if s.sent > 0 {
-                    whole.total.counter(Counter::Goodput) as f64 / s.sent as f64
+                    results[0].total.counter(Counter::Goodput) as f64 / s.sent as f64
                 } else {
                     0.0
                 },
             });
+            let extra = outputs.stage_done(StageDone {
+                current: &results,
+                earlier: &finished,
+                earlier_phases: &phase_results,
+                sweep: sweeper.is_sweep(),
+                search: sweeper.search(),
+            })?;
+            write_stage(&results, sweeper.is_sweep(), &extra)?;
+            let whole = results.remove(0);
             let stop = whole.partial();
             finished.push(whole);
             phase_results.extend(results);
@@ -343,7 +390,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     } else if finished.iter().any(RunResult::degraded) {
         EXIT_DEGRADED
     } else {
-        0
+        crate::gates::exit_code(&finished).unwrap_or(0)
     })
 }
 

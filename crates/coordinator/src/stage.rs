@@ -64,6 +64,8 @@ pub struct WorkerShare {
     pub lost: bool,
     /// Runtime threads it runs (its share of the machine).
     pub threads: u32,
+    /// The worker binary's version (from its Hello).
+    pub version: String,
 }
 
 fn reported_sent(r: &v1::Report) -> u64 {
@@ -154,6 +156,7 @@ pub async fn run_stage(
         .map_or(0.0, |d| d.as_secs_f64())
         + START_DELAY.as_secs_f64();
     progress.begin(end.planned);
+    agg.begin(end.started_unix);
 
     let all: BTreeSet<u32> = fleet.members.keys().copied().collect();
     let mut finished: BTreeSet<u32> = BTreeSet::new();
@@ -282,6 +285,7 @@ pub async fn run_stage(
             reported: reported.get(i).copied().unwrap_or(0),
             lost: end.lost.iter().any(|l| l.index == *i),
             threads: m.hello.cpus.max(1),
+            version: m.hello.version.clone(),
         })
         .collect();
     Ok(end)

@@ -19,6 +19,10 @@ pub struct Slo {
     /// Largest per-token inter-token latency within the request, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub itl_ms: Option<f64>,
+    /// Run gate: the least share of sent requests that must meet every bound
+    /// (0..1]; below it `coord run` exits non-zero. Not a per-request bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_attainment: Option<f64>,
 }
 
 impl Slo {

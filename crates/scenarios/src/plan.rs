@@ -179,6 +179,9 @@ pub struct Plan {
     /// Set when every scheduled request starts a multi-turn conversation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversations: Option<ConversationSettings>,
+    /// Send every request's record with the reports (`output.save_detailed`).
+    #[serde(default)]
+    pub details: bool,
 }
 
 /// How a worker runs the `conversations` workload: each scheduled request

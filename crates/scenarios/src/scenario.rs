@@ -353,6 +353,28 @@ pub struct Output {
     pub metric_percentiles: Vec<f64>,
     /// File name of the JSON result inside `dir` (vLLM's `--result-filename`).
     pub result_filename: String,
+    /// Also write every request's record to `requests.jsonl` (vLLM's `--save-detailed`).
+    #[serde(skip_serializing_if = "is_false")]
+    pub save_detailed: bool,
+    /// Run gate: the highest share of failed requests (0..1) before `coord run`
+    /// exits non-zero.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_failure_ratio: Option<f64>,
+    /// Write the self-contained `report.html`.
+    #[serde(skip_serializing_if = "is_true")]
+    pub html: bool,
+    /// Write the HdrHistogram interval log (`intervals.hlog`).
+    #[serde(skip_serializing_if = "is_true")]
+    pub hlog: bool,
+}
+
+// defaults are left out when serialising, so adding keys keeps scenario hashes stable
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 impl Default for Output {
@@ -362,6 +384,10 @@ impl Default for Output {
             percentile_metrics: ["ttft", "tpot", "itl", "e2el"].map(str::to_string).to_vec(),
             metric_percentiles: vec![99.0],
             result_filename: "result.json".to_string(),
+            save_detailed: false,
+            max_failure_ratio: None,
+            html: true,
+            hlog: true,
         }
     }
 }

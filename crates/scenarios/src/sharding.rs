@@ -280,6 +280,7 @@ pub fn plans_for(
                 tokenizer: tokenizer.map(|t| t.json().to_string()),
                 verify_every: s.tokenizer.as_ref().map_or(0, |t| t.verify_every),
                 conversations,
+                details: s.output.save_detailed,
             }
         })
         .collect()

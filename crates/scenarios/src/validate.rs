@@ -171,6 +171,30 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
         }
     }
 
+    if let Some(a) = s.slo.min_attainment {
+        if !(a > 0.0 && a <= 1.0) {
+            bad(
+                "slo.min_attainment",
+                format!("must be within (0, 1], got {a}"),
+            );
+        } else if !s.slo.is_set() {
+            bad(
+                "slo.min_attainment",
+                "needs at least one bound (ttft_ms, tpot_ms, e2el_ms or itl_ms) to attain".into(),
+            );
+        } else if s
+            .sweep
+            .as_ref()
+            .is_some_and(|sw| sw.mode == crate::shape::SweepMode::Slo)
+        {
+            bad(
+                "slo.min_attainment",
+                "an SLO search expects stages to miss the SLO; it uses sweep.fraction instead"
+                    .into(),
+            );
+        }
+    }
+
     // mock
     for (key, msg) in s.mock.problems() {
         bad(&format!("mock.{key}"), msg);
@@ -195,6 +219,14 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
                 format!("must be within (0, 100], got {p}"),
             );
         }
+    }
+    if let Some(r) = s.output.max_failure_ratio
+        && !(0.0..=1.0).contains(&r)
+    {
+        bad(
+            "output.max_failure_ratio",
+            format!("must be within [0, 1], got {r}"),
+        );
     }
     let f = &s.output.result_filename;
     if f.trim().is_empty() || f.contains(['/', '\\']) || f == "." || f == ".." {
@@ -327,6 +359,40 @@ mod tests {
             "[target]\nbackend = \"mock\"\n[tokenizer]\nsource = \"t\"\n[dataset]\nkind = \"sharegpt\"\npath = \"x.json\"\noutput_len = 64\n",
         );
         assert!(p.is_empty(), "{p:?}");
+    }
+
+    #[test]
+    fn run_gates_are_checked() {
+        let keys = |text: &str| -> Vec<String> { with(text).into_iter().map(|(k, _)| k).collect() };
+        let base = "[target]\nbackend = \"mock\"\n";
+        assert!(keys(&format!("{base}[output]\nmax_failure_ratio = 0.01\n")).is_empty());
+        assert_eq!(
+            keys(&format!("{base}[output]\nmax_failure_ratio = 1.5\n")),
+            ["output.max_failure_ratio"]
+        );
+        assert!(
+            keys(&format!(
+                "{base}[slo]\nttft_ms = 500\nmin_attainment = 0.9\n"
+            ))
+            .is_empty()
+        );
+        assert_eq!(
+            keys(&format!("{base}[slo]\nmin_attainment = 0.9\n")),
+            ["slo.min_attainment"]
+        );
+        assert_eq!(
+            keys(&format!("{base}[slo]\nttft_ms = 5\nmin_attainment = 0\n")),
+            ["slo.min_attainment"]
+        );
+        let search = with(&format!(
+            "{base}[slo]\nttft_ms = 5\nmin_attainment = 0.9\n[sweep]\nmode = \"slo\"\n"
+        ));
+        assert!(
+            search
+                .iter()
+                .any(|(k, m)| k == "slo.min_attainment" && m.contains("sweep.fraction")),
+            "{search:?}"
+        );
     }
 
     #[test]

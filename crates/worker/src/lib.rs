@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod clock;
+pub mod details;
 pub mod exchange;
 pub mod executor;
 pub mod health;

@@ -392,7 +392,7 @@ fn build_report(
         scopes,
         health: Some(health),
         in_flight: stage.in_flight(),
-        details_jsonl: Default::default(),
+        details_jsonl: stage.recorder.take_details().into(),
     }
 }
 

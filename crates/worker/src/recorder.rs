@@ -8,11 +8,22 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cicada_metrics::{MetricSet, RequestRecord, Scope, Slo};
 
+use crate::details::{DetailContext, append_line};
+
+/// One thread's share: measurements by scope, and detail lines when asked for.
+#[derive(Default)]
+struct Shard {
+    sets: BTreeMap<Scope, MetricSet>,
+    details: Vec<u8>,
+}
+
 /// Records finished requests and hands out interval deltas by scope.
 pub struct Recorder {
-    shards: Vec<Mutex<BTreeMap<Scope, MetricSet>>>,
+    shards: Vec<Mutex<Shard>>,
     next_shard: AtomicUsize,
     slo: Slo,
+    /// Set when every request's record is kept for `requests.jsonl`.
+    details: Option<DetailContext>,
 }
 
 thread_local! {
@@ -22,12 +33,18 @@ thread_local! {
 impl Recorder {
     /// A recorder with `shards` shards (one per runtime thread is ideal).
     pub fn new(shards: usize, slo: Slo) -> Self {
+        Self::with_details(shards, slo, None)
+    }
+
+    /// A recorder that also keeps one JSON line per request when `details` is set.
+    pub fn with_details(shards: usize, slo: Slo, details: Option<DetailContext>) -> Self {
         Self {
             shards: (0..shards.max(1))
-                .map(|_| Mutex::new(BTreeMap::new()))
+                .map(|_| Mutex::new(Shard::default()))
                 .collect(),
             next_shard: AtomicUsize::new(0),
             slo,
+            details,
         }
     }
 
@@ -49,7 +66,27 @@ impl Recorder {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
-        shard.entry(scope).or_default().observe(rec, &self.slo);
+        shard.sets.entry(scope).or_default().observe(rec, &self.slo);
+        if let Some(ctx) = self.details {
+            append_line(&mut shard.details, ctx, scope, rec);
+        }
+    }
+
+    /// Take the detail lines recorded since the last call (empty unless kept).
+    pub fn take_details(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for shard in &self.shards {
+            let mut g = match shard.lock() {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            if out.is_empty() {
+                out = std::mem::take(&mut g.details);
+            } else {
+                out.append(&mut g.details);
+            }
+        }
+        out
     }
 
     /// Take everything recorded since the last call, merged per scope.
@@ -61,7 +98,7 @@ impl Recorder {
                     Ok(g) => g,
                     Err(poisoned) => poisoned.into_inner(),
                 };
-                std::mem::take(&mut *g)
+                std::mem::take(&mut g.sets)
             };
             for (scope, set) in taken {
                 // sets built by `observe` share one layout, so merging cannot fail
@@ -149,5 +186,33 @@ mod tests {
             100
         );
         assert!(r.take().is_empty());
+        assert!(r.take_details().is_empty(), "details are off by default");
+    }
+
+    #[test]
+    fn detail_lines_are_kept_only_when_asked_and_taken_once() {
+        let ctx = DetailContext {
+            stage: 1,
+            worker: 4,
+        };
+        let r = Arc::new(Recorder::with_details(2, Slo::default(), Some(ctx)));
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let r = r.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..25 {
+                        r.record(Scope::default(), &rec());
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let text = String::from_utf8(r.take_details()).unwrap();
+        assert_eq!(text.lines().count(), 100);
+        assert!(text.lines().all(|l| l.contains("\"worker\":4")));
+        assert!(r.take_details().is_empty());
+        assert_eq!(r.take()[&Scope::default()].outcomes.sent(), 100);
     }
 }

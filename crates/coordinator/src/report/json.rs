@@ -245,6 +245,8 @@ fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
         "scenario_origin": r.scenario_origin,
         "stage": r.stage,
         "started_at": rfc3339(r.started_unix),
+        "started_unix": num(r.started_unix),
+        "window_start_s": num(r.window_start_us as f64 / 1e6),
         "workers": r.workers,
         "target_urls": r.target.urls,
         "planned_requests": r.planned,
@@ -275,13 +277,28 @@ fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
         "lost_planned_requests": planned_lost,
         "worker_shares": r.worker_shares.iter().map(|w| json!({
             "worker": w.index, "host": w.host, "planned_requests": w.planned,
-            "reported_requests": w.reported, "lost": w.lost,
+            "reported_requests": w.reported, "lost": w.lost, "version": w.version,
         })).collect::<Vec<_>>(),
+        "gates": gates_json(r),
         "partial": r.partial(),
         "interrupted_by": r.interrupted,
         "histograms": histograms,
         "scenario": scenario,
     })
+}
+
+/// Each configured run gate with its limit, measured value and verdict.
+fn gates_json(r: &RunResult) -> Value {
+    crate::gates::evaluate(r)
+        .into_iter()
+        .map(|g| {
+            (
+                g.kind.name().to_string(),
+                json!({"limit": num(g.limit), "value": num(g.value), "passed": g.passed}),
+            )
+        })
+        .collect::<Map<String, Value>>()
+        .into()
 }
 
 #[cfg(test)]

@@ -1,9 +1,15 @@
 //! Results: the data of one finished stage and its writers (console, JSON, CSV).
 
+pub mod compare;
 pub mod console;
 pub mod csv;
+pub mod hlog;
+pub mod html;
 pub mod json;
 pub mod stages;
+pub mod svg;
+pub mod table;
+pub mod timeseries;
 
 use cicada_metrics::{MetricSet, Summary};
 use cicada_scenarios::Scenario;

@@ -8,7 +8,7 @@
 //! skipped silently.
 
 mod figures;
-mod prom;
+pub(crate) mod prom;
 
 use std::time::Duration;
 

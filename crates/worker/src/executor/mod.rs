@@ -75,7 +75,11 @@ impl Stage {
             plan.sampling.clone(),
             plan.target.stream,
         );
-        let recorder = Arc::new(Recorder::new(recorder_shards, plan.slo));
+        let details = plan.details.then_some(crate::details::DetailContext {
+            stage: plan.stage,
+            worker: plan.worker_index,
+        });
+        let recorder = Arc::new(Recorder::with_details(recorder_shards, plan.slo, details));
         let pool = plan.pool.iter().map(|e| (e.id, e.clone())).collect();
         let in_flight_by_target = plan
             .target

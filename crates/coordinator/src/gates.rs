@@ -1,0 +1,233 @@
+//! Run gates for CI: a run "fails" when too many requests failed
+//! (`output.max_failure_ratio`) or too few met the SLO (`slo.min_attainment`),
+//! and `coord run` then exits with a code of its own.
+
+use std::fmt;
+
+use cicada_metrics::Counter;
+use serde::Serialize;
+
+use crate::report::RunResult;
+use crate::run::{EXIT_FAILURE_RATIO, EXIT_SLO_GATE};
+
+/// Which gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateKind {
+    /// Failed / sent must not exceed `output.max_failure_ratio`.
+    MaxFailureRatio,
+    /// Requests meeting every `[slo]` bound / sent must reach `slo.min_attainment`.
+    MinSloAttainment,
+}
+
+impl GateKind {
+    /// The scenario key that sets the gate.
+    pub fn key(self) -> &'static str {
+        match self {
+            GateKind::MaxFailureRatio => "output.max_failure_ratio",
+            GateKind::MinSloAttainment => "slo.min_attainment",
+        }
+    }
+
+    /// Name in `result.json` (`cicada.gates`).
+    pub fn name(self) -> &'static str {
+        match self {
+            GateKind::MaxFailureRatio => "max_failure_ratio",
+            GateKind::MinSloAttainment => "min_slo_attainment",
+        }
+    }
+
+    /// The process exit code when this gate fails.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            GateKind::MaxFailureRatio => EXIT_FAILURE_RATIO,
+            GateKind::MinSloAttainment => EXIT_SLO_GATE,
+        }
+    }
+}
+
+/// One gate's verdict on one result.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Gate {
+    pub kind: GateKind,
+    /// The configured limit.
+    pub limit: f64,
+    /// The measured ratio (0..1).
+    pub value: f64,
+    pub passed: bool,
+}
+
+impl fmt::Display for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pct = |v: f64| format!("{:.2} %", v * 100.0);
+        match (self.kind, self.passed) {
+            (GateKind::MaxFailureRatio, true) => write!(
+                f,
+                "failure ratio {} is within {} {}",
+                pct(self.value),
+                self.kind.key(),
+                pct(self.limit)
+            ),
+            (GateKind::MaxFailureRatio, false) => write!(
+                f,
+                "failure ratio {} exceeds {} {}",
+                pct(self.value),
+                self.kind.key(),
+                pct(self.limit)
+            ),
+            (GateKind::MinSloAttainment, true) => write!(
+                f,
+                "SLO attainment {} reaches {} {}",
+                pct(self.value),
+                self.kind.key(),
+                pct(self.limit)
+            ),
+            (GateKind::MinSloAttainment, false) => write!(
+                f,
+                "SLO attainment {} is below {} {}",
+                pct(self.value),
+                self.kind.key(),
+                pct(self.limit)
+            ),
+        }
+    }
+}
+
+/// Every configured gate's verdict on a result (empty when none is set).
+///
+/// Failure ratio = failed / sent (0 when nothing was sent); attainment =
+/// successful requests meeting every `[slo]` bound / sent (0 when nothing was
+/// sent, so an empty run never passes an SLO gate).
+pub fn evaluate(r: &RunResult) -> Vec<Gate> {
+    let sent = r.total.outcomes.sent();
+    let ratio = |n: u64| {
+        if sent == 0 {
+            0.0
+        } else {
+            n as f64 / sent as f64
+        }
+    };
+    let mut out = Vec::new();
+    if let Some(limit) = r.scenario.output.max_failure_ratio {
+        let value = ratio(r.total.outcomes.failed());
+        out.push(Gate {
+            kind: GateKind::MaxFailureRatio,
+            limit,
+            value,
+            passed: value <= limit,
+        });
+    }
+    if let Some(limit) = r.scenario.slo.min_attainment {
+        let value = ratio(r.total.counter(Counter::Goodput));
+        out.push(Gate {
+            kind: GateKind::MinSloAttainment,
+            limit,
+            value,
+            passed: value >= limit,
+        });
+    }
+    out
+}
+
+/// The exit code for a run whose results are `results`: the failure-ratio
+/// code if any result failed that gate, else the SLO code, else None.
+pub fn exit_code<'a>(results: impl IntoIterator<Item = &'a RunResult>) -> Option<i32> {
+    let failed: Vec<GateKind> = results
+        .into_iter()
+        .flat_map(evaluate)
+        .filter(|g| !g.passed)
+        .map(|g| g.kind)
+        .collect();
+    [GateKind::MaxFailureRatio, GateKind::MinSloAttainment]
+        .into_iter()
+        .find(|k| failed.contains(k))
+        .map(GateKind::exit_code)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use cicada_metrics::{MetricSet, Outcome};
+    use cicada_scenarios::Scenario;
+
+    /// A result with `ok` successes (of which `good` met the SLO) and `failed` failures.
+    pub(crate) fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult {
+        let mut total = MetricSet::default();
+        total.outcomes.add_n(Outcome::Ok, ok, None);
+        if failed > 0 {
+            total
+                .outcomes
+                .add_n(Outcome::Http(500), failed, Some("boom"));
+        }
+        total.counters.add(Counter::Goodput, good);
+        RunResult {
+            scenario,
+            scenario_origin: "test".into(),
+            scenario_hash: "h".into(),
+            stage: 0,
+            stage_name: String::new(),
+            target: cicada_scenarios::plan::ResolvedTarget {
+                api: cicada_scenarios::plan::Api::Chat,
+                flavor: cicada_scenarios::plan::Flavor::Mock,
+                urls: vec!["http://t".into()],
+                model: "m".into(),
+                headers: Default::default(),
+                api_key_env: None,
+                timeout_ms: 1,
+                stream: true,
+                routing: Default::default(),
+                tls: Default::default(),
+                keep_alive: true,
+            },
+            workers: 1,
+            per_target: vec![total.clone()],
+            total,
+            warmup: MetricSet::default(),
+            window_start_us: 0,
+            rows: Vec::new(),
+            lost: Vec::new(),
+            worker_shares: Vec::new(),
+            interrupted: None,
+            planned: 0,
+            started_unix: 0.0,
+            dataset: Default::default(),
+            server: Default::default(),
+            client: None,
+        }
+    }
+
+    #[test]
+    fn gates_pass_and_fail_at_their_limits() {
+        let mut s = Scenario::default();
+        assert!(evaluate(&result(s.clone(), 9, 9, 1)).is_empty());
+        assert_eq!(exit_code([&result(s.clone(), 9, 9, 1)]), None);
+        s.output.max_failure_ratio = Some(0.1);
+        s.slo.ttft_ms = Some(100.0);
+        s.slo.min_attainment = Some(0.8);
+        let at_limits = result(s.clone(), 9, 8, 1);
+        let g = evaluate(&at_limits);
+        assert!(g.iter().all(|g| g.passed), "{g:?}");
+        assert_eq!(exit_code([&at_limits]), None);
+        let too_many_failures = result(s.clone(), 8, 8, 2);
+        assert_eq!(exit_code([&too_many_failures]), Some(EXIT_FAILURE_RATIO));
+        let g = evaluate(&too_many_failures);
+        assert!(
+            g[0].to_string()
+                .contains("exceeds output.max_failure_ratio")
+        );
+        let slo_missed = result(s.clone(), 10, 7, 0);
+        assert_eq!(exit_code([&at_limits, &slo_missed]), Some(EXIT_SLO_GATE));
+        assert!(
+            evaluate(&slo_missed)[1]
+                .to_string()
+                .contains("below slo.min_attainment")
+        );
+        // the failure gate's code wins when both fail
+        let both = result(s.clone(), 1, 0, 9);
+        assert_eq!(exit_code([&slo_missed, &both]), Some(EXIT_FAILURE_RATIO));
+        // nothing sent: no failures, but no attainment either
+        let empty = result(s, 0, 0, 0);
+        let g = evaluate(&empty);
+        assert!(g[0].passed && !g[1].passed, "{g:?}");
+    }
+}

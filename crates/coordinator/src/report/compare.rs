@@ -1,0 +1,431 @@
+//! `coord report`: read result files and turn each into a table row
+//! (compare), or re-merge them into one (merge: histograms decoded and added
+//! exactly, counts summed, throughputs over the wall-clock span the runs
+//! cover together). Compare mode needs only vLLM's `--save-result` keys, so
+//! `vllm bench serve` result files can sit beside cicada's.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use cicada_metrics::{Counter, LatencyHistogram, Metric, MetricSet, Outcome};
+use serde_json::Value;
+
+/// Metrics in the table, with their vLLM key names.
+pub const TABLE_METRICS: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
+
+/// Percentiles of each metric kept per row (beside the mean).
+pub const ROW_PERCENTILES: [f64; 4] = [50.0, 90.0, 99.0, 99.9];
+
+/// A result file that cannot be used, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("{path}: {reason}")]
+    Read { path: PathBuf, reason: String },
+    #[error("{path}: `{key}` {reason}")]
+    Field {
+        path: PathBuf,
+        key: String,
+        reason: String,
+    },
+}
+
+/// One metric's figures in a row (ms).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Latency {
+    pub mean: Option<f64>,
+    /// Values at [`ROW_PERCENTILES`].
+    pub percentiles: [Option<f64>; 4],
+}
+
+impl Latency {
+    /// The value at percentile `p`, when known.
+    pub fn at(&self, p: f64) -> Option<f64> {
+        ROW_PERCENTILES
+            .iter()
+            .position(|q| (q - p).abs() < 1e-9)
+            .and_then(|i| self.percentiles[i])
+    }
+}
+
+/// One row of the table: a run, or several merged.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Row {
+    pub run: String,
+    pub model: String,
+    pub concurrency: String,
+    pub duration_s: f64,
+    pub completed: u64,
+    pub failed: u64,
+    pub request_throughput: f64,
+    pub output_throughput: f64,
+    pub total_token_throughput: f64,
+    pub request_goodput: Option<f64>,
+    /// In [`TABLE_METRICS`] order.
+    pub latencies: [Latency; 4],
+}
+
+/// A parsed result file.
+#[derive(Debug, Clone)]
+pub struct ResultFile {
+    pub path: PathBuf,
+    doc: Value,
+}
+
+impl ResultFile {
+    /// Read and parse one file.
+    pub fn read(path: &Path) -> Result<Self, ReportError> {
+        let read_err = |reason: String| ReportError::Read {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| read_err(e.to_string()))?;
+        let doc: Value =
+            serde_json::from_str(&text).map_err(|e| read_err(format!("not JSON: {e}")))?;
+        if !doc.is_object() {
+            return Err(read_err(
+                "not a result file (expected a JSON object)".into(),
+            ));
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            doc,
+        })
+    }
+
+    fn field(&self, key: &str, reason: &str) -> ReportError {
+        ReportError::Field {
+            path: self.path.clone(),
+            key: key.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+
+    fn num(&self, key: &str) -> Result<f64, ReportError> {
+        self.doc
+            .get(key)
+            .and_then(Value::as_f64)
+            .ok_or_else(|| self.field(key, "is missing or not a number"))
+    }
+
+    fn opt(&self, pointer: &str) -> Option<f64> {
+        self.doc.pointer(pointer).and_then(Value::as_f64)
+    }
+
+    fn text(&self, pointer: &str) -> Option<&str> {
+        self.doc.pointer(pointer).and_then(Value::as_str)
+    }
+
+    /// The file's label: the path as given.
+    fn label(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn model(&self) -> String {
+        self.text("/model_id").unwrap_or("-").to_string()
+    }
+
+    /// Users, concurrency cap, rate or "unbounded".
+    fn concurrency(&self) -> String {
+        if let Some(u) = self.opt("/cicada/scenario/load/users") {
+            return format!("{u} users");
+        }
+        if let Some(c) = self.opt("/max_concurrency") {
+            return format!("{c}");
+        }
+        match self.opt("/request_rate") {
+            Some(r) => format!("{r} req/s"),
+            None => "unbounded".into(),
+        }
+    }
+
+    /// A row from the file's own figures (vLLM's keys).
+    pub fn row(&self) -> Result<Row, ReportError> {
+        let latencies = TABLE_METRICS.map(|m| {
+            let name = m.name();
+            Latency {
+                mean: self.opt(&format!("/mean_{name}_ms")),
+                percentiles: ROW_PERCENTILES.map(|p| {
+                    let key = format!("/p{}_{name}_ms", super::percentile_word(p));
+                    self.opt(&key).or_else(|| {
+                        (p == 50.0)
+                            .then(|| self.opt(&format!("/median_{name}_ms")))
+                            .flatten()
+                    })
+                }),
+            }
+        });
+        Ok(Row {
+            run: self.label(),
+            model: self.model(),
+            concurrency: self.concurrency(),
+            duration_s: self.num("duration")?,
+            completed: self.num("completed")? as u64,
+            failed: self.opt("/failed").unwrap_or(0.0) as u64,
+            request_throughput: self.num("request_throughput")?,
+            output_throughput: self.num("output_throughput")?,
+            total_token_throughput: self.num("total_token_throughput")?,
+            request_goodput: self.opt("/request_goodput"),
+            latencies,
+        })
+    }
+
+    /// The merged histograms, counters and outcomes this file carries.
+    pub fn measurements(&self) -> Result<MetricSet, ReportError> {
+        let hists = self
+            .doc
+            .pointer("/cicada/histograms")
+            .and_then(Value::as_object)
+            .ok_or_else(|| {
+                self.field(
+                    "cicada.histograms",
+                    "is missing: only result files written by `coord run` can be merged",
+                )
+            })?;
+        let mut set = MetricSet::default();
+        for (name, h) in hists {
+            let key = format!("cicada.histograms.{name}");
+            let metric: Metric = name
+                .parse()
+                .map_err(|_| self.field(&key, "names an unknown metric"))?;
+            if let Some(enc) = h.get("encoding").and_then(Value::as_str)
+                && enc != "hdrhistogram-v2-deflate-base64"
+            {
+                return Err(self.field(&key, &format!("has an unknown encoding \"{enc}\"")));
+            }
+            let data = h
+                .get("data")
+                .and_then(Value::as_str)
+                .ok_or_else(|| self.field(&key, "has no `data`"))?;
+            let blob = base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .map_err(|e| self.field(&key, &format!("`data` is not base64: {e}")))?;
+            let sum = h.get("sum").and_then(Value::as_u64).unwrap_or(0);
+            let sum_sq = h.get("sum_sq").and_then(Value::as_f64).unwrap_or(0.0);
+            let decoded = LatencyHistogram::decode(&blob, sum, sum_sq)
+                .map_err(|e| self.field(&key, &e.to_string()))?;
+            let mut one = MetricSet::default();
+            one.set_histogram(metric, decoded);
+            set.merge(&one)
+                .map_err(|e| self.field(&key, &e.to_string()))?;
+        }
+        if let Some(outcomes) = self
+            .doc
+            .pointer("/cicada/outcomes")
+            .and_then(Value::as_object)
+        {
+            for (class, v) in outcomes {
+                let o: Outcome = class
+                    .parse()
+                    .map_err(|_| self.field(&format!("cicada.outcomes.{class}"), "is unknown"))?;
+                let n = v.get("count").and_then(Value::as_u64).unwrap_or(0);
+                let err = v.get("first_error").and_then(Value::as_str);
+                set.outcomes.add_n(o, n, err);
+            }
+        } else {
+            set.outcomes
+                .add_n(Outcome::Ok, self.num("completed")? as u64, None);
+        }
+        if let Some(counters) = self
+            .doc
+            .pointer("/cicada/counters")
+            .and_then(Value::as_object)
+        {
+            for (name, v) in counters {
+                if let (Ok(c), Some(n)) = (name.parse::<Counter>(), v.as_u64()) {
+                    set.counters.add(c, n);
+                }
+            }
+        }
+        Ok(set)
+    }
+
+    /// The measured window in Unix seconds: (start, end).
+    pub fn window(&self) -> Result<(f64, f64), ReportError> {
+        let started = match self.opt("/cicada/started_unix") {
+            Some(t) => t,
+            None => {
+                let text = self.text("/cicada/started_at").ok_or_else(|| {
+                    self.field(
+                        "cicada.started_at",
+                        "is missing: the run's start time is needed to merge",
+                    )
+                })?;
+                humantime::parse_rfc3339(text)
+                    .map_err(|e| self.field("cicada.started_at", &e.to_string()))?
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64())
+            }
+        };
+        let from = started + self.opt("/cicada/window_start_s").unwrap_or(0.0);
+        Ok((from, from + self.num("duration")?))
+    }
+}
+
+/// Total length of the union of `windows`, seconds.
+fn union_span(mut windows: Vec<(f64, f64)>) -> f64 {
+    windows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut total = 0.0;
+    let mut current: Option<(f64, f64)> = None;
+    for (a, b) in windows {
+        current = match current {
+            Some((s, e)) if a <= e => Some((s, e.max(b))),
+            Some((s, e)) => {
+                total += e - s;
+                Some((a, b))
+            }
+            None => Some((a, b)),
+        };
+    }
+    total + current.map_or(0.0, |(s, e)| e - s)
+}
+
+/// Values listed once each, joined.
+fn distinct(values: impl Iterator<Item = String>, sep: &str) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for v in values {
+        if !seen.contains(&v) {
+            seen.push(v);
+        }
+    }
+    seen.join(sep)
+}
+
+/// One row for several runs: their measurements re-merged exactly.
+///
+/// Duration is the time the runs' measured windows cover together (runs made
+/// at the same time overlap; runs made one after another add up, gaps left
+/// out), and throughputs divide the summed counts by it.
+pub fn merge(files: &[ResultFile]) -> Result<Row, ReportError> {
+    let mut set = MetricSet::default();
+    let mut windows = Vec::new();
+    let mut goodput = false;
+    for f in files {
+        let m = f.measurements()?;
+        set.merge(&m)
+            .map_err(|e| f.field("cicada.histograms", &e.to_string()))?;
+        windows.push(f.window()?);
+        goodput |= f.opt("/request_goodput").is_some();
+    }
+    let duration_s = union_span(windows);
+    let per_s = |n: u64| {
+        if duration_s > 0.0 {
+            n as f64 / duration_s
+        } else {
+            0.0
+        }
+    };
+    let input = set.counter(Counter::InputTokens);
+    let output = set.counter(Counter::OutputTokens);
+    let latencies = TABLE_METRICS.map(|m| {
+        let h = set.histogram(m);
+        if h.is_empty() {
+            return Latency::default();
+        }
+        let k = m.unit().display_scale();
+        Latency {
+            mean: Some(h.mean() * k),
+            percentiles: ROW_PERCENTILES.map(|p| Some(h.quantile(p / 100.0) as f64 * k)),
+        }
+    });
+    Ok(Row {
+        run: format!("merged ({} runs)", files.len()),
+        model: distinct(files.iter().map(ResultFile::model), ", "),
+        concurrency: distinct(files.iter().map(ResultFile::concurrency), " + "),
+        duration_s,
+        completed: set.outcomes.ok(),
+        failed: set.outcomes.failed(),
+        request_throughput: per_s(set.outcomes.ok()),
+        output_throughput: per_s(output),
+        total_token_throughput: per_s(input + output),
+        request_goodput: goodput.then(|| per_s(set.counter(Counter::Goodput))),
+        latencies,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_of_overlapping_and_separate_windows() {
+        assert_eq!(union_span(vec![(0.0, 10.0), (5.0, 12.0)]), 12.0);
+        assert_eq!(union_span(vec![(20.0, 30.0), (0.0, 10.0)]), 20.0);
+        assert_eq!(
+            union_span(vec![(0.0, 10.0), (2.0, 3.0), (11.0, 12.0)]),
+            11.0
+        );
+        assert_eq!(union_span(vec![]), 0.0);
+    }
+
+    /// Two result files re-merge to exactly the percentiles, mean and counts
+    /// of one histogram fed both runs' samples.
+    #[test]
+    fn merging_result_files_equals_one_histogram_of_every_sample() {
+        use crate::gates::tests::result;
+        use cicada_scenarios::Scenario;
+        let dir = tempfile::tempdir().unwrap();
+        let mut all = MetricSet::default();
+        let mut paths = Vec::new();
+        for (i, (n, scale)) in [(3_000u64, 7u64), (1_700, 131)].into_iter().enumerate() {
+            let mut r = result(Scenario::default(), n, n / 2, i as u64 * 5);
+            r.started_unix = 1_000.0 + 100.0 * i as f64;
+            r.total.span.last_end_us = Some(10_000_000);
+            r.total.counters.add(Counter::OutputTokens, n * 10);
+            for k in 0..n {
+                let v = 1_000 + (k * scale * 7919) % 900_000;
+                r.total.histogram_mut(Metric::Ttft).record(v);
+                r.total.histogram_mut(Metric::E2el).record(v * 3 + k);
+                all.histogram_mut(Metric::Ttft).record(v);
+                all.histogram_mut(Metric::E2el).record(v * 3 + k);
+            }
+            let p = dir.path().join(format!("r{i}.json"));
+            std::fs::write(
+                &p,
+                serde_json::to_vec(&crate::report::json::document(&r)).unwrap(),
+            )
+            .unwrap();
+            paths.push(p);
+        }
+        let files: Vec<ResultFile> = paths.iter().map(|p| ResultFile::read(p).unwrap()).collect();
+        let row = merge(&files).unwrap();
+        assert_eq!(row.completed, 4_700);
+        assert_eq!(row.failed, 5);
+        // two 10 s windows 100 s apart
+        assert_eq!(row.duration_s, 20.0);
+        assert_eq!(row.output_throughput, 47_000.0 / 20.0);
+        for (i, m) in [(0, Metric::Ttft), (3, Metric::E2el)] {
+            let h = all.histogram(m);
+            let l = &row.latencies[i];
+            assert_eq!(l.mean, Some(h.mean() * 1e-3), "{m}");
+            for p in ROW_PERCENTILES {
+                assert_eq!(
+                    l.at(p),
+                    Some(h.quantile(p / 100.0) as f64 * 1e-3),
+                    "{m} p{p}"
+                );
+            }
+        }
+        // compare mode reads the same files as they are
+        let rows: Vec<Row> = files.iter().map(|f| f.row().unwrap()).collect();
+        assert_eq!(rows[0].completed, 3_000);
+        assert_eq!(rows[1].failed, 5);
+    }
+
+    #[test]
+    fn unreadable_files_name_the_file_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.json");
+        std::fs::write(&p, "{ nope").unwrap();
+        let e = ResultFile::read(&p).unwrap_err().to_string();
+        assert!(e.contains("bad.json") && e.contains("not JSON"), "{e}");
+        std::fs::write(&p, r#"{"completed": 3}"#).unwrap();
+        let f = ResultFile::read(&p).unwrap();
+        let e = f.row().unwrap_err().to_string();
+        assert!(e.contains("bad.json: `duration`"), "{e}");
+        let e = f.measurements().unwrap_err().to_string();
+        assert!(
+            e.contains("cicada.histograms") && e.contains("coord run"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,249 @@
+//! `coord report`'s output: the rows as a Markdown table (the layout of
+//! benchmark tables in inference projects' READMEs), CSV, or JSON.
+
+use std::fmt::Write as _;
+
+use serde_json::{Map, Value, json};
+
+use super::compare::{ROW_PERCENTILES, ResultFile, Row, TABLE_METRICS, merge};
+use crate::cli::{ReportArgs, ReportFormat};
+
+/// Column headers of the Markdown and CSV tables, in order.
+pub fn header() -> Vec<String> {
+    let mut h: Vec<String> = [
+        "Run",
+        "Model",
+        "Concurrency",
+        "Duration (s)",
+        "Completed",
+        "Failed",
+        "Req/s",
+        "Output Tok/s",
+        "Total Tok/s",
+        "Goodput (req/s)",
+    ]
+    .map(String::from)
+    .to_vec();
+    for m in TABLE_METRICS {
+        let l = m.label();
+        h.push(format!("Mean {l} (ms)"));
+        h.push(format!("Median {l} (ms)"));
+        h.push(format!("P99 {l} (ms)"));
+    }
+    h
+}
+
+fn f2(v: f64) -> String {
+    format!("{v:.2}")
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), f2)
+}
+
+/// One row's cells, aligned with [`header`].
+pub fn cells(r: &Row) -> Vec<String> {
+    let mut c = vec![
+        r.run.clone(),
+        r.model.clone(),
+        r.concurrency.clone(),
+        f2(r.duration_s),
+        r.completed.to_string(),
+        r.failed.to_string(),
+        f2(r.request_throughput),
+        f2(r.output_throughput),
+        f2(r.total_token_throughput),
+        opt(r.request_goodput),
+    ];
+    for l in &r.latencies {
+        c.push(opt(l.mean));
+        c.push(opt(l.at(50.0)));
+        c.push(opt(l.at(99.0)));
+    }
+    c
+}
+
+fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// A GitHub-flavoured Markdown table: header, alignment row, one line per row.
+pub fn markdown(rows: &[Row]) -> String {
+    let h = header();
+    let mut out = String::new();
+    let line = |cells: &[String]| {
+        format!(
+            "| {} |",
+            cells
+                .iter()
+                .map(|c| md_cell(c))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        )
+    };
+    let _ = writeln!(out, "{}", line(&h));
+    let align: Vec<String> = (0..h.len())
+        .map(|i| if i < 3 { "---".into() } else { "---:".into() })
+        .collect();
+    let _ = writeln!(out, "| {} |", align.join(" | "));
+    for r in rows {
+        let _ = writeln!(out, "{}", line(&cells(r)));
+    }
+    out
+}
+
+/// CSV with the same columns.
+pub fn csv(rows: &[Row]) -> anyhow::Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(header())?;
+    for r in rows {
+        w.write_record(cells(r))?;
+    }
+    let bytes = w
+        .into_inner()
+        .map_err(|e| anyhow::anyhow!("writing CSV: {}", e.error()))?;
+    Ok(String::from_utf8(bytes)?)
+}
+
+fn num(v: f64) -> Value {
+    serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number)
+}
+
+/// A JSON array of row objects with vLLM-style keys and unrounded numbers.
+pub fn json(rows: &[Row]) -> String {
+    let items: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let mut m = Map::new();
+            m.insert("run".into(), json!(r.run));
+            m.insert("model".into(), json!(r.model));
+            m.insert("concurrency".into(), json!(r.concurrency));
+            m.insert("duration".into(), num(r.duration_s));
+            m.insert("completed".into(), json!(r.completed));
+            m.insert("failed".into(), json!(r.failed));
+            m.insert("request_throughput".into(), num(r.request_throughput));
+            m.insert("output_throughput".into(), num(r.output_throughput));
+            m.insert(
+                "total_token_throughput".into(),
+                num(r.total_token_throughput),
+            );
+            m.insert(
+                "request_goodput".into(),
+                r.request_goodput.map_or(Value::Null, num),
+            );
+            for (metric, l) in TABLE_METRICS.iter().zip(&r.latencies) {
+                let name = metric.name();
+                m.insert(format!("mean_{name}_ms"), l.mean.map_or(Value::Null, num));
+                for p in ROW_PERCENTILES {
+                    m.insert(
+                        format!("p{}_{name}_ms", super::percentile_word(p)),
+                        l.at(p).map_or(Value::Null, num),
+                    );
+                }
+            }
+            Value::Object(m)
+        })
+        .collect();
+    let mut text = serde_json::to_string_pretty(&items).unwrap_or_else(|_| "[]".into());
+    text.push('\n');
+    text
+}
+
+/// `coord report`: print the table; returns the exit code (2 for unusable files).
+pub fn command(args: &ReportArgs) -> i32 {
+    match build(args) {
+        Ok(text) => {
+            print!("{text}");
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            crate::run::EXIT_BAD_INPUT
+        }
+    }
+}
+
+fn build(args: &ReportArgs) -> anyhow::Result<String> {
+    let files = args
+        .files
+        .iter()
+        .map(|p| ResultFile::read(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let rows = if args.merge {
+        vec![merge(&files)?]
+    } else {
+        files
+            .iter()
+            .map(ResultFile::row)
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    match args.format {
+        ReportFormat::Markdown => Ok(markdown(&rows)),
+        ReportFormat::Csv => csv(&rows),
+        ReportFormat::Json => Ok(json(&rows)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::compare::Latency;
+
+    fn row(run: &str) -> Row {
+        Row {
+            run: run.into(),
+            model: "m|odel".into(),
+            concurrency: "8".into(),
+            duration_s: 10.0,
+            completed: 100,
+            failed: 1,
+            request_throughput: 10.0,
+            output_throughput: 1280.0,
+            total_token_throughput: 2560.0,
+            request_goodput: None,
+            latencies: [
+                Latency {
+                    mean: Some(12.345),
+                    percentiles: [Some(11.0), None, Some(30.0), None],
+                },
+                Latency::default(),
+                Latency::default(),
+                Latency::default(),
+            ],
+        }
+    }
+
+    #[test]
+    fn markdown_has_a_header_an_alignment_row_and_a_line_per_row() {
+        let md = markdown(&[row("a.json"), row("b.json")]);
+        let lines: Vec<&str> = md.lines().collect();
+        assert_eq!(lines.len(), 4);
+        let cols = header().len();
+        for l in &lines {
+            assert!(l.starts_with("| ") && l.ends_with(" |"), "{l}");
+            // pipes inside cells are escaped, so every line splits into the same columns
+            let unescaped = l.replace("\\|", "");
+            assert_eq!(unescaped.matches('|').count(), cols + 1, "{l}");
+        }
+        assert!(lines[1].starts_with("| --- | --- | --- | ---: |"));
+        assert!(
+            lines[2].contains("| 12.35 | 11.00 | 30.00 |"),
+            "{}",
+            lines[2]
+        );
+        assert!(lines[2].contains("m\\|odel"));
+    }
+
+    #[test]
+    fn csv_and_json_carry_the_same_rows() {
+        let text = csv(&[row("a.json")]).unwrap();
+        let mut r = csv::Reader::from_reader(text.as_bytes());
+        assert_eq!(r.headers().unwrap().len(), header().len());
+        assert_eq!(r.records().count(), 1);
+        let v: Value = serde_json::from_str(&json(&[row("a.json")])).unwrap();
+        assert_eq!(v[0]["mean_ttft_ms"], 12.345);
+        assert_eq!(v[0]["p99_ttft_ms"], 30.0);
+        assert!(v[0]["p90_ttft_ms"].is_null());
+        assert!(v[0]["request_goodput"].is_null());
+    }
+}
