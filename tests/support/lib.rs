@@ -21,8 +21,10 @@ pub fn bin_dir() -> PathBuf {
             .and_then(Path::parent)
             .expect("test binary lives in target/<profile>/deps")
             .to_path_buf();
-        if !dir.join("coord").exists() || !dir.join("worker").exists() {
-            // `cargo test -p cicada-tests` alone does not build other packages' binaries
+        if stale(&dir.join("coord"), &exe) || stale(&dir.join("worker"), &exe) {
+            // `cargo test -p cicada-tests` alone does not build other packages' binaries,
+            // and one built before this test binary may predate the code it tests
+            // (cargo makes this a quick no-op when they are in fact up to date)
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let mut cmd = Command::new(cargo);
             cmd.args([
@@ -42,6 +44,15 @@ pub fn bin_dir() -> PathBuf {
         dir
     })
     .clone()
+}
+
+/// A binary is stale when missing or older than the test executable that uses it.
+fn stale(bin: &Path, test_exe: &Path) -> bool {
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    match (modified(bin), modified(test_exe)) {
+        (Some(b), Some(t)) => b < t,
+        _ => true,
+    }
 }
 
 /// Path of the `coord` binary.

@@ -118,3 +118,61 @@ fn a_comfortable_worker_is_not_flagged() {
     );
     assert!(run.stdout.contains("Worker CPU time (s):"));
 }
+
+/// `coord selftest` runs the mock and a worker on their own cores and prints a
+/// row per level; the JSON carries the same figures. Only correctness is
+/// checked here (streams held, figures present and sane), never speed.
+#[test]
+fn selftest_prints_a_row_per_level_and_writes_json() {
+    let _g = serial();
+    assert!(
+        cores() >= 2,
+        "selftest pins the mock and the worker to cores 0 and 1"
+    );
+    let dir = scratch();
+    let json = dir.path().join("figures.json");
+    let run = coord_run(
+        &[
+            "selftest",
+            "--levels",
+            "1,16",
+            "--seconds",
+            "2",
+            "--output-tokens",
+            "16",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert_ok(&run);
+    assert!(run.stdout.contains("cpu µs/tok"), "{}", run.stdout);
+    let rows: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|w| w == "1" || w == "16")
+        })
+        .collect();
+    assert_eq!(rows.len(), 2, "{}", run.stdout);
+    let levels = read_json(&json);
+    let levels = levels.as_array().unwrap();
+    assert_eq!(levels.len(), 2);
+    for (l, streams) in levels.iter().zip([1u64, 16]) {
+        assert_eq!(l["streams"], streams);
+        // the mock's own count: the client really opened every stream
+        assert_eq!(l["held"], streams, "{l}");
+        assert!(l["tokens_per_s"].as_f64().unwrap() > 0.0, "{l}");
+        assert!(l["cpu_us_per_token"].as_f64().unwrap() > 0.0, "{l}");
+        assert!(l["peak_rss_mb"].as_f64().unwrap() > 1.0, "{l}");
+        // generous: the error columns are the client's error against the mock's truth
+        assert!(
+            l["mean_ttft_error_ms"].as_f64().unwrap().abs() < 25.0,
+            "{l}"
+        );
+        assert!(l["mean_itl_error_ms"].as_f64().unwrap().abs() < 5.0, "{l}");
+        assert!(l["mock_p99_late_ms"].as_f64().unwrap() >= 0.0, "{l}");
+    }
+}

@@ -52,15 +52,27 @@ pub struct SelftestArgs {
 /// Figures of one level.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Level {
+    /// Closed-loop users asked for.
     pub streams: u32,
+    /// Most streams the mock really had open at once (did the client hold them?).
     pub held: u64,
+    /// Output tokens per second over the measured window.
     pub tokens_per_s: f64,
+    /// Worker user+sys CPU per streamed token, µs (the client's cost).
     pub cpu_us_per_token: Option<f64>,
+    /// Worker peak resident memory, MB.
     pub peak_rss_mb: Option<f64>,
+    /// Reported mean TTFT minus the mock's delivered TTFT, ms.
     pub mean_ttft_error_ms: f64,
+    /// Reported mean ITL minus the configured gap, ms.
     pub mean_itl_error_ms: f64,
+    /// Reported p99 ITL, ms.
     pub p99_itl_ms: f64,
+    /// The mock's mean lateness behind its schedule, ms.
     pub mock_mean_late_ms: f64,
+    /// The mock's p99 lateness: how much of the client's ITL p99 is the server's.
+    pub mock_p99_late_ms: f64,
+    /// The run flagged itself client-bound.
     pub client_bound: bool,
 }
 
@@ -222,6 +234,7 @@ async fn run_level(
         mean_itl_error_ms: num(&r, "/mean_itl_ms") - a.itl_ms,
         p99_itl_ms: num(&r, "/p99_itl_ms"),
         mock_mean_late_ms: late_ms,
+        mock_p99_late_ms: num(&stats, "/lateness/p99_us") / 1e3,
         client_bound: r.pointer("/cicada/client/client_bound")
             == Some(&serde_json::Value::Bool(true)),
     })
@@ -328,7 +341,7 @@ pub async fn selftest(a: SelftestArgs) -> anyhow::Result<i32> {
         a.mock_core, a.worker_core, a.output_tokens, a.ttft_ms, a.itl_ms
     );
     println!(
-        "{:>8} {:>8} {:>11} {:>10} {:>8} {:>13} {:>12} {:>9} {:>10} {:>6}",
+        "{:>8} {:>8} {:>11} {:>10} {:>8} {:>13} {:>12} {:>9} {:>10} {:>9} {:>6}",
         "streams",
         "held",
         "tok/s",
@@ -338,13 +351,14 @@ pub async fn selftest(a: SelftestArgs) -> anyhow::Result<i32> {
         "ITL err ms",
         "ITL p99",
         "mock late",
+        "mock p99",
         "bound"
     );
     let mut levels = Vec::new();
     for &streams in &a.levels {
         let l = run_level(&exe, &a, streams, &dir).await?;
         println!(
-            "{:>8} {:>8} {:>11.0} {:>10} {:>8} {:>13.2} {:>12.2} {:>9.2} {:>10.2} {:>6}",
+            "{:>8} {:>8} {:>11.0} {:>10} {:>8} {:>13.2} {:>12.2} {:>9.2} {:>10.2} {:>9.2} {:>6}",
             l.streams,
             l.held,
             l.tokens_per_s,
@@ -354,13 +368,14 @@ pub async fn selftest(a: SelftestArgs) -> anyhow::Result<i32> {
             l.mean_itl_error_ms,
             l.p99_itl_ms,
             l.mock_mean_late_ms,
+            l.mock_p99_late_ms,
             if l.client_bound { "client" } else { "-" },
         );
         levels.push(l);
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     println!(
-        "held: most streams the mock had open at once. TTFT err: reported mean TTFT minus (configured TTFT + the mock's own mean first-token lateness). mock late: the mock's mean lateness behind its token schedule (its own error, not the client's)."
+        "held: most streams the mock had open at once. TTFT err: reported mean TTFT minus (configured TTFT + the mock's own mean first-token lateness). mock late / mock p99: the mock's mean and p99 lateness behind its token schedule (its own error, not the client's; ITL p99 can be no better than gap + mock p99)."
     );
     if let Some(path) = &a.json {
         std::fs::write(path, serde_json::to_vec_pretty(&levels)?)
