@@ -183,6 +183,37 @@ fn num(v: &serde_json::Value, path: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// Run `scenario` (whose results go to `out`) with one worker pinned to `core`; its result.json.
+async fn pinned_run(
+    exe: &Path,
+    core: usize,
+    scenario: &str,
+    out: &Path,
+    what: &str,
+) -> anyhow::Result<serde_json::Value> {
+    let sc = out.with_extension("toml");
+    std::fs::write(&sc, scenario).context("writing the scenario")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("run").arg(&sc).args(["--workers", "1", "--quiet"]);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    pin(&mut cmd, core);
+    let output = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .context("waiting for the run")?
+        .context("running coord")?;
+    if !output.status.success() {
+        bail!(
+            "{what} failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let r = serde_json::from_slice(
+        &std::fs::read(out.join("result.json")).context("reading result.json")?,
+    )
+    .context("parsing result.json")?;
+    Ok(r)
+}
+
 async fn run_level(
     exe: &Path,
     a: &SelftestArgs,
@@ -191,26 +222,15 @@ async fn run_level(
 ) -> anyhow::Result<Level> {
     let mock = start_mock(exe, a)?;
     let out = dir.join(format!("level-{streams}"));
-    let sc = dir.join(format!("level-{streams}.toml"));
-    std::fs::write(&sc, scenario(a, streams, &mock.url, &out)).context("writing the scenario")?;
-    let mut cmd = Command::new(exe);
-    cmd.arg("run").arg(&sc).args(["--workers", "1", "--quiet"]);
-    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-    pin(&mut cmd, a.worker_core);
-    let output = tokio::task::spawn_blocking(move || cmd.output())
-        .await
-        .context("waiting for the run")?
-        .context("running coord")?;
-    if !output.status.success() {
-        bail!(
-            "the run at {streams} streams failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-    }
-    let r: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(out.join("result.json")).context("reading result.json")?,
+    let text = scenario(a, streams, &mock.url, &out);
+    let r = pinned_run(
+        exe,
+        a.worker_core,
+        &text,
+        &out,
+        &format!("the run at {streams} streams"),
     )
-    .context("parsing result.json")?;
+    .await?;
     let stats = mock_stats(&mock.url).await?;
     let first_late_ms = num(&stats, "/lateness/first_event_mean_us") / 1e3;
     let late_ms = num(&stats, "/lateness/mean_us") / 1e3;
@@ -282,27 +302,9 @@ async fn rss_check(exe: &Path, a: &SelftestArgs, dir: &Path) -> anyhow::Result<(
         };
         let mock = start_mock(exe, &args)?;
         let out = dir.join(format!("rss-{requests}"));
-        let sc = dir.join(format!("rss-{requests}.toml"));
-        std::fs::write(&sc, rss_scenario(requests, &mock.url, &out))
-            .context("writing the scenario")?;
-        let mut cmd = Command::new(exe);
-        cmd.arg("run").arg(&sc).args(["--workers", "1", "--quiet"]);
-        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-        pin(&mut cmd, a.worker_core);
-        let output = tokio::task::spawn_blocking(move || cmd.output())
-            .await
-            .context("waiting for the run")?
-            .context("running coord")?;
-        if !output.status.success() {
-            bail!(
-                "the {requests}-request run failed: {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-        }
-        let r: serde_json::Value = serde_json::from_slice(
-            &std::fs::read(out.join("result.json")).context("reading result.json")?,
-        )
-        .context("parsing result.json")?;
+        let text = rss_scenario(requests, &mock.url, &out);
+        let what = format!("the {requests}-request run");
+        let r = pinned_run(exe, a.worker_core, &text, &out, &what).await?;
         println!(
             "{:>12} {:>10.1} {:>12.0} {:>14.1}",
             requests,
