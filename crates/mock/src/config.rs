@@ -171,13 +171,23 @@ impl FaultRates {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fault {
+    /// 429 Too Many Requests (named as in `[mock.faults]`).
+    #[serde(rename = "http_429")]
     Http429,
+    /// 500 Internal Server Error.
+    #[serde(rename = "http_500")]
     Http500,
+    /// Connection reset mid-stream.
     Reset,
+    /// Malformed JSON event.
     Malformed,
+    /// In-band error event.
     ErrorEvent,
+    /// Stalls after the first token.
     Stall,
+    /// Clean end without an end marker.
     Truncate,
+    /// No content at all.
     Empty,
 }
 
@@ -348,5 +358,28 @@ mod tests {
         c.faults.stall = 0.7;
         let keys: Vec<String> = c.problems().into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys, ["faults.reset", "faults"]);
+    }
+}
+
+#[cfg(test)]
+mod fault_name_tests {
+    use super::Fault;
+
+    /// `/mock/stats` names each fault exactly as `[mock.faults]` does.
+    #[test]
+    fn faults_serialise_under_their_config_keys() {
+        for f in [
+            Fault::Http429,
+            Fault::Http500,
+            Fault::Reset,
+            Fault::Malformed,
+            Fault::ErrorEvent,
+            Fault::Stall,
+            Fault::Truncate,
+            Fault::Empty,
+        ] {
+            let json = serde_json::to_string(&f).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", f.key()));
+        }
     }
 }
