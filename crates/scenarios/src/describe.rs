@@ -17,6 +17,9 @@ const SECTIONS: [(&str, &[&str]); 8] = [
     ("output", &[]),
 ];
 
+/// Sections written as arrays of tables (`[[stages]]`).
+const ARRAYS_OF_TABLES: [&str; 1] = ["stages"];
+
 /// A TOML syntax error, located at the parser's line and column and naming the
 /// key being parsed there when it can be told.
 pub(crate) fn syntax_error(origin: &str, text: &str, e: &toml::de::Error) -> ScenarioError {
@@ -127,6 +130,25 @@ pub(crate) fn section_problems(table: &toml::Table) -> Vec<(String, String)> {
             Some(v) => out.push((
                 section.to_string(),
                 format!("must be a table (a `[{section}]` section), got {}", a(v)),
+            )),
+        }
+    }
+    for section in ARRAYS_OF_TABLES {
+        match table.get(section) {
+            None => {}
+            Some(toml::Value::Array(items)) if items.iter().all(toml::Value::is_table) => {}
+            Some(toml::Value::Table(_)) => out.push((
+                section.to_string(),
+                format!(
+                    "write `[[{section}]]` (one per item, an array of tables), not `[{section}]`"
+                ),
+            )),
+            Some(v) => out.push((
+                section.to_string(),
+                format!(
+                    "must be an array of tables (`[[{section}]]` sections), got {}",
+                    a(v)
+                ),
             )),
         }
     }
@@ -270,5 +292,18 @@ mod tests {
         let t: toml::Table = toml::from_str("load = 5\n[[slo]]\n[mock]\nfaults = 1").unwrap();
         let keys: Vec<String> = section_problems(&t).into_iter().map(|p| p.0).collect();
         assert_eq!(keys, ["load", "slo", "mock.faults"]);
+    }
+
+    #[test]
+    fn stages_must_be_an_array_of_tables() {
+        for text in ["[stages]\nusers = 1", "stages = 5", "stages = [1]"] {
+            let t: toml::Table = toml::from_str(text).unwrap();
+            let problems = section_problems(&t);
+            assert_eq!(problems.len(), 1, "{text}");
+            assert_eq!(problems[0].0, "stages");
+            assert!(problems[0].1.contains("[[stages]]"), "{}", problems[0].1);
+        }
+        let ok: toml::Table = toml::from_str("[[stages]]\nusers = 1").unwrap();
+        assert!(section_problems(&ok).is_empty());
     }
 }
