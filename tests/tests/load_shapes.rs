@@ -278,6 +278,21 @@ request_rate = 100
     assert!((150..=260).contains(&h), "high stage sent {h}");
     assert_eq!(whole["completed"].as_u64(), Some(l + h));
     assert_eq!(low["request_rate"].as_f64(), Some(25.0));
+    // the server's own view per window: scraped at the boundary, so the
+    // windows tile the run and their counts add up to the whole's exactly
+    let finished = |j: &serde_json::Value| {
+        j["cicada"]["server"]["requests_finished"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no server figures in {}", j["cicada"]["server"]))
+    };
+    assert_eq!(finished(&whole), (l + h) as f64);
+    assert_eq!(finished(&low) + finished(&high), finished(&whole));
+    assert!(
+        finished(&high) > 2.0 * finished(&low),
+        "low {} high {}",
+        finished(&low),
+        finished(&high)
+    );
     let (_, rows) = read_csv(&out.join("summary.csv"));
     assert_eq!(rows.len(), 3, "two stages and the whole run");
     assert!(r.stdout.contains("= Stages ="));

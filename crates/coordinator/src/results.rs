@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::client;
 use crate::merge::Aggregate;
 use crate::report::{RunResult, console, csv, json};
-use crate::server_metrics::ServerView;
+use crate::server_metrics::{ServerView, StageServerViews};
 use crate::stage::StageEnd;
 
 /// What every result of a run shares.
@@ -43,8 +43,8 @@ pub struct StageId {
 }
 
 /// Results of one stage: the whole stage first, then one per `[[stages]]`
-/// window. `server` (the servers' own view, scraped around the stage) goes
-/// with the whole stage; windows have none.
+/// window. `server` (the servers' own view, scraped around the stage and at
+/// each window's boundaries) goes with the whole stage and each window.
 #[allow(clippy::too_many_arguments)]
 pub fn stage_results(
     ctx: &RunContext,
@@ -54,7 +54,7 @@ pub fn stage_results(
     agg: &mut Aggregate,
     end: &StageEnd,
     warmup_end_us: u64,
-    server: ServerView,
+    server: StageServerViews,
 ) -> Vec<RunResult> {
     let rows = std::mem::take(&mut agg.rows);
     let targets = ctx.target.urls.len().max(1) as u32;
@@ -86,7 +86,7 @@ pub fn stage_results(
             }
         };
     let mut whole = make(id.number, id.name.clone(), &|_| true, warmup_end_us, rows);
-    whole.server = server;
+    whole.server = server.whole.clone();
     let uncapped_open_loop = !sharding::is_closed_loop(scenario)
         && scenario.load.max_concurrency.is_none()
         && scenario.dataset.kind != DatasetKind::Conversations;
@@ -117,6 +117,9 @@ pub fn stage_results(
             r.scenario.load.users = spec.users.or(r.scenario.load.users);
             r.scenario.load.duration = Some(spec.duration);
             r.scenario_hash = scenario_hash(&r.scenario);
+        }
+        if let Some(view) = server.windows.get(p) {
+            r.server = view.clone();
         }
         out.push(r);
     }

@@ -322,7 +322,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
             if sweeper.is_sweep() {
                 eprintln!("stage {stage_no}: {}", step.name);
             }
-            let watch = server_metrics::Watch::start(&step.scenario, &target).await;
+            let mut watch = server_metrics::Watch::start(&step.scenario, &target, &phases).await;
             let end = run_stage(
                 &mut fleet,
                 stage_no,
@@ -330,6 +330,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
                 &mut agg,
                 &mut signals,
                 &mut progress,
+                &mut |at| watch.started(at),
             )
             .await;
             let server = watch.finish().await;

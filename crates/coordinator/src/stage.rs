@@ -84,6 +84,7 @@ pub async fn run_stage(
     agg: &mut Aggregate,
     signals: &mut Signals,
     progress: &mut Progress,
+    on_start: &mut dyn FnMut(Instant),
 ) -> anyhow::Result<StageEnd> {
     let mut end = StageEnd::default();
     for (index, plan) in plans.iter().enumerate() {
@@ -151,6 +152,7 @@ pub async fn run_stage(
         }))
         .await;
     let start = Instant::now() + START_DELAY;
+    on_start(start);
     end.started_unix = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
