@@ -17,6 +17,7 @@ mod source;
 pub mod tokenizer;
 pub mod units;
 mod validate;
+mod validate_pool;
 mod validate_shape;
 
 pub use error::{Problem, ScenarioError};

@@ -82,7 +82,10 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     }
 
     // dataset
-    for (key, msg) in dataset_problems(s) {
+    for (key, msg) in dataset_problems(s)
+        .into_iter()
+        .chain(crate::validate_pool::pool_problems(s))
+    {
         bad(&key, msg);
     }
 

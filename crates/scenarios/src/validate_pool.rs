@@ -1,0 +1,90 @@
+//! Refusing synthetic pools too big to build: a typo such as
+//! `input_len = 2000000000` or a `num_prompts` in the billions would otherwise
+//! end in an allocation failure instead of an error naming the key.
+
+use crate::dataset::pool_len;
+use crate::scenario::{DatasetKind, Scenario};
+
+/// Most prompt text the coordinator builds for one pool.
+pub const POOL_TEXT_LIMIT_BYTES: f64 = 4.0 * GIB;
+
+/// Bytes of prompt text per token, on the high side (a word and its space).
+const BYTES_PER_TOKEN: f64 = 6.0;
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// The synthetic pool's estimated size against [`POOL_TEXT_LIMIT_BYTES`], as (key, message).
+pub(crate) fn pool_problems(s: &Scenario) -> Vec<(String, String)> {
+    let d = &s.dataset;
+    let entries = pool_len(s) as f64;
+    let longest_input = f64::from(d.input_len()) * (1.0 + d.range_ratio());
+    let (prefix, suffix) = (f64::from(d.prefix_len()), f64::from(d.suffix_len()));
+    // tokens of text generated for the whole pool (shared prefixes counted
+    // once), and the longest prompt
+    let (tokens, longest) = match d.kind {
+        DatasetKind::Random => (prefix + entries * longest_input, prefix + longest_input),
+        DatasetKind::Sonnet => (entries * longest_input, longest_input),
+        DatasetKind::Prefix => (
+            f64::from(d.num_prefixes()) * prefix + entries * suffix,
+            prefix + suffix,
+        ),
+        _ => return Vec::new(),
+    };
+    let bytes = tokens * BYTES_PER_TOKEN;
+    if bytes <= POOL_TEXT_LIMIT_BYTES {
+        return Vec::new();
+    }
+    let key = match (s.load.num_prompts, s.load.pool_size) {
+        (_, Some(_)) => "load.pool_size",
+        (Some(_), None) if entries > 1000.0 => "load.num_prompts",
+        _ => "dataset.input_len",
+    };
+    vec![(
+        key.to_string(),
+        format!(
+            "a pool of {} prompts of up to {:.0} tokens needs about {:.1} GiB of prompt text (limit {:.0} GiB); \
+             lower the lengths, or set load.pool_size (prompts are cycled, so a long run needs few)",
+            entries,
+            longest,
+            bytes / GIB,
+            POOL_TEXT_LIMIT_BYTES / GIB
+        ),
+    )]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn random(input_len: u32, num_prompts: u64) -> Scenario {
+        let mut s = Scenario::default();
+        s.dataset.input_len = Some(input_len);
+        s.load.num_prompts = Some(num_prompts);
+        s
+    }
+
+    #[test]
+    fn ordinary_pools_pass() {
+        assert!(pool_problems(&random(1024, 1000)).is_empty());
+        // 1000 prompts of 128k tokens: 0.7 GiB
+        assert!(pool_problems(&random(128_000, 1000)).is_empty());
+    }
+
+    #[test]
+    fn a_huge_prompt_names_the_length() {
+        let p = pool_problems(&random(2_000_000_000, 10));
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].0, "dataset.input_len");
+        assert!(p[0].1.contains("GiB"), "{}", p[0].1);
+    }
+
+    #[test]
+    fn billions_of_prompts_point_at_pool_size() {
+        let p = pool_problems(&random(16, 100_000_000_000));
+        assert_eq!(p[0].0, "load.num_prompts");
+        assert!(p[0].1.contains("load.pool_size"));
+        let mut capped = random(16, 100_000_000_000);
+        capped.load.pool_size = Some(1000);
+        assert!(pool_problems(&capped).is_empty());
+    }
+}
