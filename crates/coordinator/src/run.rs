@@ -156,6 +156,26 @@ fn server_tls(args: &RunArgs) -> Result<Option<crate::fleet::ServerTls>, RunErro
     }))
 }
 
+/// Most concurrent streams one worker is given: each is a connection and a
+/// task (about 30 KB); `coord selftest` measures 10,000 on one core.
+const MAX_STREAMS_PER_WORKER: u32 = 100_000;
+
+/// Refuse a run that would give one worker more streams than it can hold.
+fn check_streams_per_worker(s: &Scenario, workers: u32) -> Result<(), RunError> {
+    let Some(peak) = cicada_scenarios::peak_streams(s) else {
+        return Ok(());
+    };
+    let per_worker = peak.div_ceil(workers.max(1));
+    if per_worker <= MAX_STREAMS_PER_WORKER {
+        return Ok(());
+    }
+    Err(RunError::BadInput(format!(
+        "{peak} concurrent streams over {workers} worker(s) is {per_worker} per worker; \
+         one worker holds at most {MAX_STREAMS_PER_WORKER}: use --workers {} or more",
+        peak.div_ceil(MAX_STREAMS_PER_WORKER)
+    )))
+}
+
 /// Remote workers reach the embedded mock at the address they reached us at.
 fn reach_embedded_mock(plans: &mut [plan::Plan], fleet: &Fleet) {
     for p in plans {
@@ -216,6 +236,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
             "--expect-workers {workers} is fewer than the {local_workers} local --workers"
         )));
     }
+    check_streams_per_worker(&scenario, workers)?;
     let remote = workers > local_workers;
     let token = worker_token(&args, remote)?;
     let tls = server_tls(&args)?;
@@ -398,6 +419,20 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_is_never_given_more_streams_than_it_holds() {
+        let mut s = Scenario::default();
+        s.load.users = Some(250_000);
+        let e = check_streams_per_worker(&s, 2).unwrap_err().to_string();
+        assert!(e.contains("--workers 3 or more"), "{e}");
+        assert!(check_streams_per_worker(&s, 3).is_ok());
+        s.load.users = None;
+        assert!(
+            check_streams_per_worker(&s, 1).is_ok(),
+            "open loop: no bound known"
+        );
+    }
 
     #[test]
     fn goodput_flags_become_slo_overrides() {

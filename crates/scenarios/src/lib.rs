@@ -24,6 +24,7 @@ pub use error::{Problem, ScenarioError};
 pub use load::{LoadedScenario, Override, load_file, parse};
 pub use scenario::Scenario;
 pub use source::SourceMap;
+pub use validate_shape::{MAX_STREAMS, peak_streams};
 
 impl Scenario {
     /// Paths in the scenario that point at files, for resolving relative paths.

@@ -3,9 +3,61 @@
 use crate::shape::{RampStrategy, SweepMode, ThinkTime, Warmup};
 use crate::units::Rate;
 
+/// Most concurrent streams (users or in-flight requests) one run may ask for:
+/// each is a connection and a task, and one worker holds about ten thousand.
+pub const MAX_STREAMS: u32 = 1_000_000;
+
+/// Every concurrency the scenario asks for, by key: users and
+/// `max_concurrency` in the load, its stages and its sweep.
+fn asked_streams(s: &crate::Scenario) -> Vec<(String, u32)> {
+    let mut asked: Vec<(String, u32)> = Vec::new();
+    asked.extend(s.load.users.map(|u| ("load.users".to_string(), u)));
+    asked.extend(
+        s.load
+            .max_concurrency
+            .map(|c| ("load.max_concurrency".to_string(), c)),
+    );
+    for (i, st) in s.stages.iter().enumerate() {
+        asked.extend(st.users.map(|u| (format!("stages[{i}].users"), u)));
+    }
+    if let Some(sw) = &s.sweep {
+        for (key, list) in [
+            ("max_concurrency", &sw.max_concurrency),
+            ("users", &sw.users),
+        ] {
+            for (i, v) in list.iter().enumerate() {
+                asked.push((format!("sweep.{key}[{i}]"), *v));
+            }
+        }
+    }
+    asked
+}
+
+/// The most concurrent streams any stage of the scenario asks for (`None`:
+/// an open loop without `max_concurrency`, bounded only by the server).
+pub fn peak_streams(s: &crate::Scenario) -> Option<u32> {
+    asked_streams(s).into_iter().map(|(_, v)| v).max()
+}
+
+/// Concurrency values above [`MAX_STREAMS`], as (dotted key, message).
+fn stream_problems(s: &crate::Scenario) -> Vec<(String, String)> {
+    asked_streams(s)
+        .into_iter()
+        .filter(|(_, v)| *v > MAX_STREAMS)
+        .map(|(key, v)| {
+            (
+                key,
+                format!(
+                    "{v} concurrent streams is more than cicada runs at once (at most {MAX_STREAMS}; each is a connection, and one worker holds about 10,000)"
+                ),
+            )
+        })
+        .collect()
+}
+
 /// Problems with the load shape as (dotted key, message).
 pub(crate) fn problems(s: &crate::Scenario) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
+    let mut out: Vec<(String, String)> = stream_problems(s);
     let mut bad = |key: String, msg: String| out.push((key, msg));
     let l = &s.load;
     let closed = l.users.is_some() || s.stages.iter().any(|st| st.users.is_some());
