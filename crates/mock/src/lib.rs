@@ -15,6 +15,7 @@
 mod cache;
 mod config;
 mod handler;
+mod precise;
 mod prom;
 mod request;
 mod server;
