@@ -15,7 +15,6 @@
 mod cache;
 mod config;
 mod handler;
-mod precise;
 mod prom;
 mod request;
 mod server;

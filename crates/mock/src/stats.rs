@@ -189,24 +189,9 @@ pub(crate) struct State {
     faults: Mutex<BTreeMap<Fault, u64>>,
     lateness: Mutex<(Histogram<u64>, u64, u64, u64)>,
     log: Mutex<Vec<LoggedRequest>>,
-    /// Started with the first stream that needs it; `None` if it could not start.
-    timer: std::sync::OnceLock<Option<crate::precise::PreciseTimer>>,
 }
 
 impl State {
-    /// The timer for the last stretch before each token's deadline.
-    pub fn precise_timer(&self) -> Option<&crate::precise::PreciseTimer> {
-        self.timer
-            .get_or_init(|| match crate::precise::PreciseTimer::start() {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    tracing::warn!(error = %e, "no precise timer thread; token deadlines use tokio's 1 ms timer");
-                    None
-                }
-            })
-            .as_ref()
-    }
-
     pub fn new() -> Self {
         let mut h = match Histogram::new(3) {
             Ok(h) => h,
@@ -230,7 +215,6 @@ impl State {
             faults: Mutex::new(BTreeMap::new()),
             lateness: Mutex::new((h, 0, 0, 0)),
             log: Mutex::new(Vec::new()),
-            timer: std::sync::OnceLock::new(),
         }
     }
 

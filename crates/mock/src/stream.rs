@@ -4,7 +4,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,7 +14,6 @@ use rand_chacha::ChaCha8Rng;
 use tokio::time::{Instant, Sleep};
 
 use crate::Fault;
-use crate::precise::COARSE_MARGIN;
 use crate::stats::{State, StreamLateness};
 use crate::wire::{Api, Reply};
 
@@ -62,8 +61,6 @@ pub(crate) struct TokenStream {
     opening_pending: bool,
     phase: Phase,
     sleep: Pin<Box<Sleep>>,
-    /// The deadline (and waker) handed to the precise timer, not yet reached.
-    precise_wait: Option<(Instant, Waker)>,
     rng: Option<ChaCha8Rng>,
     lateness: StreamLateness,
     state: Arc<State>,
@@ -100,7 +97,6 @@ impl TokenStream {
             prev_deadline: start,
             phase: Phase::Running,
             sleep: Box::pin(tokio::time::sleep_until(start)),
-            precise_wait: None,
             rng,
             lateness: StreamLateness::default(),
             state,
@@ -259,39 +255,6 @@ impl Drop for TokenStream {
     }
 }
 
-impl TokenStream {
-    /// Wait for `deadline`: on tokio's timer until [`COARSE_MARGIN`] before it,
-    /// then on the precise timer (tokio's alone when that is unavailable).
-    fn wait(&mut self, deadline: Instant, cx: &mut Context<'_>) -> Poll<()> {
-        let coarse = deadline.checked_sub(COARSE_MARGIN).unwrap_or(deadline);
-        if Instant::now() < coarse {
-            self.sleep.as_mut().reset(coarse);
-            if self.sleep.as_mut().poll(cx).is_pending() {
-                return Poll::Pending;
-            }
-        }
-        if Instant::now() >= deadline {
-            return Poll::Ready(());
-        }
-        let registered = self
-            .precise_wait
-            .as_ref()
-            .is_some_and(|(d, w)| *d == deadline && w.will_wake(cx.waker()));
-        if registered {
-            return Poll::Pending;
-        }
-        if let Some(timer) = self.state.precise_timer()
-            && timer.wake_at(deadline.into_std(), cx.waker())
-        {
-            self.precise_wait = Some((deadline, cx.waker().clone()));
-            return Poll::Pending;
-        }
-        // no timer thread, or it is busy this instant: tokio's timer will do
-        self.sleep.as_mut().reset(deadline);
-        self.sleep.as_mut().poll(cx)
-    }
-}
-
 impl Body for TokenStream {
     type Data = Bytes;
     type Error = io::Error;
@@ -329,8 +292,11 @@ impl Body for TokenStream {
             } else {
                 this.deadline()
             };
-            if Instant::now() < deadline && this.wait(deadline, cx).is_pending() {
-                return Poll::Pending;
+            if Instant::now() < deadline {
+                this.sleep.as_mut().reset(deadline);
+                if this.sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
             }
             let mut out = String::with_capacity(320);
             if let Err(e) = this.emit_due(&mut out, Instant::now()) {
