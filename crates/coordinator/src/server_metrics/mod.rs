@@ -239,12 +239,7 @@ impl Watched {
     /// the current window and opens the next.
     fn observe(&mut self, e: Option<Exposition>, boundary: bool) {
         if let Some(e) = &e {
-            self.gauges.observe(e, true);
-            self.scrapes += 1;
-            if let Some((g, n)) = self.window_gauges.last_mut() {
-                g.observe(e, true);
-                *n += 1;
-            }
+            self.fold(e);
         }
         if boundary {
             let mut next = GaugeTrack::default();
@@ -253,6 +248,16 @@ impl Watched {
             }
             self.window_gauges.push((next, 1));
             self.cuts.push(e);
+        }
+    }
+
+    /// Count one scrape into the run's gauges and the current window's.
+    fn fold(&mut self, e: &Exposition) {
+        self.gauges.observe(e, true);
+        self.scrapes += 1;
+        if let Some((g, n)) = self.window_gauges.last_mut() {
+            g.observe(e, true);
+            *n += 1;
         }
     }
 
@@ -330,12 +335,7 @@ async fn watch(
             Some(mut w) => {
                 let after = scraper.scrape(&w.url).await;
                 if let Some(a) = &after {
-                    w.gauges.observe(a, true);
-                    w.scrapes += 1;
-                    if let Some((g, n)) = w.window_gauges.last_mut() {
-                        g.observe(a, true);
-                        *n += 1;
-                    }
+                    w.fold(a);
                 }
                 w.changes(after.as_ref(), windows)
             }
