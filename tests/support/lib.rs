@@ -3,6 +3,7 @@
 
 pub mod browser;
 pub mod netns;
+pub mod shape;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
