@@ -1,8 +1,8 @@
 //! Checks for OpenAI event parsing, shared by the `openai_events` fuzz target
 //! and the workspace test that replays its corpus.
 
+use cicada_client::backend::{Backend, EventInfo};
 use cicada_scenarios::plan::{Api, Flavor, ResolvedSampling};
-use cicada_worker::backend::{Backend, EventInfo};
 
 fn backend(api: Api) -> Backend {
     Backend::new(

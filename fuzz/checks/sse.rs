@@ -4,7 +4,7 @@
 //! Input layout: the first 8 bytes seed how the rest is cut into reads
 //! (lengths 0 to 16, empty reads included); the rest is the stream.
 
-use cicada_worker::sse::{SseEvent, SseFramer};
+use cicada_client::sse::{SseEvent, SseFramer};
 
 type Events = Vec<(Vec<u8>, Vec<u8>)>;
 

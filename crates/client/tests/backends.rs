@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
+use cicada_client::backend::Backend;
+use cicada_client::clock::Clock;
+use cicada_client::exchange::{Conduit, Exchange, perform};
 use cicada_metrics::Outcome;
 use cicada_mock::{FaultRates, MockApi, MockConfig, MockServer};
 use cicada_scenarios::dataset::{PoolEntry, Prompt};
 use cicada_scenarios::plan::{Api, Flavor, ResolvedSampling};
-use cicada_worker::backend::Backend;
-use cicada_worker::clock::Clock;
-use cicada_worker::exchange::{Conduit, Exchange, perform};
 use reqwest::header::HeaderMap;
 
 /// One way of talking to the mock: its API switch, our API and flavor, the route.
@@ -105,7 +105,7 @@ fn entry(words: usize, output: u32) -> PoolEntry {
 }
 
 async fn mock(api: MockApi, tokens_per_event: u32, faults: FaultRates) -> MockServer {
-    cicada_worker::tls::install_crypto_provider();
+    cicada_client::tls::install_crypto_provider();
     MockServer::start(
         MockConfig {
             ttft_ms: 5.0,
@@ -196,7 +196,7 @@ async fn every_backend_streams_and_counts_against_its_fake() {
 
 #[tokio::test]
 async fn an_early_end_of_sequence_is_a_normal_finish_for_every_backend() {
-    cicada_worker::tls::install_crypto_provider();
+    cicada_client::tls::install_crypto_provider();
     let natural = ResolvedSampling {
         ignore_eos: false,
         ..sampling()

@@ -32,14 +32,24 @@ pub struct FleetOptions {
     pub listen: SocketAddr,
     /// How long to wait for every worker to join.
     pub wait_workers: Duration,
-    /// The `worker` executable for local workers.
-    pub worker_bin: PathBuf,
+    /// How local workers run.
+    pub local: LocalWorkers,
     /// Shared secret workers must present.
     pub token: String,
     /// Silence after which a worker counts as lost.
     pub heartbeat_timeout: Duration,
     /// TLS for the worker port.
     pub tls: Option<ServerTls>,
+}
+
+/// How the fleet's local workers run.
+#[derive(Debug, Clone)]
+pub enum LocalWorkers {
+    /// One `worker` process each, from this executable.
+    Processes(PathBuf),
+    /// One task each in this process (no process boundary), dialling the
+    /// gRPC server like any worker: for tests that need no binaries.
+    InProcess,
 }
 
 /// TLS settings of the worker port (PEM text).
@@ -73,6 +83,8 @@ pub struct Fleet {
     /// Worker index by connection.
     pub by_conn: HashMap<u64, u32>,
     children: Vec<Child>,
+    /// In-process workers, ended at shutdown.
+    tasks: Vec<tokio::task::JoinHandle<Result<(), cicada_worker::LinkError>>>,
     server: tokio::task::JoinHandle<()>,
     pub addr: SocketAddr,
     pub options: FleetOptions,
@@ -89,8 +101,8 @@ impl Fleet {
             .context("reading the listening address")?;
         let (tx, events) = mpsc::channel(4096);
         let service = CoordinatorServer::new(FleetService::new(options.token.clone(), tx))
-            .max_decoding_message_size(cicada_worker::link::MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(cicada_worker::link::MAX_MESSAGE_BYTES);
+            .max_decoding_message_size(cicada_proto::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(cicada_proto::MAX_MESSAGE_BYTES);
         let mut builder = tonic::transport::Server::builder();
         if let Some(tls) = &options.tls {
             use tonic::transport::{Certificate, Identity, ServerTlsConfig};
@@ -120,38 +132,36 @@ impl Fleet {
         } else {
             addr
         };
-        let mut children = Vec::new();
         let scheme = if options.tls.is_some() {
             "https"
         } else {
             "http"
         };
+        let url = format!("{scheme}://{dial}");
+        let mut children = Vec::new();
+        let mut tasks = Vec::new();
         for i in 0..options.local_workers {
-            let mut cmd = Command::new(&options.worker_bin);
-            cmd.arg("--coordinator")
-                .arg(format!("{scheme}://{dial}"))
-                .arg("--index")
-                .arg(i.to_string());
-            if let Some(tls) = &options.tls {
-                // local workers trust the server's own certificate
-                cmd.arg("--tls-ca").arg(&tls.cert_path);
+            match &options.local {
+                LocalWorkers::Processes(bin) => {
+                    children.push(spawn_process(&options, bin, &url, i)?)
+                }
+                LocalWorkers::InProcess => tasks.push(cicada_worker::spawn_in_process(
+                    url.clone(),
+                    cicada_worker::Identity {
+                        requested_index: Some(i),
+                        token: options.token.clone(),
+                        threads: 1,
+                    },
+                    options.wait_workers,
+                )),
             }
-            let child = cmd
-                .env(TOKEN_ENV, &options.token)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .with_context(|| {
-                    format!("cannot start the worker {}", options.worker_bin.display())
-                })?;
-            children.push(child);
         }
         Ok(Self {
             events,
             members: BTreeMap::new(),
             by_conn: HashMap::new(),
             children,
+            tasks,
             server,
             addr,
             options,
@@ -228,7 +238,7 @@ impl Fleet {
                 worker_index: index,
                 worker_count: n,
                 heartbeat_timeout_ms: self.options.heartbeat_timeout.as_millis() as u32,
-                coordinator_version: cicada_worker::link::VERSION.to_string(),
+                coordinator_version: cicada_proto::VERSION.to_string(),
             })),
         };
         if outbox.send(Ok(welcome)).await.is_err() {
@@ -340,7 +350,75 @@ impl Fleet {
                 let _ = child.kill().await;
             }
         }
+        for task in &mut self.tasks {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if tokio::time::timeout(left, &mut *task).await.is_err() {
+                task.abort();
+            }
+        }
         self.members.clear();
         self.server.abort();
+    }
+}
+
+/// Start one local `worker` process dialling `url`.
+fn spawn_process(
+    options: &FleetOptions,
+    bin: &PathBuf,
+    url: &str,
+    index: u32,
+) -> anyhow::Result<Child> {
+    let mut cmd = Command::new(bin);
+    cmd.arg("--coordinator")
+        .arg(url)
+        .arg("--index")
+        .arg(index.to_string());
+    if let Some(tls) = &options.tls {
+        // local workers trust the server's own certificate
+        cmd.arg("--tls-ca").arg(&tls.cert_path);
+    }
+    cmd.env(TOKEN_ENV, &options.token)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start the worker {}", bin.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The join / welcome / stop protocol end to end, over real gRPC, with
+    /// workers that run as tasks of this test.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_process_workers_join_with_their_indices_and_hang_up_at_shutdown() {
+        cicada_client::tls::install_crypto_provider();
+        let options = FleetOptions {
+            local_workers: 3,
+            expect_workers: 3,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            wait_workers: Duration::from_secs(20),
+            local: LocalWorkers::InProcess,
+            token: "t".into(),
+            heartbeat_timeout: Duration::from_secs(10),
+            tls: None,
+        };
+        let mut fleet = Fleet::start(options).await.unwrap();
+        fleet.join().await.unwrap();
+        assert_eq!(
+            fleet.members.keys().copied().collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
+        for m in fleet.members.values() {
+            assert_eq!(m.hello.version, cicada_proto::VERSION);
+            assert_eq!(m.hello.auth_token, "t");
+        }
+        let tasks = std::mem::take(&mut fleet.tasks);
+        fleet.shutdown().await;
+        for t in tasks {
+            // a worker told the run is over ends cleanly, not as "lost"
+            assert!(matches!(t.await, Ok(Ok(()))));
+        }
     }
 }

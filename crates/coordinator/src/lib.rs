@@ -32,8 +32,8 @@ use crate::run::{EXIT_BAD_INPUT, RunError};
 
 /// Run the command line; returns the process exit code.
 pub async fn main(cli: Cli) -> i32 {
-    cicada_worker::tls::install_crypto_provider();
-    cicada_worker::sys::raise_fd_limit();
+    cicada_client::tls::install_crypto_provider();
+    cicada_client::sys::raise_fd_limit();
     match cli.command {
         Command::Run(args) => match run::run(*args).await {
             Ok(code) => code,

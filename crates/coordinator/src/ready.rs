@@ -8,15 +8,15 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use cicada_client::backend::Backend;
+use cicada_client::clock::Clock;
+use cicada_client::exchange::{Conduit, perform};
+use cicada_client::http::{self, ApiKey};
 use cicada_metrics::Outcome;
 use cicada_mock::PROBE_HEADER;
 use cicada_scenarios::dataset::PoolEntry;
 use cicada_scenarios::plan::{Api, ResolvedSampling, ResolvedTarget};
 use cicada_scenarios::units::Span;
-use cicada_worker::backend::Backend;
-use cicada_worker::clock::Clock;
-use cicada_worker::exchange::{Conduit, perform};
-use cicada_worker::http::{self, ApiKey};
 use reqwest::header::{HeaderMap, HeaderValue};
 use tokio::time::Instant;
 

@@ -268,7 +268,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         expect_workers: workers,
         listen: args.listen,
         wait_workers: args.wait_workers,
-        worker_bin: worker_bin(&args)?,
+        local: crate::fleet::LocalWorkers::Processes(worker_bin(&args)?),
         token,
         heartbeat_timeout: args.heartbeat_timeout,
         tls,

@@ -97,7 +97,7 @@ impl Coordinator for FleetService {
                 ));
             }
         };
-        let expected = cicada_worker::link::VERSION;
+        let expected = cicada_proto::VERSION;
         let refusal = if hello.version != expected {
             Some(format!(
                 "version mismatch: worker is cicada {}, coordinator is cicada {expected}",

@@ -1,20 +1,26 @@
-//! HOW cicada sends and measures: backends (HTTP + SSE), executors, the
-//! per-thread recorder of mergeable histograms, and the gRPC link that takes
-//! plans from the coordinator and sends interval reports back.
+//! HOW cicada drives load and measures it: one worker's side of a run.
+//!
+//! - [`link`](serve): the gRPC link to the coordinator: Hello, then per step
+//!   Assign -> Ready -> Start -> Report* -> Done, heartbeats both ways.
+//! - `executor`: turns a plan into requests on the wire: open loop (a
+//!   dispatcher thread releases the stripe's slots on time), closed loop
+//!   (Locust-style users), conversations; each request goes through
+//!   `cicada-client` and becomes a `RequestRecord`.
+//! - `recorder`: per-thread shards of mergeable histograms and counters,
+//!   taken once per report interval; `details`: per-request JSON lines.
+//! - `health`: the worker watching itself (runtime stalls, CPU, memory).
+//!
+//! The only way in is [`serve`] (the `worker` binary, or [`spawn_in_process`]
+//! for a worker that runs as a task of another process).
 
-pub mod backend;
-pub mod clock;
-pub mod details;
-pub mod exchange;
-pub mod executor;
-pub mod health;
-pub mod http;
-pub mod inflight;
-pub mod link;
-pub mod recorder;
-pub mod sse;
-pub mod sys;
-pub mod tls;
+mod details;
+mod executor;
+mod health;
+mod inflight;
+mod link;
+mod recorder;
+
+pub use link::{Identity, LinkError, Tls, serve};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -62,7 +68,7 @@ pub struct WorkerArgs {
 
 impl WorkerArgs {
     /// The TLS settings for the link, read from the files named on the command line.
-    pub fn tls(&self) -> std::io::Result<link::Tls> {
+    pub fn tls(&self) -> std::io::Result<Tls> {
         let read = |p: &Option<PathBuf>| -> std::io::Result<Option<String>> {
             p.as_ref()
                 .map(|p| {
@@ -71,7 +77,7 @@ impl WorkerArgs {
                 })
                 .transpose()
         };
-        Ok(link::Tls {
+        Ok(Tls {
             ca_pem: read(&self.tls_ca)?,
             cert_pem: read(&self.tls_cert)?,
             key_pem: read(&self.tls_key)?,
@@ -106,6 +112,17 @@ fn humantime_like(s: &str) -> Result<Duration, String> {
         }
     };
     Duration::try_from_secs_f64(secs).map_err(|e| format!("invalid duration \"{s}\": {e}"))
+}
+
+/// Run a worker as a task of this process, dialling `url` like the `worker`
+/// binary does: a fleet without a process boundary, for tests and
+/// single-process runs.
+pub fn spawn_in_process(
+    url: String,
+    who: Identity,
+    dial_wait: Duration,
+) -> tokio::task::JoinHandle<Result<(), LinkError>> {
+    tokio::spawn(async move { serve(&url, who, &Tls::default(), dial_wait).await })
 }
 
 /// The index a scheduler assigned through the environment, if any.

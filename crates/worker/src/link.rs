@@ -3,11 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cicada_client::clock::Clock;
 use cicada_proto::convert::{encode_histograms, encode_set};
 use cicada_proto::v1::{
     self, coordinator_client::CoordinatorClient, coordinator_message::Body as CBody,
     worker_message::Body as WBody,
 };
+use cicada_proto::{MAX_MESSAGE_BYTES, VERSION};
 use cicada_scenarios::plan::Plan;
 use thiserror::Error;
 use tokio::sync::mpsc;
@@ -16,15 +18,8 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::Clock;
 use crate::executor::{self, Stage};
 use crate::health::Health;
-
-/// The protocol version every cicada binary of this build speaks.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// Largest message either side accepts (plans with big prompt pools).
-pub const MAX_MESSAGE_BYTES: usize = 512 * 1024 * 1024;
 
 /// How a worker's life ended badly.
 #[derive(Debug, Error)]

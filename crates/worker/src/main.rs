@@ -1,6 +1,7 @@
 //! `worker`: joins a coordinator and runs its share of the load.
 
-use cicada_worker::{WorkerArgs, index_from_environment, link, read_token, tls};
+use cicada_client::tls;
+use cicada_worker::{Identity, WorkerArgs, index_from_environment, read_token};
 use clap::Parser;
 
 fn main() {
@@ -13,7 +14,7 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     tls::install_crypto_provider();
-    cicada_worker::sys::raise_fd_limit();
+    cicada_client::sys::raise_fd_limit();
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -42,12 +43,17 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let who = link::Identity {
+    let who = Identity {
         requested_index: args.index.or_else(index_from_environment),
         token,
         threads,
     };
-    let result = runtime.block_on(link::serve(&args.coordinator, who, &tls, args.dial_timeout));
+    let result = runtime.block_on(cicada_worker::serve(
+        &args.coordinator,
+        who,
+        &tls,
+        args.dial_timeout,
+    ));
     if let Err(e) = result {
         eprintln!("worker: {e}");
         std::process::exit(e.exit_code());

@@ -32,6 +32,7 @@ thread_local! {
 
 impl Recorder {
     /// A recorder with `shards` shards (one per runtime thread is ideal).
+    #[cfg(test)]
     pub fn new(shards: usize, slo: Slo) -> Self {
         Self::with_details(shards, slo, None)
     }

@@ -76,7 +76,7 @@ pub fn render(v: &LiveView<'_>) -> String {
     let _ = writeln!(
         out,
         "cicada_info{{version=\"{}\",scenario=\"{}\"}} 1",
-        escape(cicada_worker::link::VERSION),
+        escape(cicada_proto::VERSION),
         escape(v.scenario)
     );
     one(

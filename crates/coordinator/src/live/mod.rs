@@ -136,7 +136,7 @@ mod tests {
 
     #[tokio::test]
     async fn serves_the_latest_text_at_metrics_only() {
-        cicada_worker::tls::install_crypto_provider();
+        cicada_client::tls::install_crypto_provider();
         let live = LiveMetrics::serve("127.0.0.1:0".parse().unwrap())
             .await
             .unwrap();

@@ -107,7 +107,7 @@ pub fn render(page: &Page<'_>) -> String {
             esc(r.scenario.target.backend.name()),
             r.workers,
             esc(&r.target.urls.join(", ")),
-            esc(cicada_worker::link::VERSION)
+            esc(cicada_proto::VERSION)
         );
     }
     for r in page.stages {

@@ -239,7 +239,7 @@ fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
         .map(|l| l.planned.saturating_sub(l.reported))
         .sum();
     json!({
-        "version": cicada_worker::link::VERSION,
+        "version": cicada_proto::VERSION,
         "scenario_name": r.scenario.name,
         "scenario_hash": r.scenario_hash,
         "scenario_origin": r.scenario_origin,

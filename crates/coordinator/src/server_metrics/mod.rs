@@ -13,9 +13,9 @@ pub(crate) mod prom;
 
 use std::time::Duration;
 
+use cicada_client::http::{self, ApiKey};
 use cicada_scenarios::Scenario;
 use cicada_scenarios::plan::PhaseWindow;
-use cicada_worker::http::{self, ApiKey};
 use reqwest::header::HeaderMap;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;

@@ -14,7 +14,7 @@ use tokio_util::task::TaskTracker;
 
 use super::Stage;
 use super::request::send_one;
-use crate::clock::Clock;
+use cicada_client::clock::Clock;
 
 /// Run this worker's users; returns requests dispatched.
 pub(super) async fn run(

@@ -21,8 +21,8 @@ use tokio_util::task::TaskTracker;
 
 use super::request::{Counting, Placement, to_record};
 use super::{Stage, route};
-use crate::clock::Clock;
-use crate::exchange::{Conduit, Exchange, perform};
+use cicada_client::clock::Clock;
+use cicada_client::exchange::{Conduit, Exchange, perform};
 
 /// Run this worker's conversations. `stop` ends starting sessions and turns
 /// (turns in flight finish); `cancel` also aborts turns in flight. Returns the
@@ -206,7 +206,6 @@ impl Session {
         );
         let body = stage.backend.body(request);
         stage.in_flight.fetch_add(1, Ordering::Relaxed);
-        stage.dispatched.fetch_add(1, Ordering::Relaxed);
         let sent_us = self.clock.now_us();
         stage.in_flight_by_target[target].change(sent_us, true);
         let conduit = Conduit {

@@ -10,7 +10,7 @@ use cicada_metrics::{Concurrency, MetricSet, SLICE_US, Scope};
 use cicada_scenarios::plan::Drive;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::Clock;
+use cicada_client::clock::Clock;
 
 // multi-turn conversations (the `conversations` workload)
 mod conversation;
@@ -27,10 +27,10 @@ use cicada_scenarios::tokenizer::Tokenizer;
 use reqwest::header::HeaderMap;
 use thiserror::Error;
 
-use crate::backend::Backend;
-use crate::http::{self, ApiKey, SetupError};
 use crate::inflight::InFlight;
 use crate::recorder::Recorder;
+use cicada_client::backend::Backend;
+use cicada_client::http::{self, ApiKey, SetupError};
 
 /// Why a stage could not be prepared.
 #[derive(Debug, Error)]
@@ -57,7 +57,6 @@ pub struct Stage {
     /// Requests in flight per target, integrated over time.
     pub in_flight_by_target: Vec<InFlight>,
     in_flight: AtomicU64,
-    dispatched: AtomicU64,
 }
 
 impl Stage {
@@ -104,7 +103,6 @@ impl Stage {
             tokenizer,
             in_flight_by_target,
             in_flight: AtomicU64::new(0),
-            dispatched: AtomicU64::new(0),
         })
     }
 
@@ -130,11 +128,6 @@ impl Stage {
             }
         }
         sets.into_iter().filter(|(_, s)| !s.is_empty()).collect()
-    }
-
-    /// Requests dispatched so far.
-    pub fn dispatched(&self) -> u64 {
-        self.dispatched.load(Ordering::Relaxed)
     }
 }
 

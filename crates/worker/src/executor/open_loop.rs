@@ -12,7 +12,7 @@ use tokio_util::task::TaskTracker;
 use super::Stage;
 use super::dispatch;
 use super::request::send_one;
-use crate::clock::Clock;
+use cicada_client::clock::Clock;
 
 /// Run this worker's stripe of the schedule; returns requests dispatched.
 pub(super) async fn run(

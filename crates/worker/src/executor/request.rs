@@ -10,8 +10,8 @@ use cicada_scenarios::tokenizer::Tokenizer;
 use tokio_util::sync::CancellationToken;
 
 use super::{Stage, route};
-use crate::clock::Clock;
-use crate::exchange::{Conduit, Exchange, perform};
+use cicada_client::clock::Clock;
+use cicada_client::exchange::{Conduit, Exchange, perform};
 
 /// Send one request of the schedule and record it; counted as cancelled if `cancel` fires.
 pub(super) async fn send_one(
@@ -39,7 +39,6 @@ pub(super) async fn send_one(
     let url = &stage.plan.target.urls[target];
     let request_id = format!("cicada-{}-{}", stage.plan.run_id, slot.index);
     stage.in_flight.fetch_add(1, Ordering::Relaxed);
-    stage.dispatched.fetch_add(1, Ordering::Relaxed);
     let sent_us = clock.now_us();
     stage.in_flight_by_target[target].change(sent_us, true);
     let scheduled_us = slot.offset.as_micros() as u64;
@@ -182,7 +181,7 @@ fn spread_evenly(events: &mut [cicada_metrics::ContentEvent], total: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Usage;
+    use cicada_client::backend::Usage;
     use cicada_metrics::ContentEvent;
     use cicada_scenarios::dataset::Prompt;
 

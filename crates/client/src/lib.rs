@@ -1,0 +1,24 @@
+//! HOW cicada talks to inference servers: everything between a pool entry and
+//! a classified, timestamped [`exchange::Exchange`].
+//!
+//! - [`backend`]: one serving API per file (OpenAI and its vLLM, SGLang and
+//!   llama.cpp dialects, TGI, llama.cpp's native route, Triton): the request
+//!   body, and what each streamed event or whole body says.
+//! - [`sse`]: server-sent-events framing on the hot path.
+//! - [`http`]: connections to a target (TLS trust, keep-alive, headers and
+//!   the API key from this process's environment).
+//! - [`exchange`]: one request on the wire, read to its end and classified
+//!   into exactly one outcome.
+//! - [`clock`]: the stage's time base every timestamp is read from.
+//!
+//! The worker drives load with it; the coordinator's readiness probe and
+//! server-metrics scraper use the same connections, so all three talk alike.
+//! It knows nothing of plans, schedules or the coordinator.
+
+pub mod backend;
+pub mod clock;
+pub mod exchange;
+pub mod http;
+pub mod sse;
+pub mod sys;
+pub mod tls;
