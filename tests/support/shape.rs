@@ -57,6 +57,13 @@ pub fn mask_digits(s: &str) -> String {
     out
 }
 
+/// A serialised payload (histograms): long, and only base64's alphabet.
+fn is_base64(s: &str) -> bool {
+    s.len() >= 24
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+}
+
 /// The shape of a JSON value: numbers become `"<number>"`, strings keep their
 /// text with digits masked (long ones become `"<text>"`), arrays keep each
 /// distinct element shape once, in first-seen order.
@@ -64,6 +71,7 @@ pub fn json_shape(v: &Value, dir: &str) -> Value {
     match v {
         Value::Number(_) => Value::String("<number>".into()),
         Value::String(s) if s.len() > LONG_TEXT => Value::String("<text>".into()),
+        Value::String(s) if is_base64(s) => Value::String("<base64>".into()),
         Value::String(s) => Value::String(mask_digits(&s.replace(dir, "<dir>"))),
         Value::Array(items) => {
             let mut seen: Vec<Value> = Vec::new();
@@ -196,6 +204,8 @@ mod tests {
             "hash <hex>, deadbeef"
         );
         assert_eq!(mask_digits("20261124-023012"), "#-#");
+        assert!(is_base64("HISTFAAAAFF4nC3KzQ4AQBSEx/dWZCPi"));
+        assert!(!is_base64("http://127.0.0.1:8000/v1/completions"));
         let v = serde_json::json!({"a": 1.5, "b": "x1", "c": [1, 2], "d": null, "e": [{"k": 1}, {"k": 2}]});
         assert_eq!(
             json_shape(&v, "/tmp/x"),
