@@ -1,13 +1,12 @@
 //! One HTTP exchange: send a request, read its stream, classify how it ended.
 
-use std::error::Error as _;
 use std::time::Duration;
 
 use cicada_metrics::{ContentEvent, Outcome};
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 
-use crate::backend::{Backend, Usage};
+use crate::backend::{Backend, ServerTiming, Usage};
 use crate::clock::Clock;
+use crate::http::{Client, Endpoint, Headers, Method, Request, Response};
 use crate::sse::{SseEvent, SseFramer};
 
 /// Longest error body kept from a failed response.
@@ -30,9 +29,30 @@ pub struct Exchange {
     pub ended_us: u64,
     /// Generated text, kept only when a tokenizer will count it.
     pub text: Option<String>,
+    /// When the request went out, µs since the barrier: the start of the
+    /// attempt that got the response (a reconnect's, if there was one).
+    pub sent_us: u64,
+    /// 1 when a reused connection had been closed by the server and the
+    /// request went again on a fresh one (not a failure, not a new request).
+    pub reconnects: u32,
+    /// The server's own timing of the request, when its API reports it.
+    pub server: Option<ServerTiming>,
 }
 
 impl Exchange {
+    /// A request the run stopped while it was in flight.
+    pub fn cancelled(sent_us: u64, ended_us: u64) -> Self {
+        Exchange {
+            failure: Some((
+                Outcome::Cancelled,
+                "the run stopped while the request was in flight".into(),
+            )),
+            sent_us,
+            ended_us,
+            ..Exchange::default()
+        }
+    }
+
     /// The final outcome.
     pub fn outcome(&self) -> (Outcome, Option<String>) {
         if let Some((o, e)) = &self.failure {
@@ -60,23 +80,11 @@ impl Exchange {
     }
 }
 
-/// The chain of an error's causes in one line.
-fn describe(e: &reqwest::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(cause) = src {
-        s.push_str(": ");
-        s.push_str(&cause.to_string());
-        src = cause.source();
-    }
-    s
-}
-
 /// What every request of a stage shares.
 #[derive(Clone, Copy)]
 pub struct Conduit<'a> {
-    pub http: &'a reqwest::Client,
-    pub headers: &'a HeaderMap,
+    pub http: &'a Client,
+    pub headers: &'a Headers,
     pub backend: &'a Backend,
     pub clock: &'a Clock,
     pub timeout: Duration,
@@ -84,13 +92,19 @@ pub struct Conduit<'a> {
     pub keep_text: bool,
 }
 
-/// Send `body` to `url` and read the response into an [`Exchange`].
-pub async fn perform(c: Conduit<'_>, url: &str, request_id: &str, body: Vec<u8>) -> Exchange {
+/// Send `body` to `endpoint` and read the response into an [`Exchange`].
+pub async fn perform(
+    c: Conduit<'_>,
+    endpoint: &Endpoint,
+    request_id: &str,
+    body: &[u8],
+) -> Exchange {
     let mut ex = Exchange {
         text: c.keep_text.then(String::new),
+        sent_us: c.clock.now_us(),
         ..Exchange::default()
     };
-    let work = run(c, url, request_id, body, &mut ex);
+    let work = run(c, endpoint, request_id, body, &mut ex);
     if tokio::time::timeout(c.timeout, work).await.is_err() {
         ex.fail(
             Outcome::Timeout,
@@ -109,34 +123,34 @@ fn humanize(d: Duration) -> String {
     }
 }
 
-async fn run(c: Conduit<'_>, url: &str, request_id: &str, body: Vec<u8>, ex: &mut Exchange) {
+async fn run(
+    c: Conduit<'_>,
+    endpoint: &Endpoint,
+    request_id: &str,
+    body: &[u8],
+    ex: &mut Exchange,
+) {
     let (backend, clock) = (c.backend, c.clock);
-    let mut request = c
-        .http
-        .post(url)
-        .headers(c.headers.clone())
-        .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-        .body(body);
-    if let Ok(id) = HeaderValue::from_str(request_id) {
-        request = request.header("x-request-id", id);
-    }
-    let mut resp = match request.send().await {
+    let request = Request {
+        method: Method::Post,
+        endpoint,
+        headers: c.headers,
+        request_id: Some(request_id),
+        json: Some(body),
+    };
+    let mut resp = match c.http.send(request).await {
         Ok(r) => r,
         Err(e) => {
-            let class = if e.is_timeout() {
-                Outcome::Timeout
-            } else {
-                Outcome::Connect
-            };
-            ex.fail(class, describe(&e));
+            ex.fail(Outcome::Connect, e.to_string());
             return;
         }
     };
-    let status = resp.status();
-    if !status.is_success() {
+    ex.sent_us = clock.us(resp.sent);
+    ex.reconnects = u32::from(resp.reconnected);
+    if !resp.ok() {
         let mut text = Vec::new();
-        while let Ok(Some(chunk)) = resp.chunk().await {
-            text.extend_from_slice(&chunk);
+        while let Ok(Some((piece, _))) = resp.chunk().await {
+            text.extend_from_slice(piece);
             if text.len() >= MAX_ERROR_BODY {
                 break;
             }
@@ -144,9 +158,9 @@ async fn run(c: Conduit<'_>, url: &str, request_id: &str, body: Vec<u8>, ex: &mu
         text.truncate(MAX_ERROR_BODY);
         let text = String::from_utf8_lossy(&text).trim().to_string();
         ex.fail(
-            Outcome::Http(status.as_u16()),
+            Outcome::Http(resp.status),
             if text.is_empty() {
-                status.to_string()
+                format!("HTTP {}", resp.status)
             } else {
                 text
             },
@@ -160,9 +174,9 @@ async fn run(c: Conduit<'_>, url: &str, request_id: &str, body: Vec<u8>, ex: &mu
     let mut last_completion: u64 = 0;
     loop {
         match resp.chunk().await {
-            Ok(Some(bytes)) => {
-                let now = clock.now_us();
-                let go_on = framer.push(&bytes, &mut |e| {
+            Ok(Some((bytes, at))) => {
+                let now = clock.us(at);
+                let go_on = framer.push(bytes, &mut |e| {
                     on_event(e, now, backend, ex, &mut last_completion)
                 });
                 if !go_on {
@@ -173,16 +187,13 @@ async fn run(c: Conduit<'_>, url: &str, request_id: &str, body: Vec<u8>, ex: &mu
                 let now = clock.now_us();
                 framer.finish(&mut |e| on_event(e, now, backend, ex, &mut last_completion));
                 if backend.ends_on_close() {
-                    // no end marker in this API: a clean close is the end
+                    // no end marker in this API: a complete body is the end
                     ex.completed = true;
                 }
                 return;
             }
             Err(e) => {
-                ex.fail(
-                    Outcome::StreamTruncated,
-                    format!("the stream broke: {}", describe(&e)),
-                );
+                ex.fail(Outcome::StreamTruncated, format!("the stream broke: {e}"));
                 return;
             }
         }
@@ -214,6 +225,9 @@ fn on_event(
     if let Some(err) = info.error {
         ex.fail(Outcome::ServerErrorEvent, err);
         return false;
+    }
+    if info.server.is_some() {
+        ex.server = info.server;
     }
     let mut tokens = 1;
     if let Some(u) = info.usage {
@@ -249,17 +263,18 @@ fn merge_usage(old: Usage, new: Usage) -> Usage {
     }
 }
 
-async fn read_whole(resp: reqwest::Response, backend: &Backend, clock: &Clock, ex: &mut Exchange) {
-    let body = match resp.bytes().await {
-        Ok(b) => b,
-        Err(e) => {
-            ex.fail(
-                Outcome::StreamTruncated,
-                format!("the response broke: {}", describe(&e)),
-            );
-            return;
+async fn read_whole(mut resp: Response, backend: &Backend, clock: &Clock, ex: &mut Exchange) {
+    let mut body = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some((piece, _))) => body.extend_from_slice(piece),
+            Ok(None) => break,
+            Err(e) => {
+                ex.fail(Outcome::StreamTruncated, format!("the response broke: {e}"));
+                return;
+            }
         }
-    };
+    }
     let now = clock.now_us();
     match backend.parse_full(&body) {
         Err(msg) => ex.fail(Outcome::BadPayload, msg),
@@ -271,6 +286,7 @@ async fn read_whole(resp: reqwest::Response, backend: &Backend, clock: &Clock, e
             if let Some(u) = info.usage {
                 ex.usage = u;
             }
+            ex.server = info.server;
             if let Some(content) = &info.content {
                 if let Some(text) = &mut ex.text {
                     text.push_str(content);

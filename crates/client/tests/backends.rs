@@ -7,11 +7,12 @@ use std::time::Duration;
 use cicada_client::backend::Backend;
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, Exchange, perform};
+use cicada_client::http::{Client, Headers};
 use cicada_metrics::Outcome;
 use cicada_mock::{FaultRates, MockApi, MockConfig, MockServer};
 use cicada_scenarios::dataset::{PoolEntry, Prompt};
+use cicada_scenarios::plan::TlsSettings;
 use cicada_scenarios::plan::{Api, Flavor, ResolvedSampling};
-use reqwest::header::HeaderMap;
 
 /// One way of talking to the mock: its API switch, our API and flavor, the route.
 struct Case {
@@ -139,8 +140,8 @@ async fn exchange_with(
         sampling,
         stream,
     );
-    let http = reqwest::Client::new();
-    let headers = HeaderMap::new();
+    let http = Client::new(&TlsSettings::default(), true).unwrap();
+    let headers = Headers::default();
     let clock = Clock::new(tokio::time::Instant::now());
     let conduit = Conduit {
         http: &http,
@@ -151,13 +152,8 @@ async fn exchange_with(
         keep_text: true,
     };
     let path = if stream { case.path } else { case.whole_path };
-    perform(
-        conduit,
-        &format!("{base}{path}"),
-        "cicada-test-1",
-        backend.body(entry),
-    )
-    .await
+    let endpoint = http.endpoint(&format!("{base}{path}")).unwrap();
+    perform(conduit, &endpoint, "cicada-test-1", &backend.body(entry)).await
 }
 
 #[tokio::test]

@@ -2,6 +2,8 @@
 //! `fuzz/corpus/`) through the same checks the fuzz targets run, so CI keeps
 //! every finding without nightly or cargo-fuzz.
 
+#[path = "../../../fuzz/checks/http_response.rs"]
+mod http_response;
 #[path = "../../../fuzz/checks/openai.rs"]
 mod openai;
 #[path = "../../../fuzz/checks/sse.rs"]
@@ -46,4 +48,9 @@ fn sse_framer_corpus() {
 #[test]
 fn openai_events_corpus() {
     replay("openai_events", openai::check);
+}
+
+#[test]
+fn http_response_corpus() {
+    replay("http_response", http_response::check);
 }

@@ -11,13 +11,12 @@ use anyhow::{Context, bail};
 use cicada_client::backend::Backend;
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, perform};
-use cicada_client::http::{self, ApiKey};
+use cicada_client::http::{self, ApiKey, Client, Fetched, Headers, Method, Request};
 use cicada_metrics::Outcome;
 use cicada_mock::PROBE_HEADER;
 use cicada_scenarios::dataset::PoolEntry;
 use cicada_scenarios::plan::{Api, ResolvedSampling, ResolvedTarget};
 use cicada_scenarios::units::Span;
-use reqwest::header::{HeaderMap, HeaderValue};
 use tokio::time::Instant;
 
 use crate::target::join_url;
@@ -29,8 +28,8 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One readiness check: a client for the target and the deadline.
 pub struct Check {
-    http: reqwest::Client,
-    headers: HeaderMap,
+    http: Client,
+    headers: Headers,
     ready_timeout: Duration,
     deadline: Instant,
 }
@@ -90,17 +89,19 @@ impl Check {
         }
     }
 
-    async fn get(&self, url: &str, post: bool) -> Result<reqwest::Response, String> {
-        let req = if post {
-            self.http.post(url)
-        } else {
-            self.http.get(url)
+    async fn get(&self, url: &str, post: bool) -> Result<Fetched, String> {
+        let endpoint = self.http.endpoint(url).map_err(|e| e.to_string())?;
+        let request = Request {
+            method: if post { Method::Post } else { Method::Get },
+            endpoint: &endpoint,
+            headers: &self.headers,
+            request_id: None,
+            json: post.then_some(b"{}".as_slice()),
         };
-        req.headers(self.headers.clone())
-            .timeout(CHECK_TIMEOUT)
-            .send()
+        self.http
+            .fetch(request, CHECK_TIMEOUT)
             .await
-            .map_err(|e| describe(&e))
+            .map_err(|e| e.to_string())
     }
 
     /// Wait until `base` answers its health route (`/health`, or `/v1/models`
@@ -115,16 +116,16 @@ impl Check {
         self.until_ready(&what, || async {
             let url = join_url(base, primary);
             Ok(match self.get(&url, false).await {
-                Ok(r) if r.status().is_success() => Attempt::Done(()),
-                Ok(r) if api != Api::Triton && matches!(r.status().as_u16(), 404 | 405) => {
+                Ok(r) if r.ok() => Attempt::Done(()),
+                Ok(r) if api != Api::Triton && matches!(r.status, 404 | 405) => {
                     let models = join_url(base, "/v1/models");
                     match self.get(&models, false).await {
-                        Ok(r) if r.status().is_success() => Attempt::Done(()),
-                        Ok(r) => Attempt::Retry(format!("{models} answered HTTP {}", r.status())),
+                        Ok(r) if r.ok() => Attempt::Done(()),
+                        Ok(r) => Attempt::Retry(format!("{models} answered HTTP {}", r.status)),
                         Err(e) => Attempt::Retry(format!("{models}: {e}")),
                     }
                 }
-                Ok(r) => Attempt::Retry(format!("{url} answered HTTP {}", r.status())),
+                Ok(r) => Attempt::Retry(format!("{url} answered HTTP {}", r.status)),
                 // a server that is still loading does not change its certificate
                 Err(e) if e.to_ascii_lowercase().contains("certificate") => bail!(
                     "{what}: {url}: {e} (set target.tls_ca to trust its CA, or tls_insecure for testing)"
@@ -147,21 +148,16 @@ impl Check {
         let what = format!("cannot discover the model id from {url}; set target.model");
         self.until_ready(&what, || async {
             let resp = match self.get(&url, post).await {
-                Ok(r) if r.status().is_success() => r,
+                Ok(r) if r.ok() => r,
                 // refused (key, route): waiting will not help
-                Ok(r)
-                    if r.status().is_client_error()
-                        && !matches!(r.status().as_u16(), 408 | 429) =>
-                {
-                    bail!("{what}: HTTP {}{}", r.status(), key_hint(r.status()))
+                Ok(r) if (400..500).contains(&r.status) && !matches!(r.status, 408 | 429) => {
+                    bail!("{what}: HTTP {}{}", r.status, key_hint(r.status))
                 }
-                Ok(r) => return Ok(Attempt::Retry(format!("HTTP {}", r.status()))),
+                Ok(r) => return Ok(Attempt::Retry(format!("HTTP {}", r.status))),
                 Err(e) if self.enabled() => return Ok(Attempt::Retry(e)),
                 Err(e) => bail!("{what}: {e}"),
             };
-            let v: serde_json::Value = resp
-                .json()
-                .await
+            let v: serde_json::Value = serde_json::from_slice(&resp.body)
                 .with_context(|| format!("{url} did not return JSON"))?;
             let id = match api {
                 Api::Tgi => v["model_id"].as_str(),
@@ -199,9 +195,16 @@ impl Check {
             sampling.clone(),
             target.stream,
         );
-        let mut headers = self.headers.clone();
-        headers.insert(PROBE_HEADER, HeaderValue::from_static("ready"));
+        let headers = self
+            .headers
+            .with(PROBE_HEADER, "ready")
+            .context("preparing the test request")?;
         for url in &target.urls {
+            let endpoint = self
+                .http
+                .endpoint(url)
+                .with_context(|| format!("the target URL {url}"))?;
+            let body = backend.body(entry);
             let what = format!("the test request to {url} did not succeed");
             self.until_ready(&what, || async {
                 let clock = Clock::new(Instant::now());
@@ -213,15 +216,14 @@ impl Check {
                     timeout: Duration::from_millis(target.timeout_ms),
                     keep_text: false,
                 };
-                let ex = perform(conduit, url, "cicada-probe", backend.body(entry)).await;
+                let ex = perform(conduit, &endpoint, "cicada-probe", &body).await;
                 let (outcome, error) = ex.outcome();
                 let why = format!("{outcome}: {}", error.unwrap_or_default());
                 match outcome {
                     Outcome::Ok => Ok(Attempt::Done(())),
                     // the request itself is wrong (route, model, key): waiting will not help
                     Outcome::Http(c) if (400..500).contains(&c) && c != 408 && c != 429 => {
-                        let hint = reqwest::StatusCode::from_u16(c).map_or(String::new(), key_hint);
-                        bail!("{what}: {why}{hint}")
+                        bail!("{what}: {why}{}", key_hint(c))
                     }
                     _ => Ok(Attempt::Retry(why)),
                 }
@@ -234,23 +236,10 @@ impl Check {
 }
 
 /// A hint for refusals that usually mean a missing or wrong API key.
-fn key_hint(status: reqwest::StatusCode) -> String {
-    if matches!(status.as_u16(), 401 | 403) {
+fn key_hint(status: u16) -> String {
+    if matches!(status, 401 | 403) {
         " (check target.api_key_env: the variable must hold the key in the coordinator's and every worker's environment)".to_string()
     } else {
         String::new()
     }
-}
-
-/// An error and its causes on one line.
-fn describe(e: &reqwest::Error) -> String {
-    use std::error::Error as _;
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(cause) = src {
-        s.push_str(": ");
-        s.push_str(&cause.to_string());
-        src = cause.source();
-    }
-    s
 }

@@ -28,11 +28,17 @@ pub enum Counter {
     RequestedOutputTokens,
     /// Content events received by successful requests.
     ContentEvents,
+    /// Requests sent again on a fresh connection because the server had
+    /// closed the reused one before any response byte (every outcome).
+    Reconnects,
+    /// Successful requests whose client TTFT was shorter than the server's
+    /// own prompt time: impossible unless a clock or a report is wrong.
+    TtftBelowServerPrompt,
 }
 
 impl Counter {
     /// Every counter, in storage order.
-    pub const ALL: [Counter; 11] = [
+    pub const ALL: [Counter; 13] = [
         Counter::InputTokens,
         Counter::OutputTokens,
         Counter::CachedTokens,
@@ -44,6 +50,8 @@ impl Counter {
         Counter::ShortOutputs,
         Counter::RequestedOutputTokens,
         Counter::ContentEvents,
+        Counter::Reconnects,
+        Counter::TtftBelowServerPrompt,
     ];
 
     /// Stable wire and file name.
@@ -60,6 +68,8 @@ impl Counter {
             Counter::ShortOutputs => "short_outputs",
             Counter::RequestedOutputTokens => "requested_output_tokens",
             Counter::ContentEvents => "content_events",
+            Counter::Reconnects => "reconnects",
+            Counter::TtftBelowServerPrompt => "ttft_below_server_prompt",
         }
     }
 }

@@ -26,6 +26,12 @@ pub enum Metric {
     TokenLatency,
     /// Decode speed seen by one request: 1 / TPOT.
     OutputTpsPerRequest,
+    /// The server's own prompt processing time for a request (llama.cpp `timings.prompt_ms`).
+    ServerPromptTime,
+    /// Client TTFT minus the server's prompt time: queueing, network and client.
+    TtftMinusServerPrompt,
+    /// The server's own time per generated token (llama.cpp `timings.predicted_per_token_ms`).
+    ServerTpot,
     /// Lateness of the worker's runtime ticker: how long the client could not run.
     RuntimeStall,
 }
@@ -59,7 +65,7 @@ impl Unit {
 
 impl Metric {
     /// Every request metric, in report order.
-    pub const REQUEST: [Metric; 10] = [
+    pub const REQUEST: [Metric; 13] = [
         Metric::Ttft,
         Metric::Tpot,
         Metric::Itl,
@@ -70,10 +76,13 @@ impl Metric {
         Metric::ScheduleLag,
         Metric::TokenLatency,
         Metric::OutputTpsPerRequest,
+        Metric::ServerPromptTime,
+        Metric::TtftMinusServerPrompt,
+        Metric::ServerTpot,
     ];
 
     /// Every metric including the worker's health metrics.
-    pub const ALL: [Metric; 11] = [
+    pub const ALL: [Metric; 14] = [
         Metric::Ttft,
         Metric::Tpot,
         Metric::Itl,
@@ -84,6 +93,9 @@ impl Metric {
         Metric::ScheduleLag,
         Metric::TokenLatency,
         Metric::OutputTpsPerRequest,
+        Metric::ServerPromptTime,
+        Metric::TtftMinusServerPrompt,
+        Metric::ServerTpot,
         Metric::RuntimeStall,
     ];
 
@@ -100,6 +112,9 @@ impl Metric {
             Metric::ScheduleLag => "schedule_lag",
             Metric::TokenLatency => "token_latency",
             Metric::OutputTpsPerRequest => "output_tps_per_request",
+            Metric::ServerPromptTime => "server_prompt_time",
+            Metric::TtftMinusServerPrompt => "ttft_minus_server_prompt",
+            Metric::ServerTpot => "server_tpot",
             Metric::RuntimeStall => "runtime_stall",
         }
     }
@@ -117,6 +132,9 @@ impl Metric {
             Metric::ScheduleLag => "schedule lag",
             Metric::TokenLatency => "token latency",
             Metric::OutputTpsPerRequest => "output tok/s per request",
+            Metric::ServerPromptTime => "server prompt time",
+            Metric::TtftMinusServerPrompt => "TTFT minus server prompt time",
+            Metric::ServerTpot => "server time per output token",
             Metric::RuntimeStall => "runtime stall",
         }
     }

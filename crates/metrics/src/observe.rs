@@ -73,6 +73,20 @@ pub struct RequestRecord {
     /// The response streamed; without streaming only E2EL and tokens are measured.
     #[serde(default = "yes")]
     pub streamed: bool,
+    /// The server had closed the reused connection the request was first
+    /// written to, and it went again on a fresh one (`sent_us` is the retry's).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reconnects: u32,
+    /// The server's own prompt processing time, µs, when its API reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_prompt_us: Option<u64>,
+    /// The server's own time per generated token, µs, when its API reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_per_token_us: Option<u64>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn yes() -> bool {
@@ -126,6 +140,8 @@ impl MetricSet {
     /// successful requests enter latency histograms and token counters.
     pub fn observe(&mut self, rec: &RequestRecord, slo: &Slo) {
         self.count_outcome(rec.outcome, rec.error.as_deref());
+        self.counters
+            .add(Counter::Reconnects, u64::from(rec.reconnects));
         self.histogram_mut(Metric::ScheduleLag)
             .record(rec.sent_us.saturating_sub(rec.scheduled_us));
         self.span
@@ -156,6 +172,7 @@ impl MetricSet {
                     .record((1e9 / tpot as f64).round() as u64);
             }
         }
+        self.observe_server_timing(rec, ttft);
         if rec.output_tokens > 0 {
             self.histogram_mut(Metric::TokenLatency)
                 .record((e2el as f64 / rec.output_tokens as f64).round() as u64);
@@ -222,6 +239,27 @@ impl MetricSet {
     }
 }
 
+impl MetricSet {
+    /// The server's own timing beside the client's (successful requests):
+    /// TTFT minus the server's prompt time is what queueing, the network
+    /// and the client added (only streamed requests have a TTFT).
+    fn observe_server_timing(&mut self, rec: &RequestRecord, ttft: u64) {
+        if let Some(prompt) = rec.server_prompt_us {
+            self.histogram_mut(Metric::ServerPromptTime).record(prompt);
+            if rec.streamed {
+                self.histogram_mut(Metric::TtftMinusServerPrompt)
+                    .record(ttft.saturating_sub(prompt));
+                if ttft < prompt {
+                    self.counters.add(Counter::TtftBelowServerPrompt, 1);
+                }
+            }
+        }
+        if let Some(per_token) = rec.server_per_token_us {
+            self.histogram_mut(Metric::ServerTpot).record(per_token);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,6 +290,9 @@ mod tests {
             requested_output_tokens: Some(events as u64 * u64::from(per_event)),
             token_count_mismatch: false,
             streamed: true,
+            reconnects: 0,
+            server_prompt_us: None,
+            server_per_token_us: None,
             events: evs,
         }
     }
@@ -358,6 +399,9 @@ mod non_streaming_tests {
                 requested_output_tokens: Some(40),
                 token_count_mismatch: false,
                 streamed: false,
+                reconnects: 0,
+                server_prompt_us: None,
+                server_per_token_us: None,
             },
             &Slo::default(),
         );

@@ -196,6 +196,9 @@ mod tests {
                     requested_output_tokens: None,
                     token_count_mismatch: false,
                     streamed: true,
+                    reconnects: 0,
+                    server_prompt_us: None,
+                    server_per_token_us: None,
                 },
                 &Slo::default(),
             );

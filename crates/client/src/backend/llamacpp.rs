@@ -63,6 +63,7 @@ fn interpret(e: Event<'_>) -> EventInfo<'_> {
         finished: e.stop,
         done: false,
         error: None,
+        server: e.timings.and_then(Timings::server),
     }
 }
 

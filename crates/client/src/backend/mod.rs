@@ -24,6 +24,16 @@ pub struct Usage {
     pub cached_tokens: Option<u64>,
 }
 
+/// The server's own timing of one request, where its API reports it
+/// (llama.cpp's `timings`), to put beside what the client measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ServerTiming {
+    /// Prompt processing time (llama.cpp `timings.prompt_ms`), µs.
+    pub prompt_us: Option<u64>,
+    /// Time per generated token (llama.cpp `timings.predicted_per_token_ms`), µs.
+    pub per_token_us: Option<u64>,
+}
+
 /// What one streamed event (or a whole non-streamed body) said.
 #[derive(Debug, Default, PartialEq)]
 pub struct EventInfo<'a> {
@@ -37,6 +47,8 @@ pub struct EventInfo<'a> {
     pub done: bool,
     /// An in-band error the server reported.
     pub error: Option<String>,
+    /// The server's timing of the request, if the event carried it.
+    pub server: Option<ServerTiming>,
 }
 
 /// How to talk to one serving API.

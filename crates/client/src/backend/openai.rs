@@ -7,7 +7,9 @@ use cicada_scenarios::plan::{Api, Flavor};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{Backend, EventInfo, Usage, common_sampling, decode, error_text, extra_body};
+use super::{
+    Backend, EventInfo, ServerTiming, Usage, common_sampling, decode, error_text, extra_body,
+};
 
 /// What a server family accepts beyond the OpenAI API.
 struct Extras {
@@ -101,7 +103,7 @@ struct Chunk<'a> {
     timings: Option<Timings>,
 }
 
-/// llama.cpp's `timings` (the counts only).
+/// llama.cpp's `timings`: token counts and the server's own timing.
 #[derive(Deserialize, Default, Clone, Copy)]
 pub(super) struct Timings {
     #[serde(default)]
@@ -110,9 +112,26 @@ pub(super) struct Timings {
     pub prompt_n: Option<u64>,
     #[serde(default)]
     pub predicted_n: Option<u64>,
+    #[serde(default)]
+    pub prompt_ms: Option<f64>,
+    #[serde(default)]
+    pub predicted_per_token_ms: Option<f64>,
 }
 
 impl Timings {
+    /// The server's timing, in µs (non-finite or negative values dropped).
+    pub fn server(self) -> Option<ServerTiming> {
+        let us = |ms: Option<f64>| {
+            ms.filter(|v| v.is_finite() && *v >= 0.0)
+                .map(|v| (v * 1000.0).round() as u64)
+        };
+        let t = ServerTiming {
+            prompt_us: us(self.prompt_ms),
+            per_token_us: us(self.predicted_per_token_ms),
+        };
+        (t != ServerTiming::default()).then_some(t)
+    }
+
     /// The counts as usage: prompt = evaluated + cached, completion = predicted.
     pub fn usage(self) -> Usage {
         Usage {
@@ -193,6 +212,7 @@ fn interpret<'a>(api: Api, chunk: Chunk<'a>) -> EventInfo<'a> {
         return info;
     }
     let timed = chunk.timings.map(Timings::usage);
+    info.server = chunk.timings.and_then(Timings::server);
     if let Some(u) = chunk.usage {
         info.usage = Some(Usage {
             prompt_tokens: u.prompt_tokens,

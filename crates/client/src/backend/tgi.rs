@@ -151,6 +151,7 @@ pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
         finished: true,
         done: true,
         error: None,
+        server: None,
     })
 }
 

@@ -13,10 +13,9 @@ pub(crate) mod prom;
 
 use std::time::Duration;
 
-use cicada_client::http::{self, ApiKey};
+use cicada_client::http::{self, ApiKey, Client, Headers, Method, Request};
 use cicada_scenarios::Scenario;
 use cicada_scenarios::plan::PhaseWindow;
-use reqwest::header::HeaderMap;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -68,27 +67,35 @@ pub struct StageServerViews {
 }
 
 struct Scraper {
-    http: reqwest::Client,
-    headers: HeaderMap,
+    http: Client,
+    headers: Headers,
 }
 
 impl Scraper {
     async fn scrape(&self, url: &str) -> Option<Exposition> {
+        let endpoint = self
+            .http
+            .endpoint(url)
+            .map_err(|e| tracing::debug!(%url, error = %e, "no server metrics"))
+            .ok()?;
+        let request = Request {
+            method: Method::Get,
+            endpoint: &endpoint,
+            headers: &self.headers,
+            request_id: None,
+            json: None,
+        };
         let resp = self
             .http
-            .get(url)
-            .headers(self.headers.clone())
-            .timeout(SCRAPE_TIMEOUT)
-            .send()
+            .fetch(request, SCRAPE_TIMEOUT)
             .await
             .map_err(|e| tracing::debug!(%url, error = %e, "no server metrics"))
             .ok()?;
-        if !resp.status().is_success() {
-            tracing::debug!(%url, status = %resp.status(), "no server metrics");
+        if !resp.ok() {
+            tracing::debug!(%url, status = resp.status, "no server metrics");
             return None;
         }
-        let text = resp.text().await.ok()?;
-        let e = Exposition::parse(&text);
+        let e = Exposition::parse(&resp.text());
         (!e.is_empty()).then_some(e)
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use cicada_metrics::{Outcome, RequestRecord, Scope};
+use cicada_metrics::{RequestRecord, Scope};
 use cicada_scenarios::dataset::{ChatMessage, Conversation, PoolEntry, Prompt};
 use cicada_scenarios::plan::Drive;
 use cicada_scenarios::schedule::Slot;
@@ -216,14 +216,9 @@ impl Session {
             timeout: stage.timeout,
             keep_text: true,
         };
-        let url = &plan.target.urls[target];
         let exchange = tokio::select! {
-            ex = perform(conduit, url, &id, body) => ex,
-            () = self.cancel.cancelled() => Exchange {
-                failure: Some((Outcome::Cancelled, "the run stopped while the request was in flight".into())),
-                ended_us: self.clock.now_us(),
-                ..Exchange::default()
-            },
+            ex = perform(conduit, &stage.endpoints[target], &id, &body) => ex,
+            () = self.cancel.cancelled() => Exchange::cancelled(sent_us, self.clock.now_us()),
         };
         stage.in_flight_by_target[target].change(exchange.ended_us, false);
         stage.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -237,7 +232,7 @@ impl Session {
             index: self.slot.index,
             target: target as u32,
             scheduled_us,
-            sent_us,
+            sent_us: exchange.sent_us,
         };
         let record = to_record(&exchange, request, at, stage.backend.streams(), counting);
         (record, exchange.text.unwrap_or_default())

@@ -24,13 +24,12 @@ use std::time::Duration;
 use cicada_scenarios::dataset::PoolEntry;
 use cicada_scenarios::plan::Plan;
 use cicada_scenarios::tokenizer::Tokenizer;
-use reqwest::header::HeaderMap;
 use thiserror::Error;
 
 use crate::inflight::InFlight;
 use crate::recorder::Recorder;
 use cicada_client::backend::Backend;
-use cicada_client::http::{self, ApiKey, SetupError};
+use cicada_client::http::{self, ApiKey, Client, Endpoint, Headers, SetupError};
 
 /// Why a stage could not be prepared.
 #[derive(Debug, Error)]
@@ -47,8 +46,10 @@ pub enum StageError {
 pub struct Stage {
     pub plan: Plan,
     pub backend: Backend,
-    pub http: reqwest::Client,
-    pub headers: HeaderMap,
+    pub http: Client,
+    pub headers: Headers,
+    /// One per target URL, in the plan's order.
+    pub endpoints: Vec<Endpoint>,
     pub pool: HashMap<u64, PoolEntry>,
     pub recorder: Arc<Recorder>,
     pub timeout: Duration,
@@ -67,6 +68,13 @@ impl Stage {
         }
         let headers = http::headers(&plan.target, ApiKey::Required)?;
         let http = http::client(&plan.target)?;
+        let endpoints = plan
+            .target
+            .urls
+            .iter()
+            .map(|u| http.endpoint(u))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(SetupError::from)?;
         let backend = Backend::new(
             plan.target.api,
             plan.target.flavor,
@@ -98,6 +106,7 @@ impl Stage {
             backend,
             http,
             headers,
+            endpoints,
             pool,
             recorder,
             tokenizer,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use cicada_metrics::{Outcome, RequestRecord, Scope, TokenSource};
+use cicada_metrics::{RequestRecord, Scope, TokenSource};
 use cicada_scenarios::dataset::PoolEntry;
 use cicada_scenarios::schedule::Slot;
 use cicada_scenarios::tokenizer::Tokenizer;
@@ -36,7 +36,6 @@ pub(super) async fn send_one(
         &stage.in_flight_by_target,
     )
     .min(stage.plan.target.urls.len() - 1);
-    let url = &stage.plan.target.urls[target];
     let request_id = format!("cicada-{}-{}", stage.plan.run_id, slot.index);
     stage.in_flight.fetch_add(1, Ordering::Relaxed);
     let sent_us = clock.now_us();
@@ -51,12 +50,8 @@ pub(super) async fn send_one(
         keep_text: stage.tokenizer.is_some(),
     };
     let exchange = tokio::select! {
-        ex = perform(conduit, url, &request_id, body) => ex,
-        () = cancel.cancelled() => Exchange {
-            failure: Some((Outcome::Cancelled, "the run stopped while the request was in flight".into())),
-            ended_us: clock.now_us(),
-            ..Exchange::default()
-        },
+        ex = perform(conduit, &stage.endpoints[target], &request_id, &body) => ex,
+        () = cancel.cancelled() => Exchange::cancelled(sent_us, clock.now_us()),
     };
     stage.in_flight_by_target[target].change(exchange.ended_us, false);
     stage.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -71,7 +66,7 @@ pub(super) async fn send_one(
         index: slot.index,
         target: target as u32,
         scheduled_us,
-        sent_us,
+        sent_us: exchange.sent_us,
     };
     let record = to_record(&exchange, entry, at, stage.backend.streams(), counting);
     let scope = Scope {
@@ -165,6 +160,9 @@ pub(super) fn to_record(
         requested_output_tokens: entry.output_tokens.map(u64::from),
         token_count_mismatch,
         streamed,
+        reconnects: ex.reconnects,
+        server_prompt_us: ex.server.and_then(|t| t.prompt_us),
+        server_per_token_us: ex.server.and_then(|t| t.per_token_us),
     }
 }
 
@@ -182,7 +180,7 @@ fn spread_evenly(events: &mut [cicada_metrics::ContentEvent], total: u64) {
 mod tests {
     use super::*;
     use cicada_client::backend::Usage;
-    use cicada_metrics::ContentEvent;
+    use cicada_metrics::{ContentEvent, Outcome};
     use cicada_scenarios::dataset::Prompt;
 
     fn entry() -> PoolEntry {
