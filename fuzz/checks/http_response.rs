@@ -9,10 +9,13 @@
 
 use cicada_client::http::wire::{Framing, Head, Step, decode, parse_head};
 
+/// A decoded body and whether it ended, or a framing error's text.
+type Body = Result<(Vec<u8>, bool), String>;
+
 /// The head and body of `reads` taken in order; `None` when the head is
 /// malformed or incomplete, else the head, the body bytes and whether the
 /// body ended (or a framing error text).
-fn decode_reads(reads: &[&[u8]]) -> Option<(Head, Result<(Vec<u8>, bool), String>)> {
+fn decode_reads(reads: &[&[u8]]) -> Option<(Head, Body)> {
     let mut pending: Vec<u8> = Vec::new();
     let mut rest = reads.iter();
     let head = loop {

@@ -57,6 +57,14 @@ pub fn mask_digits(s: &str) -> String {
     out
 }
 
+/// Paths that depend on where the run happened: the output directory and
+/// the checkout (CI clones elsewhere than a developer does).
+fn mask_paths(s: &str, dir: &str) -> String {
+    let repo = crate::repo_root();
+    s.replace(dir, "<dir>")
+        .replace(repo.to_string_lossy().as_ref(), "<repo>")
+}
+
 /// A serialised payload (histograms): long, and only base64's alphabet.
 fn is_base64(s: &str) -> bool {
     s.len() >= 24
@@ -72,7 +80,7 @@ pub fn json_shape(v: &Value, dir: &str) -> Value {
         Value::Number(_) => Value::String("<number>".into()),
         Value::String(s) if s.len() > LONG_TEXT => Value::String("<text>".into()),
         Value::String(s) if is_base64(s) => Value::String("<base64>".into()),
-        Value::String(s) => Value::String(mask_digits(&s.replace(dir, "<dir>"))),
+        Value::String(s) => Value::String(mask_digits(&mask_paths(s, dir))),
         Value::Array(items) => {
             let mut seen: Vec<Value> = Vec::new();
             for item in items {
@@ -106,7 +114,7 @@ pub fn console_shape(text: &str, dir: &str) -> String {
     text.lines()
         .filter(|l| !l.starts_with("CLIENT-BOUND"))
         .map(|l| {
-            let masked = mask_digits(&l.replace(dir, "<dir>"));
+            let masked = mask_digits(&mask_paths(l, dir));
             masked.split_whitespace().collect::<Vec<_>>().join(" ")
         })
         .collect::<Vec<_>>()
@@ -122,7 +130,7 @@ pub fn csv_shape(path: &Path, dir: &str) -> String {
         out.push('\n');
         let cells: Vec<String> = row
             .iter()
-            .map(|c| mask_digits(&c.replace(dir, "<dir>")))
+            .map(|c| mask_digits(&mask_paths(c, dir)))
             .collect();
         out.push_str(&cells.join(","));
     }
