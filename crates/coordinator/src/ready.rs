@@ -223,7 +223,7 @@ impl Check {
                     Outcome::Ok => Ok(Attempt::Done(())),
                     // the request itself is wrong (route, model, key): waiting will not help
                     Outcome::Http(c) if (400..500).contains(&c) && c != 408 && c != 429 => {
-                        bail!("{what}: {why}{}", key_hint(c))
+                        bail!("{what}: {why}{}{}", key_hint(c), field_hint(&why, sampling))
                     }
                     _ => Ok(Attempt::Retry(why)),
                 }
@@ -232,6 +232,17 @@ impl Check {
             tracing::info!(%url, "test request succeeded");
         }
         Ok(())
+    }
+}
+
+/// A hint for a server that refuses a sampling field cicada sent.
+fn field_hint(error: &str, sampling: &ResolvedSampling) -> String {
+    if sampling.ignore_eos && error.contains("ignore_eos") {
+        " (the server refuses `ignore_eos`, sent because sampling.ignore_eos is on (--ignore-eos): set sampling.ignore_eos = false for this server)".to_string()
+    } else if sampling.min_tokens.is_some() && error.contains("min_tokens") {
+        " (the server refuses `min_tokens`: remove sampling.min_tokens for this server)".to_string()
+    } else {
+        String::new()
     }
 }
 

@@ -6,7 +6,8 @@ use crate::MetricsError;
 /// A monotonically increasing count that merges by addition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Counter {
-    /// Prompt tokens of successful requests.
+    /// Prompt tokens of successful requests as `vllm bench serve` counts
+    /// them: the server's count when it reports one, else the client's.
     InputTokens,
     /// Output tokens of successful requests.
     OutputTokens,
@@ -34,11 +35,17 @@ pub enum Counter {
     /// Successful requests whose client TTFT was shorter than the server's
     /// own prompt time: impossible unless a clock or a report is wrong.
     TtftBelowServerPrompt,
+    /// Prompt tokens of successful requests as the client counted them.
+    ClientInputTokens,
+    /// Prompt tokens of successful requests as the server counted them.
+    ServerInputTokens,
+    /// Successful requests whose server reported its prompt token count.
+    ServerInputRequests,
 }
 
 impl Counter {
     /// Every counter, in storage order.
-    pub const ALL: [Counter; 13] = [
+    pub const ALL: [Counter; 16] = [
         Counter::InputTokens,
         Counter::OutputTokens,
         Counter::CachedTokens,
@@ -52,6 +59,9 @@ impl Counter {
         Counter::ContentEvents,
         Counter::Reconnects,
         Counter::TtftBelowServerPrompt,
+        Counter::ClientInputTokens,
+        Counter::ServerInputTokens,
+        Counter::ServerInputRequests,
     ];
 
     /// Stable wire and file name.
@@ -70,6 +80,9 @@ impl Counter {
             Counter::ContentEvents => "content_events",
             Counter::Reconnects => "reconnects",
             Counter::TtftBelowServerPrompt => "ttft_below_server_prompt",
+            Counter::ClientInputTokens => "client_input_tokens",
+            Counter::ServerInputTokens => "server_input_tokens",
+            Counter::ServerInputRequests => "server_input_requests",
         }
     }
 }

@@ -59,8 +59,13 @@ pub struct RequestRecord {
     pub output_tokens: u64,
     /// Source of `output_tokens`.
     pub token_source: TokenSource,
-    /// Prompt tokens.
+    /// Prompt tokens as the client counted them (the tokenizer's count of the
+    /// prompt, or the dataset's length): vLLM's dataset `prompt_len`.
     pub input_tokens: u64,
+    /// Prompt tokens as the server counted them (`usage.prompt_tokens`: the
+    /// chat template and BOS included), when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_input_tokens: Option<u64>,
     /// Prompt tokens the server served from cache, when it said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
@@ -210,7 +215,16 @@ impl MetricSet {
             .completed += 1;
 
         let c = &mut self.counters;
-        c.add(Counter::InputTokens, rec.input_tokens);
+        // vLLM's total: the server's count when it says, else the client's
+        c.add(
+            Counter::InputTokens,
+            rec.server_input_tokens.unwrap_or(rec.input_tokens),
+        );
+        c.add(Counter::ClientInputTokens, rec.input_tokens);
+        if let Some(n) = rec.server_input_tokens {
+            c.add(Counter::ServerInputTokens, n);
+            c.add(Counter::ServerInputRequests, 1);
+        }
         c.add(Counter::OutputTokens, rec.output_tokens);
         c.add(Counter::ContentEvents, rec.events.len() as u64);
         c.add(
@@ -286,6 +300,7 @@ mod tests {
             output_tokens: events as u64 * u64::from(per_event),
             token_source: TokenSource::Usage,
             input_tokens: 100,
+            server_input_tokens: None,
             cached_tokens: Some(10),
             requested_output_tokens: Some(events as u64 * u64::from(per_event)),
             token_count_mismatch: false,
@@ -395,6 +410,7 @@ mod non_streaming_tests {
                 output_tokens: 40,
                 token_source: TokenSource::Usage,
                 input_tokens: 10,
+                server_input_tokens: None,
                 cached_tokens: None,
                 requested_output_tokens: Some(40),
                 token_count_mismatch: false,

@@ -56,8 +56,15 @@ pub struct Summary {
     pub failed: u64,
     /// Seconds from the start barrier to the last request's end.
     pub duration_s: f64,
-    /// Prompt tokens of successful requests.
+    /// Prompt tokens of successful requests as `vllm bench serve` counts
+    /// them: per request the server's count when it says, else the client's.
     pub total_input_tokens: u64,
+    /// Prompt tokens of successful requests as the client counted them (the
+    /// tokenizer's count of each prompt, or the dataset's lengths).
+    pub client_input_tokens: u64,
+    /// Prompt tokens of successful requests as the servers counted them (chat
+    /// template and BOS included), when every one of them said.
+    pub server_input_tokens: Option<u64>,
     /// Output tokens of successful requests.
     pub total_output_tokens: u64,
     /// Successful requests per second of duration.
@@ -128,6 +135,10 @@ impl Summary {
             failed: set.outcomes.failed(),
             duration_s,
             total_input_tokens: input,
+            client_input_tokens: set.counter(Counter::ClientInputTokens),
+            server_input_tokens: (set.counter(Counter::ServerInputRequests) == completed
+                && completed > 0)
+                .then(|| set.counter(Counter::ServerInputTokens)),
             total_output_tokens: output,
             request_throughput: per_s(completed as f64),
             request_goodput: slo_set.then(|| per_s(set.counter(Counter::Goodput) as f64)),
@@ -192,6 +203,7 @@ mod tests {
                     output_tokens: 2,
                     token_source: TokenSource::Usage,
                     input_tokens: 10,
+                    server_input_tokens: None,
                     cached_tokens: None,
                     requested_output_tokens: None,
                     token_count_mismatch: false,

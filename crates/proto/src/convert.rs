@@ -154,6 +154,7 @@ mod tests {
                     output_tokens: 10,
                     token_source: TokenSource::Usage,
                     input_tokens: 30,
+                    server_input_tokens: None,
                     cached_tokens: None,
                     requested_output_tokens: Some(10),
                     token_count_mismatch: false,

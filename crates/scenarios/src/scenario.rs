@@ -165,6 +165,15 @@ impl Backend {
         }
     }
 
+    /// Whether `ignore_eos` is sent by default for synthetic workloads: the
+    /// servers that understand it. Plain OpenAI servers may reject an unknown
+    /// field, so for `openai`/`openai-chat` it is sent only when asked for
+    /// (`sampling.ignore_eos = true` or `--ignore-eos`, as `vllm bench serve`
+    /// sends it); TGI has no such field.
+    pub fn ignore_eos_by_default(self) -> bool {
+        !matches!(self, Backend::Openai | Backend::OpenaiChat | Backend::Tgi)
+    }
+
     /// The backend a name (as in scenario files) stands for.
     pub fn from_name(name: &str) -> Option<Backend> {
         Backend::ALL.into_iter().find(|b| b.name() == name)

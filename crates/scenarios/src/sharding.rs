@@ -73,14 +73,17 @@ pub fn stripe_entries(
 
 /// Sampling with the scenario's defaults applied: `ignore_eos` is on for the
 /// synthetic workloads (random, as in `vllm bench serve`; prefix; trace), whose
-/// output lengths are a specification rather than a natural answer.
+/// output lengths are a specification rather than a natural answer, where the
+/// backend's servers understand it; asked for explicitly, it is always sent.
 pub fn resolve_sampling(s: &crate::Scenario) -> ResolvedSampling {
     let sm = &s.sampling;
     ResolvedSampling {
         temperature: sm.temperature,
         top_p: sm.top_p,
         top_k: sm.top_k,
-        ignore_eos: sm.ignore_eos.unwrap_or(s.dataset.kind.synthetic()),
+        ignore_eos: sm
+            .ignore_eos
+            .unwrap_or(s.dataset.kind.synthetic() && s.target.backend.ignore_eos_by_default()),
         min_tokens: sm.min_tokens,
         extra_body: sm.extra_body.clone(),
     }

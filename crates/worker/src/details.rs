@@ -80,6 +80,7 @@ mod tests {
             output_tokens: 3,
             token_source: TokenSource::Usage,
             input_tokens: 12,
+            server_input_tokens: None,
             cached_tokens: None,
             requested_output_tokens: Some(3),
             token_count_mismatch: false,

@@ -134,6 +134,7 @@ mod tests {
             output_tokens: 1,
             token_source: TokenSource::Events,
             input_tokens: 1,
+            server_input_tokens: None,
             cached_tokens: None,
             requested_output_tokens: None,
             token_count_mismatch: false,

@@ -11,10 +11,9 @@ use super::{
     Backend, EventInfo, ServerTiming, Usage, common_sampling, decode, error_text, extra_body,
 };
 
-/// What a server family accepts beyond the OpenAI API.
+/// What a server family accepts beyond the OpenAI API (`ignore_eos` is sent
+/// whenever the resolved sampling says so: the scenario decides per backend).
 struct Extras {
-    /// `ignore_eos` is understood.
-    ignore_eos: bool,
     /// `min_tokens` is understood.
     min_tokens: bool,
     /// `stream_options.continuous_usage_stats` is understood.
@@ -24,17 +23,10 @@ struct Extras {
 fn extras(flavor: Flavor) -> Extras {
     match flavor {
         Flavor::Vllm | Flavor::Sglang | Flavor::Mock => Extras {
-            ignore_eos: true,
             min_tokens: true,
             continuous_usage: true,
         },
-        Flavor::LlamaCpp => Extras {
-            ignore_eos: true,
-            min_tokens: false,
-            continuous_usage: false,
-        },
-        Flavor::Openai | Flavor::Tgi | Flavor::Triton => Extras {
-            ignore_eos: false,
+        Flavor::LlamaCpp | Flavor::Openai | Flavor::Tgi | Flavor::Triton => Extras {
             min_tokens: false,
             continuous_usage: false,
         },
@@ -74,7 +66,7 @@ pub(super) fn body(b: &Backend, entry: &PoolEntry) -> Map<String, Value> {
     }
     let s = &b.sampling;
     common_sampling(&mut m, s);
-    if x.ignore_eos && s.ignore_eos {
+    if s.ignore_eos {
         m.insert("ignore_eos".into(), Value::Bool(true));
     }
     if x.min_tokens

@@ -208,6 +208,10 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
         "Output token source:",
         format!("{source} ({})", detail.join(", ")),
     );
+    int(out, "Input tokens (client's count):", s.client_input_tokens);
+    if let Some(n) = s.server_input_tokens {
+        int(out, "Input tokens (server's count):", n);
+    }
     if t.counter(Counter::CachedTokens) > 0 {
         int(
             out,
@@ -215,6 +219,7 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
             t.counter(Counter::CachedTokens),
         );
     }
+    int(out, "Reconnects:", t.counter(Counter::Reconnects));
     let shown: Vec<String> = r.scenario.output.percentile_metrics.clone();
     for m in [
         Metric::Icl,
@@ -232,6 +237,7 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
         float(out, "Mean output tok/s per request:", tps.mean);
         float(out, "Median output tok/s per request:", tps.median);
     }
+    client_vs_server(out, s, t);
     if let Some(f) = &r.server.total {
         render_server(out, f);
     }
@@ -248,9 +254,14 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
         }
     }
     if t.counter(Counter::ShortOutputs) > 0 {
+        let advice = if r.ignore_eos_sent() {
+            "although ignore_eos was sent: the server does not honour it"
+        } else {
+            "(set sampling.ignore_eos = true if the server supports it)"
+        };
         let _ = writeln!(
             out,
-            "warning: {} requests returned fewer tokens than asked (set sampling.ignore_eos = true if the server supports it)",
+            "warning: {} requests returned fewer tokens than asked {advice}",
             t.counter(Counter::ShortOutputs)
         );
     }
@@ -290,6 +301,42 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
         );
     }
     rule(out, "", '=');
+}
+
+/// The server's own per-request timing beside the client's (llama.cpp's
+/// `timings`), when responses carried it.
+fn client_vs_server(out: &mut String, s: &Summary, t: &cicada_metrics::MetricSet) {
+    let Some(prompt) = s.metric(Metric::ServerPromptTime) else {
+        return;
+    };
+    section(out, "Client vs Server (per request)");
+    int(out, "Requests with server timings:", prompt.count);
+    float(out, "Mean server prompt time (ms):", prompt.mean);
+    if let (Some(ttft), Some(over)) = (
+        s.metric(Metric::Ttft),
+        s.metric(Metric::TtftMinusServerPrompt),
+    ) {
+        float(out, "Mean TTFT (client) (ms):", ttft.mean);
+        float(out, "Mean TTFT - server prompt (ms):", over.mean);
+        float(
+            out,
+            "P99 TTFT - server prompt (ms):",
+            over.percentile(99.0).unwrap_or(over.max),
+        );
+    }
+    if let Some(per_token) = s.metric(Metric::ServerTpot) {
+        float(out, "Mean server time per token (ms):", per_token.mean);
+        if let Some(tpot) = s.metric(Metric::Tpot) {
+            float(out, "Mean TPOT (client) (ms):", tpot.mean);
+        }
+    }
+    let below = t.counter(Counter::TtftBelowServerPrompt);
+    if below > 0 {
+        let _ = writeln!(
+            out,
+            "warning: {below} requests had a TTFT shorter than the server's prompt time (a clock or a report is wrong)"
+        );
+    }
 }
 
 /// The servers' own view, from their Prometheus metrics (only what they expose).

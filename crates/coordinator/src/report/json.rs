@@ -251,6 +251,9 @@ fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
         "target_urls": r.target.urls,
         "planned_requests": r.planned,
         "sent": s.sent,
+        "client_input_tokens": s.client_input_tokens,
+        "server_input_tokens": s.server_input_tokens,
+        "reconnects": t.counter(Counter::Reconnects),
         "achieved_request_rate": s.achieved_request_rate,
         "mean_concurrent_requests": num(s.mean_concurrent_requests),
         "warmup": {

@@ -56,6 +56,12 @@ pub struct RunResult {
 }
 
 impl RunResult {
+    /// Whether the requests asked the server to ignore end-of-sequence.
+    pub fn ignore_eos_sent(&self) -> bool {
+        cicada_scenarios::plan::resolve_sampling(&self.scenario).ignore_eos
+            && self.scenario.target.backend != cicada_scenarios::scenario::Backend::Tgi
+    }
+
     /// Percentiles to compute: the files' fixed set plus what the console asks for.
     pub fn percentiles(&self) -> Vec<f64> {
         let mut p: Vec<f64> = FILE_PERCENTILES.to_vec();

@@ -42,7 +42,6 @@ pub(crate) fn build(b: &Build<'_>) -> Result<(Vec<PoolEntry>, DatasetReport), Da
     }
     let (prefix_len, suffix_len) = (d.prefix_len() as usize, d.suffix_len() as usize);
     let vocab = Vocab::new(tok).map_err(tok_err)?;
-    let special = u32::try_from(tok.num_special_tokens()).unwrap_or(0);
     let mut rng = ChaCha8Rng::seed_from_u64(b.seed);
     rng.set_stream(STREAM);
     let mut prefixes = Vec::with_capacity(num_prefixes as usize);
@@ -96,7 +95,8 @@ pub(crate) fn build(b: &Build<'_>) -> Result<(Vec<PoolEntry>, DatasetReport), Da
             Some(PoolEntry {
                 id: id as u64,
                 prompt: Prompt::Text(text),
-                input_tokens: u32::try_from(tokens).unwrap_or(u32::MAX) + special,
+                // the prompt's own tokens, as vLLM's prompt_len (the server adds its BOS)
+                input_tokens: u32::try_from(tokens).unwrap_or(u32::MAX),
                 output_tokens: Some(output),
                 conversation: None,
             })

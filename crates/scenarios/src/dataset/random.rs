@@ -3,9 +3,12 @@
 //! With a tokenizer, prompts are built from token ids as `vllm bench serve`
 //! builds them (a run of consecutive vocabulary ids from a random offset, after
 //! an optional shared random prefix) and corrected until they re-encode to
-//! exactly the drawn length, so the server sees the asked number of tokens
-//! (the tokenizer's BOS included). Without one, prompts are common words that
-//! are one token each in the usual vocabularies (and to the built-in mock).
+//! exactly the drawn length. As in vLLM, `input_len` counts the tokenizer's
+//! special tokens (BOS): the prompt is that much shorter, so the server sees
+//! the asked number of tokens, and the prompt's own length (vLLM's
+//! `prompt_len`) is what `input_tokens` records. Without a tokenizer, prompts
+//! are common words that are one token each in the usual vocabularies (and to
+//! the built-in mock).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -149,7 +152,7 @@ fn with_tokens(
         Ok(PoolEntry {
             id: p.id,
             prompt: Prompt::Text(format!("{}{}", prefix.text, f.text)),
-            input_tokens: u32::try_from(f.tokens).unwrap_or(u32::MAX) + special,
+            input_tokens: u32::try_from(f.tokens).unwrap_or(u32::MAX),
             output_tokens: Some(p.output),
             conversation: None,
         })
@@ -265,7 +268,8 @@ mod tests {
                     expect,
                     "len {len}"
                 );
-                assert_eq!(e.input_tokens, expect);
+                // what is recorded is the prompt's own tokens, vLLM's prompt_len
+                assert_eq!(e.input_tokens, expect - 1, "len {len}");
             }
         }
     }

@@ -152,10 +152,8 @@ pub(super) fn to_record(
         events,
         output_tokens,
         token_source,
-        input_tokens: ex
-            .usage
-            .prompt_tokens
-            .unwrap_or(u64::from(entry.input_tokens)),
+        input_tokens: u64::from(entry.input_tokens),
+        server_input_tokens: ex.usage.prompt_tokens,
         cached_tokens: ex.usage.cached_tokens,
         requested_output_tokens: entry.output_tokens.map(u64::from),
         token_count_mismatch,
@@ -229,7 +227,11 @@ mod tests {
         assert_eq!(r.output_tokens, 8);
         assert_eq!(r.token_source, TokenSource::Usage);
         assert!(r.events.iter().all(|e| e.tokens == 2));
-        assert_eq!(r.input_tokens, 5);
+        assert_eq!(
+            r.input_tokens, 3,
+            "the client's count, vLLM's dataset prompt_len"
+        );
+        assert_eq!(r.server_input_tokens, Some(5));
     }
 
     #[test]
