@@ -3,6 +3,7 @@
 
 pub mod browser;
 pub mod netns;
+pub mod servers;
 pub mod shape;
 
 use std::io::{BufRead, BufReader, Read};

@@ -1,0 +1,319 @@
+//! Real inference servers for the end-to-end tests: llama.cpp's `llama-server`
+//! and vLLM (CPU build), installed by the project's own scripts
+//! (`scripts/llama-server.sh`, `scripts/vllm-server.sh`) into a cache outside
+//! the clone, with tiny random-weight models the scripts write. The first use
+//! on a machine pays the build or install (minutes, said on stderr); a missing
+//! prerequisite fails the test with the script's message. Nothing is skipped.
+//!
+//! Servers run in their own process group and die with the test process
+//! (`PR_SET_PDEATHSIG`, plus a kill of the group when a server is dropped or,
+//! for the shared vLLM server, when the test process exits).
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::repo_root;
+
+/// Run an install script and return its version directory (its last stdout line).
+pub fn install(script: &str) -> PathBuf {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let path = repo_root().join("scripts").join(script);
+    eprintln!(
+        "{}: installing or checking the real server (the first run on a machine builds it)",
+        path.display()
+    );
+    let out = Command::new(&path)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", path.display()));
+    assert!(
+        out.status.success(),
+        "{} failed ({}): see its messages above",
+        path.display(),
+        out.status
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let dir = stdout
+        .lines()
+        .last()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(|| panic!("{} printed no directory", path.display()));
+    PathBuf::from(dir)
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Make `cmd`'s process lead its own group, die when its parent thread dies,
+/// and (when `core` is given) run on that core only.
+fn confine(cmd: &mut Command, core: Option<usize>) {
+    // SAFETY: only async-signal-safe libc calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::setpgid(0, 0);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            if let Some(core) = core {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(core, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Stop a process group: SIGTERM, then SIGKILL after `grace`.
+fn stop_group(child: &mut Child, grace: Duration) {
+    let pgid = child.id() as i32;
+    // SAFETY: signalling a process group we created.
+    unsafe {
+        libc::kill(-pgid, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: as above; the group may already be gone.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+    let _ = child.wait();
+}
+
+/// The tail of a server's log, for failure messages.
+fn log_tail(path: &Path) -> String {
+    let mut text = String::new();
+    if let Ok(mut f) = std::fs::File::open(path) {
+        let _ = f.read_to_string(&mut text);
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+/// Wait until `url` answers 200, or panic with the server's log.
+fn wait_healthy(child: &mut Child, url: &str, log: &Path, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "the server exited ({status}) before it was ready; its log:\n{}",
+                log_tail(log)
+            );
+        }
+        if matches!(crate::try_get_text(url), Some((200, _))) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{url} not healthy within {limit:?}; the server's log:\n{}",
+            log_tail(log)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A running `llama-server` with the tiny model.
+pub struct LlamaServer {
+    child: Child,
+    /// Base URL, e.g. `http://127.0.0.1:41234`.
+    pub url: String,
+    /// Parallel slots (`--parallel`).
+    pub slots: u32,
+    /// Context of one slot, in tokens.
+    pub ctx_per_slot: u32,
+    /// The model's tokenizer as a Hugging Face `tokenizer.json`.
+    pub tokenizer: PathBuf,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl LlamaServer {
+    /// Start llama-server with `slots` slots of `ctx_per_slot` tokens each, on one core.
+    pub fn start(slots: u32, ctx_per_slot: u32) -> LlamaServer {
+        let dir = install("llama-server.sh");
+        let scratch = crate::scratch();
+        let log = scratch.path().join("llama-server.log");
+        let port = free_port();
+        let mut cmd = Command::new(dir.join("bin/llama-server"));
+        cmd.args(["-m"])
+            .arg(dir.join("models/tiny-llama.gguf"))
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--parallel", &slots.to_string()])
+            .args(["--ctx-size", &(slots * ctx_per_slot).to_string()])
+            .args(["--threads", "1", "--threads-batch", "1"])
+            .args(["--jinja", "--metrics", "--no-webui"])
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&log).expect("server log"))
+            .stderr(std::fs::File::create(log.with_extension("err")).expect("server log"));
+        confine(&mut cmd, Some(0));
+        let mut child = cmd.spawn().expect("starting llama-server");
+        let url = format!("http://127.0.0.1:{port}");
+        wait_healthy(
+            &mut child,
+            &format!("{url}/health"),
+            &log.with_extension("err"),
+            Duration::from_secs(120),
+        );
+        LlamaServer {
+            child,
+            url,
+            slots,
+            ctx_per_slot,
+            tokenizer: dir.join("models/tokenizer.json"),
+            log,
+            _dir: scratch,
+        }
+    }
+
+    /// The server's log so far (for failure messages).
+    pub fn log(&self) -> String {
+        log_tail(&self.log.with_extension("err"))
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        stop_group(&mut self.child, Duration::from_secs(5));
+    }
+}
+
+/// A running vLLM server with the tiny model, shared by every test of one
+/// test binary (it takes about a minute to start).
+pub struct VllmServer {
+    /// Base URL.
+    pub url: String,
+    /// The model directory (also the tokenizer).
+    pub model: PathBuf,
+    /// The model id the server serves.
+    pub name: String,
+    /// The `vllm` executable of the venv (for `vllm bench serve`).
+    pub vllm: PathBuf,
+    /// `env.sh`'s variables, for running `vllm bench serve` beside it.
+    pub env: Vec<(String, String)>,
+}
+
+/// Variables exported by an `env.sh` (lines `export K="V"`).
+fn read_env(path: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter_map(|l| l.strip_prefix("export "))
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| {
+            let v = v.trim_matches('"');
+            let v = v.replace("$PATH", &std::env::var("PATH").unwrap_or_default());
+            (k.to_string(), v.replace('\\', ""))
+        })
+        .collect()
+}
+
+impl VllmServer {
+    /// The shared server, started on first use.
+    pub fn shared() -> &'static VllmServer {
+        static SERVER: OnceLock<VllmServer> = OnceLock::new();
+        SERVER.get_or_init(Self::start)
+    }
+
+    fn start() -> VllmServer {
+        let dir = install("vllm-server.sh");
+        let env = read_env(&dir.join("env.sh"));
+        let model = dir.join("model");
+        let vllm = dir.join("venv/bin/vllm");
+        let name = "tiny".to_string();
+        let port = free_port();
+        let url = format!("http://127.0.0.1:{port}");
+        let log = std::env::temp_dir().join(format!("cicada-vllm-{}.log", std::process::id()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (vllm_bin, model_dir, log_path, envs) =
+            (vllm.clone(), model.clone(), log.clone(), env.clone());
+        // the thread that spawns the server lives as long as the process:
+        // PR_SET_PDEATHSIG fires when the spawning *thread* ends
+        std::thread::spawn(move || {
+            let mut cmd = Command::new(&vllm_bin);
+            cmd.arg("serve")
+                .arg(&model_dir)
+                .args(["--served-model-name", "tiny"])
+                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+                .args(["--dtype", "float32", "--max-model-len", "2048"])
+                .envs(envs)
+                .stdin(Stdio::null())
+                .stdout(std::fs::File::create(&log_path).expect("vllm log"))
+                .stderr(Stdio::from(
+                    std::fs::File::options()
+                        .append(true)
+                        .open(&log_path)
+                        .expect("vllm log"),
+                ));
+            confine(&mut cmd, None);
+            let child = cmd.spawn();
+            let _ = tx.send(child);
+            loop {
+                std::thread::park();
+            }
+        });
+        let mut child = rx
+            .recv()
+            .expect("the vLLM spawning thread")
+            .unwrap_or_else(|e| panic!("starting {}: {e}", vllm.display()));
+        let pgid = child.id() as i32;
+        stop_at_exit(pgid);
+        wait_healthy(
+            &mut child,
+            &format!("{url}/health"),
+            &log,
+            Duration::from_secs(300),
+        );
+        // the child handle stays with the process; the group dies at exit
+        std::mem::forget(child);
+        VllmServer {
+            url,
+            model,
+            name,
+            vllm,
+            env,
+        }
+    }
+}
+
+/// Kill process group `pgid` when this process exits normally.
+fn stop_at_exit(pgid: i32) {
+    static GROUPS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+    extern "C" fn kill_groups() {
+        let groups = GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
+        for g in groups {
+            // SAFETY: signalling process groups this process created.
+            unsafe {
+                libc::kill(-g, libc::SIGTERM);
+            }
+        }
+        std::thread::sleep(Duration::from_secs(2));
+        for g in GROUPS.lock().map(|g| g.clone()).unwrap_or_default() {
+            // SAFETY: as above.
+            unsafe {
+                libc::kill(-g, libc::SIGKILL);
+            }
+        }
+    }
+    let mut groups = GROUPS.lock().unwrap_or_else(|p| p.into_inner());
+    if groups.is_empty() {
+        // SAFETY: registering a plain extern "C" function.
+        unsafe {
+            libc::atexit(kill_groups);
+        }
+    }
+    groups.push(pgid);
+}

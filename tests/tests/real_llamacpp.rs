@@ -1,0 +1,353 @@
+//! cicada against a real llama.cpp `llama-server` (CPU, a tiny random-weight
+//! model; built by `scripts/llama-server.sh` on first use): every API it
+//! speaks, streamed and not, keep-alive on and off, at concurrency 1, at its
+//! slot count and at three times it (requests queue in the server), with the
+//! README's vLLM-style flags. llama-server closes connections the client would
+//! reuse; not one request may fail for it. Also its quirks (role-only first
+//! chat chunk, usage only when asked, the `timings` object, a 400 JSON answer
+//! to a prompt longer than a slot), and the client's timing beside the
+//! server's own, request by request.
+//!
+//! Run alone: `cargo test -p cicada-tests --test real_llamacpp`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use cicada_tests::servers::LlamaServer;
+use cicada_tests::*;
+use serde_json::Value;
+
+const SLOTS: u32 = 8;
+const PROMPTS: u64 = 160;
+const INPUT: u64 = 48;
+const OUTPUT: u64 = 24;
+
+/// One run with the README's flags; returns result.json.
+fn run(server: &LlamaServer, backend: &str, concurrency: u32, extra: &[&str], out: &Path) -> Value {
+    let c = concurrency.to_string();
+    let (n, i, o) = (PROMPTS.to_string(), INPUT.to_string(), OUTPUT.to_string());
+    let mut args = vec![
+        "run",
+        "--backend",
+        backend,
+        "--base-url",
+        &server.url,
+        "--tokenizer",
+        server.tokenizer.to_str().unwrap(),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        &i,
+        "--random-output-len",
+        &o,
+        "--num-prompts",
+        &n,
+        "--max-concurrency",
+        &c,
+        "--ignore-eos",
+        "--output-dir",
+        out.to_str().unwrap(),
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    let r = coord_run(&args, Duration::from_secs(600));
+    assert_eq!(
+        r.code,
+        Some(0),
+        "{backend} at concurrency {concurrency} {extra:?}\nstdout:\n{}\nstderr:\n{}\nserver log:\n{}",
+        r.stdout,
+        r.stderr,
+        server.log()
+    );
+    read_json(&out.join("result.json"))
+}
+
+fn counter(j: &Value, name: &str) -> u64 {
+    j["cicada"]["counters"][name].as_u64().unwrap_or(0)
+}
+
+/// Every request completed with exactly the asked length, token counts as
+/// METRICS.md defines them; returns the reconnects.
+fn check_complete(j: &Value, what: &str, chat: bool) -> u64 {
+    assert_eq!(
+        j["completed"], PROMPTS,
+        "{what}: {}",
+        j["cicada"]["outcomes"]
+    );
+    assert_eq!(j["failed"], 0, "{what}: {}", j["cicada"]["outcomes"]);
+    assert_eq!(j["total_output_tokens"], PROMPTS * OUTPUT, "{what}");
+    assert_eq!(counter(j, "short_outputs"), 0, "{what}");
+    // the client's count is the prompt's own tokens (vLLM's dataset
+    // prompt_len); the server adds its BOS, and on chat routes the template;
+    // total_input_tokens is the server's count, as vllm bench serve reports it
+    assert_eq!(
+        j["cicada"]["client_input_tokens"],
+        PROMPTS * (INPUT - 1),
+        "{what}"
+    );
+    let server = j["cicada"]["server_input_tokens"].as_u64().unwrap();
+    if chat {
+        assert!(server > PROMPTS * INPUT, "{what}: server counted {server}");
+    } else {
+        assert_eq!(server, PROMPTS * INPUT, "{what}");
+    }
+    assert_eq!(j["total_input_tokens"], server, "{what}");
+    assert_eq!(j["cicada"]["token_sources"]["usage"], PROMPTS, "{what}");
+    let reconnects = j["cicada"]["reconnects"].as_u64().unwrap();
+    assert!(
+        reconnects <= PROMPTS,
+        "{what}: {reconnects} reconnects, more than one per request"
+    );
+    reconnects
+}
+
+/// One backend, streamed and not, keep-alive on and off, at the slot count;
+/// streamed with keep-alive also at concurrency 1 and 3x the slots.
+fn every_way(backend: &str, chat: bool) {
+    let _g = serial();
+    let server = LlamaServer::start(SLOTS, 512);
+    let mut seen = Vec::new();
+    for (stream, keep_alive) in [(true, true), (true, false), (false, true), (false, false)] {
+        let out = scratch();
+        let (s, k) = (
+            format!("target.stream={stream}"),
+            format!("target.keep_alive={keep_alive}"),
+        );
+        let j = run(
+            &server,
+            backend,
+            SLOTS,
+            &["--set", &s, "--set", &k],
+            out.path(),
+        );
+        let what = format!("{backend} stream={stream} keep_alive={keep_alive}");
+        let reconnects = check_complete(&j, &what, chat);
+        if stream {
+            assert!(j["mean_ttft_ms"].as_f64().unwrap() > 0.0, "{what}");
+        }
+        seen.push(format!("{what}: {reconnects} reconnects"));
+    }
+    for concurrency in [1, 3 * SLOTS] {
+        let out = scratch();
+        let j = run(&server, backend, concurrency, &[], out.path());
+        let what = format!("{backend} at concurrency {concurrency}");
+        let reconnects = check_complete(&j, &what, chat);
+        seen.push(format!("{what}: {reconnects} reconnects"));
+    }
+    eprintln!("{}", seen.join("\n"));
+}
+
+#[test]
+fn openai_completes_every_request_every_way() {
+    every_way("openai", false);
+}
+
+#[test]
+fn openai_chat_completes_every_request_every_way() {
+    every_way("openai-chat", true);
+}
+
+#[test]
+fn llamacpp_completes_every_request_every_way() {
+    every_way("llamacpp", false);
+}
+
+#[test]
+fn llamacpp_chat_completes_every_request_every_way() {
+    every_way("llamacpp-chat", true);
+}
+
+/// POST a JSON body and return the raw response text.
+fn post(url: &str, body: &Value) -> (u16, String) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let resp = reqwest::Client::new()
+            .post(url)
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.text().await.unwrap())
+    })
+}
+
+/// The JSON payloads of an SSE body.
+fn events(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+#[test]
+fn its_quirks_are_read_as_metrics_md_says() {
+    let _g = serial();
+    let server = LlamaServer::start(2, 512);
+    let chat = format!("{}/v1/chat/completions", server.url);
+    let ask = |usage: bool| {
+        let mut body = serde_json::json!({
+            "messages": [{"role": "user", "content": "Hello there"}],
+            "max_tokens": 6, "stream": true, "ignore_eos": true,
+        });
+        if usage {
+            body["stream_options"] = serde_json::json!({"include_usage": true});
+        }
+        let (status, text) = post(&chat, &body);
+        assert_eq!(status, 200, "{text}");
+        events(&text)
+    };
+    // the server's ways, as this test depends on them
+    let plain = ask(false);
+    let first = &plain[0]["choices"][0]["delta"];
+    assert_eq!(
+        first["role"], "assistant",
+        "a role-only first chunk: {first}"
+    );
+    assert!(
+        first["content"].as_str().is_none_or(str::is_empty),
+        "{first}"
+    );
+    assert!(
+        plain.iter().all(|e| e.get("usage").is_none()),
+        "usage only when asked"
+    );
+    let asked = ask(true);
+    let last = asked.last().unwrap();
+    assert_eq!(last["usage"]["completion_tokens"], 6, "{last}");
+    assert!(
+        last["timings"]["prompt_ms"].as_f64().unwrap() > 0.0,
+        "{last}"
+    );
+    assert!(last["timings"]["predicted_per_token_ms"].as_f64().unwrap() > 0.0);
+
+    // and what cicada makes of them: content from the first real token on,
+    // counts from usage, the server's timing beside the client's
+    let out = scratch();
+    let (n, o) = ("32", "12");
+    let r = coord_run(
+        &[
+            "run",
+            "--backend",
+            "openai-chat",
+            "--base-url",
+            &server.url,
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            o,
+            "--num-prompts",
+            n,
+            "--max-concurrency",
+            "2",
+            "--ignore-eos",
+            "--output-dir",
+            out.path().to_str().unwrap(),
+            "--quiet",
+        ],
+        Duration::from_secs(300),
+    );
+    assert_ok(&r);
+    let j = read_json(&out.path().join("result.json"));
+    assert_eq!(j["completed"], 32);
+    assert_eq!(j["total_output_tokens"], 32 * 12);
+    assert_eq!(j["cicada"]["token_sources"]["usage"], 32);
+    assert_eq!(j["cicada"]["metrics"]["server_prompt_time"]["count"], 32);
+    assert_eq!(counter(&j, "ttft_below_server_prompt"), 0);
+    assert!(
+        r.stdout.contains("Client vs Server (per request)"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn a_prompt_longer_than_a_slot_is_an_http_400_and_the_run_goes_on() {
+    let _g = serial();
+    // 2 slots of 128 tokens: a 300-word prompt cannot fit
+    let server = LlamaServer::start(2, 128);
+    let dir = scratch();
+    let mut lines = String::new();
+    for i in 0..12 {
+        let words = if i == 5 { 300 } else { 8 };
+        let prompt = vec!["hello"; words].join(" ");
+        lines.push_str(&format!(
+            "{{\"prompt\": \"{prompt}\", \"output_tokens\": 8}}\n"
+        ));
+    }
+    let data = write(dir.path(), "prompts.jsonl", &lines);
+    let scenario = write(
+        dir.path(),
+        "long.toml",
+        &format!(
+            r#"
+[target]
+backend = "llamacpp"
+base_url = "{url}"
+[dataset]
+kind = "jsonl"
+path = "{data}"
+shuffle = false
+[load]
+num_prompts = 12
+max_concurrency = 2
+[sampling]
+ignore_eos = true
+[output]
+dir = "{out}"
+"#,
+            url = server.url,
+            data = data.display(),
+            out = dir.path().join("out").display(),
+        ),
+    );
+    let r = coord_run(
+        &["run", scenario.to_str().unwrap(), "--quiet"],
+        Duration::from_secs(300),
+    );
+    assert_ok(&r);
+    let j = read_json(&dir.path().join("out/result.json"));
+    assert_eq!(j["completed"], 11, "{}", j["cicada"]["outcomes"]);
+    let refused = &j["cicada"]["outcomes"]["http_400"];
+    assert_eq!(refused["count"], 1, "{}", j["cicada"]["outcomes"]);
+    let message = refused["first_error"].as_str().unwrap();
+    assert!(
+        message.contains("context"),
+        "the server's message: {message}"
+    );
+    assert!(r.stdout.contains("http_400"), "{}", r.stdout);
+}
+
+#[test]
+fn client_timing_sits_beside_the_servers_own_at_concurrency_one() {
+    let _g = serial();
+    let server = LlamaServer::start(1, 512);
+    let out = scratch();
+    let j = run(&server, "llamacpp", 1, &[], out.path());
+    check_complete(&j, "llamacpp at concurrency 1", false);
+    let m = &j["cicada"]["metrics"];
+    // every request carried the server's timing, and no client TTFT came in
+    // under the server's own prompt time
+    assert_eq!(m["server_prompt_time"]["count"], PROMPTS);
+    assert_eq!(counter(&j, "ttft_below_server_prompt"), 0);
+    let client_tpot = j["mean_tpot_ms"].as_f64().unwrap();
+    let server_tpot = m["server_tpot"]["mean"].as_f64().unwrap();
+    let off = (client_tpot - server_tpot).abs() / server_tpot;
+    eprintln!(
+        "llamacpp at concurrency 1: client TPOT {client_tpot:.3} ms, server {server_tpot:.3} ms ({:.1} %); TTFT {:.3} ms, server prompt {:.3} ms, TTFT minus prompt {:.3} ms",
+        off * 100.0,
+        j["mean_ttft_ms"].as_f64().unwrap(),
+        m["server_prompt_time"]["mean"].as_f64().unwrap(),
+        m["ttft_minus_server_prompt"]["mean"].as_f64().unwrap(),
+    );
+    assert!(
+        off <= 0.10,
+        "client TPOT {client_tpot} ms vs the server's {server_tpot} ms per token"
+    );
+}
