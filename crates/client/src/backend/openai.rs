@@ -300,11 +300,14 @@ mod tests {
                 .unwrap();
         assert_eq!(v["prompt"], "hi there");
         assert_eq!(v["max_tokens"], 5);
-        assert!(
-            v.get("ignore_eos").is_none(),
-            "plain OpenAI rejects unknown fields"
-        );
+        // asked for, ignore_eos goes to a plain OpenAI route too (as vllm
+        // bench serve sends it); whether it is asked is the scenario's call
+        assert_eq!(v["ignore_eos"], true);
         assert!(v["stream_options"].get("continuous_usage_stats").is_none());
+        let mut quiet = backend(Api::Completions, Flavor::Openai);
+        quiet.sampling.ignore_eos = false;
+        let v: Value = serde_json::from_slice(&quiet.body(&entry())).unwrap();
+        assert!(v.get("ignore_eos").is_none(), "not asked, not sent");
     }
 
     #[test]
@@ -363,15 +366,16 @@ mod tests {
     #[test]
     fn each_flavor_sends_only_the_extras_it_understands() {
         use crate::backend::test_support::{backend as b, body};
-        for (flavor, ignore_eos, min_tokens, continuous) in [
-            (Flavor::Vllm, true, true, true),
-            (Flavor::Sglang, true, true, true),
-            (Flavor::Mock, true, true, true),
-            (Flavor::LlamaCpp, true, false, false),
-            (Flavor::Openai, false, false, false),
+        for (flavor, min_tokens, continuous) in [
+            (Flavor::Vllm, true, true),
+            (Flavor::Sglang, true, true),
+            (Flavor::Mock, true, true),
+            (Flavor::LlamaCpp, false, false),
+            (Flavor::Openai, false, false),
         ] {
             let v = body(&b(Api::Chat, flavor, true));
-            assert_eq!(v.get("ignore_eos").is_some(), ignore_eos, "{flavor:?}");
+            // the resolved sampling asks for it: every flavor sends it
+            assert_eq!(v["ignore_eos"], true, "{flavor:?}");
             assert_eq!(v.get("min_tokens").is_some(), min_tokens, "{flavor:?}");
             assert_eq!(
                 v["stream_options"].get("continuous_usage_stats").is_some(),
