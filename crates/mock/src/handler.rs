@@ -225,7 +225,7 @@ pub(crate) async fn generate(
         spec_tokens: config.spec_tokens,
     };
     if stream {
-        let stream = TokenStream::new(spec, state.clone());
+        let stream = TokenStream::new(spec, state.clone(), shared.clock.clone());
         let mut resp = Response::new(BodyExt::boxed(stream));
         let h = resp.headers_mut();
         h.insert(
@@ -253,7 +253,7 @@ async fn whole(shared: &Shared, spec: StreamSpec, echo: Option<&str>) -> Respons
     let done_at = t.start + t.ttft + t.event_gap * (events - 1);
     match spec.fault {
         Some(Fault::Stall) => tokio::time::sleep(Duration::from_secs(24 * 3600)).await,
-        _ => tokio::time::sleep_until(done_at).await,
+        _ => shared.clock.sleep_until(done_at).await,
     }
     let release = u64::from(r.prompt_tokens);
     state.kv_change(release, false, spec.kv_capacity);

@@ -13,6 +13,7 @@
 //! and the user's way to measure the load generator's own ceiling.
 
 mod cache;
+mod clock;
 mod config;
 mod handler;
 mod prom;

@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::MockConfig;
+use crate::clock::{ClockDriver, PreciseClock};
 use crate::handler::{Streaming, generate, unix_secs};
 use crate::stats::{LoggedRequest, MockStats, State};
 use crate::wire::Api;
@@ -48,6 +49,8 @@ pub(crate) struct Shared {
     pub model_json: Arc<str>,
     pub state: Arc<State>,
     pub started: Instant,
+    /// Token deadlines.
+    pub clock: PreciseClock,
 }
 
 /// A running mock server; dropping the handle stops accepting connections.
@@ -56,6 +59,7 @@ pub struct MockServer {
     tls: bool,
     shared: Arc<Shared>,
     accept: JoinHandle<()>,
+    _clock: ClockDriver,
 }
 
 impl Drop for MockServer {
@@ -118,11 +122,13 @@ impl MockServer {
         let model_json: Arc<str> = serde_json::to_string(&config.model)
             .unwrap_or_else(|_| "\"cicada-mock\"".to_string())
             .into();
+        let (clock, driver) = PreciseClock::start();
         let shared = Arc::new(Shared {
             config,
             model_json,
             state: Arc::new(State::new()),
             started: Instant::now(),
+            clock,
         });
         let accept = tokio::spawn(accept_loop(listener, shared.clone(), acceptor));
         tracing::info!(%addr, tls = tls.is_some(), "mock server listening");
@@ -131,6 +137,7 @@ impl MockServer {
             tls: tls.is_some(),
             shared,
             accept,
+            _clock: driver,
         })
     }
 

@@ -14,6 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::time::{Instant, Sleep};
 
 use crate::Fault;
+use crate::clock::{PreciseClock, Wait};
 use crate::stats::{State, StreamLateness};
 use crate::wire::{Api, Reply};
 
@@ -60,14 +61,17 @@ pub(crate) struct TokenStream {
     prev_deadline: Instant,
     opening_pending: bool,
     phase: Phase,
+    /// tokio's timer: for a stall, and for deadlines when there is no precise clock.
     sleep: Pin<Box<Sleep>>,
+    clock: PreciseClock,
+    wait: Wait,
     rng: Option<ChaCha8Rng>,
     lateness: StreamLateness,
     state: Arc<State>,
 }
 
 impl TokenStream {
-    pub fn new(spec: StreamSpec, state: Arc<State>) -> Self {
+    pub fn new(spec: StreamSpec, state: Arc<State>, clock: PreciseClock) -> Self {
         let per = spec.reply.tokens_per_event.max(1);
         let events_total = if spec.fault == Some(Fault::Empty) {
             0
@@ -97,6 +101,8 @@ impl TokenStream {
             prev_deadline: start,
             phase: Phase::Running,
             sleep: Box::pin(tokio::time::sleep_until(start)),
+            clock,
+            wait: Wait::default(),
             rng,
             lateness: StreamLateness::default(),
             state,
@@ -292,11 +298,12 @@ impl Body for TokenStream {
             } else {
                 this.deadline()
             };
-            if Instant::now() < deadline {
-                this.sleep.as_mut().reset(deadline);
-                if this.sleep.as_mut().poll(cx).is_pending() {
-                    return Poll::Pending;
-                }
+            if this
+                .wait
+                .poll_until(&this.clock, &mut this.sleep, deadline, cx)
+                .is_pending()
+            {
+                return Poll::Pending;
             }
             let mut out = String::with_capacity(320);
             if let Err(e) = this.emit_due(&mut out, Instant::now()) {
