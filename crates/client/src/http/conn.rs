@@ -1,7 +1,7 @@
 //! One HTTP/1.1 connection: write a request, read the response head, then
 //! the body piece by piece straight from the connection's read buffer (no
 //! copy, no channel, no second task), each piece stamped with the instant
-//! its bytes were read.
+//! its bytes arrived (see `rx_time`).
 
 use std::io;
 use std::ops::Range;
@@ -27,7 +27,7 @@ pub(crate) struct Conn {
     /// Unread bytes are `buf[pos..len]`.
     pos: usize,
     len: usize,
-    /// When the latest read returned.
+    /// When the bytes of the latest read arrived.
     read_at: Instant,
     /// Requests this connection carried (1 = fresh).
     pub uses: u32,
@@ -58,9 +58,12 @@ impl Conn {
         }
     }
 
-    /// Write a whole request.
+    /// Write a whole request (or the rest of one the connect began to write).
     pub async fn send(&mut self, request: &[u8]) -> io::Result<()> {
         self.uses += 1;
+        if request.is_empty() {
+            return Ok(());
+        }
         self.stream.write_all(request).await
     }
 
@@ -84,8 +87,8 @@ impl Conn {
             let grown = (self.buf.len() * 2).min(limit);
             self.buf.resize(grown, 0);
         }
-        let n = self.stream.read(&mut self.buf[self.len..]).await?;
-        self.read_at = Instant::now();
+        let (n, at) = self.stream.read(&mut self.buf[self.len..]).await?;
+        self.read_at = at;
         self.len += n;
         Ok(n)
     }

@@ -5,8 +5,9 @@
 //! closed it, as llama-server does after every streamed response or uvicorn
 //! after 5 s idle, costs one counted reconnect instead of a failed request),
 //! and a body is read by the task that waits for it, straight from the
-//! connection's buffer, stamped with the instant of the read (no connection
-//! task, no body channel, no header map per request). It speaks HTTP/1.1
+//! connection's buffer, stamped with the instant its bytes arrived (the
+//! kernel's receive stamp on plain TCP; no connection task, no body channel,
+//! no header map per request). It speaks HTTP/1.1
 //! over TCP or TLS (rustls), like `vllm bench serve`'s aiohttp.
 //!
 //! Connection reuse: an idle connection is taken from its origin's pool
@@ -19,6 +20,7 @@
 
 mod conn;
 mod endpoint;
+mod rx_time;
 mod stream;
 pub mod wire;
 
@@ -265,10 +267,16 @@ impl Client {
         None
     }
 
-    async fn connect(&self, origin: &Origin) -> Result<Conn, HttpError> {
+    /// A fresh connection to `origin`, with as much of `first` written as
+    /// went out with the connect; returns the connection and that count.
+    async fn connect(&self, origin: &Origin, first: &[u8]) -> Result<(Conn, usize), HttpError> {
         let tls = if origin.tls { Some(self.tls()?) } else { None };
-        match tokio::time::timeout(CONNECT_TIMEOUT, Stream::open(origin, tls.as_ref())).await {
-            Ok(stream) => Ok(Conn::new(stream?)),
+        let open = Stream::open(origin, tls.as_ref(), first);
+        match tokio::time::timeout(CONNECT_TIMEOUT, open).await {
+            Ok(opened) => {
+                let (stream, written) = opened?;
+                Ok((Conn::new(stream), written))
+            }
             Err(_) => Err(HttpError::ConnectTimeout(CONNECT_TIMEOUT)),
         }
     }
@@ -304,11 +312,11 @@ impl Client {
         let mut idle = self.take_idle(origin);
         loop {
             let reused = idle.is_some();
-            let mut conn = match idle.take() {
-                Some(c) => c,
-                None => self.connect(origin).await?,
+            let (mut conn, written) = match idle.take() {
+                Some(c) => (c, 0),
+                None => self.connect(origin, &bytes).await?,
             };
-            match exchange_head(&mut conn, &bytes).await {
+            match exchange_head(&mut conn, &bytes[written..]).await {
                 Ok(head) => {
                     let keep_alive = self.inner.keep_alive && head.keep_alive;
                     let mut resp = Response {

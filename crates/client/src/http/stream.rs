@@ -1,17 +1,28 @@
 //! A connection's byte stream: plain TCP or TLS over it, opened with
 //! `TCP_NODELAY`, and a cheap check that an idle one is still open.
+//!
+//! A plain connection is opened by hand (socket2) so that the request can be
+//! written in the same step as the connect: on loopback or a fast LAN the
+//! handshake has completed when `connect` returns, and the request leaves at
+//! once instead of after the runtime comes back to this task (which, while
+//! hundreds of requests start together, is milliseconds later). Its reads
+//! carry the kernel's receive stamps (see `rx_time`).
 
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 use super::HttpError;
 use super::endpoint::Origin;
+use super::rx_time;
 
 /// Plain TCP or TLS.
 #[derive(Debug)]
@@ -20,21 +31,70 @@ pub(crate) enum Stream {
     Tls(Box<TlsStream<TcpStream>>),
 }
 
+/// A TCP connection, and how much of the first request went out with the connect.
+struct Opened {
+    tcp: TcpStream,
+    written: usize,
+}
+
+/// Connect to `addr` without waiting for the runtime between the connect and
+/// the first write: `first` is sent at once when the handshake is done.
+async fn connect_and_send(addr: SocketAddr, first: &[u8]) -> Result<Opened, HttpError> {
+    let fail = |e: io::Error| HttpError::Connect {
+        addr: addr.to_string(),
+        reason: e.to_string(),
+    };
+    let socket = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM.nonblocking().cloexec(),
+        Some(Protocol::TCP),
+    )
+    .map_err(fail)?;
+    // a token is a few bytes: never let Nagle hold our request back
+    let _ = socket.set_tcp_nodelay(true);
+    if let Err(e) = rx_time::enable(socket.as_raw_fd()) {
+        tracing::debug!(error = %e, "no kernel receive stamps; reads are stamped when they return");
+    }
+    match socket.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(fail(e)),
+    }
+    let written = if first.is_empty() {
+        0
+    } else {
+        match socket.send(first) {
+            Ok(n) => n,
+            // the handshake is still under way
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(fail(e)),
+        }
+    };
+    let tcp = TcpStream::from_std(std::net::TcpStream::from(socket)).map_err(fail)?;
+    if written == 0 {
+        tcp.writable().await.map_err(fail)?;
+        if let Some(e) = tcp.take_error().map_err(fail)? {
+            return Err(fail(e));
+        }
+    }
+    Ok(Opened { tcp, written })
+}
+
 impl Stream {
     /// Connect to `origin` (one of its addresses), with TLS when it is https.
-    pub async fn open(origin: &Origin, tls: Option<&Arc<TlsConnector>>) -> Result<Self, HttpError> {
+    /// On plain TCP the request `first` is written with the connect as far as
+    /// the socket takes it; returns the stream and the bytes of `first` written.
+    pub async fn open(
+        origin: &Origin,
+        tls: Option<&Arc<TlsConnector>>,
+        first: &[u8],
+    ) -> Result<(Self, usize), HttpError> {
         let addr = origin.next_addr().await?;
-        let tcp = TcpStream::connect(addr)
-            .await
-            .map_err(|e| HttpError::Connect {
-                addr: addr.to_string(),
-                reason: e.to_string(),
-            })?;
-        // a token is a few bytes: never let Nagle hold our request back
-        let _ = tcp.set_nodelay(true);
         if !origin.tls {
-            return Ok(Stream::Plain(tcp));
+            let opened = connect_and_send(addr, first).await?;
+            return Ok((Stream::Plain(opened.tcp), opened.written));
         }
+        let Opened { tcp, .. } = connect_and_send(addr, &[]).await?;
         let (Some(connector), Some(name)) = (tls, origin.server_name.clone()) else {
             return Err(HttpError::Tls {
                 host: origin.host.clone(),
@@ -48,7 +108,7 @@ impl Stream {
                 host: origin.host.clone(),
                 reason: e.to_string(),
             })?;
-        Ok(Stream::Tls(Box::new(stream)))
+        Ok((Stream::Tls(Box::new(stream)), 0))
     }
 
     pub async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
@@ -61,10 +121,33 @@ impl Stream {
         }
     }
 
-    pub async fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+    /// Read into `buf`: the bytes read and the instant they arrived (the
+    /// kernel's receive stamp on plain TCP, else when the read returned).
+    pub async fn read(&mut self, buf: &mut [u8]) -> io::Result<(usize, Instant)> {
         match self {
-            Stream::Plain(s) => s.read(buf).await,
-            Stream::Tls(s) => s.read(buf).await,
+            Stream::Plain(s) => loop {
+                s.readable().await?;
+                let fd = s.as_raw_fd();
+                match s.try_io(Interest::READABLE, || rx_time::recv(fd, buf)) {
+                    Ok((n, at)) => {
+                        if n > 0 && n < buf.len() {
+                            // a short read emptied the socket: wait for the next
+                            // event instead of paying a read that finds nothing
+                            // (tokio's own reads do the same)
+                            let _ = s.try_io(Interest::READABLE, || {
+                                Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+                            });
+                        }
+                        return Ok((n, at.unwrap_or_else(Instant::now)));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => return Err(e),
+                }
+            },
+            Stream::Tls(s) => {
+                let n = s.read(buf).await?;
+                Ok((n, Instant::now()))
+            }
         }
     }
 

@@ -1,0 +1,160 @@
+//! When bytes reached the socket, as the kernel stamped them.
+//!
+//! A token's arrival time read with `Instant::now()` after `read` returns
+//! includes however long the task waited for the runtime: behind other
+//! tasks, or behind a burst of requests being started. With `SO_TIMESTAMPNS`
+//! the kernel stamps every packet as it is received, and `recvmsg` hands the
+//! stamp of the latest packet the read consumed beside the bytes, so a
+//! token's time no longer depends on what else the client was doing.
+//!
+//! The stamp is on the realtime clock; it is turned into a monotonic
+//! [`Instant`] by its age (realtime now minus the stamp) taken back from the
+//! monotonic now, so a realtime step between the two readings costs at most
+//! that step, and an age outside [0, [`MAX_AGE`]] is not trusted (the read's
+//! own instant is used instead). The kernel turns stamping on system-wide
+//! from a work queue when the first socket asks, so the first packets after
+//! that may come unstamped; they too get the read's own instant.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Oldest receive stamp believed: older ones mean the realtime clock stepped.
+const MAX_AGE: Duration = Duration::from_secs(60);
+
+/// Ask the kernel to stamp packets received on `fd`.
+pub(crate) fn enable(fd: RawFd) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt reads the int we pass, for its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `recv` into `buf`; the bytes read and, when the kernel stamped them, the
+/// instant the latest of them arrived.
+pub(crate) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<Instant>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // room for one timespec control message, aligned for cmsghdr
+    let mut control = [0u64; 8];
+    // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: recvmsg writes at most iov_len bytes into `buf` and at most
+    // msg_controllen bytes into `control`, both ours.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = n as usize;
+    if n == 0 {
+        return Ok((0, None));
+    }
+    Ok((n, stamp(&msg).and_then(to_instant)))
+}
+
+/// The `SCM_TIMESTAMPNS` control message of a received `msg`, if any.
+fn stamp(msg: &libc::msghdr) -> Option<libc::timespec> {
+    let mut found = None;
+    // SAFETY: the CMSG macros walk the control buffer recvmsg filled, within
+    // msg_controllen; the data is read unaligned.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                found = Some(std::ptr::read_unaligned(
+                    libc::CMSG_DATA(c).cast::<libc::timespec>(),
+                ));
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    found
+}
+
+/// A realtime stamp as a monotonic instant (see the module docs).
+fn to_instant(ts: libc::timespec) -> Option<Instant> {
+    let mut now_rt = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we own.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now_rt) } != 0 {
+        return None;
+    }
+    let now = Instant::now();
+    let ns = |t: libc::timespec| i128::from(t.tv_sec) * 1_000_000_000 + i128::from(t.tv_nsec);
+    let age = ns(now_rt) - ns(ts);
+    if age < 0 || age > MAX_AGE.as_nanos() as i128 {
+        return None;
+    }
+    now.checked_sub(Duration::from_nanos(age as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+
+    /// A connected pair whose client side has receive stamps on.
+    fn stamped_pair() -> (std::net::TcpStream, std::net::TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        enable(client.as_raw_fd()).unwrap();
+        // the kernel turns stamping on for the whole system from a work queue:
+        // packets in the first moments after the first socket asks may pass unstamped
+        std::thread::sleep(Duration::from_millis(50));
+        let (server, _) = listener.accept().unwrap();
+        (client, server)
+    }
+
+    #[test]
+    fn bytes_that_waited_carry_the_instant_they_arrived() {
+        let (client, mut server) = stamped_pair();
+        let before = Instant::now();
+        server.write_all(b"hello").unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        let mut buf = [0u8; 16];
+        let (n, at) = recv(client.as_raw_fd(), &mut buf).unwrap();
+        let read = Instant::now();
+        assert_eq!(&buf[..n], b"hello");
+        let at = at.expect("the kernel stamped the packet");
+        assert!(
+            at >= before - Duration::from_millis(1),
+            "stamped before it was sent"
+        );
+        // the bytes sat in the socket for 30 ms: the stamp says so
+        assert!(
+            read.duration_since(at) >= Duration::from_millis(25),
+            "stamped {:?} before the read",
+            read.duration_since(at)
+        );
+    }
+
+    #[test]
+    fn a_closed_socket_reads_zero_without_a_stamp() {
+        let (client, server) = stamped_pair();
+        drop(server);
+        let mut buf = [0u8; 4];
+        assert_eq!(recv(client.as_raw_fd(), &mut buf).unwrap(), (0, None));
+    }
+}
