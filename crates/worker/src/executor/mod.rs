@@ -16,6 +16,7 @@ use cicada_client::clock::Clock;
 mod conversation;
 pub use conversation::run_conversations;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,6 +52,9 @@ pub struct Stage {
     /// One per target URL, in the plan's order.
     pub endpoints: Vec<Endpoint>,
     pub pool: HashMap<u64, PoolEntry>,
+    /// Each pool entry's request body, serialised once before the start
+    /// (empty when the pool is too large to hold twice, or for conversations).
+    bodies: HashMap<u64, Vec<u8>>,
     pub recorder: Arc<Recorder>,
     pub timeout: Duration,
     /// Tokenizer for counting output when the server reports no usage.
@@ -87,7 +91,8 @@ impl Stage {
             worker: plan.worker_index,
         });
         let recorder = Arc::new(Recorder::with_details(recorder_shards, plan.slo, details));
-        let pool = plan.pool.iter().map(|e| (e.id, e.clone())).collect();
+        let pool: HashMap<u64, PoolEntry> = plan.pool.iter().map(|e| (e.id, e.clone())).collect();
+        let bodies = prebuilt_bodies(&backend, &pool, plan.conversations.is_some());
         let in_flight_by_target = plan
             .target
             .urls
@@ -108,11 +113,21 @@ impl Stage {
             headers,
             endpoints,
             pool,
+            bodies,
             recorder,
             tokenizer,
             in_flight_by_target,
             in_flight: AtomicU64::new(0),
         })
+    }
+
+    /// The request body for `entry`: built before the start when the pool
+    /// allowed it, so a burst of requests does not serialise JSON.
+    fn body(&self, entry: &PoolEntry) -> Cow<'_, [u8]> {
+        match self.bodies.get(&entry.id) {
+            Some(b) => Cow::Borrowed(b),
+            None => Cow::Owned(self.backend.body(entry)),
+        }
     }
 
     /// Requests currently in flight.
@@ -138,6 +153,30 @@ impl Stage {
         }
         sets.into_iter().filter(|(_, s)| !s.is_empty()).collect()
     }
+}
+
+/// Prompt bytes up to which a stage serialises every pool entry's body ahead.
+const PREBUILD_PROMPT_BYTES: usize = 64 << 20;
+
+/// Every pool entry's body, unless the pool's prompts pass
+/// [`PREBUILD_PROMPT_BYTES`] (bodies would double the pool's memory) or the
+/// stage runs conversations (whose turns are built as they go).
+fn prebuilt_bodies(
+    backend: &Backend,
+    pool: &HashMap<u64, PoolEntry>,
+    conversations: bool,
+) -> HashMap<u64, Vec<u8>> {
+    let prompt_bytes: usize = pool
+        .values()
+        .map(|e| match &e.prompt {
+            cicada_scenarios::dataset::Prompt::Text(t) => t.len(),
+            cicada_scenarios::dataset::Prompt::Chat(m) => m.iter().map(|m| m.content.len()).sum(),
+        })
+        .sum();
+    if conversations || prompt_bytes > PREBUILD_PROMPT_BYTES {
+        return HashMap::new();
+    }
+    pool.values().map(|e| (e.id, backend.body(e))).collect()
 }
 
 /// Run the stage with the executor its plan asks for; returns requests dispatched.

@@ -27,7 +27,7 @@ pub(super) async fn send_one(
         );
         return;
     };
-    let body = stage.backend.body(entry);
+    let body = stage.body(entry);
     // pick and count at once so the next pick sees this request in flight
     let target = route::pick(
         stage.plan.target.routing,
