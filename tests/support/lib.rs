@@ -5,6 +5,7 @@ pub mod browser;
 pub mod netns;
 pub mod servers;
 pub mod shape;
+pub mod timing;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};

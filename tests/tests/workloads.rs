@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use cicada_mock::fingerprint;
 use cicada_scenarios::tokenizer::{Tokenizer, train_bpe};
+use cicada_tests::timing::{self, MockLateness};
 use cicada_tests::*;
 use serde_json::{Value, json};
 
@@ -49,6 +50,27 @@ fn run(dir: &Path, name: &str, text: &str, workers: &str) -> (Run, Value) {
     } else {
         Value::Null
     };
+    (r, j)
+}
+
+/// Like `run`, keeping every request's record (`requests.jsonl`).
+fn run_detailed(dir: &Path, name: &str, text: &str, workers: &str) -> (Run, Value) {
+    let sc = write(dir, &format!("{name}.toml"), text);
+    let out = dir.join(format!("out-{name}-{workers}"));
+    let r = coord_run(
+        &[
+            "run",
+            sc.to_str().unwrap(),
+            "--workers",
+            workers,
+            "--output-dir",
+            out.to_str().unwrap(),
+            "--save-detailed",
+            "--quiet",
+        ],
+        LIMIT,
+    );
+    let j = read_json(&out.join("result.json"));
     (r, j)
 }
 
@@ -161,8 +183,9 @@ fn sharegpt_keeps_what_vllm_keeps_and_shards_identically() {
     assert_eq!(seen[0], seen[1]);
 }
 
-/// A trace replays at its timestamps (×10) within 5 ms per request across 4
-/// workers; equal hash ids share blocks, which the mock's prefix cache (16-word
+/// A trace replays at its timestamps (×10) across 4 workers: every record is
+/// scheduled exactly at its timestamp and sent then (judged against the mock's
+/// own lateness, see `timing`); equal hash ids share blocks, which the mock's prefix cache (16-word
 /// blocks, like vLLM's 16-token ones) reports.
 #[test]
 fn trace_replays_at_its_timestamps_across_four_workers() {
@@ -195,30 +218,28 @@ fn trace_replays_at_its_timestamps_across_four_workers() {
         target(&mock.url, "openai-chat"),
         trace.display()
     );
-    let (r, j) = run(dir.path(), "trace", &text, "4");
+    let (r, j) = run_detailed(dir.path(), "trace", &text, "4");
     assert_ok(&r);
     let log = mock.requests();
     assert_eq!(log.len(), 40);
-    // arrival minus intended time, for every record; the common part is the
-    // start barrier's offset on the mock's clock
-    let lag: Vec<(u64, f64)> = log
-        .iter()
-        .map(|e| {
-            let out = e["max_tokens"].as_u64().unwrap();
-            let arrived_ms = e["offset_us"].as_f64().unwrap() / 1000.0;
-            (out, arrived_ms - expect_ms[&out])
-        })
-        .collect();
-    let mut sorted: Vec<f64> = lag.iter().map(|(_, l)| *l).collect();
-    sorted.sort_by(f64::total_cmp);
-    let median = sorted[sorted.len() / 2];
-    for (out, l) in &lag {
-        assert!(
-            (l - median).abs() <= 5.0,
-            "record with output {out} arrived {:.2} ms off its timestamp (median offset {median:.2}); all: {lag:?}",
-            l - median
+    // each record is scheduled exactly at its timestamp over the speed-up...
+    let out = dir.path().join("out-trace-4");
+    let arrivals = timing::arrivals(&log, &out.join("requests.jsonl"));
+    assert_eq!(arrivals.len(), 40);
+    let shift = |a: &timing::Arrival| {
+        a.scheduled_us as f64 - expect_ms[&a.requested_output_tokens.unwrap()] * 1000.0
+    };
+    let first = shift(&arrivals[0]);
+    for a in &arrivals {
+        assert_eq!(
+            shift(a),
+            first,
+            "record with output {:?} scheduled off its timestamp",
+            a.requested_output_tokens
         );
     }
+    // ...and sent then, reaching the mock when cicada says it sent it
+    timing::assert_on_schedule(&arrivals, MockLateness::of(&mock.stats()), "trace replay");
     let cached: u64 = log
         .iter()
         .map(|e| e["cached_tokens"].as_u64().unwrap_or(0))
