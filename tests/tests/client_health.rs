@@ -147,16 +147,25 @@ fn selftest_prints_a_row_per_level_and_writes_json() {
     );
     assert_ok(&run);
     assert!(run.stdout.contains("cpu µs/tok"), "{}", run.stdout);
-    let rows: Vec<&str> = run
-        .stdout
-        .lines()
-        .filter(|l| {
-            l.split_whitespace()
-                .next()
-                .is_some_and(|w| w == "1" || w == "16")
-        })
-        .collect();
-    assert_eq!(rows.len(), 2, "{}", run.stdout);
+    let level_rows = |floor: bool| {
+        run.stdout
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .next()
+                    .is_some_and(|w| w == "1" || w == "16")
+                    && l.contains('|') == floor
+            })
+            .count()
+    };
+    assert_eq!(level_rows(false), 2, "{}", run.stdout);
+    // and the same levels once more beside the floor client
+    assert!(
+        run.stdout.contains("against the floor client"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(level_rows(true), 2, "{}", run.stdout);
     let levels = read_json(&json);
     let levels = levels.as_array().unwrap();
     assert_eq!(levels.len(), 2);
@@ -174,5 +183,13 @@ fn selftest_prints_a_row_per_level_and_writes_json() {
         );
         assert!(l["mean_itl_error_ms"].as_f64().unwrap().abs() < 5.0, "{l}");
         assert!(l["mock_p99_late_ms"].as_f64().unwrap() >= 0.0, "{l}");
+        let floor = &l["floor"];
+        assert_eq!(
+            floor["held"], streams,
+            "the floor client held every stream: {l}"
+        );
+        assert!(floor["cpu_us_per_token"].as_f64().unwrap() > 0.0, "{l}");
+        assert!(floor["p99_itl_ms"].as_f64().unwrap() > 0.0, "{l}");
+        assert!(floor["cpu_ratio"].as_f64().unwrap() > 0.0, "{l}");
     }
 }
