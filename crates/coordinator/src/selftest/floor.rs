@@ -3,10 +3,10 @@
 //!
 //! One task per stream on a bare `hyper` HTTP/1.1 connection (opened when
 //! the stream starts, reused for its next requests), the same request body
-//! cicada sends, and nothing else: no SSE framer, no JSON parsing, no
-//! histograms, no reports. A body frame counts as a content event when it
-//! holds a non-empty `"content":"...` (the mock sends one event per frame);
-//! its timestamp is taken when the frame is handed over. The selftest runs it
+//! cicada sends, and nothing else: no SSE parser beyond finding each blank
+//! line, no JSON parsing, no histograms, no reports. An event counts as
+//! content when it holds a non-empty `"content":"...`; it is stamped when the
+//! body frame that completed it is handed over. The selftest runs it
 //! in a process of its own, pinned where cicada's worker runs, and reads one
 //! JSON line of [`FloorFigures`] from its stdout.
 
@@ -83,6 +83,20 @@ fn has_content(frame: &[u8]) -> bool {
         .windows(KEY.len())
         .position(|w| w == KEY)
         .is_some_and(|i| frame.get(i + KEY.len()).is_some_and(|b| *b != b'"'))
+}
+
+/// Take the complete events (ended by a blank line) off the front of `carry`;
+/// returns how many carried generated text.
+fn complete_events(carry: &mut Vec<u8>) -> usize {
+    let mut contents = 0;
+    let mut start = 0;
+    while let Some(end) = carry[start..].windows(2).position(|w| w == b"\n\n") {
+        let event = &carry[start..start + end];
+        contents += usize::from(has_content(event));
+        start += end + 2;
+    }
+    carry.drain(..start);
+    contents
 }
 
 /// Run every stream of the level and sum up what they saw.
@@ -171,26 +185,32 @@ async fn stream(addr: SocketAddr, body: Bytes, w: Window) -> anyhow::Result<Seen
         let mut body_in = resp.into_body();
         let counted = sent >= w.counted_from;
         let mut last: Option<Instant> = None;
+        // bytes of an event whose blank line has not arrived yet
+        let mut carry: Vec<u8> = Vec::new();
         while let Some(frame) = body_in.frame().await {
             let frame = frame.context("reading the stream")?;
             let at = Instant::now();
             let Some(data) = frame.data_ref() else {
                 continue;
             };
-            if !counted || !has_content(data) {
+            carry.extend_from_slice(data);
+            let contents = complete_events(&mut carry);
+            if !counted {
                 continue;
             }
-            match last {
-                None => seen
-                    .ttft_us
-                    .push(at.duration_since(sent).as_micros() as u64),
-                Some(prev) => seen.gaps_us.push(
-                    at.duration_since(prev)
-                        .as_micros()
-                        .min(u128::from(u32::MAX)) as u32,
-                ),
+            for _ in 0..contents {
+                match last {
+                    None => seen
+                        .ttft_us
+                        .push(at.duration_since(sent).as_micros() as u64),
+                    Some(prev) => seen.gaps_us.push(
+                        at.duration_since(prev)
+                            .as_micros()
+                            .min(u128::from(u32::MAX)) as u32,
+                    ),
+                }
+                last = Some(at);
             }
-            last = Some(at);
         }
         seen.requests += u64::from(counted);
         if Instant::now() >= w.until {
@@ -229,6 +249,19 @@ mod tests {
         assert!(!has_content(
             br#"data: {"choices":[],"usage":{"prompt_tokens":3}}"#
         ));
+    }
+
+    #[test]
+    fn events_split_across_frames_count_once_when_complete() {
+        let stream = b"data: {\"delta\":{\"content\":\"\"}}\n\ndata: {\"delta\":{\"content\":\" a\"}}\n\ndata: {\"delta\":{\"content\":\" b\"}}\n\ndata: [DONE]\n\n";
+        for cut in 0..stream.len() {
+            let mut carry = Vec::new();
+            carry.extend_from_slice(&stream[..cut]);
+            let mut n = complete_events(&mut carry);
+            carry.extend_from_slice(&stream[cut..]);
+            n += complete_events(&mut carry);
+            assert_eq!((n, carry.len()), (2, 0), "cut at {cut}");
+        }
     }
 
     #[tokio::test]
