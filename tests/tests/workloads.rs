@@ -225,7 +225,12 @@ fn trace_replays_at_its_timestamps_across_four_workers() {
     // each record is scheduled exactly at its timestamp over the speed-up...
     let out = dir.path().join("out-trace-4");
     let arrivals = timing::arrivals(&log, &out.join("requests.jsonl"));
-    assert_eq!(arrivals.len(), 40);
+    assert_eq!(
+        arrivals.len(),
+        40,
+        "requests.jsonl holds {} of the 40 records the mock saw: {arrivals:?}",
+        arrivals.len()
+    );
     let shift = |a: &timing::Arrival| {
         a.scheduled_us as f64 - expect_ms[&a.requested_output_tokens.unwrap()] * 1000.0
     };
