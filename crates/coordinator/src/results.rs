@@ -45,7 +45,10 @@ pub struct StageId {
 /// Results of one stage: the whole stage first, then one per `[[stages]]`
 /// window. `server` (the servers' own view, scraped around the stage and at
 /// each window's boundaries) goes with the whole stage and each window.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "split along its phases when the coordinator is regrouped"
+)]
 pub fn stage_results(
     ctx: &RunContext,
     id: &StageId,
