@@ -6,6 +6,8 @@ pub mod csv;
 pub mod hlog;
 pub mod html;
 pub mod json;
+#[cfg(test)]
+pub(crate) mod sample;
 pub mod stages;
 pub mod svg;
 pub mod table;
