@@ -263,7 +263,7 @@ mod tests {
             &[],
         )
         .unwrap();
-        assert_eq!(s.mock.api, cicada_mock::MockApi::Tgi);
+        assert_eq!(s.mock.api, crate::scenario::MockApi::Tgi);
     }
 
     #[test]
