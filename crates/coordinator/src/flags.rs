@@ -430,8 +430,10 @@ mod tests {
         assert_eq!(s.output.metric_percentiles, vec![25.0, 50.0, 99.9]);
         assert_eq!(s.output.dir, PathBuf::from("out dir"));
         assert_eq!(s.output.result_filename, "r.json");
-        assert_eq!(s.dataset.input_len, Some(16));
-        assert_eq!(s.dataset.output_len, Some(4));
+        let cicada_scenarios::scenario::Dataset::Random(d) = &s.dataset else {
+            panic!("a random dataset: {:?}", s.dataset)
+        };
+        assert_eq!((d.input_len, d.output_len), (16, 4));
         assert_eq!(s.target.headers["X-Team"], "perf");
         assert!(s.target.ready_timeout.get().is_zero());
     }

@@ -92,7 +92,7 @@ pub fn stage_results(
     whole.server = server.whole.clone();
     let uncapped_open_loop = !sharding::is_closed_loop(scenario)
         && scenario.load.max_concurrency.is_none()
-        && scenario.dataset.kind != DatasetKind::Conversations;
+        && scenario.dataset.kind() != DatasetKind::Conversations;
     whole.client = Some(client::assess(
         &agg.health,
         &agg.usage,

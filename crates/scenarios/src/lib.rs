@@ -31,8 +31,8 @@ impl Scenario {
     /// Paths in the scenario that point at files, for resolving relative paths.
     pub(crate) fn dataset_paths_mut(&mut self) -> Vec<&mut std::path::PathBuf> {
         self.dataset
-            .path
-            .iter_mut()
+            .path_mut()
+            .into_iter()
             .chain(self.target.tls_ca.iter_mut())
             .collect()
     }

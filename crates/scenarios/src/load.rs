@@ -94,7 +94,11 @@ pub fn parse(text: &str, origin: &str, overrides: &[Override]) -> Result<Scenari
             message: printable(&message),
         }
     };
-    let sections: Vec<Problem> = section_problems(&table).into_iter().map(locate).collect();
+    let sections: Vec<Problem> = section_problems(&table)
+        .into_iter()
+        .chain(crate::dataset_spec::key_problems(&table))
+        .map(locate)
+        .collect();
     if !sections.is_empty() {
         return Err(ScenarioError::Invalid { problems: sections });
     }
@@ -107,8 +111,6 @@ pub fn parse(text: &str, origin: &str, overrides: &[Override]) -> Result<Scenari
         .map(locate)
         .collect();
     if problems.is_empty() {
-        let mut scenario = scenario;
-        scenario.dataset.fill_defaults();
         Ok(scenario)
     } else {
         Err(ScenarioError::Invalid { problems })
@@ -189,8 +191,15 @@ mod tests {
     fn defaults_parse_from_almost_nothing() {
         let s = parse("[target]\nbackend = \"mock\"\n", "s.toml", &[]).unwrap();
         assert_eq!(s.load.request_rate, Rate::Infinite);
-        assert_eq!(s.dataset.input_len, Some(1024));
-        assert_eq!(s.dataset.output_len, Some(128));
+        assert_eq!(
+            s.dataset,
+            crate::scenario::Dataset::Random(crate::scenario::RandomSpec {
+                input_len: 1024,
+                output_len: 128,
+                range_ratio: 0.0,
+                prefix_len: 0,
+            })
+        );
     }
 
     #[test]
@@ -354,10 +363,7 @@ mod path_tests {
         )
         .unwrap();
         let s = load_file(&sc, &[]).unwrap().scenario;
-        assert_eq!(
-            s.dataset.path.as_deref(),
-            Some(dir.join("data/t.jsonl").as_path())
-        );
+        assert_eq!(s.dataset.path(), Some(dir.join("data/t.jsonl").as_path()));
         assert_eq!(
             s.tokenizer.unwrap().source,
             dir.join("data/tok.json").display().to_string()

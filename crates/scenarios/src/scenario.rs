@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use cicada_metrics::Slo;
 use serde::{Deserialize, Serialize};
 
-pub use crate::dataset_spec::{Dataset, DatasetKind};
+pub use crate::dataset_spec::{
+    ConversationsSpec, Dataset, DatasetKind, JsonlSpec, PrefixSpec, RandomSpec, SharegptSpec,
+    SonnetSpec, TraceSpec,
+};
 pub use crate::mock::{MockApi, MockFaults, MockSettings};
 use crate::plan::Routing;
 use crate::shape::{Cooldown, Ramp, StageSpec, Sweep, ThinkTime, Warmup};

@@ -14,7 +14,7 @@ use crate::plan::{
     ConversationSettings, Drive, PLAN_FORMAT, PhaseWindow, Plan, ResolvedSampling, ResolvedTarget,
     Stripe,
 };
-use crate::scenario::{DEFAULT_NUM_PROMPTS, DatasetKind};
+use crate::scenario::{DEFAULT_NUM_PROMPTS, Dataset};
 use crate::schedule::{RateStage, ScheduleSpec};
 use crate::units::Rate;
 
@@ -83,7 +83,7 @@ pub fn resolve_sampling(s: &crate::Scenario) -> ResolvedSampling {
         top_k: sm.top_k,
         ignore_eos: sm
             .ignore_eos
-            .unwrap_or(s.dataset.kind.synthetic() && s.target.backend.ignore_eos_by_default()),
+            .unwrap_or(s.dataset.kind().synthetic() && s.target.backend.ignore_eos_by_default()),
         min_tokens: sm.min_tokens,
         extra_body: sm.extra_body.clone(),
     }
@@ -215,10 +215,12 @@ pub fn plans_for(
     let schedule = schedule_of(s, pool);
     let sampling = resolve_sampling(s);
     let active = active_workers(workers, s.load.max_concurrency);
-    let conversations =
-        (s.dataset.kind == DatasetKind::Conversations).then(|| ConversationSettings {
-            think_time_ms: s.dataset.think_time().get().as_millis() as u64,
-        });
+    let conversations = match &s.dataset {
+        Dataset::Conversations(c) => Some(ConversationSettings {
+            think_time_ms: c.think_time.get().as_millis() as u64,
+        }),
+        _ => None,
+    };
     (0..workers)
         .map(|w| {
             let (drive, mine): (Drive, Vec<PoolEntry>) = if is_closed_loop(s) {
@@ -357,7 +359,10 @@ mod tests {
         let mut s = crate::Scenario::default();
         s.load.num_prompts = Some(10_000);
         s.load.pool_size = Some(25);
-        s.dataset.input_len = Some(4);
+        s.dataset = Dataset::Random(crate::scenario::RandomSpec {
+            input_len: 4,
+            ..Default::default()
+        });
         let pool = build_pool(&s, None).unwrap();
         assert_eq!(pool.entries.len(), 25);
         let plans = plans_for(&s, &target(), &pool, None, "r", 0, 3);
@@ -390,7 +395,10 @@ mod tests {
         let mut s = crate::Scenario::default();
         s.load.num_prompts = Some(50);
         s.load.max_concurrency = Some(6);
-        s.dataset.input_len = Some(8);
+        s.dataset = Dataset::Random(crate::scenario::RandomSpec {
+            input_len: 8,
+            ..Default::default()
+        });
         let pool = build_pool(&s, None).unwrap();
         for workers in [1u32, 4, 8] {
             let plans = plans_for(&s, &target(), &pool, None, "r", 0, workers);
@@ -434,7 +442,10 @@ mod tests {
         s.load.burstiness = f64::INFINITY;
         s.load.think_time = crate::shape::ThinkTime::Uniform(Span::millis(5), Span::millis(9));
         s.load.warmup = Some(crate::shape::Warmup::Duration(Span::secs(1)));
-        s.dataset.input_len = Some(4);
+        s.dataset = Dataset::Random(crate::scenario::RandomSpec {
+            input_len: 4,
+            ..Default::default()
+        });
         let pool = build_pool(&s, None).unwrap();
         for workers in [1u32, 2, 3] {
             let plans = plans_for(&s, &target(), &pool, None, "r", 0, workers);

@@ -1,7 +1,6 @@
 //! Value checks beyond types: ranges, required keys, combinations.
 
-use crate::dataset_spec::KEY_KINDS;
-use crate::scenario::{Backend, DatasetKind, Scenario};
+use crate::scenario::{Backend, Dataset, DatasetKind, Scenario};
 use crate::units::Rate;
 
 const KNOWN_PERCENTILE_METRICS: [&str; 9] = [
@@ -244,32 +243,14 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     out
 }
 
-/// Problems with `[dataset]`: keys given to a kind they do not apply to,
-/// missing paths and tokenizers, and out-of-range values.
+/// Problems with `[dataset]` its types cannot catch: a tokenizer the kind
+/// needs, out-of-range values, and a backend the workload cannot use.
 fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
     let d = &s.dataset;
-    let kind = d.kind.name();
+    let kind = d.kind().name();
     let mut out = Vec::new();
     let mut bad = |key: &str, msg: String| out.push((format!("dataset.{key}"), msg));
-    for key in d.given_keys() {
-        let Some((_, kinds)) = KEY_KINDS.iter().find(|(k, _)| *k == key) else {
-            continue;
-        };
-        if !kinds.contains(&d.kind) {
-            let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
-            bad(
-                key,
-                format!(
-                    "does not apply to kind \"{kind}\" (it applies to {})",
-                    names.join(", ")
-                ),
-            );
-        }
-    }
-    if d.kind.needs_path() && d.path.is_none() {
-        bad("path", format!("required for kind \"{kind}\""));
-    }
-    if d.kind.needs_tokenizer() && s.tokenizer.is_none() {
+    if d.kind().needs_tokenizer() && s.tokenizer.is_none() {
         bad(
             "kind",
             format!(
@@ -277,28 +258,23 @@ fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
             ),
         );
     }
-    for (key, v) in [
-        ("input_len", d.input_len),
-        ("output_len", d.output_len),
-        ("num_prefixes", d.num_prefixes),
-        ("block_size", d.block_size),
-        ("max_turns", d.max_turns),
-    ] {
+    for (key, v) in d.counts() {
         if v == Some(0) {
             bad(key, "must be at least 1".into());
         }
     }
-    if let Some(r) = d.range_ratio
-        && !(0.0..1.0).contains(&r)
-    {
-        bad("range_ratio", format!("must be within [0, 1), got {r}"));
+    match d {
+        Dataset::Random(r) if !(0.0..1.0).contains(&r.range_ratio) => bad(
+            "range_ratio",
+            format!("must be within [0, 1), got {}", r.range_ratio),
+        ),
+        Dataset::Trace(t) if !(t.speed.is_finite() && t.speed > 0.0) => bad(
+            "speed",
+            format!("must be a positive number, got {}", t.speed),
+        ),
+        _ => {}
     }
-    if let Some(v) = d.speed
-        && !(v.is_finite() && v > 0.0)
-    {
-        bad("speed", format!("must be a positive number, got {v}"));
-    }
-    if d.kind == DatasetKind::Conversations && !s.target.backend.sends_messages(s.mock.api) {
+    if d.kind() == DatasetKind::Conversations && !s.target.backend.sends_messages(s.mock.api) {
         let (key, name) = if s.target.backend == Backend::Mock {
             ("mock.api", format!("mock.api {:?}", s.mock.api))
         } else {
@@ -312,20 +288,19 @@ fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
         ));
     }
     let mut bad = |key: &str, msg: String| out.push((format!("dataset.{key}"), msg));
-    match d.kind {
-        DatasetKind::Prefix if d.prefix_len() + d.suffix_len() == 0 => {
+    match d {
+        Dataset::Prefix(p) if p.prefix_len + p.suffix_len == 0 => {
             bad(
                 "suffix_len",
                 "prefix_len + suffix_len must be at least 1".into(),
             );
         }
-        DatasetKind::Sonnet if d.prefix_len() > d.input_len() => {
+        Dataset::Sonnet(p) if p.prefix_len > p.input_len => {
             bad(
                 "prefix_len",
                 format!(
                     "must not exceed input_len ({}), got {}",
-                    d.input_len(),
-                    d.prefix_len()
+                    p.input_len, p.prefix_len
                 ),
             );
         }
@@ -344,15 +319,7 @@ mod tests {
     }
 
     #[test]
-    fn dataset_keys_must_apply_to_the_kind() {
-        let p = with(
-            "[target]\nbackend = \"mock\"\n[dataset]\nkind = \"random\"\nspeed = 2.0\nthink_time = \"1s\"\n",
-        );
-        let keys: Vec<&str> = p.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(keys, ["dataset.speed", "dataset.think_time"], "{p:?}");
-        assert!(p[0].1.contains("applies to trace"), "{p:?}");
-        let p = with("[target]\nbackend = \"mock\"\n[dataset]\nkind = \"trace\"\n");
-        assert_eq!(p[0].0, "dataset.path");
+    fn dataset_kinds_needing_a_tokenizer_say_so() {
         let p = with(
             "[target]\nbackend = \"mock\"\n[dataset]\nkind = \"sharegpt\"\npath = \"x.json\"\n",
         );

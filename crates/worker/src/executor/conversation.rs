@@ -247,7 +247,7 @@ mod tests {
     use cicada_scenarios::Scenario;
     use cicada_scenarios::dataset::build_pool;
     use cicada_scenarios::plan::{Api, Flavor, ResolvedTarget, Routing, TlsSettings, plans_for};
-    use cicada_scenarios::scenario::{Dataset, DatasetKind};
+    use cicada_scenarios::scenario::{ConversationsSpec, Dataset};
     use cicada_scenarios::units::Span;
 
     use super::*;
@@ -275,13 +275,13 @@ mod tests {
         )
         .unwrap();
         let mut s = Scenario {
-            dataset: Dataset {
-                kind: DatasetKind::Conversations,
-                path: Some(path),
-                shuffle: Some(false),
-                think_time: Some(Span::millis(30)),
-                ..Dataset::default()
-            },
+            dataset: Dataset::Conversations(ConversationsSpec {
+                path,
+                output_len: None,
+                shuffle: false,
+                think_time: Span::millis(30),
+                max_turns: None,
+            }),
             ..Scenario::default()
         };
         s.load.num_prompts = Some(2);
