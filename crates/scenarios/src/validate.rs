@@ -15,12 +15,30 @@ const KNOWN_PERCENTILE_METRICS: [&str; 9] = [
     "token_latency",
 ];
 
-/// Every problem with a parsed scenario as (dotted key, message); empty when valid.
+/// Every problem with a parsed scenario as (dotted key, message); empty when
+/// valid. Sections are checked in the order they are usually written.
 pub fn problems(s: &Scenario) -> Vec<(String, String)> {
+    let mut out = target_problems(s);
+    out.extend(dataset_problems(s));
+    out.extend(crate::validate_pool::pool_problems(s));
+    out.extend(load_problems(s));
+    out.extend(crate::validate_shape::problems(s));
+    out.extend(sampling_problems(s));
+    out.extend(slo_problems(s));
+    out.extend(
+        s.mock
+            .problems()
+            .into_iter()
+            .map(|(key, msg)| (format!("mock.{key}"), msg)),
+    );
+    out.extend(output_problems(s));
+    out
+}
+
+/// `[target]`: where requests go and how they are trusted.
+fn target_problems(s: &Scenario) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     let mut bad = |key: &str, msg: String| out.push((key.to_string(), msg));
-
-    // target
     let t = &s.target;
     if t.backend == Backend::Mock {
         if t.base_url.is_some() || !t.urls.is_empty() {
@@ -79,16 +97,13 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
             "give either tls_ca (trust a CA) or tls_insecure (trust anything), not both".into(),
         );
     }
+    out
+}
 
-    // dataset
-    for (key, msg) in dataset_problems(s)
-        .into_iter()
-        .chain(crate::validate_pool::pool_problems(s))
-    {
-        bad(&key, msg);
-    }
-
-    // load
+/// `[load]`'s counts, rates and intervals (load shapes: `validate_shape`).
+fn load_problems(s: &Scenario) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut bad = |key: &str, msg: String| out.push((key.to_string(), msg));
     let l = &s.load;
     if l.num_prompts == Some(0) {
         bad("load.num_prompts", "must be at least 1".into());
@@ -138,12 +153,13 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     if l.report_interval.get().as_millis() < 100 {
         bad("load.report_interval", "must be at least 100ms".into());
     }
+    out
+}
 
-    for (key, msg) in crate::validate_shape::problems(s) {
-        bad(&key, msg);
-    }
-
-    // sampling
+/// `[sampling]`: generation parameters in range.
+fn sampling_problems(s: &Scenario) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut bad = |key: &str, msg: String| out.push((key.to_string(), msg));
     let sm = &s.sampling;
     if let Some(t) = sm.temperature
         && !(t.is_finite() && t >= 0.0)
@@ -155,8 +171,13 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     {
         bad("sampling.top_p", format!("must be within (0, 1], got {p}"));
     }
+    out
+}
 
-    // slo
+/// `[slo]`: positive bounds, and an attainment gate with something to attain.
+fn slo_problems(s: &Scenario) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut bad = |key: &str, msg: String| out.push((key.to_string(), msg));
     for (key, v) in [
         ("slo.ttft_ms", s.slo.ttft_ms),
         ("slo.tpot_ms", s.slo.tpot_ms),
@@ -196,13 +217,13 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
             );
         }
     }
+    out
+}
 
-    // mock
-    for (key, msg) in s.mock.problems() {
-        bad(&format!("mock.{key}"), msg);
-    }
-
-    // output
+/// `[output]` and the run's name.
+fn output_problems(s: &Scenario) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut bad = |key: &str, msg: String| out.push((key.to_string(), msg));
     for (i, m) in s.output.percentile_metrics.iter().enumerate() {
         if !KNOWN_PERCENTILE_METRICS.contains(&m.as_str()) {
             bad(
