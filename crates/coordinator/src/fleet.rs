@@ -310,7 +310,7 @@ impl Fleet {
     /// itself lost (exit 3: a failed pod in a Kubernetes Job).
     pub async fn shutdown(mut self) {
         self.broadcast(CBody::Stop(v1::Stop {
-            stage: u32::MAX,
+            step: u32::MAX,
             cancel_in_flight: true,
             reason: "the run is over".into(),
         }))

@@ -167,8 +167,8 @@ pub(crate) mod tests {
             stage: 0,
             stage_name: String::new(),
             target: cicada_scenarios::plan::ResolvedTarget {
-                api: cicada_scenarios::plan::Api::Chat,
-                flavor: cicada_scenarios::plan::Flavor::Mock,
+                api: cicada_scenarios::plan::WireApi::Chat,
+                family: cicada_scenarios::plan::ServerFamily::Mock,
                 urls: vec!["http://t".into()],
                 model: "m".into(),
                 headers: Default::default(),

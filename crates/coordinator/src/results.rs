@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use cicada_metrics::Scope;
 use cicada_scenarios::dataset::DatasetReport;
-use cicada_scenarios::plan::{PhaseWindow, ResolvedTarget};
+use cicada_scenarios::plan::{ResolvedTarget, StageWindow};
 use cicada_scenarios::scenario::DatasetKind;
 use cicada_scenarios::{Scenario, sharding};
 use sha2::{Digest, Sha256};
@@ -53,7 +53,7 @@ pub fn stage_results(
     ctx: &RunContext,
     id: &StageId,
     scenario: &Scenario,
-    phases: &[PhaseWindow],
+    phases: &[StageWindow],
     agg: &mut Aggregate,
     end: &StageEnd,
     warmup_end_us: u64,
@@ -108,7 +108,7 @@ pub fn stage_results(
         let mut r = make(
             p as u32 + 1,
             w.name.clone(),
-            &|s: &Scope| s.phase == phase,
+            &|s: &Scope| s.stage == phase,
             start,
             Vec::new(),
         );

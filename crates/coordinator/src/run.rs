@@ -331,7 +331,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
             if remote && target.mock.is_some() {
                 reach_embedded_mock(&mut plans, &fleet);
             }
-            let phases = plans.first().map(|p| p.phases.clone()).unwrap_or_default();
+            let phases = plans.first().map(|p| p.stages.clone()).unwrap_or_default();
             let interval_s = step.scenario.load.report_interval.get().as_secs_f64();
             let mut agg = Aggregate::new(interval_s, 0..workers);
             agg.sink = Some(outputs.stage_sink(stage_no));

@@ -92,7 +92,7 @@ pub async fn run_stage(
             .send(
                 index as u32,
                 CBody::Assign(v1::Assign {
-                    stage,
+                    step: stage,
                     plan: plan.encode().into(),
                     plan_format: PLAN_FORMAT,
                 }),
@@ -115,7 +115,7 @@ pub async fn run_stage(
                     continue;
                 };
                 match msg.body {
-                    Some(WBody::Ready(r)) if r.stage == stage => {
+                    Some(WBody::Ready(r)) if r.step == stage => {
                         planned.insert(i, r.planned_requests);
                     }
                     Some(WBody::Error(e)) => {
@@ -147,7 +147,7 @@ pub async fn run_stage(
     // barrier part 2: one start instant
     fleet
         .broadcast(CBody::Start(v1::Start {
-            stage,
+            step: stage,
             delay_us: START_DELAY.as_micros() as u64,
         }))
         .await;
@@ -201,13 +201,13 @@ pub async fn run_stage(
                         m.last_seen = Instant::now();
                     }
                     match msg.body {
-                        Some(WBody::Report(r)) if r.stage == stage => {
+                        Some(WBody::Report(r)) if r.step == stage => {
                             *reported.entry(i).or_default() += reported_sent(&r);
                             if let Err(e) = agg.add(i, &r) {
                                 tracing::error!(worker = i, error = %e, "discarding a report that cannot be decoded");
                             }
                         }
-                        Some(WBody::Done(d)) if d.stage == stage && !finished.contains(&i) => {
+                        Some(WBody::Done(d)) if d.step == stage && !finished.contains(&i) => {
                             finished.insert(i);
                             agg.retire(i);
                         }
@@ -267,7 +267,7 @@ pub async fn run_stage(
             sig = signals.next() => {
                 tracing::warn!("{sig}: stopping the workers and writing the results collected so far");
                 end.interrupted = Some(sig);
-                fleet.broadcast(CBody::Stop(v1::Stop { stage, cancel_in_flight: true, reason: format!("coordinator received {sig}") })).await;
+                fleet.broadcast(CBody::Stop(v1::Stop { step: stage, cancel_in_flight: true, reason: format!("coordinator received {sig}") })).await;
                 stop_deadline = Some(Instant::now() + STOP_GRACE);
             }
         }

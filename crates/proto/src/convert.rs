@@ -10,7 +10,7 @@ use crate::v1;
 pub fn encode_set(scope: Scope, set: &MetricSet) -> v1::ScopedMetrics {
     v1::ScopedMetrics {
         target: scope.target,
-        phase: scope.phase,
+        stage: scope.stage,
         warmup: scope.warmup,
         histograms: encode_histograms(set),
         counters: set
@@ -113,7 +113,7 @@ pub fn decode_set(scoped: &v1::ScopedMetrics) -> Result<(Scope, MetricSet), Metr
     };
     let scope = Scope {
         target: scoped.target,
-        phase: scoped.phase,
+        stage: scoped.stage,
         warmup: scoped.warmup,
     };
     Ok((scope, set))
@@ -169,7 +169,7 @@ mod tests {
         set.concurrency.add_span(3, 0, 250_000);
         let scope = Scope {
             target: 1,
-            phase: 2,
+            stage: 2,
             warmup: true,
         };
         let wire = encode_set(scope, &set);

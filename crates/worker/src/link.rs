@@ -1,4 +1,4 @@
-//! The worker's gRPC link to its coordinator: hello, stages, reports, heartbeats.
+//! The worker's gRPC link to its coordinator: hello, steps, reports, heartbeats.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::executor::{self, Stage};
+use crate::executor::{self, Step};
 use crate::health::Health;
 
 /// How a worker's life ended badly.
@@ -37,7 +37,7 @@ pub enum LinkError {
     #[error("protocol error: {0}")]
     Protocol(String),
     #[error("cannot run the stage: {0}")]
-    Stage(String),
+    Step(String),
 }
 
 impl LinkError {
@@ -48,7 +48,7 @@ impl LinkError {
             LinkError::Lost(_) => 3,
             LinkError::Rejected(_) => 4,
             LinkError::Protocol(_) => 5,
-            LinkError::Stage(_) => 6,
+            LinkError::Step(_) => 6,
         }
     }
 }
@@ -150,7 +150,7 @@ fn msg(body: WBody) -> v1::WorkerMessage {
     v1::WorkerMessage { body: Some(body) }
 }
 
-/// A running stage: its stop switches and its task.
+/// A running step: its stop switches and its task.
 struct Running {
     stop: CancellationToken,
     cancel: CancellationToken,
@@ -220,7 +220,7 @@ pub async fn serve(
         "joined the coordinator"
     );
 
-    let mut pending: Option<Arc<Stage>> = None;
+    let mut pending: Option<Arc<Step>> = None;
     let mut running: Option<Running> = None;
     let mut beat = tokio::time::interval(silence / 4);
     let mut beat_seq = 0u64;
@@ -239,27 +239,27 @@ pub async fn serve(
                             Ok(p) => p,
                             Err(e) => {
                                 let _ = tx.send(msg(WBody::Error(v1::WorkerError { message: e.to_string(), fatal: true }))).await;
-                                break Err(LinkError::Stage(e.to_string()));
+                                break Err(LinkError::Step(e.to_string()));
                             }
                         };
                         let planned = plan.planned_requests();
-                        match Stage::new(plan, who.threads + 1) {
-                            Ok(stage) => {
-                                pending = Some(Arc::new(stage));
-                                let _ = tx.send(msg(WBody::Ready(v1::Ready { stage: a.stage, planned_requests: planned }))).await;
+                        match Step::new(plan, who.threads + 1) {
+                            Ok(step) => {
+                                pending = Some(Arc::new(step));
+                                let _ = tx.send(msg(WBody::Ready(v1::Ready { step: a.step, planned_requests: planned }))).await;
                             }
                             Err(e) => {
                                 let _ = tx.send(msg(WBody::Error(v1::WorkerError { message: e.to_string(), fatal: true }))).await;
-                                break Err(LinkError::Stage(e.to_string()));
+                                break Err(LinkError::Step(e.to_string()));
                             }
                         }
                     }
                     Some(CBody::Start(s)) => {
-                        let Some(stage) = pending.take() else {
+                        let Some(step) = pending.take() else {
                             break Err(LinkError::Protocol("start without an assigned stage".into()));
                         };
                         let start = Instant::now() + Duration::from_micros(s.delay_us);
-                        running = Some(start_stage(stage, s.stage, Clock::new(start), tx.clone()));
+                        running = Some(start_step(step, s.step, Clock::new(start), tx.clone()));
                     }
                     Some(CBody::Stop(s)) => {
                         match running.take() {
@@ -308,9 +308,9 @@ pub async fn serve(
     result
 }
 
-fn start_stage(
-    stage: Arc<Stage>,
-    stage_no: u32,
+fn start_step(
+    step: Arc<Step>,
+    step_no: u32,
     clock: Clock,
     tx: mpsc::Sender<v1::WorkerMessage>,
 ) -> Running {
@@ -318,7 +318,7 @@ fn start_stage(
     let cancel = CancellationToken::new();
     let (s2, c2) = (stop.clone(), cancel.clone());
     let task = tokio::spawn(async move {
-        let interval = Duration::from_millis(stage.plan.report_interval_ms.max(100));
+        let interval = Duration::from_millis(step.plan.report_interval_ms.max(100));
         let health = Arc::new(Health::new());
         let ticking = CancellationToken::new();
         let ticker_task = {
@@ -326,7 +326,7 @@ fn start_stage(
             tokio::spawn(async move { health.run_ticker(ticking).await })
         };
         let _stop_ticker = ticking.drop_guard();
-        let mut exec = tokio::spawn(executor::run(stage.clone(), clock, s2, c2));
+        let mut exec = tokio::spawn(executor::run(step.clone(), clock, s2, c2));
         tokio::time::sleep_until(clock.start()).await;
         let mut ticker = tokio::time::interval_at(clock.start() + interval, interval);
         let mut seq = 0u64;
@@ -334,7 +334,7 @@ fn start_stage(
         let sent = loop {
             tokio::select! {
                 _ = ticker.tick() => {
-                    let report = build_report(&stage, &health, stage_no, seq, last_end, clock.now_us());
+                    let report = build_report(&step, &health, step_no, seq, last_end, clock.now_us());
                     last_end = report.interval_end_us;
                     seq += 1;
                     if tx.send(msg(WBody::Report(report))).await.is_err() {
@@ -346,11 +346,11 @@ fn start_stage(
         };
         drop(_stop_ticker);
         let _ = ticker_task.await;
-        let report = build_report(&stage, &health, stage_no, seq, last_end, clock.now_us());
+        let report = build_report(&step, &health, step_no, seq, last_end, clock.now_us());
         let _ = tx.send(msg(WBody::Report(report))).await;
         let _ = tx
             .send(msg(WBody::Done(v1::Done {
-                stage: stage_no,
+                step: step_no,
                 sent,
                 cancelled: false,
             })))
@@ -360,9 +360,9 @@ fn start_stage(
 }
 
 fn build_report(
-    stage: &Stage,
+    step: &Step,
     health: &Health,
-    stage_no: u32,
+    step_no: u32,
     seq: u64,
     start_us: u64,
     end_us: u64,
@@ -374,20 +374,20 @@ fn build_report(
         rss_bytes: h.rss_bytes,
         peak_rss_bytes: h.peak_rss_bytes,
     };
-    let scopes = stage
+    let scopes = step
         .take_interval(end_us)
         .iter()
         .map(|(scope, set)| encode_set(*scope, set))
         .collect();
     v1::Report {
-        stage: stage_no,
+        step: step_no,
         seq,
         interval_start_us: start_us,
         interval_end_us: end_us,
         scopes,
         health: Some(health),
-        in_flight: stage.in_flight(),
-        details_jsonl: stage.recorder.take_details().into(),
+        in_flight: step.in_flight(),
+        details_jsonl: step.recorder.take_details().into(),
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use cicada_client::http::{self, ApiKey, Client, Headers, Method, Request};
 use cicada_scenarios::Scenario;
-use cicada_scenarios::plan::PhaseWindow;
+use cicada_scenarios::plan::StageWindow;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -128,7 +128,7 @@ impl Watch {
     /// Scrape every replica once (before the barrier) and keep scraping every
     /// `load.report_interval`, and where each `[[stages]]` window after the
     /// first begins, until [`Watch::finish`].
-    pub async fn start(s: &Scenario, target: &Target, phases: &[PhaseWindow]) -> Watch {
+    pub async fn start(s: &Scenario, target: &Target, phases: &[StageWindow]) -> Watch {
         let replicas = target.bases.len();
         let windows = phases.len();
         let boundaries = phases.iter().skip(1).map(|p| p.start).collect();

@@ -28,12 +28,12 @@ use thiserror::Error;
 
 use crate::inflight::InFlight;
 use crate::recorder::Recorder;
-use cicada_client::backend::Backend;
+use cicada_client::backend::ApiCodec;
 use cicada_client::http::{self, ApiKey, Client, Endpoint, Headers, SetupError};
 
-/// Why a stage could not be prepared.
+/// Why a step could not be prepared.
 #[derive(Debug, Error)]
-pub enum StageError {
+pub enum StepError {
     #[error(transparent)]
     Setup(#[from] SetupError),
     #[error("the plan lists no target URL")]
@@ -42,10 +42,10 @@ pub enum StageError {
     Tokenizer(String),
 }
 
-/// Everything shared by the requests of one stage.
-pub struct Stage {
+/// Everything shared by the requests of one step.
+pub struct Step {
     pub plan: Plan,
-    pub backend: Backend,
+    pub codec: ApiCodec,
     pub http: Client,
     pub headers: Headers,
     /// One per target URL, in the plan's order.
@@ -60,11 +60,11 @@ pub struct Stage {
     in_flight: AtomicU64,
 }
 
-impl Stage {
-    /// Prepare a stage: HTTP client, headers (API key from this worker's environment), pool.
-    pub fn new(plan: Plan, recorder_shards: usize) -> Result<Self, StageError> {
+impl Step {
+    /// Prepare a step: HTTP client, headers (API key from this worker's environment), pool.
+    pub fn new(plan: Plan, recorder_shards: usize) -> Result<Self, StepError> {
         if plan.target.urls.is_empty() {
-            return Err(StageError::NoTarget);
+            return Err(StepError::NoTarget);
         }
         let headers = http::headers(&plan.target, ApiKey::Required)?;
         let http = http::client(&plan.target)?;
@@ -75,15 +75,15 @@ impl Stage {
             .map(|u| http.endpoint(u))
             .collect::<Result<Vec<_>, _>>()
             .map_err(SetupError::from)?;
-        let backend = Backend::new(
+        let codec = ApiCodec::new(
             plan.target.api,
-            plan.target.flavor,
+            plan.target.family,
             plan.target.model.clone(),
             plan.sampling.clone(),
             plan.target.stream,
         );
         let details = plan.details.then_some(crate::details::DetailContext {
-            stage: plan.stage,
+            step: plan.step,
             worker: plan.worker_index,
         });
         let recorder = Arc::new(Recorder::with_details(recorder_shards, plan.slo, details));
@@ -96,14 +96,14 @@ impl Stage {
             .collect();
         let tokenizer = match &plan.tokenizer {
             Some(json) => {
-                Some(Tokenizer::from_json(json).map_err(|e| StageError::Tokenizer(e.to_string()))?)
+                Some(Tokenizer::from_json(json).map_err(|e| StepError::Tokenizer(e.to_string()))?)
             }
             None => None,
         };
         Ok(Self {
             timeout: Duration::from_millis(plan.target.timeout_ms),
             plan,
-            backend,
+            codec,
             http,
             headers,
             endpoints,
@@ -128,7 +128,7 @@ impl Stage {
                 let at = std::time::Duration::from_micros(slice * SLICE_US);
                 let scope = Scope {
                     target: target as u32,
-                    phase: self.plan.phase_of(at),
+                    stage: self.plan.stage_of(at),
                     warmup: matches!(self.plan.warmup, Some(cicada_scenarios::shape::Warmup::Duration(d)) if at < d.get()),
                 };
                 let mut c = Concurrency::default();
@@ -140,20 +140,20 @@ impl Stage {
     }
 }
 
-/// Run the stage with the executor its plan asks for; returns requests dispatched.
+/// Run the step with the executor its plan asks for; returns requests dispatched.
 /// `stop` ends dispatching (in-flight requests finish); `cancel` also aborts
 /// in-flight requests, which are counted as cancelled.
 pub async fn run(
-    stage: Arc<Stage>,
+    step: Arc<Step>,
     clock: Clock,
     stop: CancellationToken,
     cancel: CancellationToken,
 ) -> u64 {
-    if stage.plan.conversations.is_some() {
-        return run_conversations(stage, clock, stop, cancel).await;
+    if step.plan.conversations.is_some() {
+        return run_conversations(step, clock, stop, cancel).await;
     }
-    match &stage.plan.drive {
-        Drive::Open { .. } => open_loop::run(stage, clock, stop, cancel).await,
-        Drive::Closed(_) => closed_loop::run(stage, clock, stop, cancel).await,
+    match &step.plan.drive {
+        Drive::Open { .. } => open_loop::run(step, clock, stop, cancel).await,
+        Drive::Closed(_) => closed_loop::run(step, clock, stop, cancel).await,
     }
 }
