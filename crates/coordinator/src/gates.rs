@@ -7,8 +7,8 @@ use std::fmt;
 use cicada_metrics::Counter;
 use serde::Serialize;
 
+use crate::error::{EXIT_FAILURE_RATIO, EXIT_SLO_GATE};
 use crate::report::RunResult;
-use crate::run::{EXIT_FAILURE_RATIO, EXIT_SLO_GATE};
 
 /// Which gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -4,7 +4,7 @@
 
 pub mod cli;
 pub mod client;
-pub mod flags;
+pub mod error;
 pub mod fleet;
 pub mod gates;
 pub mod live;
@@ -28,24 +28,14 @@ pub mod target;
 use cicada_mock::{MockServer, TlsFiles};
 
 use crate::cli::{Cli, Command, MockArgs, ValidateArgs};
-use crate::run::{EXIT_BAD_INPUT, RunError};
+use crate::error::EXIT_BAD_INPUT;
 
 /// Run the command line; returns the process exit code.
 pub async fn main(cli: Cli) -> i32 {
     cicada_client::tls::install_crypto_provider();
     cicada_client::sys::raise_fd_limit();
     match cli.command {
-        Command::Run(args) => match run::run(*args).await {
-            Ok(code) => code,
-            Err(RunError::BadInput(msg)) => {
-                eprintln!("error: {msg}");
-                EXIT_BAD_INPUT
-            }
-            Err(RunError::Failed(e)) => {
-                eprintln!("error: {e:#}");
-                1
-            }
-        },
+        Command::Run(args) => run::run(*args).await.unwrap_or_else(|e| e.report()),
         Command::Mock(args) => serve_mock(*args).await,
         Command::Validate(args) => validate(&args),
         Command::Selftest(args) => match selftest::selftest(args).await {
@@ -60,7 +50,7 @@ pub async fn main(cli: Cli) -> i32 {
 }
 
 fn validate(args: &ValidateArgs) -> i32 {
-    match run::load(&args.scenario, &args.sets) {
+    match cli::scenario::load(&args.scenario, &args.sets) {
         Ok(l) => {
             println!("{}: ok ({})", l.origin, l.scenario.name);
             0

@@ -6,12 +6,11 @@ use anyhow::Context;
 use cicada_metrics::Counter;
 use cicada_scenarios::shape::Warmup;
 use cicada_scenarios::tokenizer::Tokenizer;
-use cicada_scenarios::{
-    LoadedScenario, Override, Scenario, ScenarioError, load_file, plan, sharding,
-};
+use cicada_scenarios::{Scenario, plan, sharding};
 use rand::Rng;
 
 use crate::cli::RunArgs;
+use crate::error::{EXIT_DEGRADED, EXIT_INTERRUPTED, RunError};
 use crate::fleet::{Fleet, FleetOptions};
 use crate::live::LiveMetrics;
 use crate::merge::Aggregate;
@@ -23,81 +22,6 @@ use crate::signals::Signals;
 use crate::stage::run_stage;
 use crate::sweep::{Outcome, Sweeper};
 use crate::{server_metrics, target};
-
-/// Exit code: the scenario or its inputs are invalid.
-pub const EXIT_BAD_INPUT: i32 = 2;
-/// Exit code: workers were lost; the result is degraded.
-pub const EXIT_DEGRADED: i32 = 3;
-/// Exit code: more requests failed than `output.max_failure_ratio` allows.
-pub const EXIT_FAILURE_RATIO: i32 = 4;
-/// Exit code: fewer requests met the SLO than `slo.min_attainment` asks.
-pub const EXIT_SLO_GATE: i32 = 5;
-/// Exit code: interrupted by a signal; partial results were written.
-pub const EXIT_INTERRUPTED: i32 = 130;
-
-/// Errors with their exit codes.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// Bad scenario or inputs: the message says what and where.
-    #[error("{0}")]
-    BadInput(String),
-    /// Anything else.
-    #[error(transparent)]
-    Failed(#[from] anyhow::Error),
-}
-
-impl From<ScenarioError> for RunError {
-    fn from(e: ScenarioError) -> Self {
-        RunError::BadInput(e.to_string())
-    }
-}
-
-/// Turn vLLM-style `--goodput ttft:500 tpot:50` into `slo.*_ms` overrides.
-pub fn goodput_overrides(specs: &[String]) -> Result<Vec<String>, RunError> {
-    specs
-        .iter()
-        .map(|spec| {
-            let (key, value) = spec.split_once(':').ok_or_else(|| {
-                RunError::BadInput(format!(
-                    "--goodput {spec}: expected METRIC:MILLISECONDS, e.g. ttft:500"
-                ))
-            })?;
-            let key = key.trim().to_ascii_lowercase();
-            if !["ttft", "tpot", "e2el", "itl"].contains(&key.as_str()) {
-                return Err(RunError::BadInput(format!(
-                    "--goodput {spec}: unknown metric \"{key}\"; expected ttft, tpot, e2el or itl"
-                )));
-            }
-            let ms: f64 = value.trim().parse().map_err(|_| {
-                RunError::BadInput(format!(
-                    "--goodput {spec}: \"{value}\" is not a number of milliseconds"
-                ))
-            })?;
-            Ok(format!("slo.{key}_ms={ms}"))
-        })
-        .collect()
-}
-
-/// Turn the gate flags into `output.max_failure_ratio` / `slo.min_attainment` overrides.
-pub fn gate_overrides(args: &RunArgs) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(r) = args.max_failure_ratio {
-        out.push(format!("output.max_failure_ratio={r:?}"));
-    }
-    if let Some(a) = args.min_slo_attainment {
-        out.push(format!("slo.min_attainment={a:?}"));
-    }
-    out
-}
-
-/// Read a scenario with `--set` overrides.
-pub fn load(path: &Path, sets: &[String]) -> Result<LoadedScenario, RunError> {
-    let overrides = sets
-        .iter()
-        .map(|s| s.parse::<Override>())
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(load_file(path, &overrides)?)
-}
 
 fn random_hex(bytes: usize) -> String {
     let mut rng = rand::rng();
@@ -214,10 +138,7 @@ fn warmup_end_us(s: &Scenario, pool: &cicada_scenarios::dataset::Pool) -> u64 {
 
 /// Run a scenario; returns the process exit code.
 pub async fn run(args: RunArgs) -> Result<i32, RunError> {
-    let mut sets = args.sets.clone();
-    sets.extend(goodput_overrides(&args.goodput)?);
-    sets.extend(gate_overrides(&args));
-    let loaded = crate::flags::load_with_flags(args.scenario.as_deref(), &args.vllm, &sets)?;
+    let loaded = crate::cli::scenario::of_run(&args)?;
     let mut scenario = loaded.scenario;
     if let Some(dir) = &args.output_dir {
         scenario.output.dir = dir.clone();
@@ -432,15 +353,6 @@ mod tests {
             check_streams_per_worker(&s, 1).is_ok(),
             "open loop: no bound known"
         );
-    }
-
-    #[test]
-    fn goodput_flags_become_slo_overrides() {
-        let o = goodput_overrides(&["ttft:500".into(), "TPOT:50".into()]).unwrap();
-        assert_eq!(o, vec!["slo.ttft_ms=500", "slo.tpot_ms=50"]);
-        assert!(goodput_overrides(&["ttft=5".into()]).is_err());
-        assert!(goodput_overrides(&["foo:5".into()]).is_err());
-        assert!(goodput_overrides(&["ttft:fast".into()]).is_err());
     }
 
     #[test]

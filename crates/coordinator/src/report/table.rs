@@ -158,7 +158,7 @@ pub fn command(args: &ReportArgs) -> i32 {
         }
         Err(e) => {
             eprintln!("error: {e:#}");
-            crate::run::EXIT_BAD_INPUT
+            crate::error::EXIT_BAD_INPUT
         }
     }
 }

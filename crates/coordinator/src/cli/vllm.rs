@@ -10,7 +10,7 @@ use cicada_scenarios::scenario::Backend;
 use cicada_scenarios::{LoadedScenario, Override, ScenarioError, load_file, parse};
 use clap::Args;
 
-use crate::run::RunError;
+use crate::error::RunError;
 
 /// The `vllm bench serve` flags `coord run` understands.
 #[derive(Debug, Clone, Default, Args)]
@@ -517,7 +517,7 @@ mod pinned {
     fn resolve(root: &Path, c: &Case) -> Result<cicada_scenarios::Scenario, String> {
         let mut sets: Vec<String> = c.sets.iter().map(|s| s.to_string()).collect();
         let goodput: Vec<String> = c.goodput.iter().map(|s| s.to_string()).collect();
-        sets.extend(crate::run::goodput_overrides(&goodput).map_err(|e| e.to_string())?);
+        sets.extend(crate::cli::scenario::goodput_overrides(&goodput).map_err(|e| e.to_string())?);
         if let Some(r) = c.gates.0 {
             sets.push(format!("output.max_failure_ratio={r:?}"));
         }

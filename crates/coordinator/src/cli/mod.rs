@@ -1,4 +1,8 @@
-//! The `coord` command line.
+//! The `coord` command line: its arguments, and the scenario they describe
+//! (`scenario`), with `vllm bench serve`'s flags (`vllm`).
+
+pub mod scenario;
+pub mod vllm;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -96,7 +100,7 @@ pub struct RunArgs {
     #[arg(long, num_args = 1.., value_name = "METRIC:MS")]
     pub goodput: Vec<String>,
     #[command(flatten)]
-    pub vllm: crate::flags::VllmFlags,
+    pub vllm: vllm::VllmFlags,
 }
 
 /// `coord mock`.
