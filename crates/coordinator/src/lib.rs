@@ -3,31 +3,26 @@
 //! reports, live progress and the result writers.
 
 pub mod cli;
-pub mod client;
 pub mod error;
 pub mod fleet;
-pub mod gates;
 pub mod live;
 pub mod merge;
-pub mod outputs;
 pub mod pool;
 pub mod progress;
 pub mod ready;
 pub mod report;
-pub mod results;
 pub mod run;
 pub mod selftest;
 pub mod server;
 pub mod server_metrics;
 pub mod signals;
 pub mod stage;
-pub mod streams;
 pub mod sweep;
 pub mod target;
 
 use cicada_mock::{MockServer, TlsFiles};
 
-use crate::cli::{Cli, Command, MockArgs, ValidateArgs};
+use crate::cli::{Cli, Command, MockArgs, ReportArgs, ValidateArgs};
 use crate::error::EXIT_BAD_INPUT;
 
 /// Run the command line; returns the process exit code.
@@ -45,7 +40,21 @@ pub async fn main(cli: Cli) -> i32 {
                 1
             }
         },
-        Command::Report(args) => report::table::command(&args),
+        Command::Report(args) => report(&args),
+    }
+}
+
+/// `coord report`: print the table; 2 for unusable files.
+fn report(args: &ReportArgs) -> i32 {
+    match report::table::build(&args.files, args.format, args.merge) {
+        Ok(text) => {
+            print!("{text}");
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            EXIT_BAD_INPUT
+        }
     }
 }
 

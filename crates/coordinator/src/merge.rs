@@ -8,7 +8,24 @@ use cicada_metrics::{Counter, Metric, MetricSet, MetricsError, Scope};
 use cicada_proto::convert::decode_set;
 use cicada_proto::v1;
 
-use crate::streams::IntervalSink;
+/// Receives what the merge produces as a stage runs.
+pub trait IntervalSink: Send + std::fmt::Debug {
+    /// The stage's start barrier happened at `started_unix` (Unix seconds).
+    fn begin(&mut self, started_unix: f64);
+    /// Interval `index` (from `start_s` after the barrier, `length_s` long)
+    /// is final: every live worker reported past it. `set` is the fleet's
+    /// merged measurements of it.
+    fn interval(
+        &mut self,
+        index: u64,
+        start_s: f64,
+        length_s: f64,
+        set: &MetricSet,
+        in_flight: u64,
+    );
+    /// A worker sent per-request lines (JSONL).
+    fn details(&mut self, worker: u32, jsonl: &[u8]);
+}
 
 /// Figures of one interval, in display units.
 #[derive(Debug, Clone, PartialEq)]

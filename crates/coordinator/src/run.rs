@@ -14,10 +14,10 @@ use crate::error::{EXIT_DEGRADED, EXIT_INTERRUPTED, RunError};
 use crate::fleet::{Fleet, FleetOptions};
 use crate::live::LiveMetrics;
 use crate::merge::Aggregate;
-use crate::outputs::{Outputs, StageDone};
 use crate::progress::{Display, Progress};
+use crate::report::outputs::{Outputs, StageDone};
+use crate::report::results::{RunContext, StageId, stage_results, write_stage};
 use crate::report::{RunResult, stages};
-use crate::results::{RunContext, StageId, stage_results, write_stage};
 use crate::signals::Signals;
 use crate::stage::run_stage;
 use crate::sweep::{Outcome, Sweeper};
@@ -333,7 +333,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     } else if finished.iter().any(RunResult::degraded) {
         EXIT_DEGRADED
     } else {
-        crate::gates::exit_code(&finished).unwrap_or(0)
+        crate::report::gates::exit_code(&finished).unwrap_or(0)
     })
 }
 

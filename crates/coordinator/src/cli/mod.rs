@@ -119,17 +119,6 @@ pub struct MockArgs {
     pub config: MockConfig,
 }
 
-/// How `coord report` prints its table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ReportFormat {
-    /// A Markdown table (GitHub-flavoured).
-    Markdown,
-    /// CSV with a header row.
-    Csv,
-    /// A JSON array of row objects, numbers unrounded.
-    Json,
-}
-
 /// `coord report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -138,7 +127,7 @@ pub struct ReportArgs {
     pub files: Vec<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "markdown")]
-    pub format: ReportFormat,
+    pub format: crate::report::table::Format,
     /// Merge the runs into one row: histograms re-merged exactly, counts added,
     /// throughputs over the wall-clock span the runs cover together.
     #[arg(long)]

@@ -361,7 +361,7 @@ mod tests {
     /// of one histogram fed both runs' samples.
     #[test]
     fn merging_result_files_equals_one_histogram_of_every_sample() {
-        use crate::gates::tests::result;
+        use crate::report::sample::result;
         use cicada_scenarios::Scenario;
         let dir = tempfile::tempdir().unwrap();
         let mut all = MetricSet::default();
@@ -381,7 +381,7 @@ mod tests {
             let p = dir.path().join(format!("r{i}.json"));
             std::fs::write(
                 &p,
-                serde_json::to_vec(&crate::report::json::document(&r)).unwrap(),
+                serde_json::to_vec(&super::super::json::document(&r)).unwrap(),
             )
             .unwrap();
             paths.push(p);

@@ -405,7 +405,7 @@ fn render_server(out: &mut String, f: &ServerFigures) {
     }
 }
 
-fn client_lines(out: &mut String, c: &crate::client::ClientHealth, tokens: u64) {
+fn client_lines(out: &mut String, c: &super::client_health::ClientHealth, tokens: u64) {
     section(out, "Client (the load generator itself)");
     let per_token = if tokens > 0 {
         format!(

@@ -10,10 +10,10 @@ use std::path::Path;
 use anyhow::Context as _;
 use cicada_metrics::{Metric, Outcomes, Summary};
 
+use super::stages::search_line;
 use super::svg::{LineChart, Series, XAxis, bar_chart, esc};
 use super::{RunResult, rfc3339};
 use crate::merge::IntervalRow;
-use crate::report::stages::search_line;
 use crate::sweep::Search;
 
 /// Most points drawn per series over time; longer runs are averaged into buckets.
@@ -195,7 +195,7 @@ fn summary_table(out: &mut String, page: &Page<'_>) {
         .stages
         .iter()
         .flat_map(|r| {
-            crate::gates::evaluate(r)
+            super::gates::evaluate(r)
                 .into_iter()
                 .map(move |g| format!("{}: {g}", stage_label(r)))
         })
@@ -428,7 +428,7 @@ fn outcomes(out: &mut String, stages: &[&RunResult]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gates::tests::result;
+    use crate::report::sample::result;
     use cicada_metrics::{Counter, Outcome};
     use cicada_scenarios::Scenario;
 

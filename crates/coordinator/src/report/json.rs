@@ -38,7 +38,7 @@ fn metric_fields(m: &mut Map<String, Value>, s: &Summary, metric: Metric, percen
     }
 }
 
-fn client_json(c: &crate::client::ClientHealth, tokens: u64) -> Value {
+fn client_json(c: &super::client_health::ClientHealth, tokens: u64) -> Value {
     json!({
         "client_bound": c.client_bound,
         "reasons": c.reasons,
@@ -292,7 +292,7 @@ fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
 
 /// Each configured run gate with its limit, measured value and verdict.
 fn gates_json(r: &RunResult) -> Value {
-    crate::gates::evaluate(r)
+    super::gates::evaluate(r)
         .into_iter()
         .map(|g| {
             (

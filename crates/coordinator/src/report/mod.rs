@@ -1,14 +1,22 @@
-//! Results: the data of one finished stage and its writers (console, JSON, CSV).
+//! Results: what one finished step (or `[[stages]]` window) measured, and
+//! everything that turns it into output: the console block, `result.json`,
+//! `summary.csv`, the streamed files, `report.html`, the run gates, the
+//! client's health verdict and `coord report`'s tables.
 
+pub mod client_health;
 pub mod compare;
 pub mod console;
 pub mod csv;
+pub mod gates;
 pub mod hlog;
 pub mod html;
 pub mod json;
+pub mod outputs;
+pub mod results;
 #[cfg(test)]
 pub(crate) mod sample;
 pub mod stages;
+pub mod streams;
 pub mod svg;
 pub mod table;
 pub mod timeseries;
@@ -18,10 +26,10 @@ use cicada_scenarios::Scenario;
 use cicada_scenarios::dataset::DatasetReport;
 use cicada_scenarios::plan::ResolvedTarget;
 
-use crate::client::ClientHealth;
 use crate::merge::IntervalRow;
 use crate::server_metrics::ServerView;
 use crate::stage::{LostWorker, WorkerShare};
+use client_health::ClientHealth;
 
 /// Percentiles computed for every metric in files, beside the console's own choice.
 pub const FILE_PERCENTILES: [f64; 4] = [50.0, 90.0, 99.0, 99.9];

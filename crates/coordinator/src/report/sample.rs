@@ -8,7 +8,7 @@ use cicada_metrics::{Counter, Metric, MetricSet, Outcome};
 use cicada_scenarios::Scenario;
 
 use super::RunResult;
-use crate::client::{ClientHealth, WorkerHealth};
+use super::client_health::{ClientHealth, WorkerHealth};
 use crate::server_metrics::{ServerFigures, ServerView};
 use crate::stage::{LostWorker, WorkerShare};
 

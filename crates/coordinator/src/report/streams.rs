@@ -12,27 +12,9 @@ use anyhow::Context as _;
 use cicada_metrics::MetricSet;
 use cicada_scenarios::Scenario;
 
-use crate::report::hlog::HlogWriter;
-use crate::report::timeseries::{IntervalPlace, TimeseriesWriter};
-
-/// Receives what the merge produces as a stage runs.
-pub trait IntervalSink: Send + std::fmt::Debug {
-    /// The stage's start barrier happened at `started_unix` (Unix seconds).
-    fn begin(&mut self, started_unix: f64);
-    /// Interval `index` (from `start_s` after the barrier, `length_s` long)
-    /// is final: every live worker reported past it. `set` is the fleet's
-    /// merged measurements of it.
-    fn interval(
-        &mut self,
-        index: u64,
-        start_s: f64,
-        length_s: f64,
-        set: &MetricSet,
-        in_flight: u64,
-    );
-    /// A worker sent per-request lines (JSONL).
-    fn details(&mut self, worker: u32, jsonl: &[u8]);
-}
+use super::hlog::HlogWriter;
+use super::timeseries::{IntervalPlace, TimeseriesWriter};
+use crate::merge::IntervalSink;
 
 /// The name of a file written beside the result: `result.json` gives plain
 /// `name`; another `output.result_filename` prefixes its stem

@@ -10,9 +10,8 @@ use cicada_scenarios::scenario::DatasetKind;
 use cicada_scenarios::{Scenario, sharding};
 use sha2::{Digest, Sha256};
 
-use crate::client;
+use super::{RunResult, client_health, console, csv, json};
 use crate::merge::Aggregate;
-use crate::report::{RunResult, console, csv, json};
 use crate::server_metrics::{ServerView, StageServerViews};
 use crate::stage::StageEnd;
 
@@ -93,7 +92,7 @@ pub fn stage_results(
     let uncapped_open_loop = !sharding::is_closed_loop(scenario)
         && scenario.load.max_concurrency.is_none()
         && scenario.dataset.kind() != DatasetKind::Conversations;
-    whole.client = Some(client::assess(
+    whole.client = Some(client_health::assess(
         &agg.health,
         &agg.usage,
         &end.workers,

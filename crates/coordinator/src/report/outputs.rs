@@ -6,9 +6,10 @@ use std::path::PathBuf;
 
 use cicada_scenarios::Scenario;
 
-use crate::report::RunResult;
-use crate::report::html::{self, Page};
-use crate::streams::{IntervalSink, RunFiles, companion};
+use super::RunResult;
+use super::html::{self, Page};
+use super::streams::{RunFiles, companion};
+use crate::merge::IntervalSink;
 use crate::sweep::Search;
 
 /// The run's extra outputs.
@@ -54,7 +55,7 @@ impl Outputs {
         self.files.end_stage()?;
         let mut paths = self.files.paths().to_vec();
         if let Some(whole) = done.current.first() {
-            for g in crate::gates::evaluate(whole) {
+            for g in super::gates::evaluate(whole) {
                 let verdict = if g.passed { "passed" } else { "FAILED" };
                 if done.sweep {
                     eprintln!("gate {verdict} (stage {}): {g}", whole.stage);
