@@ -9,7 +9,6 @@ pub mod live;
 pub mod merge;
 pub mod pool;
 pub mod progress;
-pub mod ready;
 pub mod report;
 pub mod run;
 pub mod selftest;

@@ -19,7 +19,7 @@ use cicada_scenarios::plan::{ResolvedSampling, ResolvedTarget, WireApi};
 use cicada_scenarios::units::Span;
 use tokio::time::Instant;
 
-use crate::target::join_url;
+use super::join_url;
 
 /// Longest pause between attempts.
 const RETRY_EVERY: Duration = Duration::from_secs(2);
