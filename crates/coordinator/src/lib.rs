@@ -12,10 +12,9 @@ pub mod progress;
 pub mod report;
 pub mod run;
 pub mod selftest;
-pub mod server;
 pub mod server_metrics;
 pub mod signals;
-pub mod stage;
+pub mod step;
 pub mod sweep;
 pub mod target;
 

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cicada_metrics::{Counter, Metric, MetricSet, MetricsError, Scope};
-use cicada_proto::convert::decode_set;
-use cicada_proto::v1;
+
+use crate::fleet::WorkerReport;
 
 /// Receives what the merge produces as a stage runs.
 pub trait IntervalSink: Send + std::fmt::Debug {
@@ -147,23 +147,23 @@ impl Aggregate {
         }
     }
 
-    /// Merge one worker's report.
-    pub fn add(&mut self, worker: u32, report: &v1::Report) -> Result<(), MetricsError> {
+    /// Merge one worker's report (or say why its measurements could not be read).
+    pub fn add(&mut self, worker: u32, report: WorkerReport) -> Result<(), MetricsError> {
+        let measured = report.measured?;
         let mut interval = MetricSet::default();
-        for scoped in &report.scopes {
-            let (scope, set) = decode_set(scoped)?;
-            self.scopes.entry(scope).or_default().merge(&set)?;
+        for (scope, set) in &measured.scopes {
+            self.scopes.entry(*scope).or_default().merge(set)?;
             if !scope.warmup {
-                interval.merge(&set)?;
+                interval.merge(set)?;
             }
         }
-        if !report.details_jsonl.is_empty()
+        if !measured.details_jsonl.is_empty()
             && let Some(sink) = self.sink.as_mut()
         {
-            sink.details(worker, &report.details_jsonl);
+            sink.details(worker, &measured.details_jsonl);
         }
-        if let Some(h) = &report.health {
-            cicada_proto::convert::decode_histograms(&mut self.health, &h.histograms)?;
+        if let Some(h) = &measured.health {
+            self.health.merge(&h.stalls)?;
             let u = self.usage.entry(worker).or_default();
             u.cpu_us += h.cpu_us;
             u.peak_rss_bytes = u.peak_rss_bytes.max(h.peak_rss_bytes).max(h.rss_bytes);
@@ -255,32 +255,35 @@ impl Aggregate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fleet::Measured;
     use cicada_metrics::Outcome;
-    use cicada_proto::convert::encode_set;
 
-    fn report(seq: u64, ok: u64) -> v1::Report {
+    fn report(seq: u64, ok: u64) -> WorkerReport {
         let mut set = MetricSet::default();
         for _ in 0..ok {
             set.count_outcome(Outcome::Ok, None);
             set.histogram_mut(Metric::Ttft).record(1000);
         }
-        v1::Report {
+        WorkerReport {
+            step: 0,
             seq,
-            scopes: vec![encode_set(Scope::default(), &set)],
+            sent: ok,
             in_flight: 2,
-            interval_start_us: seq * 1_000_000,
             interval_end_us: (seq + 1) * 1_000_000 - u64::from(seq == 1) * 600_000,
-            ..v1::Report::default()
+            measured: Ok(Measured {
+                scopes: vec![(Scope::default(), set)],
+                ..Measured::default()
+            }),
         }
     }
 
     #[test]
     fn intervals_flush_when_every_live_worker_moved_on() {
         let mut a = Aggregate::new(1.0, [0, 1]);
-        a.add(0, &report(0, 3)).unwrap();
-        a.add(0, &report(1, 1)).unwrap();
+        a.add(0, report(0, 3)).unwrap();
+        a.add(0, report(1, 1)).unwrap();
         assert!(a.rows.is_empty(), "worker 1 has not reported interval 0");
-        a.add(1, &report(0, 2)).unwrap();
+        a.add(1, report(0, 2)).unwrap();
         assert_eq!(a.rows.len(), 1);
         assert_eq!(a.rows[0].ok, 5);
         assert_eq!(a.rows[0].in_flight, 4);

@@ -19,7 +19,7 @@ use crate::report::outputs::{Outputs, StageDone};
 use crate::report::results::{RunContext, StageId, stage_results, write_stage};
 use crate::report::{RunResult, stages};
 use crate::signals::Signals;
-use crate::stage::run_stage;
+use crate::step::{Step, run_step};
 use crate::sweep::{Outcome, Sweeper};
 use crate::{server_metrics, target};
 
@@ -104,7 +104,7 @@ fn check_streams_per_worker(s: &Scenario, workers: u32) -> Result<(), RunError> 
 fn reach_embedded_mock(plans: &mut [plan::Plan], fleet: &Fleet) {
     for p in plans {
         let Some(ip) = fleet
-            .members
+            .members()
             .get(&p.worker_index)
             .and_then(|m| m.local)
             .map(|a| a.ip())
@@ -265,14 +265,16 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
                 eprintln!("stage {stage_no}: {}", step.name);
             }
             let mut watch = server_metrics::Watch::start(&step.scenario, &target, &phases).await;
-            let end = run_stage(
+            let end = run_step(
                 &mut fleet,
-                stage_no,
-                &plans,
-                &mut agg,
                 &mut signals,
-                &mut progress,
-                &mut |at| watch.started(at),
+                Step {
+                    number: stage_no,
+                    plans: &plans,
+                    agg: &mut agg,
+                    progress: &mut progress,
+                    on_start: &mut |at| watch.started(at),
+                },
             )
             .await;
             let server = watch.finish().await;

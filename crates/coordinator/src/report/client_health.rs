@@ -9,7 +9,7 @@
 use cicada_metrics::{Metric, MetricSet};
 
 use crate::merge::WorkerUsage;
-use crate::stage::WorkerShare;
+use crate::step::WorkerShare;
 
 /// Runtime stall p99 above which the client could not run when it had to, ms.
 pub const STALL_P99_MS: f64 = 10.0;

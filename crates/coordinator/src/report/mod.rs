@@ -28,7 +28,7 @@ use cicada_scenarios::plan::ResolvedTarget;
 
 use crate::merge::IntervalRow;
 use crate::server_metrics::ServerView;
-use crate::stage::{LostWorker, WorkerShare};
+use crate::step::{LostWorker, WorkerShare};
 use client_health::ClientHealth;
 
 /// Percentiles computed for every metric in files, beside the console's own choice.

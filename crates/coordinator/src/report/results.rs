@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use super::{RunResult, client_health, console, csv, json};
 use crate::merge::Aggregate;
 use crate::server_metrics::{ServerView, StageServerViews};
-use crate::stage::StageEnd;
+use crate::step::StepEnd;
 
 /// What every result of a run shares.
 #[derive(Debug, Clone)]
@@ -54,7 +54,7 @@ pub fn stage_results(
     scenario: &Scenario,
     phases: &[StageWindow],
     agg: &mut Aggregate,
-    end: &StageEnd,
+    end: &StepEnd,
     warmup_end_us: u64,
     server: StageServerViews,
 ) -> Vec<RunResult> {

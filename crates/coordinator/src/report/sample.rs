@@ -10,7 +10,7 @@ use cicada_scenarios::Scenario;
 use super::RunResult;
 use super::client_health::{ClientHealth, WorkerHealth};
 use crate::server_metrics::{ServerFigures, ServerView};
-use crate::stage::{LostWorker, WorkerShare};
+use crate::step::{LostWorker, WorkerShare};
 
 /// A result with `ok` successes (of which `good` met the SLO) and `failed` failures.
 pub(crate) fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult {
