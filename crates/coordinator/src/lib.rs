@@ -1,5 +1,5 @@
 //! ORCHESTRATE and REPORT: the `coord` command line, the gRPC server workers
-//! attach to, local worker spawning, stage barriers, exact merging of worker
+//! attach to, local worker spawning, step barriers, exact merging of worker
 //! reports, live progress and the result writers.
 
 pub mod cli;

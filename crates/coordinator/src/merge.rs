@@ -8,9 +8,9 @@ use cicada_metrics::{Counter, Metric, MetricSet, MetricsError, Scope};
 
 use crate::fleet::WorkerReport;
 
-/// Receives what the merge produces as a stage runs.
+/// Receives what the merge produces as a step runs.
 pub trait IntervalSink: Send + std::fmt::Debug {
-    /// The stage's start barrier happened at `started_unix` (Unix seconds).
+    /// The step's start barrier happened at `started_unix` (Unix seconds).
     fn begin(&mut self, started_unix: f64);
     /// Interval `index` (from `start_s` after the barrier, `length_s` long)
     /// is final: every live worker reported past it. `set` is the fleet's
@@ -92,7 +92,7 @@ impl IntervalRow {
     }
 }
 
-/// One worker's resource use over a stage.
+/// One worker's resource use over a step.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WorkerUsage {
     /// CPU time (user + system) of the worker process, µs.
@@ -101,7 +101,7 @@ pub struct WorkerUsage {
     pub peak_rss_bytes: u64,
 }
 
-/// Everything merged so far for one stage.
+/// Everything merged so far for one step.
 #[derive(Debug)]
 pub struct Aggregate {
     interval_s: f64,
@@ -140,7 +140,7 @@ impl Aggregate {
         }
     }
 
-    /// The stage's start barrier happened at `started_unix` (Unix seconds).
+    /// The step's start barrier happened at `started_unix` (Unix seconds).
     pub fn begin(&mut self, started_unix: f64) {
         if let Some(sink) = self.sink.as_mut() {
             sink.begin(started_unix);
@@ -191,7 +191,7 @@ impl Aggregate {
         self.last_in_flight.values().sum()
     }
 
-    /// Turn finished intervals into rows; `all` flushes everything (end of stage).
+    /// Turn finished intervals into rows; `all` flushes everything (end of step).
     pub fn flush(&mut self, all: bool) {
         let done_below = if all {
             u64::MAX
@@ -208,7 +208,7 @@ impl Aggregate {
             }
             if let Some((seq, (set, in_flight, end_us))) = self.open.pop_first() {
                 let start_s = seq as f64 * self.interval_s;
-                // the last interval of a stage ends early: rates use its real length
+                // the last interval of a step ends early: rates use its real length
                 let length_s = match end_us as f64 / 1e6 - start_s {
                     l if end_us > 0 && l > 0.0 => l.min(self.interval_s),
                     _ => self.interval_s,
@@ -232,7 +232,7 @@ impl Aggregate {
         total
     }
 
-    /// Everything measured (all targets and stages, without warm-up).
+    /// Everything measured (all targets and steps, without warm-up).
     pub fn total(&self) -> MetricSet {
         self.merged(|s| !s.warmup)
     }

@@ -1,4 +1,4 @@
-//! `coord run`: scenario -> fleet -> one stage per sweep step -> results.
+//! `coord run`: scenario -> fleet -> one step per sweep value -> results.
 
 use std::path::{Path, PathBuf};
 
@@ -15,8 +15,8 @@ use crate::fleet::{Fleet, FleetOptions};
 use crate::live::LiveMetrics;
 use crate::merge::Aggregate;
 use crate::progress::{Display, Progress};
-use crate::report::outputs::{Outputs, StageDone};
-use crate::report::results::{RunContext, StageId, stage_results, write_stage};
+use crate::report::outputs::{Outputs, StepDone};
+use crate::report::results::{RunContext, StepId, step_results, write_step};
 use crate::report::{RunResult, stages};
 use crate::signals::Signals;
 use crate::step::{Step, run_step};
@@ -223,7 +223,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     let run_id = random_hex(8);
     let mut sweeper = Sweeper::new(&scenario);
     let mut finished: Vec<RunResult> = Vec::new();
-    let mut phase_results: Vec<RunResult> = Vec::new();
+    let mut stage_results: Vec<RunResult> = Vec::new();
     let mut progress = Progress::new(
         Display::choose(args.quiet, args.headless),
         live,
@@ -239,37 +239,37 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
                 tokio::time::sleep(pause.get()).await;
             }
             number += 1;
-            let stage_no = if sweeper.is_sweep() { number } else { 0 };
+            let step_no = if sweeper.is_sweep() { number } else { 0 };
             let mut plans = plan::plans_for(
                 &step.scenario,
                 &target.resolved,
                 &pool,
                 tokenizer.as_ref(),
                 &run_id,
-                stage_no,
+                step_no,
                 workers,
             );
             if remote && target.mock.is_some() {
                 reach_embedded_mock(&mut plans, &fleet);
             }
-            let phases = plans.first().map(|p| p.stages.clone()).unwrap_or_default();
+            let windows = plans.first().map(|p| p.stages.clone()).unwrap_or_default();
             let interval_s = step.scenario.load.report_interval.get().as_secs_f64();
             let mut agg = Aggregate::new(interval_s, 0..workers);
-            agg.sink = Some(outputs.stage_sink(stage_no));
-            progress.stage(
-                stage_no,
+            agg.sink = Some(outputs.step_sink(step_no));
+            progress.step(
+                step_no,
                 workers,
                 plans.first().and_then(plan::Plan::duration),
             );
             if sweeper.is_sweep() {
-                eprintln!("stage {stage_no}: {}", step.name);
+                eprintln!("stage {step_no}: {}", step.name);
             }
-            let mut watch = server_metrics::Watch::start(&step.scenario, &target, &phases).await;
+            let mut watch = server_metrics::Watch::start(&step.scenario, &target, &windows).await;
             let end = run_step(
                 &mut fleet,
                 &mut signals,
                 Step {
-                    number: stage_no,
+                    number: step_no,
                     plans: &plans,
                     agg: &mut agg,
                     progress: &mut progress,
@@ -279,16 +279,16 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
             .await;
             let server = watch.finish().await;
             let end = end?;
-            let id = StageId {
-                number: stage_no,
+            let id = StepId {
+                number: step_no,
                 name: step.name.clone(),
             };
             let warmup_end = warmup_end_us(&step.scenario, &pool);
-            let mut results = stage_results(
+            let mut results = step_results(
                 &ctx,
                 &id,
                 &step.scenario,
-                &phases,
+                &windows,
                 &mut agg,
                 &end,
                 warmup_end,
@@ -303,18 +303,18 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
                     0.0
                 },
             });
-            let extra = outputs.stage_done(StageDone {
+            let extra = outputs.step_done(StepDone {
                 current: &results,
                 earlier: &finished,
-                earlier_phases: &phase_results,
+                earlier_stages: &stage_results,
                 sweep: sweeper.is_sweep(),
                 search: sweeper.search(),
             })?;
-            write_stage(&results, sweeper.is_sweep(), &extra)?;
+            write_step(&results, sweeper.is_sweep(), &extra)?;
             let whole = results.remove(0);
             let stop = whole.partial();
             finished.push(whole);
-            phase_results.extend(results);
+            stage_results.extend(results);
             if stop {
                 break;
             }
@@ -327,8 +327,8 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     outcome?;
     if sweeper.is_sweep() {
         print!("{}", stages::render("Sweep", &finished, sweeper.search()));
-    } else if !phase_results.is_empty() {
-        print!("{}", stages::render("Stages", &phase_results, None));
+    } else if !stage_results.is_empty() {
+        print!("{}", stages::render("Stages", &stage_results, None));
     }
     Ok(if finished.iter().any(RunResult::partial) {
         EXIT_INTERRUPTED

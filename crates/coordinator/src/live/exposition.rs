@@ -1,5 +1,5 @@
 //! The text served at `/metrics`. Counters and summaries cover the whole run
-//! so far (every stage); `cicada_interval_*` gauges describe the last
+//! so far (every step); `cicada_interval_*` gauges describe the last
 //! interval every worker has reported. Names and meanings are listed in
 //! docs/METRICS.md ("Live metrics").
 
@@ -34,11 +34,11 @@ pub struct LiveView<'a> {
     pub scenario: &'a str,
     /// Everything measured so far in the run (all stages, no warm-up).
     pub run: &'a MetricSet,
-    /// The stage running (0 without a sweep).
-    pub stage: u32,
-    /// Requests planned for the stage (0: open-ended).
+    /// The step running (0 without a sweep).
+    pub step: u32,
+    /// Requests planned for the step (0: open-ended).
     pub planned: u64,
-    /// Seconds since the stage's start barrier.
+    /// Seconds since the step's start barrier.
     pub elapsed_s: f64,
     /// Workers in the fleet.
     pub workers: u32,
@@ -91,7 +91,7 @@ pub fn render(v: &LiveView<'_>) -> String {
         "cicada_stage",
         "gauge",
         "The stage running (0 without a sweep).",
-        v.stage,
+        v.step,
     );
     one(
         &mut out,
@@ -254,7 +254,7 @@ mod tests {
         let text = render(&LiveView {
             scenario: "a \"quoted\" name",
             run: &run,
-            stage: 2,
+            step: 2,
             planned: 500,
             elapsed_s: 12.5,
             workers: 4,

@@ -1,4 +1,4 @@
-//! Turning a finished stage's aggregate into results, and writing them.
+//! Turning a finished step's aggregate into results, and writing them.
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::{RunResult, client_health, console, csv, json};
 use crate::merge::Aggregate;
-use crate::server_metrics::{ServerView, StageServerViews};
+use crate::server_metrics::{ServerView, StepServerViews};
 use crate::step::StepEnd;
 
 /// What every result of a run shares.
@@ -34,29 +34,29 @@ pub fn scenario_hash(s: &Scenario) -> String {
         .collect()
 }
 
-/// One stage's identity in results.
+/// One step's identity in results.
 #[derive(Debug, Clone)]
-pub struct StageId {
+pub struct StepId {
     pub number: u32,
     pub name: String,
 }
 
-/// Results of one stage: the whole stage first, then one per `[[stages]]`
-/// window. `server` (the servers' own view, scraped around the stage and at
-/// each window's boundaries) goes with the whole stage and each window.
+/// Results of one step: the whole step first, then one per `[[stages]]`
+/// window. `server` (the servers' own view, scraped around the step and at
+/// each window's boundaries) goes with the whole step and each window.
 #[allow(
     clippy::too_many_arguments,
     reason = "split along its phases when the coordinator is regrouped"
 )]
-pub fn stage_results(
+pub fn step_results(
     ctx: &RunContext,
-    id: &StageId,
+    id: &StepId,
     scenario: &Scenario,
-    phases: &[StageWindow],
+    windows: &[StageWindow],
     agg: &mut Aggregate,
     end: &StepEnd,
     warmup_end_us: u64,
-    server: StageServerViews,
+    server: StepServerViews,
 ) -> Vec<RunResult> {
     let rows = std::mem::take(&mut agg.rows);
     let targets = ctx.target.urls.len().max(1) as u32;
@@ -101,17 +101,17 @@ pub fn stage_results(
         uncapped_open_loop,
     ));
     let mut out = vec![whole];
-    for (p, w) in phases.iter().enumerate() {
+    for (p, w) in windows.iter().enumerate() {
         let start = (w.start.as_micros() as u64).max(warmup_end_us);
-        let phase = p as u32;
+        let stage = p as u32;
         let mut r = make(
             p as u32 + 1,
             w.name.clone(),
-            &|s: &Scope| s.stage == phase,
+            &|s: &Scope| s.stage == stage,
             start,
             Vec::new(),
         );
-        // a stage's result describes the stage's own load
+        // a window's result describes the window's own load
         if let Some(spec) = scenario.stages.get(p) {
             if let Some(rate) = spec.request_rate {
                 r.scenario.load.request_rate = rate;
@@ -128,15 +128,15 @@ pub fn stage_results(
     out
 }
 
-/// Write a stage's files, name them on stderr, then print its console block;
+/// Write a step's files, name them on stderr, then print its console block;
 /// returns the files written. The block comes last so that a log that merges
 /// both streams (`kubectl logs`, a Slurm output file) ends with the result.
 ///
 /// A run without sweep writes `result.json` (`output.result_filename`), plus
 /// `result-stage<n>.json` per `[[stages]]` window; a sweep writes
-/// `result-stage<n>.json` per stage. Each result adds one CSV row per target
+/// `result-stage<n>.json` per step. Each result adds one CSV row per target
 /// when there are several. `extra` files (written elsewhere) are named too.
-pub fn write_stage(
+pub fn write_step(
     results: &[RunResult],
     sweep: bool,
     extra: &[PathBuf],
@@ -154,13 +154,16 @@ pub fn write_stage(
         base.clone()
     };
     files.push(write_json(&dir.join(main_name), whole)?);
-    for phase in &results[1..] {
-        files.push(write_json(&dir.join(stage_file(base, phase.stage)), phase)?);
+    for window in &results[1..] {
+        files.push(write_json(
+            &dir.join(stage_file(base, window.stage)),
+            window,
+        )?);
     }
     let mut rows: Vec<Vec<String>> = results[1..].iter().flat_map(csv::rows).collect();
     let mut whole_rows = csv::rows(whole);
     if results.len() > 1 {
-        // the whole run beside its stages
+        // the whole run beside its steps
         let h = csv::header();
         if let (Some(si), Some(ni)) = (
             h.iter().position(|c| c == "stage"),

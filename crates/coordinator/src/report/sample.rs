@@ -1,4 +1,4 @@
-//! A finished stage with something in every field, for tests of the writers;
+//! A finished step with something in every field, for tests of the writers;
 //! and the byte-exact check of what the writers make of it against files
 //! committed before the writers were rebuilt on typed documents.
 
@@ -80,7 +80,7 @@ fn measured(set: &mut MetricSet, n: u64, scale: u64) {
     set.counters.add(Counter::Reconnects, 2);
 }
 
-/// A two-replica stage of a sweep with a lost worker, a warm-up, gates,
+/// A two-replica step of a sweep with a lost worker, a warm-up, gates,
 /// client health, server figures and a secret header: every branch of the writers.
 pub(crate) fn rich() -> RunResult {
     let mut s = Scenario {

@@ -45,7 +45,7 @@ pub struct Series {
     pub color: usize,
     /// Draw a dot with a tooltip at every point (for few points).
     pub dots: bool,
-    /// A name per point for its tooltip (e.g. the sweep stage), or empty.
+    /// A name per point for its tooltip (e.g. the sweep step), or empty.
     pub labels: Vec<String>,
 }
 
@@ -209,7 +209,7 @@ impl LineChart {
                 r##"<g class="series" data-series="{i}"><title>{}</title>"##,
                 esc(&s.name)
             );
-            // a non-finite y breaks the line (e.g. between sweep stages)
+            // a non-finite y breaks the line (e.g. between sweep steps)
             for run in s.points.split(|(_, y)| !y.is_finite()) {
                 if run.is_empty() {
                     continue;
