@@ -34,30 +34,41 @@ pub fn scenario_hash(s: &Scenario) -> String {
         .collect()
 }
 
-/// One step's identity in results.
-#[derive(Debug, Clone)]
-pub struct StepId {
+/// A finished step, as the run loop knows it.
+#[derive(Debug)]
+pub struct FinishedStep<'a> {
+    /// The step's number (0 without a sweep).
     pub number: u32,
+    /// Its name in results ("" without a sweep).
     pub name: String,
+    /// The scenario with the step's load applied.
+    pub scenario: &'a Scenario,
+    /// Its `[[stages]]` windows (empty without stages).
+    pub windows: &'a [StageWindow],
+    /// How it ended.
+    pub end: StepEnd,
+    /// Where measuring started, µs after the barrier (the warm-up's end).
+    pub warmup_end_us: u64,
+    /// The servers' own view, scraped around the step and at each window's
+    /// boundaries; it goes with the whole step and each window.
+    pub server: StepServerViews,
 }
 
-/// Results of one step: the whole step first, then one per `[[stages]]`
-/// window. `server` (the servers' own view, scraped around the step and at
-/// each window's boundaries) goes with the whole step and each window.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "split along its phases when the coordinator is regrouped"
-)]
+/// Results of one step: the whole step first, then one per `[[stages]]` window.
 pub fn step_results(
     ctx: &RunContext,
-    id: &StepId,
-    scenario: &Scenario,
-    windows: &[StageWindow],
+    step: FinishedStep<'_>,
     agg: &mut Aggregate,
-    end: &StepEnd,
-    warmup_end_us: u64,
-    server: StepServerViews,
 ) -> Vec<RunResult> {
+    let FinishedStep {
+        number,
+        name,
+        scenario,
+        windows,
+        end,
+        warmup_end_us,
+        server,
+    } = step;
     let rows = std::mem::take(&mut agg.rows);
     let targets = ctx.target.urls.len().max(1) as u32;
     let make =
@@ -87,7 +98,7 @@ pub fn step_results(
                 client: None,
             }
         };
-    let mut whole = make(id.number, id.name.clone(), &|_| true, warmup_end_us, rows);
+    let mut whole = make(number, name, &|_| true, warmup_end_us, rows);
     whole.server = server.whole.clone();
     let uncapped_open_loop = !sharding::is_closed_loop(scenario)
         && scenario.load.max_concurrency.is_none()
