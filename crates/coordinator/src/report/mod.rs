@@ -7,6 +7,7 @@ pub mod client_health;
 pub mod compare;
 pub mod console;
 pub mod csv;
+pub mod document;
 pub mod gates;
 pub mod hlog;
 pub mod html;

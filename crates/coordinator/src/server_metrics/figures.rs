@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::prom::{Exposition, Histogram};
 
@@ -338,7 +338,7 @@ impl Raw {
 }
 
 /// A server-side latency histogram's change over the run, in milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct HistFigures {
     pub count: f64,
     pub mean_ms: f64,
@@ -372,7 +372,8 @@ impl HistFigures {
 }
 
 /// The server-side view of a run; absent fields were not exposed.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ServerFigures {
     /// Metric family read: vllm, sglang, tgi, llamacpp (or mixed across replicas).
     pub source: String,
