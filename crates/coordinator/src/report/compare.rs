@@ -402,6 +402,51 @@ mod tests {
         assert_eq!(rows[1].failed, 5);
     }
 
+    /// A `vllm bench serve --save-result` file, as vLLM 0.x writes it: its
+    /// own extra keys and arrays are skipped, its figures read.
+    #[test]
+    fn vllm_save_result_files_read_as_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("vllm.json");
+        std::fs::write(
+            &p,
+            r#"{"date": "20250101-120000", "endpoint_type": "openai-chat", "label": null,
+                "backend": "openai-chat", "model_id": "meta-llama/Llama-3.1-8B-Instruct",
+                "tokenizer_id": "meta-llama/Llama-3.1-8B-Instruct", "num_prompts": 100,
+                "request_rate": "inf", "burstiness": 1.0, "max_concurrency": null,
+                "duration": 12.5, "completed": 100, "total_input_tokens": 51200,
+                "total_output_tokens": 12800, "request_throughput": 8.0,
+                "request_goodput": null, "output_throughput": 1024.0,
+                "total_token_throughput": 5120.0, "max_output_tokens_per_s": 1300.0,
+                "max_concurrent_requests": 64, "input_lens": [512, 512],
+                "output_lens": [128, 128], "ttfts": [0.1, 0.2], "itls": [[0.01, 0.02], []],
+                "generated_texts": ["a", "b"], "errors": ["", ""],
+                "mean_ttft_ms": 150.5, "median_ttft_ms": 140.0, "std_ttft_ms": 20.0,
+                "p99_ttft_ms": 300.0, "mean_tpot_ms": 12.0, "median_tpot_ms": 11.0,
+                "std_tpot_ms": 1.0, "p99_tpot_ms": 20.0, "mean_itl_ms": 12.0,
+                "median_itl_ms": 11.5, "std_itl_ms": 2.0, "p99_itl_ms": 25.0,
+                "mean_e2el_ms": 1700.0, "median_e2el_ms": 1650.0, "std_e2el_ms": 100.0,
+                "p99_e2el_ms": 2100.0}"#,
+        )
+        .unwrap();
+        let f = ResultFile::read(&p).unwrap();
+        let row = f.row().unwrap();
+        assert_eq!(row.model, "meta-llama/Llama-3.1-8B-Instruct");
+        assert_eq!(row.concurrency, "unbounded");
+        assert_eq!((row.duration_s, row.completed, row.failed), (12.5, 100, 0));
+        assert_eq!(row.request_goodput, None);
+        assert_eq!(row.latencies[0].mean, Some(150.5));
+        assert_eq!(
+            row.latencies[0].at(50.0),
+            Some(140.0),
+            "the median stands in for p50"
+        );
+        assert_eq!(row.latencies[3].at(99.0), Some(2100.0));
+        assert_eq!(row.latencies[3].at(90.0), None);
+        let e = f.measurements().unwrap_err().to_string();
+        assert!(e.contains("cicada.histograms"), "{e}");
+    }
+
     #[test]
     fn unreadable_files_name_the_file_and_key() {
         let dir = tempfile::tempdir().unwrap();
