@@ -22,7 +22,7 @@ mod validate_pool;
 mod validate_shape;
 
 pub use error::{Problem, ScenarioError};
-pub use load::{LoadedScenario, Override, load_file, parse};
+pub use load::{LoadedScenario, Override, Setting, load_file, load_file_with, parse, parse_with};
 pub use scenario::Scenario;
 pub use source::SourceMap;
 pub use validate_shape::{MAX_STREAMS, peak_streams};

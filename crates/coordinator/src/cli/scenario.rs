@@ -4,21 +4,72 @@
 
 use std::path::Path;
 
-use cicada_scenarios::{LoadedScenario, Override, load_file};
+use cicada_scenarios::{LoadedScenario, Override, Setting, load_file, load_file_with, parse_with};
 
 use super::RunArgs;
+use super::vllm::{self, VllmFlags};
 use crate::error::RunError;
 
-/// The scenario of `coord run`: file, flags, then `--set`.
+/// The scenario of `coord run`.
 pub fn of_run(args: &RunArgs) -> Result<LoadedScenario, RunError> {
-    let mut sets = args.sets.clone();
-    sets.extend(goodput_overrides(&args.goodput)?);
-    sets.extend(gate_overrides(args));
-    super::vllm::load_with_flags(args.scenario.as_deref(), &args.vllm, &sets)
+    describe(
+        args.scenario.as_deref(),
+        &args.vllm,
+        &args.sets,
+        &args.goodput,
+        (args.max_failure_ratio, args.min_slo_attainment),
+    )
 }
 
-/// Turn vLLM-style `--goodput ttft:500 tpot:50` into `slo.*_ms` overrides.
-pub fn goodput_overrides(specs: &[String]) -> Result<Vec<String>, RunError> {
+/// The scenario from an optional file, then (each over the ones before)
+/// vLLM's flags, the `--set` overrides, `--goodput` and the gate flags
+/// (`--max-failure-ratio`, `--min-slo-attainment`).
+pub fn describe(
+    file: Option<&Path>,
+    flags: &VllmFlags,
+    sets: &[String],
+    goodput: &[String],
+    (max_failure_ratio, min_attainment): (Option<f64>, Option<f64>),
+) -> Result<LoadedScenario, RunError> {
+    let goodput = goodput_settings(goodput)?;
+    let mut settings = vllm::settings(flags, file.is_some())?;
+    for s in sets {
+        settings.push(s.parse::<Override>()?.setting());
+    }
+    settings.extend(goodput);
+    let gates = [
+        (
+            "max-failure-ratio",
+            "output.max_failure_ratio",
+            max_failure_ratio,
+        ),
+        ("min-slo-attainment", "slo.min_attainment", min_attainment),
+    ];
+    for (flag, key, v) in gates {
+        if let Some(v) = v {
+            settings.push(flag_setting(flag, key, toml::Value::Float(v)));
+        }
+    }
+    Ok(match file {
+        Some(path) => load_file_with(path, &settings)?,
+        None => LoadedScenario {
+            scenario: parse_with("", "command line", &settings)?,
+            origin: "command line".to_string(),
+        },
+    })
+}
+
+fn flag_setting(flag: &str, key: &str, value: toml::Value) -> Setting {
+    Setting {
+        key: key.to_string(),
+        value,
+        source: format!("--{flag}"),
+        origin: format!("command line (--{flag})"),
+    }
+}
+
+/// vLLM-style `--goodput ttft:500 tpot:50` as `slo.*_ms` settings.
+pub fn goodput_settings(specs: &[String]) -> Result<Vec<Setting>, RunError> {
     specs
         .iter()
         .map(|spec| {
@@ -38,24 +89,16 @@ pub fn goodput_overrides(specs: &[String]) -> Result<Vec<String>, RunError> {
                     "--goodput {spec}: \"{value}\" is not a number of milliseconds"
                 ))
             })?;
-            Ok(format!("slo.{key}_ms={ms}"))
+            Ok(flag_setting(
+                "goodput",
+                &format!("slo.{key}_ms"),
+                toml::Value::Float(ms),
+            ))
         })
         .collect()
 }
 
-/// Turn the gate flags into `output.max_failure_ratio` / `slo.min_attainment` overrides.
-pub fn gate_overrides(args: &RunArgs) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(r) = args.max_failure_ratio {
-        out.push(format!("output.max_failure_ratio={r:?}"));
-    }
-    if let Some(a) = args.min_slo_attainment {
-        out.push(format!("slo.min_attainment={a:?}"));
-    }
-    out
-}
-
-/// Read a scenario with `--set` overrides.
+/// Read a scenario with `--set` overrides (`coord validate`).
 pub fn load(path: &Path, sets: &[String]) -> Result<LoadedScenario, RunError> {
     let overrides = sets
         .iter()
@@ -69,11 +112,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn goodput_flags_become_slo_overrides() {
-        let o = goodput_overrides(&["ttft:500".into(), "TPOT:50".into()]).unwrap();
-        assert_eq!(o, vec!["slo.ttft_ms=500", "slo.tpot_ms=50"]);
-        assert!(goodput_overrides(&["ttft=5".into()]).is_err());
-        assert!(goodput_overrides(&["foo:5".into()]).is_err());
-        assert!(goodput_overrides(&["ttft:fast".into()]).is_err());
+    fn goodput_flags_become_slo_settings() {
+        let o = goodput_settings(&["ttft:500".into(), "TPOT:50".into()]).unwrap();
+        let keys: Vec<(&str, f64)> = o
+            .iter()
+            .map(|s| (s.key.as_str(), s.value.as_float().unwrap()))
+            .collect();
+        assert_eq!(keys, [("slo.ttft_ms", 500.0), ("slo.tpot_ms", 50.0)]);
+        assert_eq!(o[0].origin, "command line (--goodput)");
+        assert!(goodput_settings(&["ttft=5".into()]).is_err());
+        assert!(goodput_settings(&["foo:5".into()]).is_err());
+        assert!(goodput_settings(&["ttft:fast".into()]).is_err());
     }
 }
