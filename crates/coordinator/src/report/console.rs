@@ -175,6 +175,27 @@ fn render_targets(out: &mut String, r: &RunResult) {
 fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
     let t = &r.total;
     rule(out, "cicada", '=');
+    run_lines(out, r, s);
+    extra_metrics(out, r, s);
+    client_vs_server(out, s, t);
+    if let Some(f) = &r.server.total {
+        render_server(out, f);
+    }
+    outcome_lines(out, t);
+    warnings(out, r);
+    if let Some(c) = &r.client {
+        client_lines(
+            out,
+            c,
+            s.total_output_tokens + r.warmup.counter(Counter::OutputTokens),
+        );
+    }
+    rule(out, "", '=');
+}
+
+/// The fleet, what was sent, and how tokens were counted.
+fn run_lines(out: &mut String, r: &RunResult, s: &Summary) {
+    let t = &r.total;
     int(out, "Workers:", r.workers);
     if let Some(u) = r.scenario.load.users {
         int(out, "Users (closed loop):", u);
@@ -220,6 +241,10 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
         );
     }
     int(out, "Reconnects:", t.counter(Counter::Reconnects));
+}
+
+/// Metrics beyond vLLM's block that the console does not list already.
+fn extra_metrics(out: &mut String, r: &RunResult, s: &Summary) {
     let shown: Vec<String> = r.scenario.output.percentile_metrics.clone();
     for m in [
         Metric::Icl,
@@ -237,10 +262,10 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
         float(out, "Mean output tok/s per request:", tps.mean);
         float(out, "Median output tok/s per request:", tps.median);
     }
-    client_vs_server(out, s, t);
-    if let Some(f) = &r.server.total {
-        render_server(out, f);
-    }
+}
+
+/// Every outcome class with its count and first error.
+fn outcome_lines(out: &mut String, t: &cicada_metrics::MetricSet) {
     section(out, "Outcomes");
     for (o, c) in t.outcomes.iter() {
         let line = format!("{:<40} {:<10}", format!("{o}:"), c.count);
@@ -253,6 +278,12 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
             }
         }
     }
+}
+
+/// What the figures do not say by themselves: short outputs, disagreeing
+/// counts, lost workers, an interrupted run.
+fn warnings(out: &mut String, r: &RunResult) {
+    let t = &r.total;
     if t.counter(Counter::ShortOutputs) > 0 {
         let advice = if r.ignore_eos_sent() {
             "although ignore_eos was sent: the server does not honour it"
@@ -293,14 +324,6 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
             "PARTIAL: interrupted by {sig}; figures cover the requests that finished"
         );
     }
-    if let Some(c) = &r.client {
-        client_lines(
-            out,
-            c,
-            s.total_output_tokens + r.warmup.counter(Counter::OutputTokens),
-        );
-    }
-    rule(out, "", '=');
 }
 
 /// The server's own per-request timing beside the client's (llama.cpp's
