@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
+use tonic::Streaming;
 
 use crate::executor::{self, Step};
 use crate::health::Health;
@@ -164,6 +165,50 @@ pub async fn serve(
     tls: &Tls,
     dial_wait: Duration,
 ) -> Result<(), LinkError> {
+    let (tx, mut inbound, welcome) = attach(url, &who, tls, dial_wait).await?;
+    let silence = Duration::from_millis(u64::from(welcome.heartbeat_timeout_ms.max(1000)));
+    tracing::info!(
+        index = welcome.worker_index,
+        of = welcome.worker_count,
+        "joined the coordinator"
+    );
+    let mut session = Session {
+        threads: who.threads,
+        tx,
+        pending: None,
+        running: None,
+    };
+    let result = session.run(&mut inbound, silence).await;
+    if let Some(r) = session.running.take() {
+        // never leave load running without a coordinator
+        r.stop.cancel();
+        r.cancel.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(2), r.task).await;
+    }
+    // close our side and give queued messages (a final error, a last report)
+    // time to reach the coordinator before the process exits
+    drop(session);
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while let Ok(Some(_)) = inbound.message().await {}
+    })
+    .await;
+    result
+}
+
+/// Dial the coordinator, say hello and wait for its welcome.
+async fn attach(
+    url: &str,
+    who: &Identity,
+    tls: &Tls,
+    dial_wait: Duration,
+) -> Result<
+    (
+        mpsc::Sender<v1::WorkerMessage>,
+        Streaming<v1::CoordinatorMessage>,
+        v1::Welcome,
+    ),
+    LinkError,
+> {
     let channel = dial(url, tls, dial_wait).await?;
     let mut client = CoordinatorClient::new(channel)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -185,7 +230,6 @@ pub async fn serve(
         .await
         .map_err(|s| LinkError::Lost(format!("attach failed: {}", s.message())))?
         .into_inner();
-
     let welcome = match inbound.message().await {
         Ok(Some(v1::CoordinatorMessage {
             body: Some(CBody::Welcome(w)),
@@ -213,99 +257,119 @@ pub async fn serve(
             );
         }
     };
-    let silence = Duration::from_millis(u64::from(welcome.heartbeat_timeout_ms.max(1000)));
-    tracing::info!(
-        index = welcome.worker_index,
-        of = welcome.worker_count,
-        "joined the coordinator"
-    );
+    Ok((tx, inbound, welcome))
+}
 
-    let mut pending: Option<Arc<Step>> = None;
-    let mut running: Option<Running> = None;
-    let mut beat = tokio::time::interval(silence / 4);
-    let mut beat_seq = 0u64;
-    let result = loop {
-        tokio::select! {
-            next = tokio::time::timeout(silence, inbound.message()) => {
-                let m = match next {
-                    Err(_) => break Err(LinkError::Lost(format!("no word from the coordinator for {silence:?}"))),
-                    Ok(Err(s)) => break Err(LinkError::Lost(s.message().to_string())),
-                    Ok(Ok(None)) => break Err(LinkError::Lost("the coordinator closed the stream".into())),
-                    Ok(Ok(Some(m))) => m,
-                };
-                match m.body {
-                    Some(CBody::Assign(a)) => {
-                        let plan = match Plan::decode(&a.plan, a.plan_format) {
-                            Ok(p) => p,
-                            Err(e) => {
-                                let _ = tx.send(msg(WBody::Error(v1::WorkerError { message: e.to_string(), fatal: true }))).await;
-                                break Err(LinkError::Step(e.to_string()));
-                            }
-                        };
-                        let planned = plan.planned_requests();
-                        match Step::new(plan, who.threads + 1) {
-                            Ok(step) => {
-                                pending = Some(Arc::new(step));
-                                let _ = tx.send(msg(WBody::Ready(v1::Ready { step: a.step, planned_requests: planned }))).await;
-                            }
-                            Err(e) => {
-                                let _ = tx.send(msg(WBody::Error(v1::WorkerError { message: e.to_string(), fatal: true }))).await;
-                                break Err(LinkError::Step(e.to_string()));
-                            }
-                        }
+/// A joined worker: the step it prepared and the one it runs.
+struct Session {
+    threads: usize,
+    tx: mpsc::Sender<v1::WorkerMessage>,
+    pending: Option<Arc<Step>>,
+    running: Option<Running>,
+}
+
+impl Session {
+    /// Follow the coordinator and heartbeat it until the run ends or the link breaks.
+    async fn run(
+        &mut self,
+        inbound: &mut Streaming<v1::CoordinatorMessage>,
+        silence: Duration,
+    ) -> Result<(), LinkError> {
+        let mut beat = tokio::time::interval(silence / 4);
+        let mut beat_seq = 0u64;
+        loop {
+            tokio::select! {
+                next = tokio::time::timeout(silence, inbound.message()) => {
+                    let m = match next {
+                        Err(_) => return Err(LinkError::Lost(format!("no word from the coordinator for {silence:?}"))),
+                        Ok(Err(s)) => return Err(LinkError::Lost(s.message().to_string())),
+                        Ok(Ok(None)) => return Err(LinkError::Lost("the coordinator closed the stream".into())),
+                        Ok(Ok(Some(m))) => m,
+                    };
+                    if let Some(end) = self.on_message(m).await {
+                        return end;
                     }
-                    Some(CBody::Start(s)) => {
-                        let Some(step) = pending.take() else {
-                            break Err(LinkError::Protocol("start without an assigned stage".into()));
-                        };
-                        let start = Instant::now() + Duration::from_micros(s.delay_us);
-                        running = Some(start_step(step, s.step, Clock::new(start), tx.clone()));
-                    }
-                    Some(CBody::Stop(s)) => {
-                        match running.take() {
-                            Some(r) if !r.task.is_finished() => {
-                                tracing::info!(reason = %s.reason, cancel = s.cancel_in_flight, "stopping the stage");
-                                r.stop.cancel();
-                                if s.cancel_in_flight {
-                                    r.cancel.cancel();
-                                }
-                                running = Some(r);
-                            }
-                            _ => {
-                                tracing::info!(reason = %s.reason, "the coordinator ended the run");
-                                break Ok(());
-                            }
-                        }
-                    }
-                    Some(CBody::Ping(p)) => {
-                        let in_flight = running.as_ref().map_or(0, |_| 0);
-                        let _ = tx.send(msg(WBody::Heartbeat(v1::Heartbeat { seq: p.seq, in_flight }))).await;
-                    }
-                    Some(CBody::Welcome(_)) | Some(CBody::Reject(_)) | None => {}
                 }
-            }
-            _ = beat.tick() => {
-                beat_seq += 1;
-                if tx.send(msg(WBody::Heartbeat(v1::Heartbeat { seq: beat_seq, in_flight: 0 }))).await.is_err() {
-                    break Err(LinkError::Lost("the outgoing stream closed".into()));
+                _ = beat.tick() => {
+                    beat_seq += 1;
+                    if self.tx.send(msg(WBody::Heartbeat(v1::Heartbeat { seq: beat_seq, in_flight: 0 }))).await.is_err() {
+                        return Err(LinkError::Lost("the outgoing stream closed".into()));
+                    }
                 }
             }
         }
-    };
-    if let Some(r) = running {
-        // never leave load running without a coordinator
-        r.stop.cancel();
-        r.cancel.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(2), r.task).await;
     }
-    // close our side and give queued messages (a final error, a last report)
-    // time to reach the coordinator before the process exits
-    drop(tx);
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        while let Ok(Some(_)) = inbound.message().await {}
-    })
-    .await;
-    result
+
+    /// Act on one message; `Some` when the run ends with it.
+    async fn on_message(&mut self, m: v1::CoordinatorMessage) -> Option<Result<(), LinkError>> {
+        match m.body {
+            Some(CBody::Assign(a)) => return self.prepare(a).await,
+            Some(CBody::Start(s)) => {
+                let Some(step) = self.pending.take() else {
+                    return Some(Err(LinkError::Protocol(
+                        "start without an assigned stage".into(),
+                    )));
+                };
+                let start = Instant::now() + Duration::from_micros(s.delay_us);
+                self.running = Some(start_step(step, s.step, Clock::new(start), self.tx.clone()));
+            }
+            Some(CBody::Stop(s)) => match self.running.take() {
+                Some(r) if !r.task.is_finished() => {
+                    tracing::info!(reason = %s.reason, cancel = s.cancel_in_flight, "stopping the stage");
+                    r.stop.cancel();
+                    if s.cancel_in_flight {
+                        r.cancel.cancel();
+                    }
+                    self.running = Some(r);
+                }
+                _ => {
+                    tracing::info!(reason = %s.reason, "the coordinator ended the run");
+                    return Some(Ok(()));
+                }
+            },
+            Some(CBody::Ping(p)) => {
+                let in_flight = self.running.as_ref().map_or(0, |_| 0);
+                let beat = v1::Heartbeat {
+                    seq: p.seq,
+                    in_flight,
+                };
+                let _ = self.tx.send(msg(WBody::Heartbeat(beat))).await;
+            }
+            Some(CBody::Welcome(_)) | Some(CBody::Reject(_)) | None => {}
+        }
+        None
+    }
+
+    /// Prepare an assigned step and say it is ready (or why it cannot run).
+    async fn prepare(&mut self, a: v1::Assign) -> Option<Result<(), LinkError>> {
+        let step = Plan::decode(&a.plan, a.plan_format)
+            .map_err(|e| e.to_string())
+            .and_then(|plan| {
+                let planned = plan.planned_requests();
+                Step::new(plan, self.threads + 1)
+                    .map(|s| (s, planned))
+                    .map_err(|e| e.to_string())
+            });
+        match step {
+            Ok((step, planned)) => {
+                self.pending = Some(Arc::new(step));
+                let ready = v1::Ready {
+                    step: a.step,
+                    planned_requests: planned,
+                };
+                let _ = self.tx.send(msg(WBody::Ready(ready))).await;
+                None
+            }
+            Err(message) => {
+                let error = v1::WorkerError {
+                    message: message.clone(),
+                    fatal: true,
+                };
+                let _ = self.tx.send(msg(WBody::Error(error))).await;
+                Some(Err(LinkError::Step(message)))
+            }
+        }
+    }
 }
 
 fn start_step(
