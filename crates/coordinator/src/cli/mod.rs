@@ -3,6 +3,8 @@
 
 pub mod scenario;
 pub mod vllm;
+#[cfg(test)]
+mod vllm_fixture;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
