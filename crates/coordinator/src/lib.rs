@@ -3,20 +3,20 @@
 //! reports, live progress and the result writers.
 
 pub mod cli;
-pub mod error;
-pub mod fleet;
-pub mod live;
-pub mod merge;
-pub mod pool;
-pub mod progress;
-pub mod report;
-pub mod run;
-pub mod selftest;
-pub mod server_metrics;
-pub mod signals;
-pub mod step;
-pub mod sweep;
-pub mod target;
+mod error;
+mod fleet;
+mod live;
+mod merge;
+mod pool;
+mod progress;
+mod report;
+mod run;
+mod selftest;
+mod server_metrics;
+mod signals;
+mod step;
+mod sweep;
+mod target;
 
 use cicada_mock::{MockServer, TlsFiles};
 

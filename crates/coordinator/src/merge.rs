@@ -241,15 +241,6 @@ impl Aggregate {
     pub fn warmup(&self) -> MetricSet {
         self.merged(|s| s.warmup)
     }
-
-    /// Targets that reported anything (outside warm-up).
-    pub fn targets(&self) -> BTreeSet<u32> {
-        self.scopes
-            .keys()
-            .filter(|s| !s.warmup)
-            .map(|s| s.target)
-            .collect()
-    }
 }
 
 #[cfg(test)]

@@ -23,7 +23,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::TcpListenerStream;
 
-pub use events::{Event, Health, Measured, WorkerReport};
+#[cfg(test)]
+pub use events::Measured;
+pub use events::{Event, WorkerReport};
 use server::{FleetService, Inbound, Outbox};
 
 /// Environment variable that carries the worker token to local workers.
@@ -57,6 +59,7 @@ pub enum LocalWorkers {
     Processes(PathBuf),
     /// One task each in this process (no process boundary), dialling the
     /// gRPC server like any worker: for tests that need no binaries.
+    #[cfg(test)]
     InProcess,
 }
 
@@ -80,8 +83,6 @@ pub struct Member {
     pub threads: u32,
     /// Its binary's version.
     pub version: String,
-    /// Its address, as we saw it.
-    pub peer: Option<SocketAddr>,
     /// Our address as this worker reached it (a route back to this host).
     pub local: Option<SocketAddr>,
     /// When it was last heard from.
@@ -230,7 +231,6 @@ impl Fleet {
                 host: hello.hostname,
                 threads: hello.cpus.max(1),
                 version: hello.version,
-                peer,
                 local,
                 last_seen: Instant::now(),
                 conn,

@@ -26,6 +26,7 @@ pub(super) fn start(options: &FleetOptions, url: &str) -> anyhow::Result<Locals>
             LocalWorkers::Processes(bin) => {
                 locals.children.push(spawn_process(options, bin, url, i)?)
             }
+            #[cfg(test)]
             LocalWorkers::InProcess => locals.tasks.push(cicada_worker::spawn_in_process(
                 url.to_string(),
                 cicada_worker::Identity {

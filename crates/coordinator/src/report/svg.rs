@@ -120,12 +120,6 @@ fn nines_label(x: f64) -> String {
     format!("{}%", trim((p * 1000.0).round() / 1000.0))
 }
 
-/// Position of percentile `p` (0..100) on a nines axis.
-pub fn nines(p: f64) -> f64 {
-    let rest = (1.0 - p / 100.0).max(1e-9);
-    -rest.log10()
-}
-
 /// Where a chart's data go: the data ranges and the plot area.
 struct Frame {
     x0: f64,
@@ -389,8 +383,6 @@ mod tests {
         assert_eq!(label(0.5), "0.5");
         assert_eq!(nines_label(2.0), "99%");
         assert_eq!(nines_label(3.0), "99.9%");
-        assert!((nines(99.0) - 2.0).abs() < 1e-9);
-        assert_eq!(nines(0.0), 0.0);
     }
 
     #[test]

@@ -20,8 +20,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+pub use figures::ServerFigures;
 use figures::{GaugeTrack, Raw};
-pub use figures::{HistFigures, ServerFigures};
 use prom::Exposition;
 
 use crate::target::{Target, join_url};
