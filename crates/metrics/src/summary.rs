@@ -31,7 +31,7 @@ impl DistributionStats {
             max: h.max() as f64 * scale,
             percentiles: percentiles
                 .iter()
-                .map(|p| (*p, h.quantile(p / 100.0) as f64 * scale))
+                .map(|p| (*p, h.percentile(*p) as f64 * scale))
                 .collect(),
         }
     }
