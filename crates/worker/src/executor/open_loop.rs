@@ -72,7 +72,7 @@ pub(super) async fn run(
         }
         let (stage, cancel) = (stage.clone(), cancel.clone());
         tracker.spawn(async move {
-            send_one(stage, slot, clock, cancel).await;
+            let _ = send_one(stage, slot, clock, cancel).await;
             drop(permit);
         });
         dispatched += 1;

@@ -13,19 +13,21 @@ use super::{Stage, route};
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, Exchange, perform};
 
-/// Send one request of the schedule and record it; counted as cancelled if `cancel` fires.
+/// Send one request of the schedule and record it; counted as cancelled if
+/// `cancel` fires. Returns when it ended (µs since the barrier), `None` if
+/// it could not be sent at all.
 pub(super) async fn send_one(
     stage: Arc<Stage>,
     slot: Slot,
     clock: Clock,
     cancel: CancellationToken,
-) {
+) -> Option<u64> {
     let Some(entry) = stage.pool.get(&slot.pool_id) else {
         tracing::error!(
             pool_id = slot.pool_id,
             "plan lacks a pool entry its stripe uses"
         );
-        return;
+        return None;
     };
     let body = stage.backend.body(entry);
     // pick and count at once so the next pick sees this request in flight
@@ -75,6 +77,7 @@ pub(super) async fn send_one(
         warmup: stage.plan.is_warmup(slot.index, slot.offset),
     };
     stage.recorder.record(scope, &record);
+    Some(exchange.ended_us)
 }
 
 /// Where a request sat in the schedule.

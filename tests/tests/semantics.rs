@@ -1,0 +1,108 @@
+//! Figures mean what their names say, for any worker count (issue: one fleet,
+//! one meaning). Each test here failed on the code before its fix.
+
+use std::path::Path;
+use std::time::Duration;
+
+use cicada_tests::*;
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+fn scenario(mock_url: &str, body: &str) -> String {
+    format!(
+        r#"
+name = "semantics"
+seed = 5
+[target]
+backend = "openai-chat"
+base_url = "{mock_url}"
+model = "cicada-mock"
+{body}
+"#
+    )
+}
+
+/// `coord run` on a scenario text; returns the run and result.json (Null if none).
+fn run(dir: &Path, text: &str, workers: &str, extra: &[&str]) -> (Run, Value) {
+    let sc = write(dir, "s.toml", text);
+    let out = dir.join(format!("out-{workers}"));
+    let mut args = vec![
+        "run",
+        sc.to_str().unwrap(),
+        "--workers",
+        workers,
+        "--output-dir",
+        out.to_str().unwrap(),
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    let r = coord_run(&args, LIMIT);
+    let j = if out.join("result.json").exists() {
+        read_json(&out.join("result.json"))
+    } else {
+        Value::Null
+    };
+    (r, j)
+}
+
+/// The lines of `requests.jsonl` in `dir/out-<workers>`.
+fn requests(dir: &Path, workers: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(dir.join(format!("out-{workers}/requests.jsonl")))
+        .expect("requests.jsonl");
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn us(v: &Value, key: &str) -> i64 {
+    v[key].as_i64().unwrap_or_else(|| panic!("{key} in {v}"))
+}
+
+/// A closed-loop user means to send its next request when its previous one
+/// ended plus its think time: that is its `t_sched`, so a user woken late
+/// shows schedule lag (it used to be stamped at the send, lag always ~0).
+#[test]
+fn closed_loop_users_are_scheduled_at_previous_end_plus_think_time() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "3", "--itl-ms", "1"]);
+    let dir = scratch();
+    let body = r#"
+[dataset]
+input_len = 8
+output_len = 4
+[load]
+users = 4
+spawn_rate = 1000
+think_time = "20ms"
+num_prompts = 80
+[output]
+save_detailed = true
+"#;
+    let (r, _) = run(dir.path(), &scenario(&mock.url, body), "2", &[]);
+    assert_ok(&r);
+    let mut lines = requests(dir.path(), "2");
+    assert_eq!(lines.len(), 80);
+    lines.sort_by_key(|l| us(l, "index"));
+    let mut checked = 0;
+    for user in 0..4i64 {
+        let mine: Vec<&Value> = lines
+            .iter()
+            .filter(|l| us(l, "index") % 4 == user)
+            .collect();
+        for pair in mine.windows(2) {
+            let (prev, next) = (pair[0], pair[1]);
+            let after_end = us(next, "scheduled_us") - us(prev, "ended_us");
+            // the think time exactly, never the sleep's lateness
+            assert_eq!(
+                after_end,
+                20_000,
+                "user {user}: request {} scheduled {after_end} µs after the previous end",
+                us(next, "index")
+            );
+            assert!(us(next, "sent_us") >= us(next, "scheduled_us"));
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 76);
+}
