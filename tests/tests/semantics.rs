@@ -106,3 +106,57 @@ save_detailed = true
     }
     assert_eq!(checked, 76);
 }
+
+/// `max_concurrent_requests` is vLLM's: the most successful requests active
+/// within one second (every whole second a request touches from its send to
+/// its last content event), computed here from `requests.jsonl`, for one and
+/// for three workers. It used to be a 100 ms average of requests in flight.
+#[test]
+fn max_concurrent_requests_is_vllms_per_second_count() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "40", "--itl-ms", "15"]);
+    let body = r#"
+[dataset]
+input_len = 8
+output_len = 40
+range_ratio = 0.5
+[load]
+num_prompts = 90
+request_rate = 40
+max_concurrency = 16
+[output]
+save_detailed = true
+"#;
+    for workers in ["1", "3"] {
+        let dir = scratch();
+        let (r, j) = run(dir.path(), &scenario(&mock.url, body), workers, &[]);
+        assert_ok(&r);
+        let mut active = std::collections::BTreeMap::<i64, u64>::new();
+        for l in requests(dir.path(), workers) {
+            if l["outcome"] != "ok" {
+                continue;
+            }
+            let sent = us(&l, "sent_us");
+            let last = l["events"]
+                .as_array()
+                .and_then(|e| e.last())
+                .map_or(us(&l, "ended_us"), |e| us(e, "at_us"));
+            for second in sent / 1_000_000..=last / 1_000_000 {
+                *active.entry(second).or_default() += 1;
+            }
+        }
+        let want = active.values().copied().max().unwrap();
+        assert_eq!(
+            j["max_concurrent_requests"].as_u64(),
+            Some(want),
+            "{workers} workers: {}",
+            j["max_concurrent_requests"]
+        );
+        // above the cap when requests straddle a second, as vLLM's can be
+        assert!(want >= 16, "{workers} workers: {want}");
+        let fine = j["cicada"]["peak_concurrent_requests_100ms"]
+            .as_f64()
+            .unwrap();
+        assert!(fine <= 16.0 + 1e-9, "{workers} workers: {fine}");
+    }
+}

@@ -127,7 +127,7 @@ pub fn render(r: &RunResult) -> String {
     float(
         &mut out,
         "Peak concurrent requests:",
-        s.max_concurrent_requests,
+        s.max_concurrent_requests as f64,
     );
     float(
         &mut out,
@@ -159,7 +159,11 @@ fn render_targets(out: &mut String, r: &RunResult) {
         int(out, "Failed requests:", s.failed);
         float(out, "Request throughput (req/s):", s.request_throughput);
         float(out, "Output token throughput (tok/s):", s.output_throughput);
-        float(out, "Peak concurrent requests:", s.max_concurrent_requests);
+        float(
+            out,
+            "Peak concurrent requests:",
+            s.max_concurrent_requests as f64,
+        );
         for name in &sc.output.percentile_metrics {
             if let Ok(m) = name.parse::<Metric>() {
                 metric_lines(out, &s, m, &sc.output.metric_percentiles);
@@ -189,6 +193,11 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
         );
     }
     float(out, "Mean concurrent requests:", s.mean_concurrent_requests);
+    float(
+        out,
+        "Peak concurrent requests (100 ms mean):",
+        s.peak_concurrent_requests_100ms,
+    );
     if let Some(a) = s.achieved_request_rate {
         float(out, "Request rate achieved (RPS):", a);
     }

@@ -216,7 +216,7 @@ fn row_for(r: &RunResult, t: &MetricSet, s: &Summary, target: &str) -> Vec<Strin
         f(s.total_token_throughput),
         s.request_goodput.map(f).unwrap_or_default(),
         s.max_output_tokens_per_s.to_string(),
-        f(s.max_concurrent_requests),
+        s.max_concurrent_requests.to_string(),
         s.token_source
             .map(|x| x.name().to_string())
             .unwrap_or_default(),

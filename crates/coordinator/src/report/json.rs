@@ -102,7 +102,7 @@ pub fn document(r: &RunResult) -> Value {
     );
     m.insert(
         "max_concurrent_requests".into(),
-        num(s.max_concurrent_requests),
+        json!(s.max_concurrent_requests),
     );
     for metric in VLLM_METRICS {
         metric_fields(&mut m, &s, metric, &percentiles);
@@ -172,7 +172,7 @@ fn target_json(
         "total_token_throughput": num(s.total_token_throughput),
         "request_goodput": s.request_goodput.map_or(Value::Null, num),
         "max_output_tokens_per_s": s.max_output_tokens_per_s,
-        "max_concurrent_requests": num(s.max_concurrent_requests),
+        "max_concurrent_requests": s.max_concurrent_requests,
         "outcomes": outcomes_json(set),
         "metrics": metrics_json(&s, percentiles),
         "server": server,
@@ -256,6 +256,7 @@ fn cicada_section(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Value {
         "reconnects": t.counter(Counter::Reconnects),
         "achieved_request_rate": s.achieved_request_rate,
         "mean_concurrent_requests": num(s.mean_concurrent_requests),
+        "peak_concurrent_requests_100ms": num(s.peak_concurrent_requests_100ms),
         "warmup": {
             "sent": r.warmup.outcomes.sent(),
             "completed": r.warmup.outcomes.ok(),
