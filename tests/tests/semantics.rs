@@ -160,3 +160,33 @@ save_detailed = true
         assert!(fine <= 16.0 + 1e-9, "{workers} workers: {fine}");
     }
 }
+
+/// Warm-up requests never count in the measured concurrency, whatever kind
+/// of warm-up marked them: 50 warm-up requests of ~0.5 s at 100/s are still
+/// in flight while the 10 measured ones run, and used to raise the measured
+/// peak to ~50.
+#[test]
+fn a_count_based_warmup_stays_out_of_the_measured_concurrency() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "100", "--itl-ms", "10"]);
+    let dir = scratch();
+    let body = r#"
+[dataset]
+input_len = 8
+output_len = 40
+[load]
+num_prompts = 60
+request_rate = 100
+warmup = { requests = 50 }
+"#;
+    let (r, j) = run(dir.path(), &scenario(&mock.url, body), "2", &[]);
+    assert_ok(&r);
+    let c = &j["cicada"];
+    assert_eq!(c["warmup"]["sent"].as_u64(), Some(50), "{}", c["warmup"]);
+    assert_eq!(j["completed"].as_u64(), Some(10));
+    let peak = c["peak_concurrent_requests_100ms"].as_f64().unwrap();
+    let mean = c["mean_concurrent_requests"].as_f64().unwrap();
+    assert!(peak <= 10.0 + 1e-9, "peak {peak}");
+    assert!(mean <= 10.0 + 1e-9, "mean {mean}");
+    assert!(j["max_concurrent_requests"].as_u64().unwrap() <= 10);
+}

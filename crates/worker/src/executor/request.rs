@@ -41,7 +41,8 @@ pub(super) async fn send_one(
     let request_id = format!("cicada-{}-{}", stage.plan.run_id, slot.index);
     stage.in_flight.fetch_add(1, Ordering::Relaxed);
     let sent_us = clock.now_us();
-    stage.in_flight_by_target[target].change(sent_us, true);
+    let warmup = stage.plan.is_warmup(slot.index, slot.offset);
+    stage.in_flight_by_target[target].change(sent_us, true, warmup);
     let scheduled_us = slot.offset.as_micros() as u64;
     let conduit = Conduit {
         http: &stage.http,
@@ -55,7 +56,7 @@ pub(super) async fn send_one(
         ex = perform(conduit, &stage.endpoints[target], &request_id, &body) => ex,
         () = cancel.cancelled() => Exchange::cancelled(sent_us, clock.now_us()),
     };
-    stage.in_flight_by_target[target].change(exchange.ended_us, false);
+    stage.in_flight_by_target[target].change(exchange.ended_us, false, warmup);
     stage.in_flight.fetch_sub(1, Ordering::Relaxed);
     let counting = Counting {
         tokenizer: stage.tokenizer.as_ref(),
@@ -74,7 +75,7 @@ pub(super) async fn send_one(
     let scope = Scope {
         target: target as u32,
         phase: slot.phase,
-        warmup: stage.plan.is_warmup(slot.index, slot.offset),
+        warmup,
     };
     stage.recorder.record(scope, &record);
     Some(exchange.ended_us)
