@@ -248,6 +248,9 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
     }
     client_vs_server(out, s, t);
     if let Some(f) = &r.server.total {
+        client_vs_server_metrics(out, s, f);
+    }
+    if let Some(f) = &r.server.total {
         render_server(out, f);
     }
     section(out, "Outcomes");
@@ -310,6 +313,32 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
         );
     }
     rule(out, "", '=');
+}
+
+/// The server's own means from its `/metrics` histograms (exact: sum over
+/// count) beside the client's: the TTFT difference is what the network, the
+/// HTTP front end and the client add; the TPOT difference is the streaming
+/// path's cost per token.
+fn client_vs_server_metrics(out: &mut String, s: &Summary, f: &ServerFigures) {
+    let pairs = [
+        ("TTFT", s.metric(Metric::Ttft), f.ttft),
+        ("TPOT", s.metric(Metric::Tpot), f.tpot),
+    ];
+    if !pairs.iter().any(|(_, c, h)| c.is_some() && h.is_some()) {
+        return;
+    }
+    section(out, &format!("Client vs Server ({} /metrics)", f.source));
+    for (label, client, server) in pairs {
+        if let (Some(c), Some(h)) = (client, server) {
+            float(out, &format!("Mean {label} (client) (ms):"), c.mean);
+            float(out, &format!("Mean {label} (server) (ms):"), h.mean_ms);
+            float(
+                out,
+                &format!("Mean {label} client - server (ms):"),
+                c.mean - h.mean_ms,
+            );
+        }
+    }
 }
 
 /// The server's own per-request timing beside the client's (llama.cpp's
@@ -405,11 +434,14 @@ fn render_server(out: &mut String, f: &ServerFigures) {
         ("TTFT", &f.ttft),
         ("queue time", &f.queue_time),
         ("E2EL", &f.e2el),
+        ("TPOT", &f.tpot),
+        ("ITL", &f.itl),
     ] {
         if let Some(h) = h {
             float(out, &format!("Server mean {label} (ms):"), h.mean_ms);
-            float(out, &format!("Server P50 {label} (ms, est.):"), h.p50_ms);
-            float(out, &format!("Server P99 {label} (ms, est.):"), h.p99_ms);
+            // only the bucket is known: its bounds, not a made-up point
+            int(out, &format!("Server P50 {label} (ms, bucket):"), h.p50_ms);
+            int(out, &format!("Server P99 {label} (ms, bucket):"), h.p99_ms);
         }
     }
 }
