@@ -458,4 +458,48 @@ mod non_streaming_tests {
         assert!(set.histogram(Metric::Itl).is_empty());
         assert_eq!(set.counter(Counter::OutputTokens), 40);
     }
+
+    /// A non-streamed answer arrives whole: the TTFT bound judges its E2EL,
+    /// the TPOT and ITL bounds cannot fail.
+    #[test]
+    fn goodput_of_non_streamed_requests_judges_ttft_by_e2el() {
+        let rec = |e2el_us: u64| RequestRecord {
+            index: 0,
+            target: 0,
+            outcome: Outcome::Ok,
+            error: None,
+            scheduled_us: 0,
+            sent_us: 0,
+            ended_us: e2el_us,
+            events: vec![ContentEvent {
+                at_us: e2el_us,
+                tokens: 40,
+            }],
+            output_tokens: 40,
+            token_source: TokenSource::Usage,
+            input_tokens: 10,
+            server_input_tokens: None,
+            cached_tokens: None,
+            requested_output_tokens: Some(40),
+            token_count_mismatch: false,
+            streamed: false,
+            reconnects: 0,
+            server_prompt_us: None,
+            server_per_token_us: None,
+        };
+        let slo = Slo {
+            ttft_ms: Some(100.0),
+            tpot_ms: Some(0.001),
+            itl_ms: Some(0.001),
+            ..Slo::default()
+        };
+        let mut set = MetricSet::default();
+        set.observe(&rec(99_000), &slo);
+        set.observe(&rec(101_000), &slo);
+        assert_eq!(
+            set.counter(Counter::Goodput),
+            1,
+            "only the one within 100 ms"
+        );
+    }
 }
