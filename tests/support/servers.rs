@@ -56,6 +56,35 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// The core real servers run on; clients run on [`CLIENT_CORE`], so neither
+/// measures the other's CPU contention (a Python client sharing cores with a
+/// busy server reads its stream late and reports the delay as latency).
+pub const SERVER_CORE: usize = 0;
+/// The core the clients (`coord` and its workers, `vllm bench serve`) run on.
+pub const CLIENT_CORE: usize = 1;
+
+/// Run `cmd`'s process (and what it spawns) on `core` only.
+pub fn pin(cmd: &mut Command, core: usize) {
+    // SAFETY: only async-signal-safe libc calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(core, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            Ok(())
+        });
+    }
+}
+
+/// `coord` with `args`, pinned to [`CLIENT_CORE`] (its workers inherit it).
+pub fn coord_run_pinned(args: &[&str], limit: Duration) -> crate::Run {
+    let mut cmd = Command::new(crate::coord());
+    cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    pin(&mut cmd, CLIENT_CORE);
+    let child = cmd.spawn().expect("starting coord");
+    crate::wait_with_limit(child, limit)
+}
+
 /// Make `cmd`'s process lead its own group, die when its parent thread dies,
 /// and (when `core` is given) run on that core only.
 fn confine(cmd: &mut Command, core: Option<usize>) {
@@ -160,7 +189,7 @@ impl LlamaServer {
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&log).expect("server log"))
             .stderr(std::fs::File::create(log.with_extension("err")).expect("server log"));
-        confine(&mut cmd, Some(0));
+        confine(&mut cmd, Some(SERVER_CORE));
         let mut child = cmd.spawn().expect("starting llama-server");
         let url = format!("http://127.0.0.1:{port}");
         wait_healthy(
@@ -250,6 +279,8 @@ impl VllmServer {
                 .args(["--host", "127.0.0.1", "--port", &port.to_string()])
                 .args(["--dtype", "float32", "--max-model-len", "2048"])
                 .envs(envs)
+                // one core for the server, the other for the clients
+                .env("OMP_NUM_THREADS", "1")
                 .stdin(Stdio::null())
                 .stdout(std::fs::File::create(&log_path).expect("vllm log"))
                 .stderr(Stdio::from(
@@ -258,7 +289,7 @@ impl VllmServer {
                         .open(&log_path)
                         .expect("vllm log"),
                 ));
-            confine(&mut cmd, None);
+            confine(&mut cmd, Some(SERVER_CORE));
             let child = cmd.spawn();
             let _ = tx.send(child);
             loop {

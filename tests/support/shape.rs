@@ -116,7 +116,11 @@ pub fn console_shape(text: &str, dir: &str) -> String {
     text.lines()
         .filter(|l| !l.starts_with("CLIENT-BOUND"))
         .map(|l| {
-            let masked = mask_digits(&mask_paths(l, dir));
+            // a server bucket prints as "< 300", "300-500" or "> 7680":
+            // which form depends on what was measured
+            let masked = mask_digits(&mask_paths(l, dir))
+                .replace("< #", "#-#")
+                .replace("> #", "#-#");
             masked.split_whitespace().collect::<Vec<_>>().join(" ")
         })
         .collect::<Vec<_>>()

@@ -37,6 +37,7 @@ pub fn encode_set(scope: Scope, set: &MetricSet) -> v1::ScopedMetrics {
                 second,
                 output_tokens: b.output_tokens,
                 completed: b.completed,
+                active_requests: b.active_requests,
             })
             .collect(),
         first_send_us: set.span.first_send_us,
@@ -100,6 +101,7 @@ pub fn decode_set(scoped: &v1::ScopedMetrics) -> Result<(Scope, MetricSet), Metr
             &SecondBucket {
                 output_tokens: b.output_tokens,
                 completed: b.completed,
+                active_requests: b.active_requests,
             },
         );
     }

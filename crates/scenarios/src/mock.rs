@@ -44,6 +44,14 @@ pub struct MockSettings {
     pub prompt_tokens_details: bool,
     /// Speculative tokens proposed per decode step (0 = no speculative decoding).
     pub spec_tokens: u32,
+    /// Close every connection after its response while answering as if it
+    /// stayed open, as `llama-server` does: a client that reuses it must
+    /// reconnect.
+    pub close_after_response: bool,
+    /// Close a connection idle this long between requests, ms (uvicorn's
+    /// keep-alive timeout in front of vLLM and SGLang is 5 s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<u64>,
     /// Seed for jitter and fault selection.
     pub seed: u64,
     /// Fault injection rates.
@@ -70,6 +78,8 @@ impl Default for MockSettings {
             prefix_cache: true,
             prompt_tokens_details: false,
             spec_tokens: 0,
+            close_after_response: false,
+            idle_timeout_ms: None,
             seed: 0,
             faults: MockFaults::default(),
         }

@@ -127,7 +127,7 @@ pub fn render(r: &RunResult) -> String {
     float(
         &mut out,
         "Peak concurrent requests:",
-        s.max_concurrent_requests,
+        s.max_concurrent_requests as f64,
     );
     float(
         &mut out,
@@ -159,7 +159,11 @@ fn render_targets(out: &mut String, r: &RunResult) {
         int(out, "Failed requests:", s.failed);
         float(out, "Request throughput (req/s):", s.request_throughput);
         float(out, "Output token throughput (tok/s):", s.output_throughput);
-        float(out, "Peak concurrent requests:", s.max_concurrent_requests);
+        float(
+            out,
+            "Peak concurrent requests:",
+            s.max_concurrent_requests as f64,
+        );
         for name in &sc.output.percentile_metrics {
             if let Ok(m) = name.parse::<Metric>() {
                 metric_lines(out, &s, m, &sc.output.metric_percentiles);
@@ -179,6 +183,7 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
     extra_metrics(out, r, s);
     client_vs_server(out, s, t);
     if let Some(f) = &r.server.total {
+        client_vs_server_metrics(out, s, f);
         render_server(out, f);
     }
     outcome_lines(out, t);
@@ -210,6 +215,11 @@ fn run_lines(out: &mut String, r: &RunResult, s: &Summary) {
         );
     }
     float(out, "Mean concurrent requests:", s.mean_concurrent_requests);
+    float(
+        out,
+        "Peak concurrent requests (100 ms mean):",
+        s.peak_concurrent_requests_100ms,
+    );
     if let Some(a) = s.achieved_request_rate {
         float(out, "Request rate achieved (RPS):", a);
     }
@@ -326,6 +336,32 @@ fn warnings(out: &mut String, r: &RunResult) {
     }
 }
 
+/// The server's own means from its `/metrics` histograms (exact: sum over
+/// count) beside the client's: the TTFT difference is what the network, the
+/// HTTP front end and the client add; the TPOT difference is the streaming
+/// path's cost per token.
+fn client_vs_server_metrics(out: &mut String, s: &Summary, f: &ServerFigures) {
+    let pairs = [
+        ("TTFT", s.metric(Metric::Ttft), f.ttft),
+        ("TPOT", s.metric(Metric::Tpot), f.tpot),
+    ];
+    if !pairs.iter().any(|(_, c, h)| c.is_some() && h.is_some()) {
+        return;
+    }
+    section(out, &format!("Client vs Server ({} /metrics)", f.source));
+    for (label, client, server) in pairs {
+        if let (Some(c), Some(h)) = (client, server) {
+            float(out, &format!("Mean {label} (client) (ms):"), c.mean);
+            float(out, &format!("Mean {label} (server) (ms):"), h.mean_ms);
+            float(
+                out,
+                &format!("Mean {label} client - server (ms):"),
+                c.mean - h.mean_ms,
+            );
+        }
+    }
+}
+
 /// The server's own per-request timing beside the client's (llama.cpp's
 /// `timings`), when responses carried it.
 fn client_vs_server(out: &mut String, s: &Summary, t: &cicada_metrics::MetricSet) {
@@ -419,11 +455,14 @@ fn render_server(out: &mut String, f: &ServerFigures) {
         ("TTFT", &f.ttft),
         ("queue time", &f.queue_time),
         ("E2EL", &f.e2el),
+        ("TPOT", &f.tpot),
+        ("ITL", &f.itl),
     ] {
         if let Some(h) = h {
             float(out, &format!("Server mean {label} (ms):"), h.mean_ms);
-            float(out, &format!("Server P50 {label} (ms, est.):"), h.p50_ms);
-            float(out, &format!("Server P99 {label} (ms, est.):"), h.p99_ms);
+            // only the bucket is known: its bounds, not a made-up point
+            int(out, &format!("Server P50 {label} (ms, bucket):"), h.p50_ms);
+            int(out, &format!("Server P99 {label} (ms, bucket):"), h.p99_ms);
         }
     }
 }

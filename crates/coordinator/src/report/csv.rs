@@ -185,7 +185,7 @@ const CICADA: [Column; 35] = [
         x.s.max_output_tokens_per_s.to_string()
     }),
     ("max_concurrent_requests", |x| {
-        f(x.s.max_concurrent_requests)
+        x.s.max_concurrent_requests.to_string()
     }),
     ("token_source", |x| {
         x.s.token_source

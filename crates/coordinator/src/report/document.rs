@@ -46,7 +46,8 @@ pub struct ResultDocument {
     pub total_token_throughput: Option<f64>,
     #[serde(default, deserialize_with = "whole_number")]
     pub max_output_tokens_per_s: Option<u64>,
-    pub max_concurrent_requests: Option<f64>,
+    #[serde(default, deserialize_with = "whole_number")]
+    pub max_concurrent_requests: Option<u64>,
     /// `mean_ttft_ms`, `median_ttft_ms`, `std_ttft_ms`, `p99_ttft_ms`, ... per metric.
     #[serde(flatten)]
     pub latencies: Latencies,
@@ -242,6 +243,7 @@ pub struct Cicada {
     pub reconnects: u64,
     pub achieved_request_rate: Option<f64>,
     pub mean_concurrent_requests: Option<f64>,
+    pub peak_concurrent_requests_100ms: Option<f64>,
     pub warmup: Warmup,
     pub client: Option<Client>,
     pub token_source: Option<String>,
@@ -353,7 +355,8 @@ pub struct Target {
     pub total_token_throughput: Option<f64>,
     pub request_goodput: Option<f64>,
     pub max_output_tokens_per_s: u64,
-    pub max_concurrent_requests: Option<f64>,
+    #[serde(default, deserialize_with = "whole_number")]
+    pub max_concurrent_requests: Option<u64>,
     pub outcomes: Entries<OutcomeCount>,
     pub metrics: Entries<MetricStats>,
     pub server: Option<ServerFigures>,

@@ -219,6 +219,7 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
         reconnects: t.counter(Counter::Reconnects),
         achieved_request_rate: s.achieved_request_rate,
         mean_concurrent_requests: Some(s.mean_concurrent_requests),
+        peak_concurrent_requests_100ms: Some(s.peak_concurrent_requests_100ms),
         warmup: Warmup {
             sent: r.warmup.outcomes.sent(),
             completed: r.warmup.outcomes.ok(),

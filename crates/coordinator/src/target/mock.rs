@@ -34,6 +34,8 @@ pub fn mock_config(m: &MockSettings) -> MockConfig {
         spec_tokens: m.spec_tokens,
         // the key comes from `coord mock --api-key` only, never from a scenario
         api_key: None,
+        close_after_response: m.close_after_response,
+        idle_timeout_ms: m.idle_timeout_ms,
         seed: m.seed,
         faults: FaultRates {
             http_429: f.http_429,

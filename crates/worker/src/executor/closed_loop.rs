@@ -72,28 +72,32 @@ async fn run_user(
         if !sleep_until(clock, from, stop).await {
             return sent;
         }
+        // when this user meant to send next: the window's start, then the end
+        // of its previous request plus its think time (its `t_sched`, so a
+        // user that wakes late shows it as schedule lag)
+        let mut due = from;
         loop {
             let index = cl.index(user, k);
             if cl.requests.is_some_and(|n| index >= n) {
                 return sent;
             }
             let now = Duration::from_micros(clock.now_us());
-            if until.is_some_and(|u| now >= u) || stop.is_cancelled() {
+            if until.is_some_and(|u| now >= u || due >= u) || stop.is_cancelled() {
                 break;
             }
             let slot = Slot {
                 index,
-                offset: now,
+                offset: due,
                 pool_id: index % cl.pool_size.max(1),
                 stage: step.plan.stage_of(now),
             };
-            send_one(step.clone(), slot, clock, cancel.clone()).await;
+            let ended = send_one(step.clone(), slot, clock, cancel.clone()).await;
             k += 1;
             sent += 1;
             let think = cl.think.sample(rng.random::<f64>());
-            if !think.is_zero()
-                && !sleep_until(clock, Duration::from_micros(clock.now_us()) + think, stop).await
-            {
+            let ended = ended.unwrap_or_else(|| clock.now_us());
+            due = Duration::from_micros(ended) + think;
+            if !think.is_zero() && !sleep_until(clock, due, stop).await {
                 return sent;
             }
         }

@@ -207,7 +207,8 @@ impl Session {
         let body = step.codec.body(request);
         step.in_flight.fetch_add(1, Ordering::Relaxed);
         let sent_us = self.clock.now_us();
-        step.in_flight_by_target[target].change(sent_us, true);
+        let warmup = plan.is_warmup(self.slot.index, self.slot.offset);
+        step.in_flight_by_target[target].change(sent_us, true, warmup);
         let conduit = Conduit {
             http: &step.http,
             headers: &step.headers,
@@ -220,7 +221,7 @@ impl Session {
             ex = perform(conduit, &step.endpoints[target], &id, &body) => ex,
             () = self.cancel.cancelled() => Exchange::cancelled(sent_us, self.clock.now_us()),
         };
-        step.in_flight_by_target[target].change(exchange.ended_us, false);
+        step.in_flight_by_target[target].change(exchange.ended_us, false, warmup);
         step.in_flight.fetch_sub(1, Ordering::Relaxed);
         let verify_every = u64::from(plan.verify_every);
         let counting = Counting {

@@ -124,16 +124,19 @@ impl Step {
     pub fn take_interval(&self, now_us: u64) -> Vec<(Scope, MetricSet)> {
         let mut sets = self.recorder.take();
         for (target, tracker) in self.in_flight_by_target.iter().enumerate() {
-            for (slice, request_us) in tracker.take(now_us).iter() {
-                let at = std::time::Duration::from_micros(slice * SLICE_US);
-                let scope = Scope {
-                    target: target as u32,
-                    stage: self.plan.stage_of(at),
-                    warmup: matches!(self.plan.warmup, Some(cicada_scenarios::shape::Warmup::Duration(d)) if at < d.get()),
-                };
-                let mut c = Concurrency::default();
-                c.add(slice, request_us);
-                sets.entry(scope).or_default().concurrency.merge(&c);
+            let taken = tracker.take(now_us);
+            for (warmup, integral) in [(false, taken.measured), (true, taken.warmup)] {
+                for (slice, request_us) in integral.iter() {
+                    let at = std::time::Duration::from_micros(slice * SLICE_US);
+                    let scope = Scope {
+                        target: target as u32,
+                        stage: self.plan.stage_of(at),
+                        warmup,
+                    };
+                    let mut c = Concurrency::default();
+                    c.add(slice, request_us);
+                    sets.entry(scope).or_default().concurrency.merge(&c);
+                }
             }
         }
         sets.into_iter().filter(|(_, s)| !s.is_empty()).collect()

@@ -72,7 +72,7 @@ pub(super) async fn run(
         }
         let (step, cancel) = (step.clone(), cancel.clone());
         tracker.spawn(async move {
-            send_one(step, slot, clock, cancel).await;
+            let _ = send_one(step, slot, clock, cancel).await;
             drop(permit);
         });
         dispatched += 1;

@@ -13,14 +13,21 @@ use super::{Step, route};
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, Exchange, perform};
 
-/// Send one request of the schedule and record it; counted as cancelled if `cancel` fires.
-pub(super) async fn send_one(step: Arc<Step>, slot: Slot, clock: Clock, cancel: CancellationToken) {
+/// Send one request of the schedule and record it; counted as cancelled if
+/// `cancel` fires. Returns when it ended (µs since the barrier), `None` if
+/// it could not be sent at all.
+pub(super) async fn send_one(
+    step: Arc<Step>,
+    slot: Slot,
+    clock: Clock,
+    cancel: CancellationToken,
+) -> Option<u64> {
     let Some(entry) = step.pool.get(&slot.pool_id) else {
         tracing::error!(
             pool_id = slot.pool_id,
             "plan lacks a pool entry its stripe uses"
         );
-        return;
+        return None;
     };
     let body = step.codec.body(entry);
     // pick and count at once so the next pick sees this request in flight
@@ -34,7 +41,8 @@ pub(super) async fn send_one(step: Arc<Step>, slot: Slot, clock: Clock, cancel: 
     let request_id = format!("cicada-{}-{}", step.plan.run_id, slot.index);
     step.in_flight.fetch_add(1, Ordering::Relaxed);
     let sent_us = clock.now_us();
-    step.in_flight_by_target[target].change(sent_us, true);
+    let warmup = step.plan.is_warmup(slot.index, slot.offset);
+    step.in_flight_by_target[target].change(sent_us, true, warmup);
     let scheduled_us = slot.offset.as_micros() as u64;
     let conduit = Conduit {
         http: &step.http,
@@ -48,7 +56,7 @@ pub(super) async fn send_one(step: Arc<Step>, slot: Slot, clock: Clock, cancel: 
         ex = perform(conduit, &step.endpoints[target], &request_id, &body) => ex,
         () = cancel.cancelled() => Exchange::cancelled(sent_us, clock.now_us()),
     };
-    step.in_flight_by_target[target].change(exchange.ended_us, false);
+    step.in_flight_by_target[target].change(exchange.ended_us, false, warmup);
     step.in_flight.fetch_sub(1, Ordering::Relaxed);
     let counting = Counting {
         tokenizer: step.tokenizer.as_ref(),
@@ -65,9 +73,10 @@ pub(super) async fn send_one(step: Arc<Step>, slot: Slot, clock: Clock, cancel: 
     let scope = Scope {
         target: target as u32,
         stage: slot.stage,
-        warmup: step.plan.is_warmup(slot.index, slot.offset),
+        warmup,
     };
     step.recorder.record(scope, &record);
+    Some(exchange.ended_us)
 }
 
 /// Where a request sat in the schedule.
