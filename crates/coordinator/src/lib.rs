@@ -1,6 +1,31 @@
 //! ORCHESTRATE and REPORT: the `coord` command line, the gRPC server workers
 //! attach to, local worker spawning, step barriers, exact merging of worker
 //! reports, live progress and the result writers.
+//!
+//! The house, read top-down (each module imports only modules below it; the
+//! `house` test in `tests/` checks there is no circle):
+//!
+//! - `run`: `coord run` itself: settle the command line (`run::setup`), join
+//!   the fleet, run one step per `[sweep]` value, write the results.
+//! - `cli`: the arguments, and the scenario they describe (`--set`, gate
+//!   flags, `vllm bench serve`'s flags as a typed patch).
+//! - `step`: one step over the fleet: assign, wait until ready, barrier,
+//!   collect events until every worker is done or lost.
+//! - `report`: a finished step turned into output: console block,
+//!   `result.json` (one serde type, `report::document`, that `coord report`
+//!   reads back), `summary.csv` (one table of columns), charts, gates.
+//! - `progress`, `live`: what a running step shows (bar or log lines, and
+//!   the Prometheus exposition of `--metrics-addr`).
+//! - `merge`: worker reports merged exactly, cumulative and per interval.
+//! - `fleet`: the only wire edge: the gRPC service, local workers, and the
+//!   decoding of worker messages into domain events and `MetricSet`s.
+//! - `target`, `server_metrics`: the server side: resolve and probe the
+//!   target (or start the embedded mock), scrape its `/metrics`.
+//! - `pool`, `sweep`, `signals`, `selftest`, `error`: leaves (request pool,
+//!   sweep values, SIGINT/SIGTERM, `coord selftest`, exit codes).
+//!
+//! HTTP to inference servers goes through `cicada-client`; the worker is
+//! reached only through its entry point (`cicada_worker::serve`).
 
 pub mod cli;
 mod error;
