@@ -8,7 +8,7 @@
 //! formats get their own checks (see the README's Fuzzing section).
 
 use cicada_scenarios::dataset::{build_pool, pool_len};
-use cicada_scenarios::scenario::DatasetKind;
+use cicada_scenarios::scenario::{Dataset, DatasetKind};
 use cicada_scenarios::{ScenarioError, parse};
 
 /// Words a pool may hold before the check skips building it (keeps runs fast;
@@ -35,9 +35,17 @@ pub fn check(data: &[u8]) {
     let d = &scenario.dataset;
     let n = pool_len(&scenario);
     let len = |v: Option<u32>| f64::from(v.unwrap_or(0));
-    let words = (len(d.prefix_len)
-        + len(d.input_len).max(len(d.output_len)) * (1.0 + d.range_ratio.unwrap_or(0.0)))
-        * n as f64;
+    // (shared prefix, longest prompt or answer, range ratio)
+    let (prefix, longest, ratio) = match d {
+        Dataset::Random(r) => (r.prefix_len, r.input_len.max(r.output_len), r.range_ratio),
+        Dataset::Sonnet(s) => (s.prefix_len, s.input_len.max(s.output_len), 0.0),
+        Dataset::Prefix(p) => (p.prefix_len, p.output_len, 0.0),
+        Dataset::Sharegpt(s) => (0, s.output_len.unwrap_or(0), 0.0),
+        Dataset::Jsonl(j) => (0, j.output_len.unwrap_or(0), 0.0),
+        Dataset::Conversations(c) => (0, c.output_len.unwrap_or(0), 0.0),
+        Dataset::Trace(_) => (0, 0, 0.0),
+    };
+    let words = (len(Some(prefix)) + len(Some(longest)) * (1.0 + ratio)) * n as f64;
     if words > MAX_WORDS {
         return;
     }
@@ -51,7 +59,7 @@ pub fn check(data: &[u8]) {
             }
         }
         Err(e) => {
-            assert_ne!(d.kind, DatasetKind::Random, "random cannot fail: {e}");
+            assert_ne!(d.kind(), DatasetKind::Random, "random cannot fail: {e}");
             assert!(!e.to_string().contains('\n'), "one line: {e}");
         }
     }

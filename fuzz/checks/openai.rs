@@ -1,13 +1,13 @@
 //! Checks for OpenAI event parsing, shared by the `openai_events` fuzz target
 //! and the workspace test that replays its corpus.
 
-use cicada_client::backend::{Backend, EventInfo};
-use cicada_scenarios::plan::{Api, Flavor, ResolvedSampling};
+use cicada_client::backend::{ApiCodec, EventInfo};
+use cicada_scenarios::plan::{ResolvedSampling, ServerFamily, WireApi};
 
-fn backend(api: Api) -> Backend {
-    Backend::new(
+fn codec(api: WireApi) -> ApiCodec {
+    ApiCodec::new(
         api,
-        Flavor::Vllm,
+        ServerFamily::Vllm,
         "m".to_string(),
         ResolvedSampling {
             temperature: None,
@@ -39,8 +39,8 @@ const MAX_ERROR_LEN: usize = 1200;
 /// Any bytes as an SSE data payload or a whole body, for both APIs: an
 /// interpretation or a short error, never a panic.
 pub fn check(data: &[u8]) {
-    for api in [Api::Completions, Api::Chat] {
-        let b = backend(api);
+    for api in [WireApi::Completions, WireApi::Chat] {
+        let b = codec(api);
         match b.parse_event(data) {
             Ok(info) => {
                 sane(&info);

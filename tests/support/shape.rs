@@ -78,8 +78,10 @@ fn is_base64(s: &str) -> bool {
 pub fn json_shape(v: &Value, dir: &str) -> Value {
     match v {
         Value::Number(_) => Value::String("<number>".into()),
-        Value::String(s) if s.len() > LONG_TEXT => Value::String("<text>".into()),
+        // payloads first: a histogram's encoding is longer or shorter than
+        // LONG_TEXT depending on what was measured
         Value::String(s) if is_base64(s) => Value::String("<base64>".into()),
+        Value::String(s) if s.len() > LONG_TEXT => Value::String("<text>".into()),
         Value::String(s) => Value::String(mask_digits(&mask_paths(s, dir))),
         Value::Array(items) => {
             let mut seen: Vec<Value> = Vec::new();
@@ -114,7 +116,11 @@ pub fn console_shape(text: &str, dir: &str) -> String {
     text.lines()
         .filter(|l| !l.starts_with("CLIENT-BOUND"))
         .map(|l| {
-            let masked = mask_digits(&mask_paths(l, dir));
+            // a server bucket prints as "< 300", "300-500" or "> 7680":
+            // which form depends on what was measured
+            let masked = mask_digits(&mask_paths(l, dir))
+                .replace("< #", "#-#")
+                .replace("> #", "#-#");
             masked.split_whitespace().collect::<Vec<_>>().join(" ")
         })
         .collect::<Vec<_>>()
@@ -214,6 +220,10 @@ mod tests {
         assert_eq!(mask_digits("20261124-023012"), "#-#");
         assert!(is_base64("HISTFAAAAFF4nC3KzQ4AQBSEx/dWZCPi"));
         assert!(!is_base64("http://127.0.0.1:8000/v1/completions"));
+        let long = "A".repeat(LONG_TEXT + 1);
+        assert_eq!(json_shape(&Value::String(long), "/tmp/x"), "<base64>");
+        let prose = "a b ".repeat(LONG_TEXT);
+        assert_eq!(json_shape(&Value::String(prose), "/tmp/x"), "<text>");
         let v = serde_json::json!({"a": 1.5, "b": "x1", "c": [1, 2], "d": null, "e": [{"k": 1}, {"k": 2}]});
         assert_eq!(
             json_shape(&v, "/tmp/x"),

@@ -4,7 +4,7 @@
 //! stage that runs as the same non-root user as the manifests, the programs
 //! the manifests start on its PATH, and nothing secret in it.
 
-#[allow(dead_code)]
+#[allow(dead_code, reason = "this test uses a few of the shared k8s helpers")]
 mod k8s;
 
 use cicada_tests::repo_root;

@@ -178,6 +178,26 @@ fn the_server_side_block_is_read_from_its_real_metrics() {
     assert_eq!(n(&s["ttft"]["count"]), 64.0, "{s}");
     assert!(s["ttft"]["mean_ms"].as_f64().unwrap() > 0.0, "{s}");
     assert!(stdout.contains("Server-side (vllm /metrics)"), "{stdout}");
+    // the server's own TPOT beside the client's, and percentiles as buckets
+    let tpot = &s["tpot"];
+    assert_eq!(n(&tpot["count"]), 64.0, "{s}");
+    assert!(n(&tpot["mean_ms"]) > 0.0, "{s}");
+    assert!(tpot["p50_ms"]["at_most"].is_number(), "{s}");
+    assert!(
+        stdout.contains("Client vs Server (vllm /metrics)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Mean TPOT client - server (ms):"),
+        "{stdout}"
+    );
+    eprintln!(
+        "vllm-chat at concurrency 8: client TTFT {:.2} ms vs server {:.2} ms; client TPOT {:.3} ms vs server {:.3} ms",
+        n(&j["mean_ttft_ms"]),
+        n(&s["ttft"]["mean_ms"]),
+        n(&j["mean_tpot_ms"]),
+        n(&tpot["mean_ms"])
+    );
 }
 
 /// `vllm bench serve` with the same settings as cicada's flags; its saved result.

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use cicada_metrics::{ContentEvent, Outcome};
 
-use crate::backend::{Backend, ServerTiming, Usage};
+use crate::backend::{ApiCodec, ServerTiming, Usage};
 use crate::clock::Clock;
 use crate::http::{Client, Endpoint, Headers, Method, Request, Response};
 use crate::sse::{SseEvent, SseFramer};
@@ -85,7 +85,7 @@ impl Exchange {
 pub struct Conduit<'a> {
     pub http: &'a Client,
     pub headers: &'a Headers,
-    pub backend: &'a Backend,
+    pub codec: &'a ApiCodec,
     pub clock: &'a Clock,
     pub timeout: Duration,
     /// Keep the generated text (a tokenizer will count it).
@@ -130,7 +130,7 @@ async fn run(
     body: &[u8],
     ex: &mut Exchange,
 ) {
-    let (backend, clock) = (c.backend, c.clock);
+    let (codec, clock) = (c.codec, c.clock);
     let request = Request {
         method: Method::Post,
         endpoint,
@@ -167,8 +167,8 @@ async fn run(
         );
         return;
     }
-    if !backend.streams() {
-        return read_whole(resp, backend, clock, ex).await;
+    if !codec.streams() {
+        return read_whole(resp, codec, clock, ex).await;
     }
     let mut framer = SseFramer::new();
     let mut last_completion: u64 = 0;
@@ -177,7 +177,7 @@ async fn run(
             Ok(Some((bytes, at))) => {
                 let now = clock.us(at);
                 let go_on = framer.push(bytes, &mut |e| {
-                    on_event(e, now, backend, ex, &mut last_completion)
+                    on_event(e, now, codec, ex, &mut last_completion)
                 });
                 if !go_on {
                     return;
@@ -185,8 +185,8 @@ async fn run(
             }
             Ok(None) => {
                 let now = clock.now_us();
-                framer.finish(&mut |e| on_event(e, now, backend, ex, &mut last_completion));
-                if backend.ends_on_close() {
+                framer.finish(&mut |e| on_event(e, now, codec, ex, &mut last_completion));
+                if codec.ends_on_close() {
                     // no end marker in this API: a complete body is the end
                     ex.completed = true;
                 }
@@ -204,7 +204,7 @@ async fn run(
 fn on_event(
     e: SseEvent<'_>,
     now_us: u64,
-    backend: &Backend,
+    codec: &ApiCodec,
     ex: &mut Exchange,
     last_completion: &mut u64,
 ) -> bool {
@@ -215,7 +215,7 @@ fn on_event(
         );
         return false;
     }
-    let info = match backend.parse_event(e.data) {
+    let info = match codec.parse_event(e.data) {
         Ok(i) => i,
         Err(msg) => {
             ex.fail(Outcome::BadPayload, msg);
@@ -263,7 +263,7 @@ fn merge_usage(old: Usage, new: Usage) -> Usage {
     }
 }
 
-async fn read_whole(mut resp: Response, backend: &Backend, clock: &Clock, ex: &mut Exchange) {
+async fn read_whole(mut resp: Response, codec: &ApiCodec, clock: &Clock, ex: &mut Exchange) {
     let mut body = Vec::new();
     loop {
         match resp.chunk().await {
@@ -276,7 +276,7 @@ async fn read_whole(mut resp: Response, backend: &Backend, clock: &Clock, ex: &m
         }
     }
     let now = clock.now_us();
-    match backend.parse_full(&body) {
+    match codec.parse_full(&body) {
         Err(msg) => ex.fail(Outcome::BadPayload, msg),
         Ok(info) => {
             if let Some(err) = info.error {

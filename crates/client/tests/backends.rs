@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use cicada_client::backend::Backend;
+use cicada_client::backend::ApiCodec;
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, Exchange, perform};
 use cicada_client::http::{Client, Headers};
@@ -12,13 +12,13 @@ use cicada_metrics::Outcome;
 use cicada_mock::{FaultRates, MockApi, MockConfig, MockServer};
 use cicada_scenarios::dataset::{PoolEntry, Prompt};
 use cicada_scenarios::plan::TlsSettings;
-use cicada_scenarios::plan::{Api, Flavor, ResolvedSampling};
+use cicada_scenarios::plan::{ResolvedSampling, ServerFamily, WireApi};
 
 /// One way of talking to the mock: its API switch, our API and flavor, the route.
 struct Case {
     mock_api: MockApi,
-    api: Api,
-    flavor: Flavor,
+    api: WireApi,
+    family: ServerFamily,
     path: &'static str,
     whole_path: &'static str,
     /// The server reports usage (else the tokens are the content events).
@@ -28,56 +28,56 @@ struct Case {
 const CASES: [Case; 7] = [
     Case {
         mock_api: MockApi::OpenaiChat,
-        api: Api::Chat,
-        flavor: Flavor::Vllm,
+        api: WireApi::Chat,
+        family: ServerFamily::Vllm,
         path: "/v1/chat/completions",
         whole_path: "/v1/chat/completions",
         counts: true,
     },
     Case {
         mock_api: MockApi::Openai,
-        api: Api::Completions,
-        flavor: Flavor::Sglang,
+        api: WireApi::Completions,
+        family: ServerFamily::Sglang,
         path: "/v1/completions",
         whole_path: "/v1/completions",
         counts: true,
     },
     Case {
         mock_api: MockApi::LlamacppChat,
-        api: Api::Chat,
-        flavor: Flavor::LlamaCpp,
+        api: WireApi::Chat,
+        family: ServerFamily::LlamaCpp,
         path: "/v1/chat/completions",
         whole_path: "/v1/chat/completions",
         counts: true,
     },
     Case {
         mock_api: MockApi::LlamacppCompletions,
-        api: Api::Completions,
-        flavor: Flavor::LlamaCpp,
+        api: WireApi::Completions,
+        family: ServerFamily::LlamaCpp,
         path: "/v1/completions",
         whole_path: "/v1/completions",
         counts: true,
     },
     Case {
         mock_api: MockApi::Tgi,
-        api: Api::Tgi,
-        flavor: Flavor::Tgi,
+        api: WireApi::Tgi,
+        family: ServerFamily::Tgi,
         path: "/generate_stream",
         whole_path: "/generate",
         counts: true,
     },
     Case {
         mock_api: MockApi::Llamacpp,
-        api: Api::LlamaCpp,
-        flavor: Flavor::LlamaCpp,
+        api: WireApi::LlamaCpp,
+        family: ServerFamily::LlamaCpp,
         path: "/completion",
         whole_path: "/completion",
         counts: true,
     },
     Case {
         mock_api: MockApi::Triton,
-        api: Api::Triton,
-        flavor: Flavor::Triton,
+        api: WireApi::Triton,
+        family: ServerFamily::Triton,
         path: "/v2/models/cicada-mock/generate_stream",
         whole_path: "/v2/models/cicada-mock/generate",
         counts: false,
@@ -133,9 +133,9 @@ async fn exchange_with(
     entry: &PoolEntry,
     sampling: ResolvedSampling,
 ) -> Exchange {
-    let backend = Backend::new(
+    let codec = ApiCodec::new(
         case.api,
-        case.flavor,
+        case.family,
         "cicada-mock".into(),
         sampling,
         stream,
@@ -146,14 +146,14 @@ async fn exchange_with(
     let conduit = Conduit {
         http: &http,
         headers: &headers,
-        backend: &backend,
+        codec: &codec,
         clock: &clock,
         timeout: Duration::from_secs(10),
         keep_text: true,
     };
     let path = if stream { case.path } else { case.whole_path };
     let endpoint = http.endpoint(&format!("{base}{path}")).unwrap();
-    perform(conduit, &endpoint, "cicada-test-1", &backend.body(entry)).await
+    perform(conduit, &endpoint, "cicada-test-1", &codec.body(entry)).await
 }
 
 #[tokio::test]
@@ -161,7 +161,7 @@ async fn every_backend_streams_and_counts_against_its_fake() {
     for case in &CASES {
         let m = mock(case.mock_api, 1, FaultRates::default()).await;
         let ex = exchange(case, &m.url(), true, &entry(6, 9)).await;
-        let name = format!("{:?}/{:?}", case.api, case.flavor);
+        let name = format!("{:?}/{:?}", case.api, case.family);
         assert_eq!(ex.outcome().0, Outcome::Ok, "{name}: {:?}", ex.outcome());
         // role-only, usage-only, finish-only and final events are not content
         assert_eq!(ex.events.len(), 9, "{name}");
@@ -172,7 +172,7 @@ async fn every_backend_streams_and_counts_against_its_fake() {
         } else {
             assert_eq!(ex.usage.completion_tokens, None, "{name}");
         }
-        if case.api != Api::Tgi || case.counts {
+        if case.api != WireApi::Tgi || case.counts {
             // TGI reports the prompt length as `details.input_length`
             let p = ex.usage.prompt_tokens;
             assert!(p.is_none() || p == Some(6), "{name}: prompt {p:?}");
@@ -210,7 +210,7 @@ async fn an_early_end_of_sequence_is_a_normal_finish_for_every_backend() {
         )
         .await
         .unwrap();
-        let name = format!("{:?}/{:?}", case.api, case.flavor);
+        let name = format!("{:?}/{:?}", case.api, case.family);
         for stream in [true, false] {
             let ex = exchange_with(case, &m.url(), stream, &entry(5, 9), natural.clone()).await;
             assert_eq!(ex.outcome().0, Outcome::Ok, "{name}: {:?}", ex.outcome());
@@ -223,7 +223,7 @@ async fn an_early_end_of_sequence_is_a_normal_finish_for_every_backend() {
         // asking to ignore end-of-sequence gets the whole length where the API can ask
         let ex = exchange(case, &m.url(), true, &entry(5, 9)).await;
         let words = ex.text.as_deref().unwrap().split_whitespace().count();
-        let can_ask = case.api != Api::Tgi;
+        let can_ask = case.api != WireApi::Tgi;
         assert_eq!(words, if can_ask { 9 } else { 4 }, "{name}");
     }
 }
@@ -233,7 +233,7 @@ async fn every_backend_reads_whole_responses() {
     for case in &CASES {
         let m = mock(case.mock_api, 1, FaultRates::default()).await;
         let ex = exchange(case, &m.url(), false, &entry(4, 7)).await;
-        let name = format!("{:?}/{:?}", case.api, case.flavor);
+        let name = format!("{:?}/{:?}", case.api, case.family);
         assert_eq!(ex.outcome().0, Outcome::Ok, "{name}: {:?}", ex.outcome());
         assert_eq!(ex.events.len(), 1, "{name}");
         let text = ex.text.as_deref().unwrap();
@@ -247,9 +247,9 @@ async fn multi_token_steps_are_counted_per_event_where_the_server_says_so() {
     for case in &CASES {
         let m = mock(case.mock_api, 3, FaultRates::default()).await;
         let ex = exchange(case, &m.url(), true, &entry(3, 9)).await;
-        let name = format!("{:?}/{:?}", case.api, case.flavor);
+        let name = format!("{:?}/{:?}", case.api, case.family);
         assert_eq!(ex.outcome().0, Outcome::Ok, "{name}");
-        let per_token = matches!(case.api, Api::Tgi | Api::LlamaCpp);
+        let per_token = matches!(case.api, WireApi::Tgi | WireApi::LlamaCpp);
         // TGI and llama.cpp send an event per token even when a step makes
         // several; OpenAI and Triton send one event per step
         let expected_events = if per_token { 9 } else { 3 };
@@ -259,7 +259,8 @@ async fn multi_token_steps_are_counted_per_event_where_the_server_says_so() {
             assert_eq!(total, 9, "{name}: {:?}", ex.events);
         }
         // vLLM-style servers put running usage on every chunk when asked
-        let continuous = matches!(case.flavor, Flavor::Vllm | Flavor::Sglang) || per_token;
+        let continuous =
+            matches!(case.family, ServerFamily::Vllm | ServerFamily::Sglang) || per_token;
         assert_eq!(ex.counted_per_event, continuous, "{name}");
     }
 }
@@ -286,7 +287,7 @@ async fn every_fault_lands_in_its_class_for_every_backend() {
                 *expected,
                 "{:?}/{:?}: {:?}",
                 case.api,
-                case.flavor,
+                case.family,
                 ex.outcome()
             );
         }

@@ -1,51 +1,59 @@
 //! ORCHESTRATE and REPORT: the `coord` command line, the gRPC server workers
-//! attach to, local worker spawning, stage barriers, exact merging of worker
+//! attach to, local worker spawning, step barriers, exact merging of worker
 //! reports, live progress and the result writers.
+//!
+//! The house, read top-down (each module imports only modules below it; the
+//! `house` test in `tests/` checks there is no circle):
+//!
+//! - `run`: `coord run` itself: settle the command line (`run::setup`), join
+//!   the fleet, run one step per `[sweep]` value, write the results.
+//! - `cli`: the arguments, and the scenario they describe (`--set`, gate
+//!   flags, `vllm bench serve`'s flags as a typed patch).
+//! - `step`: one step over the fleet: assign, wait until ready, barrier,
+//!   collect events until every worker is done or lost.
+//! - `report`: a finished step turned into output: console block,
+//!   `result.json` (one serde type, `report::document`, that `coord report`
+//!   reads back), `summary.csv` (one table of columns), charts, gates.
+//! - `progress`, `live`: what a running step shows (bar or log lines, and
+//!   the Prometheus exposition of `--metrics-addr`).
+//! - `merge`: worker reports merged exactly, cumulative and per interval.
+//! - `fleet`: the only wire edge: the gRPC service, local workers, and the
+//!   decoding of worker messages into domain events and `MetricSet`s.
+//! - `target`, `server_metrics`: the server side: resolve and probe the
+//!   target (or start the embedded mock), scrape its `/metrics`.
+//! - `pool`, `sweep`, `signals`, `selftest`, `error`: leaves (request pool,
+//!   sweep values, SIGINT/SIGTERM, `coord selftest`, exit codes).
+//!
+//! HTTP to inference servers goes through `cicada-client`; the worker is
+//! reached only through its entry point (`cicada_worker::serve`).
 
 pub mod cli;
-pub mod client;
-pub mod flags;
-pub mod fleet;
-pub mod gates;
-pub mod live;
-pub mod merge;
-pub mod outputs;
-pub mod pool;
-pub mod progress;
-pub mod ready;
-pub mod report;
-pub mod results;
-pub mod run;
-pub mod selftest;
-pub mod server;
-pub mod server_metrics;
-pub mod signals;
-pub mod stage;
-pub mod streams;
-pub mod sweep;
-pub mod target;
+mod error;
+mod fleet;
+mod live;
+mod merge;
+mod pool;
+mod progress;
+mod report;
+mod run;
+mod selftest;
+mod server_metrics;
+mod signals;
+mod step;
+mod sweep;
+mod target;
 
 use cicada_mock::{MockServer, TlsFiles};
 
-use crate::cli::{Cli, Command, MockArgs, ValidateArgs};
-use crate::run::{EXIT_BAD_INPUT, RunError};
+use crate::cli::{Cli, Command, MockArgs, ReportArgs, ValidateArgs};
+use crate::error::EXIT_BAD_INPUT;
 
 /// Run the command line; returns the process exit code.
 pub async fn main(cli: Cli) -> i32 {
     cicada_client::tls::install_crypto_provider();
     cicada_client::sys::raise_fd_limit();
     match cli.command {
-        Command::Run(args) => match run::run(*args).await {
-            Ok(code) => code,
-            Err(RunError::BadInput(msg)) => {
-                eprintln!("error: {msg}");
-                EXIT_BAD_INPUT
-            }
-            Err(RunError::Failed(e)) => {
-                eprintln!("error: {e:#}");
-                1
-            }
-        },
+        Command::Run(args) => run::run(*args).await.unwrap_or_else(|e| e.report()),
         Command::Mock(args) => serve_mock(*args).await,
         Command::Validate(args) => validate(&args),
         Command::Selftest(args) => match selftest::selftest(args).await {
@@ -55,12 +63,26 @@ pub async fn main(cli: Cli) -> i32 {
                 1
             }
         },
-        Command::Report(args) => report::table::command(&args),
+        Command::Report(args) => report(&args),
+    }
+}
+
+/// `coord report`: print the table; 2 for unusable files.
+fn report(args: &ReportArgs) -> i32 {
+    match report::table::build(&args.files, args.format, args.merge) {
+        Ok(text) => {
+            print!("{text}");
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            EXIT_BAD_INPUT
+        }
     }
 }
 
 fn validate(args: &ValidateArgs) -> i32 {
-    match run::load(&args.scenario, &args.sets) {
+    match cli::scenario::load(&args.scenario, &args.sets) {
         Ok(l) => {
             println!("{}: ok ({})", l.origin, l.scenario.name);
             0

@@ -5,10 +5,27 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cicada_metrics::{Counter, Metric, MetricSet, MetricsError, Scope};
-use cicada_proto::convert::decode_set;
-use cicada_proto::v1;
 
-use crate::streams::IntervalSink;
+use crate::fleet::WorkerReport;
+
+/// Receives what the merge produces as a step runs.
+pub trait IntervalSink: Send + std::fmt::Debug {
+    /// The step's start barrier happened at `started_unix` (Unix seconds).
+    fn begin(&mut self, started_unix: f64);
+    /// Interval `index` (from `start_s` after the barrier, `length_s` long)
+    /// is final: every live worker reported past it. `set` is the fleet's
+    /// merged measurements of it.
+    fn interval(
+        &mut self,
+        index: u64,
+        start_s: f64,
+        length_s: f64,
+        set: &MetricSet,
+        in_flight: u64,
+    );
+    /// A worker sent per-request lines (JSONL).
+    fn details(&mut self, worker: u32, jsonl: &[u8]);
+}
 
 /// Figures of one interval, in display units.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,7 +92,7 @@ impl IntervalRow {
     }
 }
 
-/// One worker's resource use over a stage.
+/// One worker's resource use over a step.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WorkerUsage {
     /// CPU time (user + system) of the worker process, µs.
@@ -84,7 +101,7 @@ pub struct WorkerUsage {
     pub peak_rss_bytes: u64,
 }
 
-/// Everything merged so far for one stage.
+/// Everything merged so far for one step.
 #[derive(Debug)]
 pub struct Aggregate {
     interval_s: f64,
@@ -123,30 +140,30 @@ impl Aggregate {
         }
     }
 
-    /// The stage's start barrier happened at `started_unix` (Unix seconds).
+    /// The step's start barrier happened at `started_unix` (Unix seconds).
     pub fn begin(&mut self, started_unix: f64) {
         if let Some(sink) = self.sink.as_mut() {
             sink.begin(started_unix);
         }
     }
 
-    /// Merge one worker's report.
-    pub fn add(&mut self, worker: u32, report: &v1::Report) -> Result<(), MetricsError> {
+    /// Merge one worker's report (or say why its measurements could not be read).
+    pub fn add(&mut self, worker: u32, report: WorkerReport) -> Result<(), MetricsError> {
+        let measured = report.measured?;
         let mut interval = MetricSet::default();
-        for scoped in &report.scopes {
-            let (scope, set) = decode_set(scoped)?;
-            self.scopes.entry(scope).or_default().merge(&set)?;
+        for (scope, set) in &measured.scopes {
+            self.scopes.entry(*scope).or_default().merge(set)?;
             if !scope.warmup {
-                interval.merge(&set)?;
+                interval.merge(set)?;
             }
         }
-        if !report.details_jsonl.is_empty()
+        if !measured.details_jsonl.is_empty()
             && let Some(sink) = self.sink.as_mut()
         {
-            sink.details(worker, &report.details_jsonl);
+            sink.details(worker, &measured.details_jsonl);
         }
-        if let Some(h) = &report.health {
-            cicada_proto::convert::decode_histograms(&mut self.health, &h.histograms)?;
+        if let Some(h) = &measured.health {
+            self.health.merge(&h.stalls)?;
             let u = self.usage.entry(worker).or_default();
             u.cpu_us += h.cpu_us;
             u.peak_rss_bytes = u.peak_rss_bytes.max(h.peak_rss_bytes).max(h.rss_bytes);
@@ -174,7 +191,7 @@ impl Aggregate {
         self.last_in_flight.values().sum()
     }
 
-    /// Turn finished intervals into rows; `all` flushes everything (end of stage).
+    /// Turn finished intervals into rows; `all` flushes everything (end of step).
     pub fn flush(&mut self, all: bool) {
         let done_below = if all {
             u64::MAX
@@ -191,7 +208,7 @@ impl Aggregate {
             }
             if let Some((seq, (set, in_flight, end_us))) = self.open.pop_first() {
                 let start_s = seq as f64 * self.interval_s;
-                // the last interval of a stage ends early: rates use its real length
+                // the last interval of a step ends early: rates use its real length
                 let length_s = match end_us as f64 / 1e6 - start_s {
                     l if end_us > 0 && l > 0.0 => l.min(self.interval_s),
                     _ => self.interval_s,
@@ -215,7 +232,7 @@ impl Aggregate {
         total
     }
 
-    /// Everything measured (all targets and stages, without warm-up).
+    /// Everything measured (all targets and steps, without warm-up).
     pub fn total(&self) -> MetricSet {
         self.merged(|s| !s.warmup)
     }
@@ -224,46 +241,40 @@ impl Aggregate {
     pub fn warmup(&self) -> MetricSet {
         self.merged(|s| s.warmup)
     }
-
-    /// Targets that reported anything (outside warm-up).
-    pub fn targets(&self) -> BTreeSet<u32> {
-        self.scopes
-            .keys()
-            .filter(|s| !s.warmup)
-            .map(|s| s.target)
-            .collect()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fleet::Measured;
     use cicada_metrics::Outcome;
-    use cicada_proto::convert::encode_set;
 
-    fn report(seq: u64, ok: u64) -> v1::Report {
+    fn report(seq: u64, ok: u64) -> WorkerReport {
         let mut set = MetricSet::default();
         for _ in 0..ok {
             set.count_outcome(Outcome::Ok, None);
             set.histogram_mut(Metric::Ttft).record(1000);
         }
-        v1::Report {
+        WorkerReport {
+            step: 0,
             seq,
-            scopes: vec![encode_set(Scope::default(), &set)],
+            sent: ok,
             in_flight: 2,
-            interval_start_us: seq * 1_000_000,
             interval_end_us: (seq + 1) * 1_000_000 - u64::from(seq == 1) * 600_000,
-            ..v1::Report::default()
+            measured: Ok(Measured {
+                scopes: vec![(Scope::default(), set)],
+                ..Measured::default()
+            }),
         }
     }
 
     #[test]
     fn intervals_flush_when_every_live_worker_moved_on() {
         let mut a = Aggregate::new(1.0, [0, 1]);
-        a.add(0, &report(0, 3)).unwrap();
-        a.add(0, &report(1, 1)).unwrap();
+        a.add(0, report(0, 3)).unwrap();
+        a.add(0, report(1, 1)).unwrap();
         assert!(a.rows.is_empty(), "worker 1 has not reported interval 0");
-        a.add(1, &report(0, 2)).unwrap();
+        a.add(1, report(0, 2)).unwrap();
         assert_eq!(a.rows.len(), 1);
         assert_eq!(a.rows[0].ok, 5);
         assert_eq!(a.rows[0].in_flight, 4);

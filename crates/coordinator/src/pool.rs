@@ -8,7 +8,7 @@ use cicada_scenarios::dataset::{Pool, Progress, Silent, build_pool_with};
 use cicada_scenarios::tokenizer::Tokenizer;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::run::RunError;
+use crate::error::RunError;
 
 /// An indicatif bar per phase of the build.
 struct Bar {

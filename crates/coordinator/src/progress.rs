@@ -1,4 +1,4 @@
-//! Live progress while a stage runs: an indicatif bar on a terminal, one log
+//! Live progress while a step runs: an indicatif bar on a terminal, one log
 //! line per interval when headless (no TTY, or `--headless`), nothing with
 //! `--quiet`; and, with `--metrics-addr`, the Prometheus exposition.
 
@@ -36,9 +36,9 @@ impl Display {
     }
 }
 
-/// What the current stage is, set before it starts.
+/// What the current step is, set before it starts.
 #[derive(Debug, Clone, Default)]
-struct StageInfo {
+struct StepInfo {
     number: u32,
     workers: u32,
     /// Time-bound stages: how long sending lasts.
@@ -50,7 +50,7 @@ struct StageInfo {
 pub struct Progress {
     display: Display,
     bar: Option<ProgressBar>,
-    stage: StageInfo,
+    step: StepInfo,
     last_rows: usize,
     live: Option<LiveMetrics>,
     scenario: String,
@@ -104,7 +104,7 @@ impl Progress {
         Self {
             display,
             bar: None,
-            stage: StageInfo::default(),
+            step: StepInfo::default(),
             last_rows: 0,
             live,
             scenario: scenario.to_string(),
@@ -112,9 +112,9 @@ impl Progress {
         }
     }
 
-    /// Describe the next stage: its number, the fleet size and, when time-bound, its length.
-    pub fn stage(&mut self, number: u32, workers: u32, duration: Option<Duration>) {
-        self.stage = StageInfo {
+    /// Describe the next step: its number, the fleet size and, when time-bound, its length.
+    pub fn step(&mut self, number: u32, workers: u32, duration: Option<Duration>) {
+        self.step = StepInfo {
             number,
             workers,
             duration,
@@ -122,9 +122,9 @@ impl Progress {
         };
     }
 
-    /// The stage's barrier passed; `planned` requests (0 = open-ended).
+    /// The step's barrier passed; `planned` requests (0 = open-ended).
     pub fn begin(&mut self, planned: u64) {
-        self.stage.planned = planned;
+        self.step.planned = planned;
         self.last_rows = 0;
         if self.display == Display::Bar {
             self.bar = Some(self.new_bar());
@@ -132,7 +132,7 @@ impl Progress {
     }
 
     fn new_bar(&self) -> ProgressBar {
-        let (len, template) = match (self.stage.planned, self.stage.duration) {
+        let (len, template) = match (self.step.planned, self.step.duration) {
             (n, _) if n > 0 => (
                 Some(n),
                 "{spinner} [{elapsed_precise}] [{bar:30}] {pos}/{len} {wide_msg}",
@@ -167,7 +167,7 @@ impl Progress {
             Display::Quiet => {}
             Display::Bar => {
                 if let Some(bar) = &self.bar {
-                    match (self.stage.planned, self.stage.duration) {
+                    match (self.step.planned, self.step.duration) {
                         (n, _) if n > 0 => bar.set_position(f.ended.min(n)),
                         (_, Some(d)) => {
                             bar.set_position(elapsed.min(d).as_millis() as u64);
@@ -182,7 +182,7 @@ impl Progress {
                 if !new_rows {
                     return;
                 }
-                let of = match (self.stage.planned, self.stage.duration) {
+                let of = match (self.step.planned, self.step.duration) {
                     (n, _) if n > 0 => format!("/{n}"),
                     (_, Some(d)) => format!(" (of {})", clock(d)),
                     _ => String::new(),
@@ -199,24 +199,24 @@ impl Progress {
     }
 
     /// Render and publish the Prometheus exposition (run-wide figures).
-    fn publish(&self, agg: &Aggregate, stage_total: &MetricSet, elapsed: Duration) {
+    fn publish(&self, agg: &Aggregate, step_total: &MetricSet, elapsed: Duration) {
         let Some(live) = &self.live else { return };
         let mut run = self.finished.clone();
         // sets decoded from reports share one layout; merging cannot fail
-        let _ = run.merge(stage_total);
+        let _ = run.merge(step_total);
         live.publish(render(&LiveView {
             scenario: &self.scenario,
             run: &run,
-            stage: self.stage.number,
-            planned: self.stage.planned,
+            step: self.step.number,
+            planned: self.step.planned,
             elapsed_s: elapsed.as_secs_f64(),
-            workers: self.stage.workers,
+            workers: self.step.workers,
             in_flight: agg.in_flight(),
             last_interval: agg.rows.last(),
         }));
     }
 
-    /// The stage ended: clear the bar, say what it did, fold it into the run's figures.
+    /// The step ended: clear the bar, say what it did, fold it into the run's figures.
     pub fn finish(&mut self, agg: &Aggregate, start: Instant) {
         let total = agg.total();
         let elapsed = Instant::now().saturating_duration_since(start);

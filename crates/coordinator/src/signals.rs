@@ -36,11 +36,6 @@ impl Signals {
         }
         name
     }
-
-    /// Whether a signal has arrived.
-    pub fn interrupted(&self) -> bool {
-        self.seen > 0
-    }
 }
 
 async fn recv(s: &mut Option<Signal>) -> Option<()> {

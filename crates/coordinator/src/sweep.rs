@@ -1,7 +1,7 @@
 //! Sweeps: run the scenario several times with one load key varied.
 //!
-//! `list` runs one stage per listed value. `auto` follows GuideLLM: a
-//! synchronous stage (one request at a time), a max-throughput stage (every
+//! `list` runs one step per listed value. `auto` follows GuideLLM: a
+//! synchronous step (one request at a time), a max-throughput step (every
 //! request at once), then evenly spaced constant rates between the two
 //! measured rates. `slo` searches for capacity: the highest request rate whose
 //! requests meet every `[slo]` bound for at least `fraction` of them, by
@@ -11,16 +11,16 @@ use cicada_scenarios::Scenario;
 use cicada_scenarios::shape::{Sweep, SweepMode, auto_rates};
 use cicada_scenarios::units::Rate;
 
-/// One discrete stage to run.
+/// One discrete step to run.
 #[derive(Debug, Clone)]
 pub struct Step {
     /// Label in results ("max_concurrency=4", "rate=12.5", "synchronous", ...).
     pub name: String,
-    /// The scenario with this stage's load applied.
+    /// The scenario with this step's load applied.
     pub scenario: Scenario,
 }
 
-/// What a finished stage tells the sweep.
+/// What a finished step tells the sweep.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Outcome {
     /// Successful requests per second.
@@ -40,13 +40,13 @@ pub struct Search {
     pub fraction: f64,
 }
 
-/// Produces the stages of a run one at a time.
+/// Produces the steps of a run one at a time.
 #[derive(Debug)]
 pub struct Sweeper {
     base: Scenario,
     sweep: Option<Sweep>,
     done: Vec<Outcome>,
-    /// Rates chosen by `auto` after its first two stages.
+    /// Rates chosen by `auto` after its first two steps.
     auto_rates: Vec<f64>,
     search: Option<Search>,
     /// Rate of the SLO probe in flight.
@@ -68,7 +68,7 @@ fn rate_name(r: f64) -> String {
 }
 
 impl Sweeper {
-    /// A sweeper for the scenario (a single stage when it has no `[sweep]`).
+    /// A sweeper for the scenario (a single step when it has no `[sweep]`).
     pub fn new(base: &Scenario) -> Self {
         let mut plain = base.clone();
         plain.sweep = None;
@@ -84,7 +84,7 @@ impl Sweeper {
         }
     }
 
-    /// Whether this is a multi-stage sweep.
+    /// Whether this is a sweep of several steps.
     pub fn is_sweep(&self) -> bool {
         self.sweep.is_some()
     }
@@ -94,7 +94,7 @@ impl Sweeper {
         self.search
     }
 
-    /// Record how the last stage went.
+    /// Record how the last step went.
     pub fn finished(&mut self, outcome: Outcome) {
         self.done.push(outcome);
         let Some(sw) = &self.sweep else { return };
@@ -125,7 +125,7 @@ impl Sweeper {
                     }
                     Some(rate) => search.failed = Some(search.failed.map_or(rate, |f| f.min(rate))),
                     None => {
-                        // the max-throughput stage: its rate bounds the search
+                        // the max-throughput step: its rate bounds the search
                         self.top = Some(outcome.request_throughput);
                         if met {
                             search.passed = Some(outcome.request_throughput);
@@ -137,7 +137,7 @@ impl Sweeper {
         }
     }
 
-    /// The next stage to run, or None when the run is complete.
+    /// The next step to run, or None when the run is complete.
     pub fn next_step(&mut self) -> Option<Step> {
         let step = self.choose();
         if step.is_some() {

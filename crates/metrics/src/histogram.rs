@@ -115,12 +115,37 @@ impl LatencyHistogram {
         (self.sum_sq / n as f64 - mean * mean).max(0.0).sqrt()
     }
 
-    /// Value at quantile `q` in [0, 1] (HdrHistogram's highest equivalent value).
+    /// Value at quantile `q` in [0, 1]: the nearest-rank order statistic
+    /// (rank `ceil(q·n)`, at least 1), as HdrHistogram's highest equivalent
+    /// value of its bucket. `q·n` within a billionth of a whole number counts
+    /// as that number, so `99.9 / 100` and `0.999` name the same rank (the
+    /// one definition every figure uses; docs/METRICS.md#percentiles).
     pub fn quantile(&self, q: f64) -> u64 {
-        if self.is_empty() {
+        let n = self.count();
+        if n == 0 {
             return 0;
         }
-        self.hist.value_at_quantile(q.clamp(0.0, 1.0))
+        let exact = q.clamp(0.0, 1.0) * n as f64;
+        let nearest = exact.round();
+        let rank = if (exact - nearest).abs() <= 1e-9 * exact.max(1.0) {
+            nearest
+        } else {
+            exact.ceil()
+        };
+        let rank = (rank as u64).clamp(1, n);
+        let mut seen = 0u64;
+        for v in self.hist.iter_recorded() {
+            seen += v.count_since_last_iteration();
+            if seen >= rank {
+                return self.hist.highest_equivalent(v.value_iterated_to());
+            }
+        }
+        self.hist.highest_equivalent(self.hist.max())
+    }
+
+    /// Value at percentile `p` in [0, 100]: [`Self::quantile`] of `p / 100`.
+    pub fn percentile(&self, p: f64) -> u64 {
+        self.quantile(p / 100.0)
     }
 
     /// Smallest recorded value (bucket-rounded).
@@ -199,6 +224,27 @@ mod tests {
         }
         assert!((h.max() as f64 - 5_000_009.0).abs() <= 5_000.0);
         assert_eq!(h.min(), 10);
+    }
+
+    #[test]
+    fn percentiles_take_the_nearest_rank_however_p_is_written() {
+        // n distinct values 1..=n: p99.9 is rank 0.999 n, whether it arrives
+        // as 99.9 / 100 (0.9990000000000001) or as 0.999 (values above 2047
+        // share buckets: the answer is the bucket's highest equivalent)
+        for n in [1_000u64, 2_000, 10_000] {
+            let mut h = LatencyHistogram::new();
+            for v in 1..=n {
+                h.record(v);
+            }
+            let at = |rank: u64| h.hdr().highest_equivalent(rank);
+            let want = at(n * 999 / 1000);
+            assert_eq!(h.quantile(99.9 / 100.0), want, "n={n} via 99.9/100");
+            assert_eq!(h.quantile(0.999), want, "n={n} via 0.999");
+            assert_eq!(h.percentile(99.9), want, "n={n} via percentile");
+            assert_eq!(h.percentile(50.0), at(n / 2));
+            assert_eq!(h.percentile(100.0), at(n));
+            assert_eq!(h.percentile(0.0), 1, "rank 1 at the bottom");
+        }
     }
 
     #[test]

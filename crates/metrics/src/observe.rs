@@ -213,6 +213,15 @@ impl MetricSet {
         self.seconds
             .bucket(rec.ended_us / MICROS_PER_SECOND)
             .completed += 1;
+        // vLLM's per-second concurrency: active from the send to the end of
+        // its E2EL (the last content event), in every second it touches
+        let active_until = rec.sent_us
+            + rec
+                .e2el_us()
+                .unwrap_or(rec.ended_us.saturating_sub(rec.sent_us));
+        for second in rec.sent_us / MICROS_PER_SECOND..=active_until / MICROS_PER_SECOND {
+            self.seconds.bucket(second).active_requests += 1;
+        }
 
         let c = &mut self.counters;
         // vLLM's total: the server's count when it says, else the client's
@@ -385,6 +394,28 @@ mod tests {
         assert_eq!(total, 200);
         assert_eq!(set.seconds.peak_output_tokens(), 100);
     }
+
+    #[test]
+    fn a_request_is_active_in_every_second_it_touches_as_vllm_counts() {
+        let mut set = MetricSet::default();
+        // sent at 1.0 s, last event at 1.05 + 199 x 10 ms = 3.04 s: seconds 1..=3
+        set.observe(&record(200, 1, 10_000), &Slo::default());
+        // sent at 1.0 s, last event at 1.05 s: second 1 only
+        set.observe(&record(1, 1, 10_000), &Slo::default());
+        let active: Vec<(u64, u64)> = set
+            .seconds
+            .iter()
+            .filter(|(_, b)| b.active_requests > 0)
+            .map(|(s, b)| (s, b.active_requests))
+            .collect();
+        assert_eq!(active, [(1, 2), (2, 1), (3, 1)]);
+        assert_eq!(set.seconds.peak_active_requests(), 2);
+        // a failure is never active
+        let mut failed = record(5, 1, 10_000);
+        failed.outcome = Outcome::Timeout;
+        set.observe(&failed, &Slo::default());
+        assert_eq!(set.seconds.peak_active_requests(), 2);
+    }
 }
 
 #[cfg(test)]
@@ -426,5 +457,49 @@ mod non_streaming_tests {
         assert!(set.histogram(Metric::Tpot).is_empty());
         assert!(set.histogram(Metric::Itl).is_empty());
         assert_eq!(set.counter(Counter::OutputTokens), 40);
+    }
+
+    /// A non-streamed answer arrives whole: the TTFT bound judges its E2EL,
+    /// the TPOT and ITL bounds cannot fail.
+    #[test]
+    fn goodput_of_non_streamed_requests_judges_ttft_by_e2el() {
+        let rec = |e2el_us: u64| RequestRecord {
+            index: 0,
+            target: 0,
+            outcome: Outcome::Ok,
+            error: None,
+            scheduled_us: 0,
+            sent_us: 0,
+            ended_us: e2el_us,
+            events: vec![ContentEvent {
+                at_us: e2el_us,
+                tokens: 40,
+            }],
+            output_tokens: 40,
+            token_source: TokenSource::Usage,
+            input_tokens: 10,
+            server_input_tokens: None,
+            cached_tokens: None,
+            requested_output_tokens: Some(40),
+            token_count_mismatch: false,
+            streamed: false,
+            reconnects: 0,
+            server_prompt_us: None,
+            server_per_token_us: None,
+        };
+        let slo = Slo {
+            ttft_ms: Some(100.0),
+            tpot_ms: Some(0.001),
+            itl_ms: Some(0.001),
+            ..Slo::default()
+        };
+        let mut set = MetricSet::default();
+        set.observe(&rec(99_000), &slo);
+        set.observe(&rec(101_000), &slo);
+        assert_eq!(
+            set.counter(Counter::Goodput),
+            1,
+            "only the one within 100 ms"
+        );
     }
 }

@@ -5,7 +5,7 @@ pub struct Scope {
     /// Target (replica) index.
     pub target: u32,
     /// Stage index of `[[stages]]` (0 without stages).
-    pub phase: u32,
+    pub stage: u32,
     /// Warm-up requests.
     pub warmup: bool,
 }

@@ -7,12 +7,17 @@ pub struct SecondBucket {
     pub output_tokens: u64,
     /// Successful requests that completed in this second.
     pub completed: u64,
+    /// Successful requests active at any moment of this second (from their
+    /// send to their last content event): `vllm bench serve`'s count behind
+    /// its `max_concurrent_requests`.
+    pub active_requests: u64,
 }
 
 impl SecondBucket {
     fn merge(&mut self, other: &SecondBucket) {
         self.output_tokens += other.output_tokens;
         self.completed += other.completed;
+        self.active_requests += other.active_requests;
     }
 }
 
@@ -49,6 +54,16 @@ impl Seconds {
     /// Highest output tokens in any one second.
     pub fn peak_output_tokens(&self) -> u64 {
         self.0.values().map(|b| b.output_tokens).max().unwrap_or(0)
+    }
+
+    /// Most successful requests active within one second (vLLM's
+    /// `max_concurrent_requests`).
+    pub fn peak_active_requests(&self) -> u64 {
+        self.0
+            .values()
+            .map(|b| b.active_requests)
+            .max()
+            .unwrap_or(0)
     }
 
     /// True when there are no buckets.

@@ -31,7 +31,7 @@ impl DistributionStats {
             max: h.max() as f64 * scale,
             percentiles: percentiles
                 .iter()
-                .map(|p| (*p, h.quantile(p / 100.0) as f64 * scale))
+                .map(|p| (*p, h.percentile(*p) as f64 * scale))
                 .collect(),
         }
     }
@@ -79,8 +79,12 @@ pub struct Summary {
     pub achieved_request_rate: Option<f64>,
     /// Most output tokens received in one second.
     pub max_output_tokens_per_s: u64,
-    /// Highest average number of requests in flight over any 100 ms slice.
-    pub max_concurrent_requests: f64,
+    /// `vllm bench serve`'s peak concurrency: the most successful requests
+    /// active at any moment of one second (1 s buckets from the barrier).
+    pub max_concurrent_requests: u64,
+    /// Highest average number of requests in flight (every outcome) over any
+    /// 100 ms slice: cicada's finer view of the peak.
+    pub peak_concurrent_requests_100ms: f64,
     /// Average number of requests in flight over the measured window.
     pub mean_concurrent_requests: f64,
     /// Where output token counts came from: the source used by most requests.
@@ -146,7 +150,8 @@ impl Summary {
             total_token_throughput: per_s((input + output) as f64),
             achieved_request_rate,
             max_output_tokens_per_s: set.seconds.peak_output_tokens(),
-            max_concurrent_requests: set.concurrency.peak(),
+            max_concurrent_requests: set.seconds.peak_active_requests(),
+            peak_concurrent_requests_100ms: set.concurrency.peak(),
             mean_concurrent_requests: set
                 .concurrency
                 .mean(window_start_us, set.span.last_end_us.unwrap_or(0)),

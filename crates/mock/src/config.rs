@@ -73,6 +73,17 @@ pub struct MockConfig {
     #[arg(long, env = "CICADA_MOCK_API_KEY", hide_env_values = true)]
     #[serde(skip)]
     pub api_key: Option<String>,
+    /// Close every connection once its response is out, while answering as
+    /// if it were kept alive (no `Connection: close`), as llama.cpp's
+    /// `llama-server` does: a client that reuses it must reconnect.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    #[serde(default)]
+    pub close_after_response: bool,
+    /// Close a keep-alive connection after this long without a request, ms
+    /// (uvicorn's keep-alive timeout in front of vLLM and SGLang is 5 s).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<u64>,
     /// Seed for jitter and fault selection.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -241,6 +252,8 @@ impl Default for MockConfig {
             prompt_tokens_details: false,
             spec_tokens: 0,
             api_key: None,
+            close_after_response: false,
+            idle_timeout_ms: None,
             seed: 0,
             faults: FaultRates::default(),
         }

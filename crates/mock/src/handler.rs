@@ -70,7 +70,8 @@ pub(crate) enum Streaming {
     Never,
 }
 
-/// Serve one generation request.
+/// Serve one generation request: read it, account for it, inject its
+/// fault, then answer with a timed stream or a whole body.
 pub(crate) async fn generate(
     shared: Arc<Shared>,
     req: Request<Incoming>,
@@ -93,63 +94,19 @@ pub(crate) async fn generate(
         Ok(r) => r,
         Err(e) => return error_json(StatusCode::BAD_REQUEST, &format!("invalid JSON: {e}")),
     };
-    let state = &shared.state;
-    let config = &shared.config;
-    let seq = if probe {
-        PROBE_SEQ_BASE + state.probes.fetch_add(1, Ordering::Relaxed)
-    } else {
-        state.requests.fetch_add(1, Ordering::Relaxed)
-    };
-    let prompt = parsed.prompt_text();
-    let prompt_tokens = count_words(&prompt);
-    let cached_tokens = if config.prefix_cache {
-        state.prefix.lookup(&prompt)
-    } else {
-        0
-    };
     let stream = match streaming {
         Streaming::AsAsked => parsed.stream,
         Streaming::Always => true,
         Streaming::Never => false,
     };
-    let fault = if probe { None } else { pick_fault(config, seq) };
-    let (total_tokens, eos) = parsed.output_tokens(config);
-    let server = &state.server;
-    server
-        .all
-        .prompt_tokens
-        .fetch_add(u64::from(prompt_tokens), Ordering::Relaxed);
-    server
-        .all
-        .cached_tokens
-        .fetch_add(u64::from(cached_tokens), Ordering::Relaxed);
-    if !probe {
-        state
-            .run
-            .prompt_tokens
-            .fetch_add(u64::from(prompt_tokens), Ordering::Relaxed);
-        state
-            .run
-            .cached_tokens
-            .fetch_add(u64::from(cached_tokens), Ordering::Relaxed);
-        state.log_request(LoggedRequest {
-            seq,
-            offset_us: arrival.duration_since(shared.started).as_micros() as u64,
-            unix_us: unix_micros(),
-            path,
-            prompt_fingerprint: fingerprint(&prompt),
-            prompt_tokens,
-            max_tokens: parsed.requested_tokens(),
-            stream,
-            fault,
-            request_id,
-            messages: parsed.message_log(),
-            output_tokens: total_tokens,
-            output_fingerprint: text_fingerprint(seq, total_tokens),
-            cached_tokens: config.prefix_cache.then_some(cached_tokens),
-        });
-    }
-    match fault {
+    let arrived = Arrived {
+        at: arrival,
+        probe,
+        stream,
+        parsed,
+    };
+    let a = account(&shared, &arrived, request_id, path);
+    match a.fault {
         Some(Fault::Http429) => {
             return error_json(StatusCode::TOO_MANY_REQUESTS, "mock injected rate limit");
         }
@@ -161,71 +118,9 @@ pub(crate) async fn generate(
         }
         _ => {}
     }
-    // KV cache: a request whose whole sequence does not fit next to the
-    // others' counts as one preemption (the mock serves it anyway)
-    let reserve = u64::from(prompt_tokens) + u64::from(total_tokens);
-    let reserved = state.kv_reserved.fetch_add(reserve, Ordering::Relaxed) + reserve;
-    if reserved > config.kv_cache_tokens {
-        server.all.preemptions.fetch_add(1, Ordering::Relaxed);
-        if !probe {
-            state.run.preemptions.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-    state.kv_change(u64::from(prompt_tokens), true, config.kv_cache_tokens);
-    let in_flight = state.in_flight.load(Ordering::Relaxed) as f64;
-    // the load-dependent part of the TTFT stands for time spent queued
-    let queued = ms(config.ttft_per_inflight_ms * in_flight);
-    server.queue.observe(queued);
-    let timing = Timing {
-        start: arrival,
-        ttft: ms(config.ttft_ms) + queued,
-        event_gap: ms((config.itl_ms + config.itl_per_inflight_ms * in_flight)
-            * f64::from(config.tokens_per_event.max(1))),
-        jitter: ms(config.jitter_ms),
-    };
-    let options = parsed.stream_options.as_ref();
-    let openai = matches!(api, Api::Chat | Api::Completions);
-    let reply = Reply {
-        api,
-        llamacpp: openai && config.api.llamacpp_dialect(),
-        seq,
-        created: unix_secs(),
-        model_json: shared.model_json.clone(),
-        counts: config.usage,
-        final_usage: match api {
-            Api::Chat | Api::Completions => options.is_some_and(|o| o.include_usage) || !stream,
-            Api::Tgi => parsed.wants_details(),
-            Api::LlamaCpp => true,
-            Api::Triton => false,
-        },
-        continuous: options.is_some_and(|o| o.continuous_usage_stats),
-        cached_details: config.prompt_tokens_details,
-        role_chunk: config.role_chunk,
-        prompt_tokens,
-        cached_tokens,
-        total_tokens,
-        limit_tokens: parsed
-            .requested_tokens()
-            .unwrap_or(config.output_tokens)
-            .max(1),
-        eos,
-        ttft_ms: config.ttft_ms,
-        itl_ms: config.itl_ms,
-        spec_tokens: config.spec_tokens,
-        tokens_per_event: config.tokens_per_event.max(1),
-    };
-    let spec = StreamSpec {
-        reply,
-        timing,
-        fault,
-        seed: config.seed,
-        probe,
-        kv_reserved: reserve,
-        kv_capacity: config.kv_cache_tokens,
-        spec_tokens: config.spec_tokens,
-    };
+    let spec = stream_spec(&shared, &arrived, &a, api);
     if stream {
-        let stream = TokenStream::new(spec, state.clone(), shared.clock.clone());
+        let stream = TokenStream::new(spec, shared.state.clone(), shared.clock.clone());
         let mut resp = Response::new(BodyExt::boxed(stream));
         let h = resp.headers_mut();
         h.insert(
@@ -238,8 +133,169 @@ pub(crate) async fn generate(
         );
         return resp;
     }
-    let echo = (api == Api::Triton && !parsed.exclude_input_in_output).then_some(prompt);
+    let echo = (api == Api::Triton && !arrived.parsed.exclude_input_in_output).then_some(a.prompt);
     whole(&shared, spec, echo.as_deref()).await
+}
+
+/// A request as it arrived.
+struct Arrived {
+    at: Instant,
+    /// cicada's readiness probe: never faulted, not part of the run's ground truth.
+    probe: bool,
+    /// The answer streams.
+    stream: bool,
+    parsed: IncomingRequest,
+}
+
+/// What the mock decided for a request and counted of it.
+struct Accounted {
+    seq: u64,
+    prompt: String,
+    prompt_tokens: u32,
+    cached_tokens: u32,
+    fault: Option<Fault>,
+    total_tokens: u32,
+    eos: bool,
+}
+
+/// Number the request, look its prompt up in the prefix cache, pick its
+/// fault and its length, and count it in `/metrics` and the ground truth.
+fn account(shared: &Shared, a: &Arrived, request_id: Option<String>, path: String) -> Accounted {
+    let state = &shared.state;
+    let config = &shared.config;
+    let seq = if a.probe {
+        PROBE_SEQ_BASE + state.probes.fetch_add(1, Ordering::Relaxed)
+    } else {
+        state.requests.fetch_add(1, Ordering::Relaxed)
+    };
+    let prompt = a.parsed.prompt_text();
+    let prompt_tokens = count_words(&prompt);
+    let cached_tokens = if config.prefix_cache {
+        state.prefix.lookup(&prompt)
+    } else {
+        0
+    };
+    let fault = if a.probe {
+        None
+    } else {
+        pick_fault(config, seq)
+    };
+    let (total_tokens, eos) = a.parsed.output_tokens(config);
+    let server = &state.server;
+    server
+        .all
+        .prompt_tokens
+        .fetch_add(u64::from(prompt_tokens), Ordering::Relaxed);
+    server
+        .all
+        .cached_tokens
+        .fetch_add(u64::from(cached_tokens), Ordering::Relaxed);
+    if !a.probe {
+        state
+            .run
+            .prompt_tokens
+            .fetch_add(u64::from(prompt_tokens), Ordering::Relaxed);
+        state
+            .run
+            .cached_tokens
+            .fetch_add(u64::from(cached_tokens), Ordering::Relaxed);
+        state.log_request(LoggedRequest {
+            seq,
+            offset_us: a.at.duration_since(shared.started).as_micros() as u64,
+            unix_us: unix_micros(),
+            path,
+            prompt_fingerprint: fingerprint(&prompt),
+            prompt_tokens,
+            max_tokens: a.parsed.requested_tokens(),
+            stream: a.stream,
+            fault,
+            request_id,
+            messages: a.parsed.message_log(),
+            output_tokens: total_tokens,
+            output_fingerprint: text_fingerprint(seq, total_tokens),
+            cached_tokens: config.prefix_cache.then_some(cached_tokens),
+        });
+    }
+    Accounted {
+        seq,
+        prompt,
+        prompt_tokens,
+        cached_tokens,
+        fault,
+        total_tokens,
+        eos,
+    }
+}
+
+/// Reserve the request's KV cache and time its answer: the stream's
+/// deadlines and every field its events carry.
+fn stream_spec(shared: &Shared, a: &Arrived, c: &Accounted, api: Api) -> StreamSpec {
+    let state = &shared.state;
+    let config = &shared.config;
+    // KV cache: a request whose whole sequence does not fit next to the
+    // others' counts as one preemption (the mock serves it anyway)
+    let reserve = u64::from(c.prompt_tokens) + u64::from(c.total_tokens);
+    let reserved = state.kv_reserved.fetch_add(reserve, Ordering::Relaxed) + reserve;
+    if reserved > config.kv_cache_tokens {
+        state.server.all.preemptions.fetch_add(1, Ordering::Relaxed);
+        if !a.probe {
+            state.run.preemptions.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    state.kv_change(u64::from(c.prompt_tokens), true, config.kv_cache_tokens);
+    let in_flight = state.in_flight.load(Ordering::Relaxed) as f64;
+    // the load-dependent part of the TTFT stands for time spent queued
+    let queued = ms(config.ttft_per_inflight_ms * in_flight);
+    state.server.queue.observe(queued);
+    let timing = Timing {
+        start: a.at,
+        ttft: ms(config.ttft_ms) + queued,
+        event_gap: ms((config.itl_ms + config.itl_per_inflight_ms * in_flight)
+            * f64::from(config.tokens_per_event.max(1))),
+        jitter: ms(config.jitter_ms),
+    };
+    let parsed = &a.parsed;
+    let options = parsed.stream_options.as_ref();
+    let openai = matches!(api, Api::Chat | Api::Completions);
+    let reply = Reply {
+        api,
+        llamacpp: openai && config.api.llamacpp_dialect(),
+        seq: c.seq,
+        created: unix_secs(),
+        model_json: shared.model_json.clone(),
+        counts: config.usage,
+        final_usage: match api {
+            Api::Chat | Api::Completions => options.is_some_and(|o| o.include_usage) || !a.stream,
+            Api::Tgi => parsed.wants_details(),
+            Api::LlamaCpp => true,
+            Api::Triton => false,
+        },
+        continuous: options.is_some_and(|o| o.continuous_usage_stats),
+        cached_details: config.prompt_tokens_details,
+        role_chunk: config.role_chunk,
+        prompt_tokens: c.prompt_tokens,
+        cached_tokens: c.cached_tokens,
+        total_tokens: c.total_tokens,
+        limit_tokens: parsed
+            .requested_tokens()
+            .unwrap_or(config.output_tokens)
+            .max(1),
+        eos: c.eos,
+        ttft_ms: config.ttft_ms,
+        itl_ms: config.itl_ms,
+        spec_tokens: config.spec_tokens,
+        tokens_per_event: config.tokens_per_event.max(1),
+    };
+    StreamSpec {
+        reply,
+        timing,
+        fault: c.fault,
+        seed: config.seed,
+        probe: a.probe,
+        kv_reserved: reserve,
+        kv_capacity: config.kv_cache_tokens,
+        spec_tokens: config.spec_tokens,
+    }
 }
 
 /// A non-streamed answer: wait until the last token's deadline, then the body.

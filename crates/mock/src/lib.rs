@@ -9,12 +9,15 @@
 //! measures its own lateness so tests can tell its error from the client's.
 //! Faults (HTTP errors, resets, malformed or in-band error events, stalls) are
 //! injected at configured rates and counted, giving tests ground truth for
-//! outcome classification. It is the quickstart's target, the tests' reference
+//! outcome classification. Connections can end as real servers end them
+//! (closed after every response like llama-server, or after an idle timeout
+//! like uvicorn). It is the quickstart's target, the tests' reference
 //! and the user's way to measure the load generator's own ceiling.
 
 mod cache;
 mod clock;
 mod config;
+mod connection;
 mod handler;
 mod prom;
 mod request;

@@ -10,11 +10,7 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use thiserror::Error;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -209,27 +205,14 @@ async fn accept_loop(
         let tls = tls.clone();
         tokio::spawn(async move {
             match tls {
-                None => serve(stream, shared).await,
+                None => crate::connection::serve(stream, shared).await,
                 Some(acceptor) => match acceptor.accept(stream).await {
-                    Ok(s) => serve(s, shared).await,
+                    Ok(s) => crate::connection::serve(s, shared).await,
                     Err(e) => tracing::debug!(error = %e, "mock TLS handshake failed"),
                 },
             }
         });
     }
-}
-
-async fn serve<S>(stream: S, shared: Arc<Shared>)
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let service = service_fn(move |req| {
-        let shared = shared.clone();
-        async move { Ok::<_, Infallible>(route(shared, req).await) }
-    });
-    let _ = auto::Builder::new(TokioExecutor::new())
-        .serve_connection(TokioIo::new(stream), service)
-        .await;
 }
 
 fn full(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<ResponseBody> {
@@ -291,7 +274,7 @@ fn authorized(config: &MockConfig, req: &Request<Incoming>) -> bool {
         .is_some_and(|given| given == key)
 }
 
-async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResponseBody> {
+pub(crate) async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResponseBody> {
     let path = req.uri().path().to_string();
     let config = &shared.config;
     if !open_route(&path) && !authorized(config, &req) {

@@ -10,7 +10,7 @@ use crate::v1;
 pub fn encode_set(scope: Scope, set: &MetricSet) -> v1::ScopedMetrics {
     v1::ScopedMetrics {
         target: scope.target,
-        phase: scope.phase,
+        stage: scope.stage,
         warmup: scope.warmup,
         histograms: encode_histograms(set),
         counters: set
@@ -37,6 +37,7 @@ pub fn encode_set(scope: Scope, set: &MetricSet) -> v1::ScopedMetrics {
                 second,
                 output_tokens: b.output_tokens,
                 completed: b.completed,
+                active_requests: b.active_requests,
             })
             .collect(),
         first_send_us: set.span.first_send_us,
@@ -100,6 +101,7 @@ pub fn decode_set(scoped: &v1::ScopedMetrics) -> Result<(Scope, MetricSet), Metr
             &SecondBucket {
                 output_tokens: b.output_tokens,
                 completed: b.completed,
+                active_requests: b.active_requests,
             },
         );
     }
@@ -113,7 +115,7 @@ pub fn decode_set(scoped: &v1::ScopedMetrics) -> Result<(Scope, MetricSet), Metr
     };
     let scope = Scope {
         target: scoped.target,
-        phase: scoped.phase,
+        stage: scoped.stage,
         warmup: scoped.warmup,
     };
     Ok((scope, set))
@@ -169,7 +171,7 @@ mod tests {
         set.concurrency.add_span(3, 0, 250_000);
         let scope = Scope {
             target: 1,
-            phase: 2,
+            stage: 2,
             warmup: true,
         };
         let wire = encode_set(scope, &set);

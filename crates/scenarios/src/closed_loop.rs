@@ -16,7 +16,7 @@ const USER_STREAM_BASE: u64 = 1_000;
 
 /// Users active from `start` (until `end`, if any); new users join at `spawn_rate` per second.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct UserPhase {
+pub struct UserStage {
     pub start: Duration,
     pub end: Option<Duration>,
     pub users: u32,
@@ -35,7 +35,9 @@ pub struct ClosedLoop {
     pub requests: Option<u64>,
     /// Run length, for time-bound runs.
     pub duration: Option<Duration>,
-    pub phases: Vec<UserPhase>,
+    /// `stages` on the wire.
+    #[serde(rename = "phases")]
+    pub stages: Vec<UserStage>,
     pub think: ThinkTime,
     pub pool_size: u64,
 }
@@ -45,7 +47,7 @@ impl ClosedLoop {
     pub fn windows(&self, user: u32) -> Vec<(Duration, Option<Duration>)> {
         let mut out: Vec<(Duration, Option<Duration>)> = Vec::new();
         let mut before = 0u32;
-        for p in &self.phases {
+        for p in &self.stages {
             if user < p.users {
                 let delay = match p.spawn_rate {
                     Some(rate) if user >= before => {
@@ -101,14 +103,14 @@ impl ClosedLoop {
 mod tests {
     use super::*;
 
-    fn cl(phases: Vec<UserPhase>, duration: Option<Duration>) -> ClosedLoop {
+    fn cl(stages: Vec<UserStage>, duration: Option<Duration>) -> ClosedLoop {
         ClosedLoop {
             seed: 1,
-            stride: phases.iter().map(|p| p.users).max().unwrap_or(1),
+            stride: stages.iter().map(|p| p.users).max().unwrap_or(1),
             users: vec![0, 1, 2, 3],
             requests: None,
             duration,
-            phases,
+            stages,
             think: ThinkTime::None,
             pool_size: 10,
         }
@@ -122,19 +124,19 @@ mod tests {
     fn spawn_rate_staggers_starts_and_stages_add_and_remove_users() {
         let c = cl(
             vec![
-                UserPhase {
+                UserStage {
                     start: s(0.0),
                     end: Some(s(10.0)),
                     users: 2,
                     spawn_rate: Some(1.0),
                 },
-                UserPhase {
+                UserStage {
                     start: s(10.0),
                     end: Some(s(20.0)),
                     users: 4,
                     spawn_rate: Some(2.0),
                 },
-                UserPhase {
+                UserStage {
                     start: s(20.0),
                     end: Some(s(30.0)),
                     users: 1,
@@ -152,7 +154,7 @@ mod tests {
     #[test]
     fn count_bound_indices_partition_the_run() {
         let mut c = cl(
-            vec![UserPhase {
+            vec![UserStage {
                 start: s(0.0),
                 end: None,
                 users: 4,

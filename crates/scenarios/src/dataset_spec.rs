@@ -1,14 +1,18 @@
-//! The scenario's `[dataset]` section: one flat table whose keys apply to the
-//! kinds noted on each (validation names any key given to a kind it does not
-//! apply to), with per-kind defaults filled in after validation.
+//! The scenario's `[dataset]` section: `kind` picks the workload, and each
+//! kind is its own type holding exactly the keys it takes, with their
+//! defaults. Which keys a kind takes is read off its type, so messages about
+//! a key given to the wrong kind (`does not apply to kind "random" (it
+//! applies to trace)`) need no table kept beside the types.
 
-use std::path::PathBuf;
+use std::fmt;
+use std::path::{Path, PathBuf};
 
+use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 
 use crate::units::Span;
 
-/// Kinds of workload.
+/// Kinds of workload: the values of `dataset.kind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum DatasetKind {
@@ -54,23 +58,16 @@ impl DatasetKind {
         }
     }
 
+    /// The kind a name (as in scenario files) stands for.
+    pub fn from_name(name: &str) -> Option<DatasetKind> {
+        DatasetKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
     /// Kinds that cannot count tokens without a tokenizer.
     pub fn needs_tokenizer(self) -> bool {
         matches!(
             self,
             DatasetKind::Sharegpt | DatasetKind::Sonnet | DatasetKind::Prefix
-        )
-    }
-
-    /// Kinds that read a file.
-    pub fn needs_path(self) -> bool {
-        matches!(
-            self,
-            DatasetKind::Sharegpt
-                | DatasetKind::Sonnet
-                | DatasetKind::Jsonl
-                | DatasetKind::Conversations
-                | DatasetKind::Trace
         )
     }
 
@@ -82,256 +79,480 @@ impl DatasetKind {
             DatasetKind::Random | DatasetKind::Prefix | DatasetKind::Trace
         )
     }
+
+    /// The keys (besides `kind`) this kind takes, in the order they are written.
+    pub fn keys(self) -> &'static [&'static str] {
+        match self {
+            DatasetKind::Random => field_names::<RandomSpec>(),
+            DatasetKind::Sharegpt => field_names::<SharegptSpec>(),
+            DatasetKind::Sonnet => field_names::<SonnetSpec>(),
+            DatasetKind::Prefix => field_names::<PrefixSpec>(),
+            DatasetKind::Jsonl => field_names::<JsonlSpec>(),
+            DatasetKind::Conversations => field_names::<ConversationsSpec>(),
+            DatasetKind::Trace => field_names::<TraceSpec>(),
+        }
+    }
 }
 
-/// What prompts to send. Keys apply to the kinds noted on each; every key is
-/// optional and takes its kind's default.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(deny_unknown_fields, default)]
-pub struct Dataset {
-    /// Workload kind.
-    pub kind: DatasetKind,
-    /// sharegpt, sonnet, jsonl, conversations, trace: the dataset file
-    /// (relative paths are relative to the scenario file).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub path: Option<PathBuf>,
-    /// random (1024), sonnet (550): prompt length in tokens.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub input_len: Option<u32>,
-    /// Output tokens asked of the server. random (128), sonnet (150), prefix (128);
-    /// sharegpt, jsonl, conversations: a fixed length replacing the dataset's own.
-    #[serde(skip_serializing_if = "Option::is_none")]
+// defaults, named for serde
+fn yes() -> bool {
+    true
+}
+fn n10() -> u32 {
+    10
+}
+fn n128() -> u32 {
+    128
+}
+fn n150() -> u32 {
+    150
+}
+fn n200() -> u32 {
+    200
+}
+fn n256() -> u32 {
+    256
+}
+fn n512() -> u32 {
+    512
+}
+fn n550() -> u32 {
+    550
+}
+fn n1024() -> u32 {
+    1024
+}
+fn one() -> f64 {
+    1.0
+}
+
+/// `kind = "random"`: synthetic prompts; token-exact with a `[tokenizer]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomSpec {
+    /// Prompt length in tokens.
+    #[serde(default = "n1024")]
+    pub input_len: u32,
+    /// Output tokens asked of the server.
+    #[serde(default = "n128")]
+    pub output_len: u32,
+    /// Lengths are drawn uniformly within ±ratio of the asked length.
+    #[serde(default)]
+    pub range_ratio: f64,
+    /// Tokens of a random prefix shared by every prompt.
+    #[serde(default)]
+    pub prefix_len: u32,
+}
+
+impl Default for RandomSpec {
+    fn default() -> Self {
+        Self {
+            input_len: n1024(),
+            output_len: n128(),
+            range_ratio: 0.0,
+            prefix_len: 0,
+        }
+    }
+}
+
+/// `kind = "sharegpt"`: the ShareGPT JSON file with `vllm bench serve`'s filters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharegptSpec {
+    /// The dataset file (relative paths are relative to the scenario file).
+    pub path: PathBuf,
+    /// A fixed output length replacing each answer's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_len: Option<u32>,
-    /// random (0): lengths are drawn uniformly within ±ratio of the asked length.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub range_ratio: Option<f64>,
-    /// random (0), sonnet (200), prefix (256): tokens of the shared prefix.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub prefix_len: Option<u32>,
-    /// prefix (256): tokens of each request's own suffix.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub suffix_len: Option<u32>,
-    /// prefix (10): distinct shared prefixes.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub num_prefixes: Option<u32>,
-    /// sharegpt, prefix, jsonl, conversations (true): shuffle by the seed before taking entries.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shuffle: Option<bool>,
-    /// trace (1.0): replay speed factor; 10 replays ten times faster.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub speed: Option<f64>,
-    /// trace (512): tokens per hash id block.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub block_size: Option<u32>,
-    /// conversations (0s): pause between an answer and the next turn.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub think_time: Option<Span>,
-    /// conversations: keep at most this many turns of each conversation.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Shuffle by the seed before taking entries.
+    #[serde(default = "yes")]
+    pub shuffle: bool,
+}
+
+/// `kind = "sonnet"`: an instruction, the poem's first lines as a shared
+/// prefix, random lines up to `input_len`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SonnetSpec {
+    /// The poem's text file.
+    pub path: PathBuf,
+    /// Prompt length in tokens.
+    #[serde(default = "n550")]
+    pub input_len: u32,
+    /// Output tokens asked of the server.
+    #[serde(default = "n150")]
+    pub output_len: u32,
+    /// Tokens of the shared prefix.
+    #[serde(default = "n200")]
+    pub prefix_len: u32,
+}
+
+/// `kind = "prefix"`: `num_prefixes` random prefixes × per-request random suffixes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrefixSpec {
+    /// Output tokens asked of the server.
+    #[serde(default = "n128")]
+    pub output_len: u32,
+    /// Tokens of each shared prefix.
+    #[serde(default = "n256")]
+    pub prefix_len: u32,
+    /// Tokens of each request's own suffix.
+    #[serde(default = "n256")]
+    pub suffix_len: u32,
+    /// Distinct shared prefixes.
+    #[serde(default = "n10")]
+    pub num_prefixes: u32,
+    /// Shuffle by the seed.
+    #[serde(default = "yes")]
+    pub shuffle: bool,
+}
+
+impl Default for PrefixSpec {
+    fn default() -> Self {
+        Self {
+            output_len: n128(),
+            prefix_len: n256(),
+            suffix_len: n256(),
+            num_prefixes: n10(),
+            shuffle: true,
+        }
+    }
+}
+
+/// `kind = "jsonl"`: one `{"prompt": ...}` or `{"messages": [...]}` per line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonlSpec {
+    /// The JSONL file.
+    pub path: PathBuf,
+    /// A fixed output length replacing every line's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_len: Option<u32>,
+    /// Shuffle by the seed before taking entries.
+    #[serde(default = "yes")]
+    pub shuffle: bool,
+}
+
+/// `kind = "conversations"`: multi-turn sessions, each turn sent with the
+/// model's real previous answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationsSpec {
+    /// JSONL of `{"messages": [...]}` or ShareGPT records, or the ShareGPT file.
+    pub path: PathBuf,
+    /// A fixed output length per turn replacing the dataset answer's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_len: Option<u32>,
+    /// Shuffle by the seed before taking conversations.
+    #[serde(default = "yes")]
+    pub shuffle: bool,
+    /// Pause between an answer and the next turn.
+    #[serde(default)]
+    pub think_time: Span,
+    /// Keep at most this many turns of each conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<u32>,
 }
 
-use DatasetKind as K;
+/// `kind = "trace"`: a Mooncake JSONL trace replayed at its timestamps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    /// The trace file.
+    pub path: PathBuf,
+    /// Replay speed factor; 10 replays ten times faster.
+    #[serde(default = "one")]
+    pub speed: f64,
+    /// Tokens per hash id block.
+    #[serde(default = "n512")]
+    pub block_size: u32,
+}
 
-/// Which kinds each optional key applies to.
-pub(crate) const KEY_KINDS: [(&str, &[DatasetKind]); 12] = [
-    (
-        "path",
-        &[K::Sharegpt, K::Sonnet, K::Jsonl, K::Conversations, K::Trace],
-    ),
-    ("input_len", &[K::Random, K::Sonnet]),
-    (
-        "output_len",
-        &[
-            K::Random,
-            K::Sharegpt,
-            K::Sonnet,
-            K::Prefix,
-            K::Jsonl,
-            K::Conversations,
-        ],
-    ),
-    ("range_ratio", &[K::Random]),
-    ("prefix_len", &[K::Random, K::Sonnet, K::Prefix]),
-    ("suffix_len", &[K::Prefix]),
-    ("num_prefixes", &[K::Prefix]),
-    (
-        "shuffle",
-        &[K::Sharegpt, K::Prefix, K::Jsonl, K::Conversations],
-    ),
-    ("speed", &[K::Trace]),
-    ("block_size", &[K::Trace]),
-    ("think_time", &[K::Conversations]),
-    ("max_turns", &[K::Conversations]),
-];
+/// `[dataset]`: what prompts to send.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Dataset {
+    Random(RandomSpec),
+    Sharegpt(SharegptSpec),
+    Sonnet(SonnetSpec),
+    Prefix(PrefixSpec),
+    Jsonl(JsonlSpec),
+    Conversations(ConversationsSpec),
+    Trace(TraceSpec),
+}
+
+impl Default for Dataset {
+    fn default() -> Self {
+        Dataset::Random(RandomSpec::default())
+    }
+}
 
 impl Dataset {
-    /// Names of the optional keys that are set.
-    pub(crate) fn given_keys(&self) -> Vec<&'static str> {
-        let set = [
-            ("path", self.path.is_some()),
-            ("input_len", self.input_len.is_some()),
-            ("output_len", self.output_len.is_some()),
-            ("range_ratio", self.range_ratio.is_some()),
-            ("prefix_len", self.prefix_len.is_some()),
-            ("suffix_len", self.suffix_len.is_some()),
-            ("num_prefixes", self.num_prefixes.is_some()),
-            ("shuffle", self.shuffle.is_some()),
-            ("speed", self.speed.is_some()),
-            ("block_size", self.block_size.is_some()),
-            ("think_time", self.think_time.is_some()),
-            ("max_turns", self.max_turns.is_some()),
-        ];
-        set.into_iter()
-            .filter(|(_, s)| *s)
-            .map(|(k, _)| k)
-            .collect()
+    /// Which kind of workload this is.
+    pub fn kind(&self) -> DatasetKind {
+        match self {
+            Dataset::Random(_) => DatasetKind::Random,
+            Dataset::Sharegpt(_) => DatasetKind::Sharegpt,
+            Dataset::Sonnet(_) => DatasetKind::Sonnet,
+            Dataset::Prefix(_) => DatasetKind::Prefix,
+            Dataset::Jsonl(_) => DatasetKind::Jsonl,
+            Dataset::Conversations(_) => DatasetKind::Conversations,
+            Dataset::Trace(_) => DatasetKind::Trace,
+        }
     }
 
-    /// Prompt length (random 1024, sonnet 550).
-    pub fn input_len(&self) -> u32 {
-        self.input_len.unwrap_or(match self.kind {
-            K::Sonnet => 550,
-            _ => 1024,
-        })
+    /// The dataset file, for the kinds that read one.
+    pub fn path(&self) -> Option<&Path> {
+        self.path_ref().map(|p| &**p)
     }
 
-    /// Output length for kinds with a default (random 128, sonnet 150, prefix 128);
-    /// for the others only a fixed length the scenario gives.
-    pub fn output_len(&self) -> Option<u32> {
-        self.output_len.or(match self.kind {
-            K::Random | K::Prefix => Some(128),
-            K::Sonnet => Some(150),
-            _ => None,
-        })
+    fn path_ref(&self) -> Option<&PathBuf> {
+        match self {
+            Dataset::Random(_) | Dataset::Prefix(_) => None,
+            Dataset::Sharegpt(d) => Some(&d.path),
+            Dataset::Sonnet(d) => Some(&d.path),
+            Dataset::Jsonl(d) => Some(&d.path),
+            Dataset::Conversations(d) => Some(&d.path),
+            Dataset::Trace(d) => Some(&d.path),
+        }
     }
 
-    /// Range ratio (0).
-    pub fn range_ratio(&self) -> f64 {
-        self.range_ratio.unwrap_or(0.0)
+    /// The dataset file, to rebase a relative path.
+    pub(crate) fn path_mut(&mut self) -> Option<&mut PathBuf> {
+        match self {
+            Dataset::Random(_) | Dataset::Prefix(_) => None,
+            Dataset::Sharegpt(d) => Some(&mut d.path),
+            Dataset::Sonnet(d) => Some(&mut d.path),
+            Dataset::Jsonl(d) => Some(&mut d.path),
+            Dataset::Conversations(d) => Some(&mut d.path),
+            Dataset::Trace(d) => Some(&mut d.path),
+        }
     }
 
-    /// Shared prefix length (random 0, sonnet 200, prefix 256).
-    pub fn prefix_len(&self) -> u32 {
-        self.prefix_len.unwrap_or(match self.kind {
-            K::Sonnet => 200,
-            K::Prefix => 256,
-            _ => 0,
-        })
+    /// Token counts that must be at least 1, by key, in the order messages list them.
+    pub(crate) fn counts(&self) -> Vec<(&'static str, Option<u32>)> {
+        match self {
+            Dataset::Random(d) => vec![
+                ("input_len", Some(d.input_len)),
+                ("output_len", Some(d.output_len)),
+            ],
+            Dataset::Sonnet(d) => vec![
+                ("input_len", Some(d.input_len)),
+                ("output_len", Some(d.output_len)),
+            ],
+            Dataset::Prefix(d) => vec![
+                ("output_len", Some(d.output_len)),
+                ("num_prefixes", Some(d.num_prefixes)),
+            ],
+            Dataset::Sharegpt(SharegptSpec { output_len, .. })
+            | Dataset::Jsonl(JsonlSpec { output_len, .. }) => vec![("output_len", *output_len)],
+            Dataset::Conversations(d) => {
+                vec![("output_len", d.output_len), ("max_turns", d.max_turns)]
+            }
+            Dataset::Trace(d) => vec![("block_size", Some(d.block_size))],
+        }
     }
+}
 
-    /// Per-request suffix length (256).
-    pub fn suffix_len(&self) -> u32 {
-        self.suffix_len.unwrap_or(256)
+/// What is wrong with key `key` given to `kind`, when it does not take it.
+pub(crate) fn misplaced_key(kind: DatasetKind, key: &str) -> Option<String> {
+    if key == "kind" || kind.keys().contains(&key) {
+        return None;
     }
+    let takers: Vec<&str> = DatasetKind::ALL
+        .into_iter()
+        .filter(|k| k.keys().contains(&key))
+        .map(DatasetKind::name)
+        .collect();
+    Some(if takers.is_empty() {
+        let expected: Vec<String> = std::iter::once("kind")
+            .chain(kind.keys().iter().copied())
+            .map(|k| format!("`{k}`"))
+            .collect();
+        format!("unknown key; expected one of {}", expected.join(", "))
+    } else {
+        format!(
+            "does not apply to kind \"{}\" (it applies to {})",
+            kind.name(),
+            takers.join(", ")
+        )
+    })
+}
 
-    /// Number of shared prefixes (10).
-    pub fn num_prefixes(&self) -> u32 {
-        self.num_prefixes.unwrap_or(10)
-    }
+/// Keys of a `[dataset]` table that its kind does not take, as (dotted key,
+/// message), all at once. An unreadable `kind` is left to the deserializer.
+pub(crate) fn key_problems(scenario: &toml::Table) -> Vec<(String, String)> {
+    let Some(toml::Value::Table(t)) = scenario.get("dataset") else {
+        return Vec::new();
+    };
+    let kind = match t.get("kind") {
+        None => DatasetKind::Random,
+        Some(v) => match v.as_str().and_then(DatasetKind::from_name) {
+            Some(k) => k,
+            None => return Vec::new(),
+        },
+    };
+    t.keys()
+        .filter_map(|key| misplaced_key(kind, key).map(|m| (format!("dataset.{key}"), m)))
+        .collect()
+}
 
-    /// Shuffle by seed (true).
-    pub fn shuffle(&self) -> bool {
-        self.shuffle.unwrap_or(true)
-    }
+/// A problem inside `[dataset]`, carrying its key for `describe`: `at `key`: message`.
+fn at(key: &str, message: impl fmt::Display) -> String {
+    format!("at `{key}`: {message}")
+}
 
-    /// Trace replay speed (1).
-    pub fn speed(&self) -> f64 {
-        self.speed.unwrap_or(1.0)
-    }
-
-    /// Tokens per trace hash block (512, Mooncake's).
-    pub fn block_size(&self) -> u32 {
-        self.block_size.unwrap_or(512)
-    }
-
-    /// Pause between turns (0).
-    pub fn think_time(&self) -> Span {
-        self.think_time.unwrap_or(Span::millis(0))
-    }
-
-    /// Write every default that applies to the kind, so the resolved scenario
-    /// in results shows the values used.
-    pub(crate) fn fill_defaults(&mut self) {
-        let applies = |key: &str| {
-            KEY_KINDS
-                .iter()
-                .any(|(k, kinds)| *k == key && kinds.contains(&self.kind))
+impl<'de> Deserialize<'de> for Dataset {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut table = toml::Table::deserialize(d)?;
+        let kind = match table.remove("kind") {
+            None => DatasetKind::Random,
+            Some(v) => DatasetKind::deserialize(v)
+                .map_err(|e| de::Error::custom(at("kind", e.message())))?,
         };
-        if applies("input_len") {
-            self.input_len = Some(self.input_len());
+        if let Some(m) = table
+            .keys()
+            .find_map(|k| misplaced_key(kind, k).map(|m| at(k, m)))
+        {
+            return Err(de::Error::custom(m));
         }
-        if applies("output_len") {
-            self.output_len = self.output_len();
+        fn spec<T: serde::de::DeserializeOwned, E: de::Error>(
+            kind: DatasetKind,
+            table: toml::Table,
+        ) -> Result<T, E> {
+            serde_path_to_error::deserialize(table).map_err(|e| {
+                let message = e.inner().message().to_string();
+                let path = e.path().to_string();
+                if let Some(field) = message
+                    .strip_prefix("missing field `")
+                    .and_then(|r| r.split('`').next())
+                {
+                    E::custom(at(field, format!("required for kind \"{}\"", kind.name())))
+                } else if path == "." {
+                    E::custom(message)
+                } else {
+                    E::custom(at(&path, message))
+                }
+            })
         }
-        if applies("range_ratio") {
-            self.range_ratio = Some(self.range_ratio());
+        Ok(match kind {
+            DatasetKind::Random => Dataset::Random(spec(kind, table)?),
+            DatasetKind::Sharegpt => Dataset::Sharegpt(spec(kind, table)?),
+            DatasetKind::Sonnet => Dataset::Sonnet(spec(kind, table)?),
+            DatasetKind::Prefix => Dataset::Prefix(spec(kind, table)?),
+            DatasetKind::Jsonl => Dataset::Jsonl(spec(kind, table)?),
+            DatasetKind::Conversations => Dataset::Conversations(spec(kind, table)?),
+            DatasetKind::Trace => Dataset::Trace(spec(kind, table)?),
+        })
+    }
+}
+
+/// The field names a derived `Deserialize` struct accepts, read off what it
+/// asks a deserializer for (so the types are the only list of keys).
+fn field_names<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+    struct Fields<'a>(&'a mut &'static [&'static str]);
+    impl<'de> Deserializer<'de> for Fields<'_> {
+        type Error = de::value::Error;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(de::Error::custom("not a struct"))
         }
-        if applies("prefix_len") {
-            self.prefix_len = Some(self.prefix_len());
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            *self.0 = fields;
+            Err(de::Error::custom("fields read"))
         }
-        if applies("suffix_len") {
-            self.suffix_len = Some(self.suffix_len());
-        }
-        if applies("num_prefixes") {
-            self.num_prefixes = Some(self.num_prefixes());
-        }
-        if applies("shuffle") {
-            self.shuffle = Some(self.shuffle());
-        }
-        if applies("speed") {
-            self.speed = Some(self.speed());
-        }
-        if applies("block_size") {
-            self.block_size = Some(self.block_size());
-        }
-        if applies("think_time") {
-            self.think_time = Some(self.think_time());
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+            bytes byte_buf option unit unit_struct newtype_struct seq tuple
+            tuple_struct map enum identifier ignored_any
         }
     }
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(Fields(&mut fields));
+    fields
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn parse(text: &str) -> Result<Dataset, String> {
+        toml::from_str::<toml::Table>(text)
+            .map_err(|e| e.to_string())
+            .and_then(|t| Dataset::deserialize(toml::Value::Table(t)).map_err(|e| e.to_string()))
+    }
+
     #[test]
-    fn every_key_has_kinds_and_defaults_fill_only_applicable_keys() {
-        let all = Dataset {
-            path: Some("x".into()),
-            input_len: Some(1),
-            output_len: Some(1),
-            range_ratio: Some(0.0),
-            prefix_len: Some(1),
-            suffix_len: Some(1),
-            num_prefixes: Some(1),
-            shuffle: Some(true),
-            speed: Some(1.0),
-            block_size: Some(1),
-            think_time: Some(Span::millis(1)),
-            max_turns: Some(1),
-            ..Dataset::default()
-        };
-        let given = all.given_keys();
-        assert_eq!(given.len(), KEY_KINDS.len());
-        for (k, _) in KEY_KINDS {
-            assert!(given.contains(&k), "{k}");
+    fn keys_are_read_off_the_kinds_types() {
+        assert_eq!(
+            DatasetKind::Random.keys(),
+            ["input_len", "output_len", "range_ratio", "prefix_len"]
+        );
+        assert_eq!(DatasetKind::Trace.keys(), ["path", "speed", "block_size"]);
+        for k in DatasetKind::ALL {
+            assert!(!k.keys().is_empty(), "{k:?}");
+            assert_eq!(DatasetKind::from_name(k.name()), Some(k));
         }
-        let mut d = Dataset {
-            kind: DatasetKind::Sonnet,
-            ..Dataset::default()
+    }
+
+    #[test]
+    fn kinds_take_their_keys_and_defaults() {
+        assert_eq!(parse("").unwrap(), Dataset::default());
+        let d = parse("kind = \"sonnet\"\npath = \"s.txt\"\n").unwrap();
+        let Dataset::Sonnet(s) = &d else {
+            panic!("{d:?}")
         };
-        d.fill_defaults();
-        assert_eq!(d.input_len, Some(550));
-        assert_eq!(d.output_len, Some(150));
-        assert_eq!(d.prefix_len, Some(200));
-        assert_eq!(d.speed, None);
-        let mut d = Dataset {
-            kind: DatasetKind::Sharegpt,
-            ..Dataset::default()
-        };
-        d.fill_defaults();
-        assert_eq!(d.output_len, None, "sharegpt takes lengths from the data");
-        assert_eq!(d.shuffle, Some(true));
+        assert_eq!((s.input_len, s.output_len, s.prefix_len), (550, 150, 200));
+        let d = parse("kind = \"sharegpt\"\npath = \"x.json\"\n").unwrap();
+        assert_eq!(d.path(), Some(Path::new("x.json")));
+        let Dataset::Sharegpt(s) = d else { panic!() };
+        assert_eq!(s.output_len, None, "sharegpt takes lengths from the data");
+        assert!(s.shuffle);
+    }
+
+    #[test]
+    fn misplaced_missing_and_unknown_keys_are_named() {
+        let e = parse("speed = 2.0\n").unwrap_err();
+        assert!(
+            e.contains("at `speed`: does not apply to kind \"random\" (it applies to trace)"),
+            "{e}"
+        );
+        let e = parse("kind = \"trace\"\n").unwrap_err();
+        assert!(e.contains("at `path`: required for kind \"trace\""), "{e}");
+        let e = parse("kind = \"trace\"\npath = \"t\"\nbogus = 1\n").unwrap_err();
+        assert!(
+            e.contains(
+                "at `bogus`: unknown key; expected one of `kind`, `path`, `speed`, `block_size`"
+            ),
+            "{e}"
+        );
+        let e = parse("input_len = \"long\"\n").unwrap_err();
+        assert!(e.contains("at `input_len`: invalid type"), "{e}");
+        let e = parse("kind = \"telepathy\"\n").unwrap_err();
+        assert!(e.contains("at `kind`: unknown variant `telepathy`"), "{e}");
+        let t: toml::Table =
+            toml::from_str("[dataset]\nkind = \"random\"\nspeed = 2.0\nthink_time = \"1s\"\n")
+                .unwrap();
+        let keys: Vec<String> = key_problems(&t).into_iter().map(|p| p.0).collect();
+        assert_eq!(keys, ["dataset.speed", "dataset.think_time"]);
+    }
+
+    #[test]
+    fn written_back_a_dataset_reads_the_same() {
+        for text in [
+            "kind = \"conversations\"\npath = \"c\"\nmax_turns = 2\n",
+            "kind = \"prefix\"\nshuffle = false\n",
+            "range_ratio = 0.5\n",
+        ] {
+            let d = parse(text).unwrap();
+            let written = toml::to_string(&d).unwrap();
+            assert!(written.starts_with("kind = "), "{written}");
+            assert_eq!(parse(&written).unwrap(), d, "{written}");
+        }
     }
 }

@@ -172,8 +172,20 @@ pub(crate) fn describe_serde_error(
     e: &serde_path_to_error::Error<toml::de::Error>,
 ) -> (String, String) {
     let path = e.path().to_string();
-    let path = if path == "." { String::new() } else { path };
-    let message = one_line(e.inner().message());
+    let mut path = if path == "." { String::new() } else { path };
+    let mut message = one_line(e.inner().message());
+    // sections that read their own keys (`[dataset]`) say which one: `at `key`: ...`
+    while let Some((inner, rest)) = quoted_after(&message, "at `") {
+        let Some(rest) = rest.strip_prefix(": ") else {
+            break;
+        };
+        path = if path.is_empty() {
+            inner.to_string()
+        } else {
+            format!("{path}.{inner}")
+        };
+        message = rest.to_string();
+    }
     let child = |field: &str| {
         if path.is_empty() {
             field.to_string()

@@ -47,8 +47,9 @@ pub enum ScenarioError {
         key: Option<String>,
         message: String,
     },
-    /// A `--set key=value` override could not be applied.
-    #[error("command line (--set {spec}): {message}")]
+    /// A key set on the command line could not be applied; `spec` is what
+    /// the user typed (`--set key=value`, `--header K=V`).
+    #[error("command line ({spec}): {message}")]
     Override { spec: String, message: String },
     /// Keys with wrong types, unknown names or out-of-range values.
     #[error("{}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]

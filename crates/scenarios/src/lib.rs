@@ -8,6 +8,7 @@ mod dataset_spec;
 mod describe;
 mod error;
 mod load;
+mod mock;
 pub mod plan;
 pub mod scenario;
 pub mod schedule;
@@ -21,7 +22,7 @@ mod validate_pool;
 mod validate_shape;
 
 pub use error::{Problem, ScenarioError};
-pub use load::{LoadedScenario, Override, load_file, parse};
+pub use load::{LoadedScenario, Override, Setting, load_file, load_file_with, parse, parse_with};
 pub use scenario::Scenario;
 pub use source::SourceMap;
 pub use validate_shape::{MAX_STREAMS, peak_streams};
@@ -30,8 +31,8 @@ impl Scenario {
     /// Paths in the scenario that point at files, for resolving relative paths.
     pub(crate) fn dataset_paths_mut(&mut self) -> Vec<&mut std::path::PathBuf> {
         self.dataset
-            .path
-            .iter_mut()
+            .path_mut()
+            .into_iter()
             .chain(self.target.tls_ca.iter_mut())
             .collect()
     }

@@ -25,7 +25,7 @@ impl std::str::FromStr for Override {
         let (key, value) = spec
             .split_once('=')
             .ok_or_else(|| ScenarioError::Override {
-                spec: printable(spec),
+                spec: printable(&format!("--set {spec}")),
                 message: format!(
                     "`{}` has no value; write KEY=VALUE, e.g. load.request_rate=8",
                     printable(spec.trim())
@@ -34,7 +34,7 @@ impl std::str::FromStr for Override {
         let key = key.trim();
         if key.is_empty() || key.split('.').any(str::is_empty) {
             return Err(ScenarioError::Override {
-                spec: printable(spec),
+                spec: printable(&format!("--set {spec}")),
                 message: format!(
                     "`{}` has an empty part; a key is a dotted path such as load.request_rate",
                     printable(key)
@@ -57,44 +57,96 @@ pub struct LoadedScenario {
     pub origin: String,
 }
 
+/// One key set on top of the scenario file: a typed value, and who set it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setting {
+    /// Dotted key path (`load.request_rate`, `target.headers.X-Team`).
+    pub key: String,
+    /// The value, as the scenario file would hold it.
+    pub value: toml::Value,
+    /// What the user typed to set it (`--request-rate 8`, `--set load.request_rate=8`).
+    pub source: String,
+    /// Where problems with the key are blamed (`command line (--request-rate)`).
+    pub origin: String,
+}
+
+impl Override {
+    /// The override as a setting: its text read as a TOML value (bare words as strings).
+    pub fn setting(&self) -> Setting {
+        Setting {
+            key: self.key.clone(),
+            value: parse_value(&self.value),
+            source: format!("--set {}={}", self.key, self.value),
+            origin: "command line (--set)".to_string(),
+        }
+    }
+}
+
 /// Read, parse, override and validate a scenario file.
 pub fn load_file(path: &Path, overrides: &[Override]) -> Result<LoadedScenario, ScenarioError> {
+    let settings: Vec<Setting> = overrides.iter().map(Override::setting).collect();
+    load_file_with(path, &settings)
+}
+
+/// Read a scenario file, apply `settings` in order (a later one wins), validate.
+pub fn load_file_with(path: &Path, settings: &[Setting]) -> Result<LoadedScenario, ScenarioError> {
     let origin = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|source| ScenarioError::Read {
         origin: origin.clone(),
         source,
     })?;
     let text = std::str::from_utf8(&bytes).map_err(|e| encoding_error(&origin, &bytes, &e))?;
-    let mut scenario = parse(text, &origin, overrides)?;
+    let mut scenario = parse_with(text, &origin, settings)?;
     resolve_relative_paths(&mut scenario, path.parent());
     Ok(LoadedScenario { scenario, origin })
 }
 
 /// Parse, override and validate scenario text; `origin` names it in errors.
 pub fn parse(text: &str, origin: &str, overrides: &[Override]) -> Result<Scenario, ScenarioError> {
+    let settings: Vec<Setting> = overrides.iter().map(Override::setting).collect();
+    parse_with(text, origin, &settings)
+}
+
+/// Whether a problem with `key` is one with the `setting`'s key (itself, or
+/// inside it: a table's key, an array's item).
+fn covers(setting: &str, key: &str) -> bool {
+    key.strip_prefix(setting)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+}
+
+/// Parse scenario text, apply `settings` in order (a later one wins),
+/// validate; a problem is blamed on the last setting of its key, else on
+/// the text (`origin`, at its line).
+pub fn parse_with(
+    text: &str,
+    origin: &str,
+    settings: &[Setting],
+) -> Result<Scenario, ScenarioError> {
     let map = SourceMap::new(text).map_err(|e| syntax_error(origin, text, &e))?;
     let mut table: toml::Table =
         toml::from_str(text).map_err(|e| syntax_error(origin, text, &e))?;
-    for o in overrides {
-        apply_override(&mut table, o)?;
+    for s in settings {
+        apply_setting(&mut table, s)?;
     }
-    // keys and values may come from --set and hold anything: print them on one line
+    // keys and values may come from the command line and hold anything: print them on one line
     let locate = |(key, message): (String, String)| -> Problem {
-        let overridden = overrides
-            .iter()
-            .any(|o| key == o.key || key.starts_with(&format!("{}.", o.key)));
+        let set_by = settings.iter().rev().find(|s| covers(&s.key, &key));
         Problem {
-            origin: if overridden {
-                "command line (--set)".to_string()
+            origin: set_by.map_or_else(|| origin.to_string(), |s| s.origin.clone()),
+            line: if set_by.is_some() {
+                None
             } else {
-                origin.to_string()
+                map.line_of(&key)
             },
-            line: if overridden { None } else { map.line_of(&key) },
             key: printable(&key),
             message: printable(&message),
         }
     };
-    let sections: Vec<Problem> = section_problems(&table).into_iter().map(locate).collect();
+    let sections: Vec<Problem> = section_problems(&table)
+        .into_iter()
+        .chain(crate::dataset_spec::key_problems(&table))
+        .map(locate)
+        .collect();
     if !sections.is_empty() {
         return Err(ScenarioError::Invalid { problems: sections });
     }
@@ -107,19 +159,16 @@ pub fn parse(text: &str, origin: &str, overrides: &[Override]) -> Result<Scenari
         .map(locate)
         .collect();
     if problems.is_empty() {
-        let mut scenario = scenario;
-        scenario.dataset.fill_defaults();
         Ok(scenario)
     } else {
         Err(ScenarioError::Invalid { problems })
     }
 }
 
-fn apply_override(table: &mut toml::Table, o: &Override) -> Result<(), ScenarioError> {
-    let value = parse_value(&o.value);
-    let parts: Vec<&str> = o.key.split('.').collect();
+fn apply_setting(table: &mut toml::Table, s: &Setting) -> Result<(), ScenarioError> {
+    let parts: Vec<&str> = s.key.split('.').collect();
     let (last, parents) = parts.split_last().ok_or_else(|| ScenarioError::Override {
-        spec: format!("{}={}", o.key, o.value),
+        spec: s.source.clone(),
         message: "empty key".to_string(),
     })?;
     let mut cur = table;
@@ -131,17 +180,17 @@ fn apply_override(table: &mut toml::Table, o: &Override) -> Result<(), ScenarioE
             toml::Value::Table(t) => t,
             _ => {
                 return Err(ScenarioError::Override {
-                    spec: printable(&format!("{}={}", o.key, o.value)),
+                    spec: printable(&s.source),
                     message: format!(
                         "`{}` holds a value, so `{}` cannot be set inside it",
                         printable(&parts[..=depth].join(".")),
-                        printable(&o.key)
+                        printable(&s.key)
                     ),
                 });
             }
         };
     }
-    cur.insert((*last).to_string(), value);
+    cur.insert((*last).to_string(), s.value.clone());
     Ok(())
 }
 
@@ -189,8 +238,15 @@ mod tests {
     fn defaults_parse_from_almost_nothing() {
         let s = parse("[target]\nbackend = \"mock\"\n", "s.toml", &[]).unwrap();
         assert_eq!(s.load.request_rate, Rate::Infinite);
-        assert_eq!(s.dataset.input_len, Some(1024));
-        assert_eq!(s.dataset.output_len, Some(128));
+        assert_eq!(
+            s.dataset,
+            crate::scenario::Dataset::Random(crate::scenario::RandomSpec {
+                input_len: 1024,
+                output_len: 128,
+                range_ratio: 0.0,
+                prefix_len: 0,
+            })
+        );
     }
 
     #[test]
@@ -263,7 +319,7 @@ mod tests {
             &[],
         )
         .unwrap();
-        assert_eq!(s.mock.api, cicada_mock::MockApi::Tgi);
+        assert_eq!(s.mock.api, crate::scenario::MockApi::Tgi);
     }
 
     #[test]
@@ -354,10 +410,7 @@ mod path_tests {
         )
         .unwrap();
         let s = load_file(&sc, &[]).unwrap().scenario;
-        assert_eq!(
-            s.dataset.path.as_deref(),
-            Some(dir.join("data/t.jsonl").as_path())
-        );
+        assert_eq!(s.dataset.path(), Some(dir.join("data/t.jsonl").as_path()));
         assert_eq!(
             s.tokenizer.unwrap().source,
             dir.join("data/tok.json").display().to_string()

@@ -1,5 +1,5 @@
 //! What one worker receives: the resolved target and sampling, what drives its
-//! load (its stripe of the schedule, or its users), stage windows, and the pool
+//! load (its stripe of the schedule, or its users), `[[stages]]` windows, and the pool
 //! entries it needs. Sent as versioned, compressed JSON.
 
 use std::collections::BTreeMap;
@@ -13,7 +13,7 @@ use crate::dataset::PoolEntry;
 use crate::schedule::ScheduleSpec;
 use crate::shape::{Cooldown, Warmup};
 
-pub use crate::closed_loop::{ClosedLoop, UserPhase};
+pub use crate::closed_loop::{ClosedLoop, UserStage};
 pub use crate::sharding::{
     active_workers, plans_for, resolve_sampling, schedule_of, slots_for, stripe_entries,
     stripe_uses,
@@ -25,10 +25,11 @@ const COUNT_LIMIT: usize = 5_000_000;
 /// Version of the plan document; bumped on incompatible changes.
 pub const PLAN_FORMAT: u32 = 2;
 
-/// Request body and stream format spoken to the target.
+/// Which API goes on the wire: the request body and stream format spoken to
+/// the target (what `target.backend` resolves to, with the server family).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Api {
+pub enum WireApi {
     /// OpenAI text completions.
     Completions,
     /// OpenAI chat completions.
@@ -45,7 +46,7 @@ pub enum Api {
 /// exposes health and metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Flavor {
+pub enum ServerFamily {
     /// Plain OpenAI: no extra fields.
     Openai,
     /// vLLM: `ignore_eos`, `min_tokens`, continuous usage stats.
@@ -102,8 +103,10 @@ pub struct TlsSettings {
 /// The target with everything decided: URLs, model, API.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResolvedTarget {
-    pub api: Api,
-    pub flavor: Flavor,
+    pub api: WireApi,
+    /// `flavor` on the wire.
+    #[serde(rename = "flavor")]
+    pub family: ServerFamily,
     /// Full request URLs, one per replica.
     pub urls: Vec<String>,
     pub model: String,
@@ -145,12 +148,15 @@ pub struct Stripe {
     pub count: u32,
 }
 
-/// Everything one worker needs for one stage.
+/// Everything one worker needs for one step of the run (the run itself,
+/// or one value of a `[sweep]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub format: u32,
     pub run_id: String,
-    pub stage: u32,
+    /// The step (0 without a sweep, else from 1); `stage` on the wire.
+    #[serde(rename = "stage")]
+    pub step: u32,
     pub worker_index: u32,
     pub worker_count: u32,
     pub target: ResolvedTarget,
@@ -158,9 +164,10 @@ pub struct Plan {
     pub slo: Slo,
     /// What drives the load: a schedule (open loop) or users (closed loop).
     pub drive: Drive,
-    /// Windows of `[[stages]]`, for per-stage results (empty: one implicit stage).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub phases: Vec<PhaseWindow>,
+    /// Windows of `[[stages]]`, for per-stage results (empty: one implicit
+    /// stage); `stages` on the wire.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", rename = "phases")]
+    pub stages: Vec<StageWindow>,
     /// Requests before measuring starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup: Option<Warmup>,
@@ -195,7 +202,7 @@ pub struct ConversationSettings {
 
 /// One window of `[[stages]]` in time after the barrier.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PhaseWindow {
+pub struct StageWindow {
     pub name: String,
     pub start: Duration,
     pub end: Duration,
@@ -219,11 +226,11 @@ pub enum Drive {
 
 impl Plan {
     /// Stage of `[[stages]]` whose window holds `offset` (0 without stages).
-    pub fn phase_of(&self, offset: Duration) -> u32 {
-        self.phases
+    pub fn stage_of(&self, offset: Duration) -> u32 {
+        self.stages
             .iter()
             .position(|p| offset < p.end)
-            .unwrap_or(self.phases.len().saturating_sub(1)) as u32
+            .unwrap_or(self.stages.len().saturating_sub(1)) as u32
     }
 
     /// The scenario's seed, for per-request choices (such as a random replica)

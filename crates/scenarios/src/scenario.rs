@@ -4,10 +4,13 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use cicada_metrics::Slo;
-use cicada_mock::MockConfig;
 use serde::{Deserialize, Serialize};
 
-pub use crate::dataset_spec::{Dataset, DatasetKind};
+pub use crate::dataset_spec::{
+    ConversationsSpec, Dataset, DatasetKind, JsonlSpec, PrefixSpec, RandomSpec, SharegptSpec,
+    SonnetSpec, TraceSpec,
+};
+pub use crate::mock::{MockApi, MockFaults, MockSettings};
 use crate::plan::Routing;
 use crate::shape::{Cooldown, Ramp, StageSpec, Sweep, ThinkTime, Warmup};
 use crate::units::{Rate, Span};
@@ -42,7 +45,7 @@ pub struct Scenario {
     pub slo: Slo,
     /// The built-in mock's behaviour when `target.backend = "mock"`.
     #[serde(default)]
-    pub mock: MockConfig,
+    pub mock: MockSettings,
     /// Where and what to write.
     #[serde(default)]
     pub output: Output,
@@ -77,7 +80,7 @@ impl Default for Scenario {
             load: Load::default(),
             sampling: Sampling::default(),
             slo: Slo::default(),
-            mock: MockConfig::default(),
+            mock: MockSettings::default(),
             output: Output::default(),
             stages: Vec::new(),
             sweep: None,
@@ -153,14 +156,13 @@ impl Backend {
 
     /// Requests go out as chat `messages` (an OpenAI chat route); `mock_api`
     /// decides for the embedded mock.
-    pub fn sends_messages(self, mock_api: cicada_mock::MockApi) -> bool {
-        use cicada_mock::MockApi;
+    pub fn sends_messages(self, mock_api: MockApi) -> bool {
         match self {
             Backend::OpenaiChat
             | Backend::VllmChat
             | Backend::SglangChat
             | Backend::LlamacppChat => true,
-            Backend::Mock => matches!(mock_api, MockApi::OpenaiChat | MockApi::LlamacppChat),
+            Backend::Mock => mock_api.sends_messages(),
             _ => false,
         }
     }

@@ -64,7 +64,7 @@ pub struct Slot {
     /// Pool entry to send.
     pub pool_id: u64,
     /// Stage of `[[stages]]` the request belongs to (0 without stages).
-    pub phase: u32,
+    pub stage: u32,
 }
 
 enum Gaps {
@@ -170,8 +170,8 @@ impl ScheduleSpec {
     }
 
     /// Stage of `[[stages]]` that contains `offset` (0 without stages).
-    pub fn phase_at(&self, offset: Duration) -> u32 {
-        phase_at(&self.stages, offset.as_secs_f64())
+    pub fn stage_at(&self, offset: Duration) -> u32 {
+        stage_at(&self.stages, offset.as_secs_f64())
     }
 
     /// The requests worker `worker` of `workers` sends.
@@ -200,7 +200,7 @@ pub struct ScheduleIter {
     arrivals: Vec<u64>,
 }
 
-fn phase_at(stages: &[RateStage], at_s: f64) -> u32 {
+fn stage_at(stages: &[RateStage], at_s: f64) -> u32 {
     stages
         .iter()
         .position(|s| at_s < s.end.as_secs_f64())
@@ -211,7 +211,7 @@ impl ScheduleIter {
     /// The next gap: constant process, ramp, or the stage the run is in.
     fn gap(&mut self) -> Option<f64> {
         if !self.stages.is_empty() {
-            let stage = self.stages[phase_at(&self.stages, self.elapsed) as usize];
+            let stage = self.stages[stage_at(&self.stages, self.elapsed) as usize];
             if self.elapsed >= stage.end.as_secs_f64() {
                 return None;
             }
@@ -271,7 +271,7 @@ impl Iterator for ScheduleIter {
                 None => Duration::from_secs_f64(at),
             },
             pool_id: self.index % self.pool_size,
-            phase: phase_at(&self.stages, at),
+            stage: stage_at(&self.stages, at),
         };
         self.index += 1;
         Some(slot)
@@ -366,17 +366,17 @@ mod tests {
             },
         ];
         let all: Vec<Slot> = s.global().collect();
-        let first = all.iter().filter(|x| x.phase == 0).count();
-        let second = all.iter().filter(|x| x.phase == 1).count();
+        let first = all.iter().filter(|x| x.stage == 0).count();
+        let second = all.iter().filter(|x| x.stage == 1).count();
         assert!((150..=250).contains(&first), "{first}");
         assert!((700..=900).contains(&second), "{second}");
         assert!(all.iter().all(|x| x.offset < Duration::from_secs(20)));
         assert!(
             all.iter()
-                .filter(|x| x.phase == 0)
+                .filter(|x| x.stage == 0)
                 .all(|x| x.offset < Duration::from_secs(10))
         );
-        assert_eq!(s.phase_at(Duration::from_secs(15)), 1);
+        assert_eq!(s.stage_at(Duration::from_secs(15)), 1);
         for n in [3u32, 8] {
             let mut merged: Vec<Slot> = (0..n).flat_map(|w| s.stripe(w, n)).collect();
             merged.sort_by_key(|x| x.index);

@@ -8,13 +8,13 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::closed_loop::{ClosedLoop, UserPhase};
+use crate::closed_loop::{ClosedLoop, UserStage};
 use crate::dataset::{Pool, PoolEntry};
 use crate::plan::{
-    ConversationSettings, Drive, PLAN_FORMAT, PhaseWindow, Plan, ResolvedSampling, ResolvedTarget,
+    ConversationSettings, Drive, PLAN_FORMAT, Plan, ResolvedSampling, ResolvedTarget, StageWindow,
     Stripe,
 };
-use crate::scenario::{DEFAULT_NUM_PROMPTS, DatasetKind};
+use crate::scenario::{DEFAULT_NUM_PROMPTS, Dataset};
 use crate::schedule::{RateStage, ScheduleSpec};
 use crate::units::Rate;
 
@@ -83,21 +83,21 @@ pub fn resolve_sampling(s: &crate::Scenario) -> ResolvedSampling {
         top_k: sm.top_k,
         ignore_eos: sm
             .ignore_eos
-            .unwrap_or(s.dataset.kind.synthetic() && s.target.backend.ignore_eos_by_default()),
+            .unwrap_or(s.dataset.kind().synthetic() && s.target.backend.ignore_eos_by_default()),
         min_tokens: sm.min_tokens,
         extra_body: sm.extra_body.clone(),
     }
 }
 
 /// Windows of the scenario's `[[stages]]` (empty without stages).
-pub fn phase_windows(s: &crate::Scenario) -> Vec<PhaseWindow> {
+pub fn stage_windows(s: &crate::Scenario) -> Vec<StageWindow> {
     let mut start = Duration::ZERO;
     s.stages
         .iter()
         .enumerate()
         .map(|(i, st)| {
             let end = start + st.duration.get();
-            let w = PhaseWindow {
+            let w = StageWindow {
                 name: st
                     .name
                     .clone()
@@ -120,7 +120,7 @@ fn total_requests(s: &crate::Scenario) -> Option<u64> {
 }
 
 fn run_duration(s: &crate::Scenario) -> Option<Duration> {
-    phase_windows(s)
+    stage_windows(s)
         .last()
         .map(|w| w.end)
         .or(s.load.duration.map(|d| d.get()))
@@ -134,7 +134,7 @@ pub fn is_closed_loop(s: &crate::Scenario) -> bool {
 /// The global open-loop schedule of a scenario's run over `pool`: the seeded
 /// arrival process, or the pool's own send times when it is a replayed trace.
 pub fn schedule_of(s: &crate::Scenario, pool: &Pool) -> ScheduleSpec {
-    let stages = phase_windows(s)
+    let stages = stage_windows(s)
         .iter()
         .zip(&s.stages)
         .filter_map(|(w, st)| {
@@ -164,9 +164,9 @@ pub fn schedule_of(s: &crate::Scenario, pool: &Pool) -> ScheduleSpec {
 }
 
 fn closed_loop_of(s: &crate::Scenario, pool_size: u64, worker: u32, workers: u32) -> ClosedLoop {
-    let windows = phase_windows(s);
-    let phases: Vec<UserPhase> = if windows.is_empty() {
-        vec![UserPhase {
+    let windows = stage_windows(s);
+    let stages: Vec<UserStage> = if windows.is_empty() {
+        vec![UserStage {
             start: Duration::ZERO,
             end: None,
             users: s.load.users.unwrap_or(1),
@@ -176,7 +176,7 @@ fn closed_loop_of(s: &crate::Scenario, pool_size: u64, worker: u32, workers: u32
         windows
             .iter()
             .zip(&s.stages)
-            .map(|(w, st)| UserPhase {
+            .map(|(w, st)| UserStage {
                 start: w.start,
                 end: Some(w.end),
                 users: st.users.unwrap_or(0),
@@ -184,7 +184,7 @@ fn closed_loop_of(s: &crate::Scenario, pool_size: u64, worker: u32, workers: u32
             })
             .collect()
     };
-    let stride = phases.iter().map(|p| p.users).max().unwrap_or(1).max(1);
+    let stride = stages.iter().map(|p| p.users).max().unwrap_or(1).max(1);
     ClosedLoop {
         seed: s.seed,
         stride,
@@ -193,20 +193,20 @@ fn closed_loop_of(s: &crate::Scenario, pool_size: u64, worker: u32, workers: u32
             .collect(),
         requests: total_requests(s),
         duration: run_duration(s),
-        phases,
+        stages,
         think: s.load.think_time,
         pool_size,
     }
 }
 
-/// One plan per worker for a stage.
+/// One plan per worker for a step of the run.
 pub fn plans_for(
     s: &crate::Scenario,
     target: &ResolvedTarget,
     pool: &Pool,
     tokenizer: Option<&crate::tokenizer::Tokenizer>,
     run_id: &str,
-    stage: u32,
+    step: u32,
     workers: u32,
 ) -> Vec<Plan> {
     let workers = workers.max(1);
@@ -215,10 +215,12 @@ pub fn plans_for(
     let schedule = schedule_of(s, pool);
     let sampling = resolve_sampling(s);
     let active = active_workers(workers, s.load.max_concurrency);
-    let conversations =
-        (s.dataset.kind == DatasetKind::Conversations).then(|| ConversationSettings {
-            think_time_ms: s.dataset.think_time().get().as_millis() as u64,
-        });
+    let conversations = match &s.dataset {
+        Dataset::Conversations(c) => Some(ConversationSettings {
+            think_time_ms: c.think_time.get().as_millis() as u64,
+        }),
+        _ => None,
+    };
     (0..workers)
         .map(|w| {
             let (drive, mine): (Drive, Vec<PoolEntry>) = if is_closed_loop(s) {
@@ -268,14 +270,14 @@ pub fn plans_for(
             Plan {
                 format: PLAN_FORMAT,
                 run_id: run_id.to_string(),
-                stage,
+                step,
                 worker_index: w,
                 worker_count: workers,
                 target: target.clone(),
                 sampling: sampling.clone(),
                 slo: s.slo,
                 drive,
-                phases: phase_windows(s),
+                stages: stage_windows(s),
                 warmup: s.load.warmup,
                 cooldown: s.load.cooldown,
                 pool: mine,
@@ -295,14 +297,14 @@ mod tests {
 
     use super::*;
     use crate::dataset::build_pool;
-    use crate::plan::{Api, Flavor, Routing, TlsSettings};
+    use crate::plan::{Routing, ServerFamily, TlsSettings, WireApi};
     use crate::shape::StageSpec;
     use crate::units::Span;
 
     fn target() -> ResolvedTarget {
         ResolvedTarget {
-            api: Api::Chat,
-            flavor: Flavor::Mock,
+            api: WireApi::Chat,
+            family: ServerFamily::Mock,
             urls: vec!["http://x/v1/chat/completions".into()],
             model: "m".into(),
             headers: BTreeMap::new(),
@@ -357,7 +359,10 @@ mod tests {
         let mut s = crate::Scenario::default();
         s.load.num_prompts = Some(10_000);
         s.load.pool_size = Some(25);
-        s.dataset.input_len = Some(4);
+        s.dataset = Dataset::Random(crate::scenario::RandomSpec {
+            input_len: 4,
+            ..Default::default()
+        });
         let pool = build_pool(&s, None).unwrap();
         assert_eq!(pool.entries.len(), 25);
         let plans = plans_for(&s, &target(), &pool, None, "r", 0, 3);
@@ -390,7 +395,10 @@ mod tests {
         let mut s = crate::Scenario::default();
         s.load.num_prompts = Some(50);
         s.load.max_concurrency = Some(6);
-        s.dataset.input_len = Some(8);
+        s.dataset = Dataset::Random(crate::scenario::RandomSpec {
+            input_len: 8,
+            ..Default::default()
+        });
         let pool = build_pool(&s, None).unwrap();
         for workers in [1u32, 4, 8] {
             let plans = plans_for(&s, &target(), &pool, None, "r", 0, workers);
@@ -434,7 +442,10 @@ mod tests {
         s.load.burstiness = f64::INFINITY;
         s.load.think_time = crate::shape::ThinkTime::Uniform(Span::millis(5), Span::millis(9));
         s.load.warmup = Some(crate::shape::Warmup::Duration(Span::secs(1)));
-        s.dataset.input_len = Some(4);
+        s.dataset = Dataset::Random(crate::scenario::RandomSpec {
+            input_len: 4,
+            ..Default::default()
+        });
         let pool = build_pool(&s, None).unwrap();
         for workers in [1u32, 2, 3] {
             let plans = plans_for(&s, &target(), &pool, None, "r", 0, workers);
@@ -483,8 +494,8 @@ mod tests {
         };
         let p = &plans_for(&st, &target(), &pool, None, "r", 0, 2)[1];
         assert_eq!(&Plan::decode(&p.encode(), PLAN_FORMAT).unwrap(), p);
-        assert_eq!(p.phases[1].name, "peak");
-        assert_eq!(p.phase_of(Duration::from_secs(7)), 1);
+        assert_eq!(p.stages[1].name, "peak");
+        assert_eq!(p.stage_of(Duration::from_secs(7)), 1);
         let Drive::Closed(c) = &p.drive else {
             panic!("closed loop")
         };

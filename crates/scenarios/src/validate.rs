@@ -1,7 +1,6 @@
 //! Value checks beyond types: ranges, required keys, combinations.
 
-use crate::dataset_spec::KEY_KINDS;
-use crate::scenario::{Backend, DatasetKind, Scenario};
+use crate::scenario::{Backend, Dataset, DatasetKind, Scenario};
 use crate::units::Rate;
 
 const KNOWN_PERCENTILE_METRICS: [&str; 9] = [
@@ -16,12 +15,30 @@ const KNOWN_PERCENTILE_METRICS: [&str; 9] = [
     "token_latency",
 ];
 
-/// Every problem with a parsed scenario as (dotted key, message); empty when valid.
+/// Every problem with a parsed scenario as (dotted key, message); empty when
+/// valid. Sections are checked in the order they are usually written.
 pub fn problems(s: &Scenario) -> Vec<(String, String)> {
+    let mut out = target_problems(s);
+    out.extend(dataset_problems(s));
+    out.extend(crate::validate_pool::pool_problems(s));
+    out.extend(load_problems(s));
+    out.extend(crate::validate_shape::problems(s));
+    out.extend(sampling_problems(s));
+    out.extend(slo_problems(s));
+    out.extend(
+        s.mock
+            .problems()
+            .into_iter()
+            .map(|(key, msg)| (format!("mock.{key}"), msg)),
+    );
+    out.extend(output_problems(s));
+    out
+}
+
+/// `[target]`: where requests go and how they are trusted.
+fn target_problems(s: &Scenario) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     let mut bad = |key: &str, msg: String| out.push((key.to_string(), msg));
-
-    // target
     let t = &s.target;
     if t.backend == Backend::Mock {
         if t.base_url.is_some() || !t.urls.is_empty() {
@@ -80,16 +97,13 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
             "give either tls_ca (trust a CA) or tls_insecure (trust anything), not both".into(),
         );
     }
+    out
+}
 
-    // dataset
-    for (key, msg) in dataset_problems(s)
-        .into_iter()
-        .chain(crate::validate_pool::pool_problems(s))
-    {
-        bad(&key, msg);
-    }
-
-    // load
+/// `[load]`'s counts, rates and intervals (load shapes: `validate_shape`).
+fn load_problems(s: &Scenario) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut bad = |key: &str, msg: String| out.push((key.to_string(), msg));
     let l = &s.load;
     if l.num_prompts == Some(0) {
         bad("load.num_prompts", "must be at least 1".into());
@@ -139,12 +153,13 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     if l.report_interval.get().as_millis() < 100 {
         bad("load.report_interval", "must be at least 100ms".into());
     }
+    out
+}
 
-    for (key, msg) in crate::validate_shape::problems(s) {
-        bad(&key, msg);
-    }
-
-    // sampling
+/// `[sampling]`: generation parameters in range.
+fn sampling_problems(s: &Scenario) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut bad = |key: &str, msg: String| out.push((key.to_string(), msg));
     let sm = &s.sampling;
     if let Some(t) = sm.temperature
         && !(t.is_finite() && t >= 0.0)
@@ -156,8 +171,13 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     {
         bad("sampling.top_p", format!("must be within (0, 1], got {p}"));
     }
+    out
+}
 
-    // slo
+/// `[slo]`: positive bounds, and an attainment gate with something to attain.
+fn slo_problems(s: &Scenario) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut bad = |key: &str, msg: String| out.push((key.to_string(), msg));
     for (key, v) in [
         ("slo.ttft_ms", s.slo.ttft_ms),
         ("slo.tpot_ms", s.slo.tpot_ms),
@@ -197,13 +217,13 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
             );
         }
     }
+    out
+}
 
-    // mock
-    for (key, msg) in s.mock.problems() {
-        bad(&format!("mock.{key}"), msg);
-    }
-
-    // output
+/// `[output]` and the run's name.
+fn output_problems(s: &Scenario) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut bad = |key: &str, msg: String| out.push((key.to_string(), msg));
     for (i, m) in s.output.percentile_metrics.iter().enumerate() {
         if !KNOWN_PERCENTILE_METRICS.contains(&m.as_str()) {
             bad(
@@ -244,32 +264,14 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     out
 }
 
-/// Problems with `[dataset]`: keys given to a kind they do not apply to,
-/// missing paths and tokenizers, and out-of-range values.
+/// Problems with `[dataset]` its types cannot catch: a tokenizer the kind
+/// needs, out-of-range values, and a backend the workload cannot use.
 fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
     let d = &s.dataset;
-    let kind = d.kind.name();
+    let kind = d.kind().name();
     let mut out = Vec::new();
     let mut bad = |key: &str, msg: String| out.push((format!("dataset.{key}"), msg));
-    for key in d.given_keys() {
-        let Some((_, kinds)) = KEY_KINDS.iter().find(|(k, _)| *k == key) else {
-            continue;
-        };
-        if !kinds.contains(&d.kind) {
-            let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
-            bad(
-                key,
-                format!(
-                    "does not apply to kind \"{kind}\" (it applies to {})",
-                    names.join(", ")
-                ),
-            );
-        }
-    }
-    if d.kind.needs_path() && d.path.is_none() {
-        bad("path", format!("required for kind \"{kind}\""));
-    }
-    if d.kind.needs_tokenizer() && s.tokenizer.is_none() {
+    if d.kind().needs_tokenizer() && s.tokenizer.is_none() {
         bad(
             "kind",
             format!(
@@ -277,28 +279,23 @@ fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
             ),
         );
     }
-    for (key, v) in [
-        ("input_len", d.input_len),
-        ("output_len", d.output_len),
-        ("num_prefixes", d.num_prefixes),
-        ("block_size", d.block_size),
-        ("max_turns", d.max_turns),
-    ] {
+    for (key, v) in d.counts() {
         if v == Some(0) {
             bad(key, "must be at least 1".into());
         }
     }
-    if let Some(r) = d.range_ratio
-        && !(0.0..1.0).contains(&r)
-    {
-        bad("range_ratio", format!("must be within [0, 1), got {r}"));
+    match d {
+        Dataset::Random(r) if !(0.0..1.0).contains(&r.range_ratio) => bad(
+            "range_ratio",
+            format!("must be within [0, 1), got {}", r.range_ratio),
+        ),
+        Dataset::Trace(t) if !(t.speed.is_finite() && t.speed > 0.0) => bad(
+            "speed",
+            format!("must be a positive number, got {}", t.speed),
+        ),
+        _ => {}
     }
-    if let Some(v) = d.speed
-        && !(v.is_finite() && v > 0.0)
-    {
-        bad("speed", format!("must be a positive number, got {v}"));
-    }
-    if d.kind == DatasetKind::Conversations && !s.target.backend.sends_messages(s.mock.api) {
+    if d.kind() == DatasetKind::Conversations && !s.target.backend.sends_messages(s.mock.api) {
         let (key, name) = if s.target.backend == Backend::Mock {
             ("mock.api", format!("mock.api {:?}", s.mock.api))
         } else {
@@ -312,20 +309,19 @@ fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
         ));
     }
     let mut bad = |key: &str, msg: String| out.push((format!("dataset.{key}"), msg));
-    match d.kind {
-        DatasetKind::Prefix if d.prefix_len() + d.suffix_len() == 0 => {
+    match d {
+        Dataset::Prefix(p) if p.prefix_len + p.suffix_len == 0 => {
             bad(
                 "suffix_len",
                 "prefix_len + suffix_len must be at least 1".into(),
             );
         }
-        DatasetKind::Sonnet if d.prefix_len() > d.input_len() => {
+        Dataset::Sonnet(p) if p.prefix_len > p.input_len => {
             bad(
                 "prefix_len",
                 format!(
                     "must not exceed input_len ({}), got {}",
-                    d.input_len(),
-                    d.prefix_len()
+                    p.input_len, p.prefix_len
                 ),
             );
         }
@@ -344,15 +340,7 @@ mod tests {
     }
 
     #[test]
-    fn dataset_keys_must_apply_to_the_kind() {
-        let p = with(
-            "[target]\nbackend = \"mock\"\n[dataset]\nkind = \"random\"\nspeed = 2.0\nthink_time = \"1s\"\n",
-        );
-        let keys: Vec<&str> = p.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(keys, ["dataset.speed", "dataset.think_time"], "{p:?}");
-        assert!(p[0].1.contains("applies to trace"), "{p:?}");
-        let p = with("[target]\nbackend = \"mock\"\n[dataset]\nkind = \"trace\"\n");
-        assert_eq!(p[0].0, "dataset.path");
+    fn dataset_kinds_needing_a_tokenizer_say_so() {
         let p = with(
             "[target]\nbackend = \"mock\"\n[dataset]\nkind = \"sharegpt\"\npath = \"x.json\"\n",
         );

@@ -3,7 +3,7 @@
 //! end in an allocation failure instead of an error naming the key.
 
 use crate::dataset::pool_len;
-use crate::scenario::{DatasetKind, Scenario};
+use crate::scenario::{Dataset, Scenario};
 
 /// Most prompt text the coordinator builds for one pool.
 pub const POOL_TEXT_LIMIT_BYTES: f64 = 4.0 * GIB;
@@ -15,19 +15,26 @@ const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// The synthetic pool's estimated size against [`POOL_TEXT_LIMIT_BYTES`], as (key, message).
 pub(crate) fn pool_problems(s: &Scenario) -> Vec<(String, String)> {
-    let d = &s.dataset;
     let entries = pool_len(s) as f64;
-    let longest_input = f64::from(d.input_len()) * (1.0 + d.range_ratio());
-    let (prefix, suffix) = (f64::from(d.prefix_len()), f64::from(d.suffix_len()));
+    let longest = |input_len: u32, range_ratio: f64| f64::from(input_len) * (1.0 + range_ratio);
     // tokens of text generated for the whole pool (shared prefixes counted
     // once), and the longest prompt
-    let (tokens, longest) = match d.kind {
-        DatasetKind::Random => (prefix + entries * longest_input, prefix + longest_input),
-        DatasetKind::Sonnet => (entries * longest_input, longest_input),
-        DatasetKind::Prefix => (
-            f64::from(d.num_prefixes()) * prefix + entries * suffix,
-            prefix + suffix,
-        ),
+    let (tokens, longest) = match &s.dataset {
+        Dataset::Random(d) => {
+            let (prefix, input) = (f64::from(d.prefix_len), longest(d.input_len, d.range_ratio));
+            (prefix + entries * input, prefix + input)
+        }
+        Dataset::Sonnet(d) => {
+            let input = longest(d.input_len, 0.0);
+            (entries * input, input)
+        }
+        Dataset::Prefix(d) => {
+            let (prefix, suffix) = (f64::from(d.prefix_len), f64::from(d.suffix_len));
+            (
+                f64::from(d.num_prefixes) * prefix + entries * suffix,
+                prefix + suffix,
+            )
+        }
         _ => return Vec::new(),
     };
     let bytes = tokens * BYTES_PER_TOKEN;
@@ -57,8 +64,13 @@ mod tests {
     use super::*;
 
     fn random(input_len: u32, num_prompts: u64) -> Scenario {
-        let mut s = Scenario::default();
-        s.dataset.input_len = Some(input_len);
+        let mut s = Scenario {
+            dataset: Dataset::Random(crate::scenario::RandomSpec {
+                input_len,
+                ..Default::default()
+            }),
+            ..Scenario::default()
+        };
         s.load.num_prompts = Some(num_prompts);
         s
     }

@@ -57,10 +57,22 @@ fn stream_problems(s: &crate::Scenario) -> Vec<(String, String)> {
 
 /// Problems with the load shape as (dotted key, message).
 pub(crate) fn problems(s: &crate::Scenario) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = stream_problems(s);
-    let mut bad = |key: String, msg: String| out.push((key, msg));
     let l = &s.load;
     let closed = l.users.is_some() || s.stages.iter().any(|st| st.users.is_some());
+    let mut out = stream_problems(s);
+    out.extend(users_problems(s, closed));
+    out.extend(warmup_problems(s, closed));
+    out.extend(ramp_problems(s, closed));
+    out.extend(stages_problems(s));
+    out.extend(sweep_problems(s, closed));
+    out
+}
+
+/// Closed-loop users against rates, spawn rate and think time.
+fn users_problems(s: &crate::Scenario, closed: bool) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut bad = |key: String, msg: String| out.push((key, msg));
+    let l = &s.load;
     if l.users == Some(0) {
         bad("load.users".into(), "must be at least 1".into());
     }
@@ -90,6 +102,14 @@ pub(crate) fn problems(s: &crate::Scenario) -> Vec<(String, String)> {
             "applies to closed-loop runs (load.users or stages with users)".into(),
         );
     }
+    out
+}
+
+/// A warm-up that leaves something to measure, in the run's own terms.
+fn warmup_problems(s: &crate::Scenario, closed: bool) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut bad = |key: String, msg: String| out.push((key, msg));
+    let l = &s.load;
     match l.warmup {
         Some(Warmup::Requests(0)) => bad(
             "load.warmup".into(),
@@ -116,6 +136,14 @@ pub(crate) fn problems(s: &crate::Scenario) -> Vec<(String, String)> {
         }
         _ => {}
     }
+    out
+}
+
+/// A rate ramp: open loop, a range to ramp over, and a length.
+fn ramp_problems(s: &crate::Scenario, closed: bool) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut bad = |key: String, msg: String| out.push((key, msg));
+    let l = &s.load;
     if let Some(r) = &l.ramp {
         if l.request_rate != Rate::Infinite {
             bad(
@@ -152,7 +180,14 @@ pub(crate) fn problems(s: &crate::Scenario) -> Vec<(String, String)> {
             );
         }
     }
+    out
+}
 
+/// `[[stages]]`: each with its length and one kind of load, alone.
+fn stages_problems(s: &crate::Scenario) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut bad = |key: String, msg: String| out.push((key, msg));
+    let l = &s.load;
     if !s.stages.is_empty() {
         if l.num_prompts.is_some() || l.duration.is_some() {
             bad(
@@ -218,7 +253,14 @@ pub(crate) fn problems(s: &crate::Scenario) -> Vec<(String, String)> {
             }
         }
     }
+    out
+}
 
+/// `[sweep]`: one list (or a mode), each value in range, and what a mode needs.
+fn sweep_problems(s: &crate::Scenario, closed: bool) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut bad = |key: String, msg: String| out.push((key, msg));
+    let l = &s.load;
     if let Some(sw) = &s.sweep {
         let lists = sw.lists();
         match sw.mode {

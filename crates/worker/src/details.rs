@@ -8,19 +8,23 @@ use serde::Serialize;
 /// Where the records of this worker come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DetailContext {
-    /// Sweep stage (0 without a sweep).
-    pub stage: u32,
+    /// Sweep step (0 without a sweep).
+    pub step: u32,
     /// This worker's index.
     pub worker: u32,
 }
 
 /// One line of `requests.jsonl`: where the request ran, the raw record, and
-/// its derived latencies in milliseconds (null where they do not apply).
+/// its derived latencies in milliseconds (null where they do not apply). The
+/// file's keys predate the code's words: the sweep step is `stage`, the
+/// `[[stages]]` window `phase`.
 #[derive(Serialize)]
 struct Line<'a> {
-    stage: u32,
+    #[serde(rename = "stage")]
+    step: u32,
     worker: u32,
-    phase: u32,
+    #[serde(rename = "phase")]
+    stage: u32,
     warmup: bool,
     #[serde(flatten)]
     record: &'a RequestRecord,
@@ -37,9 +41,9 @@ fn ms(us: Option<u64>) -> Option<f64> {
 pub fn append_line(buf: &mut Vec<u8>, ctx: DetailContext, scope: Scope, rec: &RequestRecord) {
     let ok = rec.outcome.is_ok();
     let line = Line {
-        stage: ctx.stage,
+        step: ctx.step,
         worker: ctx.worker,
-        phase: scope.phase,
+        stage: scope.stage,
         warmup: scope.warmup,
         record: rec,
         ttft_ms: ms(rec.ttft_us().filter(|_| ok && rec.streamed)),
@@ -90,16 +94,18 @@ mod tests {
             server_per_token_us: None,
         };
         let mut buf = Vec::new();
-        let ctx = DetailContext {
-            stage: 2,
-            worker: 3,
+        let ctx = DetailContext { step: 2, worker: 3 };
+        let window = Scope {
+            stage: 1,
+            ..Scope::default()
         };
-        append_line(&mut buf, ctx, Scope::default(), &rec);
+        append_line(&mut buf, ctx, window, &rec);
         append_line(&mut buf, ctx, Scope::default(), &rec);
         let text = String::from_utf8(buf).unwrap();
         assert_eq!(text.lines().count(), 2);
         let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
-        assert_eq!(v["stage"], 2);
+        assert_eq!(v["stage"], 2, "the sweep step");
+        assert_eq!(v["phase"], 1, "the [[stages]] window");
         assert_eq!(v["worker"], 3);
         assert_eq!(v["index"], 7);
         assert_eq!(v["outcome"], "ok");

@@ -1,4 +1,4 @@
-//! The worker's gRPC link to its coordinator: hello, stages, reports, heartbeats.
+//! The worker's gRPC link to its coordinator: hello, steps, reports, heartbeats.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,8 +17,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
+use tonic::Streaming;
 
-use crate::executor::{self, Stage};
+use crate::executor::{self, Step};
 use crate::health::Health;
 
 /// How a worker's life ended badly.
@@ -37,7 +38,7 @@ pub enum LinkError {
     #[error("protocol error: {0}")]
     Protocol(String),
     #[error("cannot run the stage: {0}")]
-    Stage(String),
+    Step(String),
 }
 
 impl LinkError {
@@ -48,7 +49,7 @@ impl LinkError {
             LinkError::Lost(_) => 3,
             LinkError::Rejected(_) => 4,
             LinkError::Protocol(_) => 5,
-            LinkError::Stage(_) => 6,
+            LinkError::Step(_) => 6,
         }
     }
 }
@@ -150,7 +151,7 @@ fn msg(body: WBody) -> v1::WorkerMessage {
     v1::WorkerMessage { body: Some(body) }
 }
 
-/// A running stage: its stop switches and its task.
+/// A running step: its stop switches and its task.
 struct Running {
     stop: CancellationToken,
     cancel: CancellationToken,
@@ -164,6 +165,50 @@ pub async fn serve(
     tls: &Tls,
     dial_wait: Duration,
 ) -> Result<(), LinkError> {
+    let (tx, mut inbound, welcome) = attach(url, &who, tls, dial_wait).await?;
+    let silence = Duration::from_millis(u64::from(welcome.heartbeat_timeout_ms.max(1000)));
+    tracing::info!(
+        index = welcome.worker_index,
+        of = welcome.worker_count,
+        "joined the coordinator"
+    );
+    let mut session = Session {
+        threads: who.threads,
+        tx,
+        pending: None,
+        running: None,
+    };
+    let result = session.run(&mut inbound, silence).await;
+    if let Some(r) = session.running.take() {
+        // never leave load running without a coordinator
+        r.stop.cancel();
+        r.cancel.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(2), r.task).await;
+    }
+    // close our side and give queued messages (a final error, a last report)
+    // time to reach the coordinator before the process exits
+    drop(session);
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while let Ok(Some(_)) = inbound.message().await {}
+    })
+    .await;
+    result
+}
+
+/// Dial the coordinator, say hello and wait for its welcome.
+async fn attach(
+    url: &str,
+    who: &Identity,
+    tls: &Tls,
+    dial_wait: Duration,
+) -> Result<
+    (
+        mpsc::Sender<v1::WorkerMessage>,
+        Streaming<v1::CoordinatorMessage>,
+        v1::Welcome,
+    ),
+    LinkError,
+> {
     let channel = dial(url, tls, dial_wait).await?;
     let mut client = CoordinatorClient::new(channel)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -185,7 +230,6 @@ pub async fn serve(
         .await
         .map_err(|s| LinkError::Lost(format!("attach failed: {}", s.message())))?
         .into_inner();
-
     let welcome = match inbound.message().await {
         Ok(Some(v1::CoordinatorMessage {
             body: Some(CBody::Welcome(w)),
@@ -213,104 +257,124 @@ pub async fn serve(
             );
         }
     };
-    let silence = Duration::from_millis(u64::from(welcome.heartbeat_timeout_ms.max(1000)));
-    tracing::info!(
-        index = welcome.worker_index,
-        of = welcome.worker_count,
-        "joined the coordinator"
-    );
+    Ok((tx, inbound, welcome))
+}
 
-    let mut pending: Option<Arc<Stage>> = None;
-    let mut running: Option<Running> = None;
-    let mut beat = tokio::time::interval(silence / 4);
-    let mut beat_seq = 0u64;
-    let result = loop {
-        tokio::select! {
-            next = tokio::time::timeout(silence, inbound.message()) => {
-                let m = match next {
-                    Err(_) => break Err(LinkError::Lost(format!("no word from the coordinator for {silence:?}"))),
-                    Ok(Err(s)) => break Err(LinkError::Lost(s.message().to_string())),
-                    Ok(Ok(None)) => break Err(LinkError::Lost("the coordinator closed the stream".into())),
-                    Ok(Ok(Some(m))) => m,
-                };
-                match m.body {
-                    Some(CBody::Assign(a)) => {
-                        let plan = match Plan::decode(&a.plan, a.plan_format) {
-                            Ok(p) => p,
-                            Err(e) => {
-                                let _ = tx.send(msg(WBody::Error(v1::WorkerError { message: e.to_string(), fatal: true }))).await;
-                                break Err(LinkError::Stage(e.to_string()));
-                            }
-                        };
-                        let planned = plan.planned_requests();
-                        match Stage::new(plan, who.threads + 1) {
-                            Ok(stage) => {
-                                pending = Some(Arc::new(stage));
-                                let _ = tx.send(msg(WBody::Ready(v1::Ready { stage: a.stage, planned_requests: planned }))).await;
-                            }
-                            Err(e) => {
-                                let _ = tx.send(msg(WBody::Error(v1::WorkerError { message: e.to_string(), fatal: true }))).await;
-                                break Err(LinkError::Stage(e.to_string()));
-                            }
-                        }
+/// A joined worker: the step it prepared and the one it runs.
+struct Session {
+    threads: usize,
+    tx: mpsc::Sender<v1::WorkerMessage>,
+    pending: Option<Arc<Step>>,
+    running: Option<Running>,
+}
+
+impl Session {
+    /// Follow the coordinator and heartbeat it until the run ends or the link breaks.
+    async fn run(
+        &mut self,
+        inbound: &mut Streaming<v1::CoordinatorMessage>,
+        silence: Duration,
+    ) -> Result<(), LinkError> {
+        let mut beat = tokio::time::interval(silence / 4);
+        let mut beat_seq = 0u64;
+        loop {
+            tokio::select! {
+                next = tokio::time::timeout(silence, inbound.message()) => {
+                    let m = match next {
+                        Err(_) => return Err(LinkError::Lost(format!("no word from the coordinator for {silence:?}"))),
+                        Ok(Err(s)) => return Err(LinkError::Lost(s.message().to_string())),
+                        Ok(Ok(None)) => return Err(LinkError::Lost("the coordinator closed the stream".into())),
+                        Ok(Ok(Some(m))) => m,
+                    };
+                    if let Some(end) = self.on_message(m).await {
+                        return end;
                     }
-                    Some(CBody::Start(s)) => {
-                        let Some(stage) = pending.take() else {
-                            break Err(LinkError::Protocol("start without an assigned stage".into()));
-                        };
-                        let start = Instant::now() + Duration::from_micros(s.delay_us);
-                        running = Some(start_stage(stage, s.stage, Clock::new(start), tx.clone()));
-                    }
-                    Some(CBody::Stop(s)) => {
-                        match running.take() {
-                            Some(r) if !r.task.is_finished() => {
-                                tracing::info!(reason = %s.reason, cancel = s.cancel_in_flight, "stopping the stage");
-                                r.stop.cancel();
-                                if s.cancel_in_flight {
-                                    r.cancel.cancel();
-                                }
-                                running = Some(r);
-                            }
-                            _ => {
-                                tracing::info!(reason = %s.reason, "the coordinator ended the run");
-                                break Ok(());
-                            }
-                        }
-                    }
-                    Some(CBody::Ping(p)) => {
-                        let in_flight = running.as_ref().map_or(0, |_| 0);
-                        let _ = tx.send(msg(WBody::Heartbeat(v1::Heartbeat { seq: p.seq, in_flight }))).await;
-                    }
-                    Some(CBody::Welcome(_)) | Some(CBody::Reject(_)) | None => {}
                 }
-            }
-            _ = beat.tick() => {
-                beat_seq += 1;
-                if tx.send(msg(WBody::Heartbeat(v1::Heartbeat { seq: beat_seq, in_flight: 0 }))).await.is_err() {
-                    break Err(LinkError::Lost("the outgoing stream closed".into()));
+                _ = beat.tick() => {
+                    beat_seq += 1;
+                    if self.tx.send(msg(WBody::Heartbeat(v1::Heartbeat { seq: beat_seq, in_flight: 0 }))).await.is_err() {
+                        return Err(LinkError::Lost("the outgoing stream closed".into()));
+                    }
                 }
             }
         }
-    };
-    if let Some(r) = running {
-        // never leave load running without a coordinator
-        r.stop.cancel();
-        r.cancel.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(2), r.task).await;
     }
-    // close our side and give queued messages (a final error, a last report)
-    // time to reach the coordinator before the process exits
-    drop(tx);
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        while let Ok(Some(_)) = inbound.message().await {}
-    })
-    .await;
-    result
+
+    /// Act on one message; `Some` when the run ends with it.
+    async fn on_message(&mut self, m: v1::CoordinatorMessage) -> Option<Result<(), LinkError>> {
+        match m.body {
+            Some(CBody::Assign(a)) => return self.prepare(a).await,
+            Some(CBody::Start(s)) => {
+                let Some(step) = self.pending.take() else {
+                    return Some(Err(LinkError::Protocol(
+                        "start without an assigned stage".into(),
+                    )));
+                };
+                let start = Instant::now() + Duration::from_micros(s.delay_us);
+                self.running = Some(start_step(step, s.step, Clock::new(start), self.tx.clone()));
+            }
+            Some(CBody::Stop(s)) => match self.running.take() {
+                Some(r) if !r.task.is_finished() => {
+                    tracing::info!(reason = %s.reason, cancel = s.cancel_in_flight, "stopping the stage");
+                    r.stop.cancel();
+                    if s.cancel_in_flight {
+                        r.cancel.cancel();
+                    }
+                    self.running = Some(r);
+                }
+                _ => {
+                    tracing::info!(reason = %s.reason, "the coordinator ended the run");
+                    return Some(Ok(()));
+                }
+            },
+            Some(CBody::Ping(p)) => {
+                let in_flight = self.running.as_ref().map_or(0, |_| 0);
+                let beat = v1::Heartbeat {
+                    seq: p.seq,
+                    in_flight,
+                };
+                let _ = self.tx.send(msg(WBody::Heartbeat(beat))).await;
+            }
+            Some(CBody::Welcome(_)) | Some(CBody::Reject(_)) | None => {}
+        }
+        None
+    }
+
+    /// Prepare an assigned step and say it is ready (or why it cannot run).
+    async fn prepare(&mut self, a: v1::Assign) -> Option<Result<(), LinkError>> {
+        let step = Plan::decode(&a.plan, a.plan_format)
+            .map_err(|e| e.to_string())
+            .and_then(|plan| {
+                let planned = plan.planned_requests();
+                Step::new(plan, self.threads + 1)
+                    .map(|s| (s, planned))
+                    .map_err(|e| e.to_string())
+            });
+        match step {
+            Ok((step, planned)) => {
+                self.pending = Some(Arc::new(step));
+                let ready = v1::Ready {
+                    step: a.step,
+                    planned_requests: planned,
+                };
+                let _ = self.tx.send(msg(WBody::Ready(ready))).await;
+                None
+            }
+            Err(message) => {
+                let error = v1::WorkerError {
+                    message: message.clone(),
+                    fatal: true,
+                };
+                let _ = self.tx.send(msg(WBody::Error(error))).await;
+                Some(Err(LinkError::Step(message)))
+            }
+        }
+    }
 }
 
-fn start_stage(
-    stage: Arc<Stage>,
-    stage_no: u32,
+fn start_step(
+    step: Arc<Step>,
+    step_no: u32,
     clock: Clock,
     tx: mpsc::Sender<v1::WorkerMessage>,
 ) -> Running {
@@ -318,7 +382,7 @@ fn start_stage(
     let cancel = CancellationToken::new();
     let (s2, c2) = (stop.clone(), cancel.clone());
     let task = tokio::spawn(async move {
-        let interval = Duration::from_millis(stage.plan.report_interval_ms.max(100));
+        let interval = Duration::from_millis(step.plan.report_interval_ms.max(100));
         let health = Arc::new(Health::new());
         let ticking = CancellationToken::new();
         let ticker_task = {
@@ -326,7 +390,7 @@ fn start_stage(
             tokio::spawn(async move { health.run_ticker(ticking).await })
         };
         let _stop_ticker = ticking.drop_guard();
-        let mut exec = tokio::spawn(executor::run(stage.clone(), clock, s2, c2));
+        let mut exec = tokio::spawn(executor::run(step.clone(), clock, s2, c2));
         tokio::time::sleep_until(clock.start()).await;
         let mut ticker = tokio::time::interval_at(clock.start() + interval, interval);
         let mut seq = 0u64;
@@ -334,7 +398,7 @@ fn start_stage(
         let sent = loop {
             tokio::select! {
                 _ = ticker.tick() => {
-                    let report = build_report(&stage, &health, stage_no, seq, last_end, clock.now_us());
+                    let report = build_report(&step, &health, step_no, seq, last_end, clock.now_us());
                     last_end = report.interval_end_us;
                     seq += 1;
                     if tx.send(msg(WBody::Report(report))).await.is_err() {
@@ -346,11 +410,11 @@ fn start_stage(
         };
         drop(_stop_ticker);
         let _ = ticker_task.await;
-        let report = build_report(&stage, &health, stage_no, seq, last_end, clock.now_us());
+        let report = build_report(&step, &health, step_no, seq, last_end, clock.now_us());
         let _ = tx.send(msg(WBody::Report(report))).await;
         let _ = tx
             .send(msg(WBody::Done(v1::Done {
-                stage: stage_no,
+                step: step_no,
                 sent,
                 cancelled: false,
             })))
@@ -360,9 +424,9 @@ fn start_stage(
 }
 
 fn build_report(
-    stage: &Stage,
+    step: &Step,
     health: &Health,
-    stage_no: u32,
+    step_no: u32,
     seq: u64,
     start_us: u64,
     end_us: u64,
@@ -374,20 +438,20 @@ fn build_report(
         rss_bytes: h.rss_bytes,
         peak_rss_bytes: h.peak_rss_bytes,
     };
-    let scopes = stage
+    let scopes = step
         .take_interval(end_us)
         .iter()
         .map(|(scope, set)| encode_set(*scope, set))
         .collect();
     v1::Report {
-        stage: stage_no,
+        step: step_no,
         seq,
         interval_start_us: start_us,
         interval_end_us: end_us,
         scopes,
         health: Some(health),
-        in_flight: stage.in_flight(),
-        details_jsonl: stage.recorder.take_details().into(),
+        in_flight: step.in_flight(),
+        details_jsonl: step.recorder.take_details().into(),
     }
 }
 

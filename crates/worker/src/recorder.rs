@@ -156,7 +156,7 @@ mod tests {
                         r.record(
                             Scope {
                                 target: t % 2,
-                                phase: 0,
+                                stage: 0,
                                 warmup: t == 7,
                             },
                             &rec(),
@@ -173,7 +173,7 @@ mod tests {
         assert_eq!(
             sets[&Scope {
                 target: 0,
-                phase: 0,
+                stage: 0,
                 warmup: false
             }]
                 .outcomes
@@ -183,7 +183,7 @@ mod tests {
         assert_eq!(
             sets[&Scope {
                 target: 1,
-                phase: 0,
+                stage: 0,
                 warmup: true
             }]
                 .outcomes
@@ -196,10 +196,7 @@ mod tests {
 
     #[test]
     fn detail_lines_are_kept_only_when_asked_and_taken_once() {
-        let ctx = DetailContext {
-            stage: 1,
-            worker: 4,
-        };
+        let ctx = DetailContext { step: 1, worker: 4 };
         let r = Arc::new(Recorder::with_details(2, Slo::default(), Some(ctx)));
         let handles: Vec<_> = (0..4)
             .map(|_| {

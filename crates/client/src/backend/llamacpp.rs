@@ -10,9 +10,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::openai::Timings;
-use super::{Backend, EventInfo, Usage, common_sampling, decode, error_text, extra_body};
+use super::{ApiCodec, EventInfo, Usage, common_sampling, decode, error_text, extra_body};
 
-pub(super) fn body(b: &Backend, entry: &PoolEntry) -> Map<String, Value> {
+pub(super) fn body(b: &ApiCodec, entry: &PoolEntry) -> Map<String, Value> {
     let s = &b.sampling;
     let mut m = Map::new();
     m.insert("prompt".into(), Value::String(entry.prompt.text()));
@@ -75,12 +75,12 @@ pub(super) fn parse(data: &[u8]) -> Result<EventInfo<'_>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::test_support::{backend, body as body_of};
-    use cicada_scenarios::plan::{Api, Flavor};
+    use crate::backend::test_support::{body as body_of, codec};
+    use cicada_scenarios::plan::{ServerFamily, WireApi};
 
     #[test]
     fn body_uses_n_predict_and_ignore_eos() {
-        let v = body_of(&backend(Api::LlamaCpp, Flavor::LlamaCpp, true));
+        let v = body_of(&codec(WireApi::LlamaCpp, ServerFamily::LlamaCpp, true));
         assert_eq!(v["prompt"], "hi there");
         assert_eq!(v["n_predict"], 5);
         assert_eq!(v["ignore_eos"], true);
@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn whole_response() {
-        let e = backend(Api::LlamaCpp, Flavor::LlamaCpp, false)
+        let e = codec(WireApi::LlamaCpp, ServerFamily::LlamaCpp, false)
             .parse_full(
                 br#"{"content":" a b c","stop":true,"tokens_predicted":3,"tokens_evaluated":2}"#,
             )

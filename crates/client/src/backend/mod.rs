@@ -13,7 +13,7 @@ mod triton;
 use std::borrow::Cow;
 
 use cicada_scenarios::dataset::PoolEntry;
-use cicada_scenarios::plan::{Api, Flavor, ResolvedSampling};
+use cicada_scenarios::plan::{ResolvedSampling, ServerFamily, WireApi};
 use serde_json::{Map, Value};
 
 /// Token counts a server reported.
@@ -51,28 +51,29 @@ pub struct EventInfo<'a> {
     pub server: Option<ServerTiming>,
 }
 
-/// How to talk to one serving API.
+/// How to talk to one serving API: the request body for a pool entry, and
+/// what each streamed event (or whole body) of the answer says.
 #[derive(Debug, Clone)]
-pub struct Backend {
-    api: Api,
-    flavor: Flavor,
+pub struct ApiCodec {
+    api: WireApi,
+    family: ServerFamily,
     model: String,
     sampling: ResolvedSampling,
     stream: bool,
 }
 
-impl Backend {
-    /// A backend for the resolved API, flavor, model and sampling.
+impl ApiCodec {
+    /// A codec for the resolved wire API, server family, model and sampling.
     pub fn new(
-        api: Api,
-        flavor: Flavor,
+        api: WireApi,
+        family: ServerFamily,
         model: String,
         sampling: ResolvedSampling,
         stream: bool,
     ) -> Self {
         Self {
             api,
-            flavor,
+            family,
             model,
             sampling,
             stream,
@@ -85,23 +86,23 @@ impl Backend {
     }
 
     /// The API spoken.
-    pub fn api(&self) -> Api {
+    pub fn api(&self) -> WireApi {
         self.api
     }
 
     /// A stream that closes cleanly has completed: the API sends no end marker
     /// (Triton), so only a broken connection can reveal an early end.
     pub fn ends_on_close(&self) -> bool {
-        self.api == Api::Triton
+        self.api == WireApi::Triton
     }
 
     /// JSON body for one pool entry.
     pub fn body(&self, entry: &PoolEntry) -> Vec<u8> {
         let body = match self.api {
-            Api::Completions | Api::Chat => openai::body(self, entry),
-            Api::Tgi => tgi::body(self, entry),
-            Api::LlamaCpp => llamacpp::body(self, entry),
-            Api::Triton => triton::body(self, entry),
+            WireApi::Completions | WireApi::Chat => openai::body(self, entry),
+            WireApi::Tgi => tgi::body(self, entry),
+            WireApi::LlamaCpp => llamacpp::body(self, entry),
+            WireApi::Triton => triton::body(self, entry),
         };
         serde_json::to_vec(&Value::Object(body)).unwrap_or_default()
     }
@@ -109,17 +110,17 @@ impl Backend {
     /// Interpret one SSE data payload. `Err` means the payload is not the API's format.
     pub fn parse_event<'a>(&self, data: &'a [u8]) -> Result<EventInfo<'a>, String> {
         match self.api {
-            Api::Completions | Api::Chat => openai::parse_event(self.api, data),
-            Api::Tgi => tgi::parse(data),
-            Api::LlamaCpp => llamacpp::parse(data),
-            Api::Triton => triton::parse(data),
+            WireApi::Completions | WireApi::Chat => openai::parse_event(self.api, data),
+            WireApi::Tgi => tgi::parse(data),
+            WireApi::LlamaCpp => llamacpp::parse(data),
+            WireApi::Triton => triton::parse(data),
         }
     }
 
     /// Interpret a complete non-streamed response body.
     pub fn parse_full<'a>(&self, body: &'a [u8]) -> Result<EventInfo<'a>, String> {
         let mut info = match self.api {
-            Api::Tgi => tgi::parse_full(body)?,
+            WireApi::Tgi => tgi::parse_full(body)?,
             // the others answer with one object shaped like their last event
             _ => self.parse_event(body)?,
         };
@@ -196,10 +197,10 @@ pub(crate) mod test_support {
     use cicada_scenarios::dataset::Prompt;
 
     /// A backend with greedy sampling, `ignore_eos` and one extra field.
-    pub fn backend(api: Api, flavor: Flavor, stream: bool) -> Backend {
-        Backend::new(
+    pub fn codec(api: WireApi, family: ServerFamily, stream: bool) -> ApiCodec {
+        ApiCodec::new(
             api,
-            flavor,
+            family,
             "m".into(),
             ResolvedSampling {
                 temperature: Some(0.0),
@@ -227,7 +228,7 @@ pub(crate) mod test_support {
     }
 
     /// The body as JSON.
-    pub fn body(b: &Backend) -> Value {
+    pub fn body(b: &ApiCodec) -> Value {
         serde_json::from_slice(&b.body(&entry())).unwrap()
     }
 }

@@ -3,12 +3,12 @@
 use std::borrow::Cow;
 
 use cicada_scenarios::dataset::{PoolEntry, Prompt};
-use cicada_scenarios::plan::{Api, Flavor};
+use cicada_scenarios::plan::{ServerFamily, WireApi};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{
-    Backend, EventInfo, ServerTiming, Usage, common_sampling, decode, error_text, extra_body,
+    ApiCodec, EventInfo, ServerTiming, Usage, common_sampling, decode, error_text, extra_body,
 };
 
 /// What a server family accepts beyond the OpenAI API (`ignore_eos` is sent
@@ -20,24 +20,27 @@ struct Extras {
     continuous_usage: bool,
 }
 
-fn extras(flavor: Flavor) -> Extras {
-    match flavor {
-        Flavor::Vllm | Flavor::Sglang | Flavor::Mock => Extras {
+fn extras(family: ServerFamily) -> Extras {
+    match family {
+        ServerFamily::Vllm | ServerFamily::Sglang | ServerFamily::Mock => Extras {
             min_tokens: true,
             continuous_usage: true,
         },
-        Flavor::LlamaCpp | Flavor::Openai | Flavor::Tgi | Flavor::Triton => Extras {
+        ServerFamily::LlamaCpp
+        | ServerFamily::Openai
+        | ServerFamily::Tgi
+        | ServerFamily::Triton => Extras {
             min_tokens: false,
             continuous_usage: false,
         },
     }
 }
 
-pub(super) fn body(b: &Backend, entry: &PoolEntry) -> Map<String, Value> {
+pub(super) fn body(b: &ApiCodec, entry: &PoolEntry) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("model".into(), Value::String(b.model.clone()));
     match b.api {
-        Api::Chat => {
+        WireApi::Chat => {
             let messages = match &entry.prompt {
                 Prompt::Text(t) => json!([{"role": "user", "content": t}]),
                 Prompt::Chat(msgs) => json!(msgs),
@@ -54,7 +57,7 @@ pub(super) fn body(b: &Backend, entry: &PoolEntry) -> Map<String, Value> {
             }
         }
     }
-    let x = extras(b.flavor);
+    let x = extras(b.family);
     if b.stream {
         m.insert("stream".into(), Value::Bool(true));
         let mut opts = json!({"include_usage": true});
@@ -188,7 +191,7 @@ fn join<'a>(parts: [Option<Cow<'a, str>>; 3]) -> Option<Cow<'a, str>> {
     }
 }
 
-fn interpret<'a>(api: Api, chunk: Chunk<'a>) -> EventInfo<'a> {
+fn interpret<'a>(api: WireApi, chunk: Chunk<'a>) -> EventInfo<'a> {
     let mut info = EventInfo::default();
     if let Some(e) = &chunk.error {
         info.error = Some(error_text(e));
@@ -220,7 +223,7 @@ fn interpret<'a>(api: Api, chunk: Chunk<'a>) -> EventInfo<'a> {
     if let Some(choice) = chunk.choices.and_then(|c| c.into_iter().next()) {
         info.finished = choice.finish_reason.is_some();
         info.content = match api {
-            Api::Chat => choice
+            WireApi::Chat => choice
                 .delta
                 .or(choice.message)
                 .and_then(|d| join([d.reasoning_content, d.reasoning, d.content])),
@@ -230,7 +233,7 @@ fn interpret<'a>(api: Api, chunk: Chunk<'a>) -> EventInfo<'a> {
     info
 }
 
-pub(super) fn parse_event(api: Api, data: &[u8]) -> Result<EventInfo<'_>, String> {
+pub(super) fn parse_event(api: WireApi, data: &[u8]) -> Result<EventInfo<'_>, String> {
     let trimmed = data.trim_ascii();
     if trimmed == b"[DONE]" {
         return Ok(EventInfo {
@@ -246,10 +249,10 @@ mod tests {
     use super::*;
     use cicada_scenarios::plan::ResolvedSampling;
 
-    fn backend(api: Api, flavor: Flavor) -> Backend {
-        Backend::new(
+    fn codec(api: WireApi, family: ServerFamily) -> ApiCodec {
+        ApiCodec::new(
             api,
-            flavor,
+            family,
             "m".into(),
             ResolvedSampling {
                 temperature: Some(0.0),
@@ -277,7 +280,7 @@ mod tests {
     fn errors_about_huge_payloads_stay_short() {
         // found by the openai_events fuzz target: serde quoted a whole string value
         let payload = format!("\"{}\"", "é".repeat(5000));
-        let e = parse_event(Api::Chat, payload.as_bytes()).unwrap_err();
+        let e = parse_event(WireApi::Chat, payload.as_bytes()).unwrap_err();
         assert!(e.len() < 3 * super::super::SHOWN_BYTES, "{} bytes", e.len());
         assert!(
             e.starts_with("invalid event JSON (invalid type: string"),
@@ -288,23 +291,25 @@ mod tests {
     #[test]
     fn bodies_carry_limits_usage_and_extras() {
         let v: Value =
-            serde_json::from_slice(&backend(Api::Chat, Flavor::Vllm).body(&entry())).unwrap();
+            serde_json::from_slice(&codec(WireApi::Chat, ServerFamily::Vllm).body(&entry()))
+                .unwrap();
         assert_eq!(v["messages"][0]["content"], "hi there");
         assert_eq!(v["max_completion_tokens"], 5);
         assert_eq!(v["stream_options"]["include_usage"], true);
         assert_eq!(v["stream_options"]["continuous_usage_stats"], true);
         assert_eq!(v["ignore_eos"], true);
         assert_eq!(v["seed"], 3);
-        let v: Value =
-            serde_json::from_slice(&backend(Api::Completions, Flavor::Openai).body(&entry()))
-                .unwrap();
+        let v: Value = serde_json::from_slice(
+            &codec(WireApi::Completions, ServerFamily::Openai).body(&entry()),
+        )
+        .unwrap();
         assert_eq!(v["prompt"], "hi there");
         assert_eq!(v["max_tokens"], 5);
         // asked for, ignore_eos goes to a plain OpenAI route too (as vllm
         // bench serve sends it); whether it is asked is the scenario's call
         assert_eq!(v["ignore_eos"], true);
         assert!(v["stream_options"].get("continuous_usage_stats").is_none());
-        let mut quiet = backend(Api::Completions, Flavor::Openai);
+        let mut quiet = codec(WireApi::Completions, ServerFamily::Openai);
         quiet.sampling.ignore_eos = false;
         let v: Value = serde_json::from_slice(&quiet.body(&entry())).unwrap();
         assert!(v.get("ignore_eos").is_none(), "not asked, not sent");
@@ -313,10 +318,10 @@ mod tests {
     #[test]
     fn role_only_and_usage_only_chunks_are_not_content() {
         let role = br#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#;
-        let e = parse_event(Api::Chat, role).unwrap();
+        let e = parse_event(WireApi::Chat, role).unwrap();
         assert!(e.content.is_none());
         let usage = br#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9,"prompt_tokens_details":{"cached_tokens":2}}}"#;
-        let e = parse_event(Api::Chat, usage).unwrap();
+        let e = parse_event(WireApi::Chat, usage).unwrap();
         assert!(e.content.is_none());
         assert_eq!(
             e.usage,
@@ -331,60 +336,63 @@ mod tests {
     #[test]
     fn content_reasoning_finish_done_and_errors() {
         let c = br#"{"choices":[{"delta":{"content":"a\"b"},"finish_reason":"length"}]}"#;
-        let e = parse_event(Api::Chat, c).unwrap();
+        let e = parse_event(WireApi::Chat, c).unwrap();
         assert_eq!(e.content.as_deref(), Some("a\"b"));
         assert!(e.finished);
         let r = br#"{"choices":[{"delta":{"reasoning_content":"think"}}]}"#;
         assert_eq!(
-            parse_event(Api::Chat, r).unwrap().content.as_deref(),
+            parse_event(WireApi::Chat, r).unwrap().content.as_deref(),
             Some("think")
         );
         let r = br#"{"choices":[{"delta":{"reasoning":"new"}}]}"#;
         assert_eq!(
-            parse_event(Api::Chat, r).unwrap().content.as_deref(),
+            parse_event(WireApi::Chat, r).unwrap().content.as_deref(),
             Some("new")
         );
         let t = br#"{"choices":[{"text":" x","finish_reason":null}]}"#;
         assert_eq!(
-            parse_event(Api::Completions, t).unwrap().content.as_deref(),
+            parse_event(WireApi::Completions, t)
+                .unwrap()
+                .content
+                .as_deref(),
             Some(" x")
         );
-        assert!(parse_event(Api::Chat, b" [DONE] ").unwrap().done);
+        assert!(parse_event(WireApi::Chat, b" [DONE] ").unwrap().done);
         let err = br#"{"error":{"message":"boom","type":"InternalServerError","code":500}}"#;
         assert_eq!(
-            parse_event(Api::Chat, err).unwrap().error.as_deref(),
+            parse_event(WireApi::Chat, err).unwrap().error.as_deref(),
             Some("boom")
         );
         let old = br#"{"object":"error","message":"old style","code":400}"#;
         assert_eq!(
-            parse_event(Api::Chat, old).unwrap().error.as_deref(),
+            parse_event(WireApi::Chat, old).unwrap().error.as_deref(),
             Some("old style")
         );
-        assert!(parse_event(Api::Chat, b"{\"choices\":[").is_err());
+        assert!(parse_event(WireApi::Chat, b"{\"choices\":[").is_err());
     }
 
     #[test]
-    fn each_flavor_sends_only_the_extras_it_understands() {
-        use crate::backend::test_support::{backend as b, body};
-        for (flavor, min_tokens, continuous) in [
-            (Flavor::Vllm, true, true),
-            (Flavor::Sglang, true, true),
-            (Flavor::Mock, true, true),
-            (Flavor::LlamaCpp, false, false),
-            (Flavor::Openai, false, false),
+    fn each_server_family_sends_only_the_extras_it_understands() {
+        use crate::backend::test_support::{body, codec as b};
+        for (family, min_tokens, continuous) in [
+            (ServerFamily::Vllm, true, true),
+            (ServerFamily::Sglang, true, true),
+            (ServerFamily::Mock, true, true),
+            (ServerFamily::LlamaCpp, false, false),
+            (ServerFamily::Openai, false, false),
         ] {
-            let v = body(&b(Api::Chat, flavor, true));
-            // the resolved sampling asks for it: every flavor sends it
-            assert_eq!(v["ignore_eos"], true, "{flavor:?}");
-            assert_eq!(v.get("min_tokens").is_some(), min_tokens, "{flavor:?}");
+            let v = body(&b(WireApi::Chat, family, true));
+            // the resolved sampling asks for it: every server family sends it
+            assert_eq!(v["ignore_eos"], true, "{family:?}");
+            assert_eq!(v.get("min_tokens").is_some(), min_tokens, "{family:?}");
             assert_eq!(
                 v["stream_options"].get("continuous_usage_stats").is_some(),
                 continuous,
-                "{flavor:?}"
+                "{family:?}"
             );
             assert_eq!(v["stream_options"]["include_usage"], true);
         }
-        let v = body(&b(Api::Completions, Flavor::Vllm, false));
+        let v = body(&b(WireApi::Completions, ServerFamily::Vllm, false));
         assert!(v.get("stream").is_none() && v.get("stream_options").is_none());
         assert_eq!(v["max_tokens"], 5);
     }
@@ -392,10 +400,10 @@ mod tests {
     #[test]
     fn llamacpp_timings_give_counts_and_cached_tokens() {
         let role = br#"{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],"object":"chat.completion.chunk"}"#;
-        let e = parse_event(Api::Chat, role).unwrap();
+        let e = parse_event(WireApi::Chat, role).unwrap();
         assert!(e.content.is_none() && !e.finished);
         let fin = br#"{"choices":[{"finish_reason":"length","index":0,"delta":{}}],"timings":{"cache_n":8,"prompt_n":4,"prompt_ms":1.5,"predicted_n":31,"predicted_ms":875.4}}"#;
-        let e = parse_event(Api::Chat, fin).unwrap();
+        let e = parse_event(WireApi::Chat, fin).unwrap();
         assert!(e.finished && e.content.is_none());
         assert_eq!(
             e.usage,
@@ -406,10 +414,10 @@ mod tests {
             })
         );
         let both = br#"{"choices":[],"usage":{"completion_tokens":31,"prompt_tokens":12,"total_tokens":43},"timings":{"cache_n":8,"prompt_n":4,"predicted_n":31}}"#;
-        let e = parse_event(Api::Chat, both).unwrap();
+        let e = parse_event(WireApi::Chat, both).unwrap();
         assert_eq!(e.usage.unwrap().cached_tokens, Some(8));
         let vllm_completion = br#"{"id":"c","object":"text_completion","choices":[{"index":0,"text":" a","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}"#;
-        let e = parse_event(Api::Completions, vllm_completion).unwrap();
+        let e = parse_event(WireApi::Completions, vllm_completion).unwrap();
         assert_eq!(e.content.as_deref(), Some(" a"));
         assert!(e.usage.is_none());
     }
@@ -417,7 +425,9 @@ mod tests {
     #[test]
     fn full_bodies() {
         let b = br#"{"choices":[{"message":{"role":"assistant","content":"hello"},"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#;
-        let e = backend(Api::Chat, Flavor::Vllm).parse_full(b).unwrap();
+        let e = codec(WireApi::Chat, ServerFamily::Vllm)
+            .parse_full(b)
+            .unwrap();
         assert_eq!(e.content.as_deref(), Some("hello"));
         assert!(e.done);
     }

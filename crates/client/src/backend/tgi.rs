@@ -10,9 +10,9 @@ use cicada_scenarios::dataset::PoolEntry;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{Backend, EventInfo, Usage, decode, error_text, extra_body};
+use super::{ApiCodec, EventInfo, Usage, decode, error_text, extra_body};
 
-pub(super) fn body(b: &Backend, entry: &PoolEntry) -> Map<String, Value> {
+pub(super) fn body(b: &ApiCodec, entry: &PoolEntry) -> Map<String, Value> {
     let s = &b.sampling;
     let mut p = Map::new();
     if let Some(n) = entry.output_tokens {
@@ -158,12 +158,12 @@ pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::test_support::{backend, body as body_of};
-    use cicada_scenarios::plan::{Api, Flavor};
+    use crate::backend::test_support::{body as body_of, codec};
+    use cicada_scenarios::plan::{ServerFamily, WireApi};
 
     #[test]
     fn body_asks_for_details_and_greedy_without_temperature_zero() {
-        let v = body_of(&backend(Api::Tgi, Flavor::Tgi, true));
+        let v = body_of(&codec(WireApi::Tgi, ServerFamily::Tgi, true));
         assert_eq!(v["inputs"], "hi there");
         assert_eq!(v["parameters"]["max_new_tokens"], 5);
         assert_eq!(v["parameters"]["details"], true);

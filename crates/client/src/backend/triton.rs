@@ -13,9 +13,9 @@ use cicada_scenarios::dataset::PoolEntry;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{Backend, EventInfo, common_sampling, decode, error_text, extra_body};
+use super::{ApiCodec, EventInfo, common_sampling, decode, error_text, extra_body};
 
-pub(super) fn body(b: &Backend, entry: &PoolEntry) -> Map<String, Value> {
+pub(super) fn body(b: &ApiCodec, entry: &PoolEntry) -> Map<String, Value> {
     let s = &b.sampling;
     let mut m = Map::new();
     m.insert("text_input".into(), Value::String(entry.prompt.text()));
@@ -83,12 +83,12 @@ pub(super) fn parse(data: &[u8]) -> Result<EventInfo<'_>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::test_support::{backend, body as body_of};
-    use cicada_scenarios::plan::{Api, Flavor};
+    use crate::backend::test_support::{body as body_of, codec};
+    use cicada_scenarios::plan::{ServerFamily, WireApi};
 
     #[test]
     fn body_serves_trt_llm_and_the_vllm_backend() {
-        let v = body_of(&backend(Api::Triton, Flavor::Triton, true));
+        let v = body_of(&codec(WireApi::Triton, ServerFamily::Triton, true));
         assert_eq!(v["text_input"], "hi there");
         assert_eq!(v["max_tokens"], 5);
         assert_eq!(v["min_length"], 5);
@@ -111,7 +111,7 @@ mod tests {
         let err = parse(br#"{"error":"model crashed"}"#).unwrap();
         assert_eq!(err.error.as_deref(), Some("model crashed"));
         assert!(parse(br#"{"text_output":"#).is_err());
-        let w = backend(Api::Triton, Flavor::Triton, false)
+        let w = codec(WireApi::Triton, ServerFamily::Triton, false)
             .parse_full(br#"{"model_name":"m","model_version":"1","text_output":" a b"}"#)
             .unwrap();
         assert!(w.done);

@@ -1,5 +1,5 @@
 //! The text served at `/metrics`. Counters and summaries cover the whole run
-//! so far (every stage); `cicada_interval_*` gauges describe the last
+//! so far (every step); `cicada_interval_*` gauges describe the last
 //! interval every worker has reported. Names and meanings are listed in
 //! docs/METRICS.md ("Live metrics").
 
@@ -34,11 +34,11 @@ pub struct LiveView<'a> {
     pub scenario: &'a str,
     /// Everything measured so far in the run (all stages, no warm-up).
     pub run: &'a MetricSet,
-    /// The stage running (0 without a sweep).
-    pub stage: u32,
-    /// Requests planned for the stage (0: open-ended).
+    /// The step running (0 without a sweep).
+    pub step: u32,
+    /// Requests planned for the step (0: open-ended).
     pub planned: u64,
-    /// Seconds since the stage's start barrier.
+    /// Seconds since the step's start barrier.
     pub elapsed_s: f64,
     /// Workers in the fleet.
     pub workers: u32,
@@ -67,8 +67,17 @@ fn one(out: &mut String, name: &str, kind: &str, help: &str, value: impl std::fm
 /// Render the exposition.
 pub fn render(v: &LiveView<'_>) -> String {
     let mut out = String::new();
+    fleet(&mut out, v);
+    requests(&mut out, v);
+    latencies(&mut out, v);
+    last_interval(&mut out, v);
+    out
+}
+
+/// The run: version, scenario, fleet, step and what is in flight.
+fn fleet(out: &mut String, v: &LiveView<'_>) {
     head(
-        &mut out,
+        out,
         "cicada_info",
         "gauge",
         "The running cicada version and scenario.",
@@ -80,44 +89,47 @@ pub fn render(v: &LiveView<'_>) -> String {
         escape(v.scenario)
     );
     one(
-        &mut out,
+        out,
         "cicada_workers",
         "gauge",
         "Workers in the fleet.",
         v.workers,
     );
     one(
-        &mut out,
+        out,
         "cicada_stage",
         "gauge",
         "The stage running (0 without a sweep).",
-        v.stage,
+        v.step,
     );
     one(
-        &mut out,
+        out,
         "cicada_stage_elapsed_seconds",
         "gauge",
         "Seconds since the stage's start barrier.",
         format!("{:.3}", v.elapsed_s),
     );
     one(
-        &mut out,
+        out,
         "cicada_stage_planned_requests",
         "gauge",
         "Requests planned for the stage (0 when open-ended).",
         v.planned,
     );
     one(
-        &mut out,
+        out,
         "cicada_requests_in_flight",
         "gauge",
         "Requests in flight over the fleet, by the latest reports.",
         v.in_flight,
     );
+}
 
+/// Requests and tokens so far, by outcome.
+fn requests(out: &mut String, v: &LiveView<'_>) {
     let o = &v.run.outcomes;
     head(
-        &mut out,
+        out,
         "cicada_requests_total",
         "counter",
         "Requests that ended, by outcome class.",
@@ -134,7 +146,7 @@ pub fn render(v: &LiveView<'_>) -> String {
         );
     }
     one(
-        &mut out,
+        out,
         "cicada_requests_failed_total",
         "counter",
         "Requests that ended in any outcome but ok.",
@@ -157,14 +169,17 @@ pub fn render(v: &LiveView<'_>) -> String {
             "Successful requests that met every [slo] bound.",
         ),
     ] {
-        one(&mut out, name, "counter", help, v.run.counter(counter));
+        one(out, name, "counter", help, v.run.counter(counter));
     }
+}
 
+/// Latency summaries of successful requests over the run so far.
+fn latencies(out: &mut String, v: &LiveView<'_>) {
     for metric in SUMMARIES {
         let h = v.run.histogram(metric);
         let name = format!("cicada_{}_seconds", metric.name());
         head(
-            &mut out,
+            out,
             &name,
             "summary",
             &format!(
@@ -186,18 +201,21 @@ pub fn render(v: &LiveView<'_>) -> String {
         let _ = writeln!(out, "{name}_sum {:.6}", h.sum() as f64 / 1e6);
         let _ = writeln!(out, "{name}_count {}", h.count());
     }
+}
 
+/// Throughputs and latency quantiles of the last reported interval.
+fn last_interval(out: &mut String, v: &LiveView<'_>) {
     if let Some(row) = v.last_interval {
         let len = row.length_s.max(f64::MIN_POSITIVE);
         one(
-            &mut out,
+            out,
             "cicada_interval_request_throughput",
             "gauge",
             "Successful requests per second in the last reported interval.",
             format!("{:.3}", row.ok as f64 / len),
         );
         one(
-            &mut out,
+            out,
             "cicada_interval_output_throughput",
             "gauge",
             "Output tokens per second in the last reported interval.",
@@ -209,7 +227,7 @@ pub fn render(v: &LiveView<'_>) -> String {
             };
             let name = format!("cicada_interval_{}_seconds", metric.name());
             head(
-                &mut out,
+                out,
                 &name,
                 "gauge",
                 &format!(
@@ -222,7 +240,6 @@ pub fn render(v: &LiveView<'_>) -> String {
             }
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -254,7 +271,7 @@ mod tests {
         let text = render(&LiveView {
             scenario: "a \"quoted\" name",
             run: &run,
-            stage: 2,
+            step: 2,
             planned: 500,
             elapsed_s: 12.5,
             workers: 4,

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use cicada_metrics::{Counter, LatencyHistogram, Metric, MetricSet, Outcome};
-use serde_json::Value;
+
+use super::document::{HISTOGRAM_ENCODING, RequestRate, ResultDocument};
 
 /// Metrics in the table, with their vLLM key names.
 pub const TABLE_METRICS: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
@@ -68,7 +69,7 @@ pub struct Row {
 #[derive(Debug, Clone)]
 pub struct ResultFile {
     pub path: PathBuf,
-    doc: Value,
+    doc: ResultDocument,
 }
 
 impl ResultFile {
@@ -79,13 +80,15 @@ impl ResultFile {
             reason,
         };
         let text = std::fs::read_to_string(path).map_err(|e| read_err(e.to_string()))?;
-        let doc: Value =
-            serde_json::from_str(&text).map_err(|e| read_err(format!("not JSON: {e}")))?;
-        if !doc.is_object() {
-            return Err(read_err(
-                "not a result file (expected a JSON object)".into(),
-            ));
-        }
+        let doc: ResultDocument = serde_json::from_str(&text).map_err(|e| {
+            if !e.is_data() {
+                read_err(format!("not JSON: {e}"))
+            } else if !text.trim_start().starts_with('{') {
+                read_err("not a result file (expected a JSON object)".into())
+            } else {
+                read_err(format!("not a result file: {e}"))
+            }
+        })?;
         Ok(Self {
             path: path.to_path_buf(),
             doc,
@@ -100,19 +103,9 @@ impl ResultFile {
         }
     }
 
-    fn num(&self, key: &str) -> Result<f64, ReportError> {
-        self.doc
-            .get(key)
-            .and_then(Value::as_f64)
-            .ok_or_else(|| self.field(key, "is missing or not a number"))
-    }
-
-    fn opt(&self, pointer: &str) -> Option<f64> {
-        self.doc.pointer(pointer).and_then(Value::as_f64)
-    }
-
-    fn text(&self, pointer: &str) -> Option<&str> {
-        self.doc.pointer(pointer).and_then(Value::as_str)
+    /// A number the row cannot do without.
+    fn required(&self, key: &str, v: Option<f64>) -> Result<f64, ReportError> {
+        v.ok_or_else(|| self.field(key, "is missing or not a number"))
     }
 
     /// The file's label: the path as given.
@@ -121,119 +114,109 @@ impl ResultFile {
     }
 
     fn model(&self) -> String {
-        self.text("/model_id").unwrap_or("-").to_string()
+        self.doc.model_id.clone().unwrap_or_else(|| "-".to_string())
     }
 
     /// Users, concurrency cap, rate or "unbounded".
     fn concurrency(&self) -> String {
-        if let Some(u) = self.opt("/cicada/scenario/load/users") {
+        let users = self
+            .doc
+            .cicada
+            .as_ref()
+            .and_then(|c| c.scenario.pointer("/load/users"))
+            .and_then(serde_json::Value::as_f64);
+        if let Some(u) = users {
             return format!("{u} users");
         }
-        if let Some(c) = self.opt("/max_concurrency") {
-            return format!("{c}");
+        if let Some(c) = self.doc.max_concurrency {
+            return format!("{}", f64::from(c));
         }
-        match self.opt("/request_rate") {
-            Some(r) => format!("{r} req/s"),
-            None => "unbounded".into(),
+        match &self.doc.request_rate {
+            Some(RequestRate::PerSecond(r)) => format!("{r} req/s"),
+            _ => "unbounded".into(),
         }
     }
 
     /// A row from the file's own figures (vLLM's keys).
     pub fn row(&self) -> Result<Row, ReportError> {
+        let d = &self.doc;
         let latencies = TABLE_METRICS.map(|m| {
-            let name = m.name();
+            let Some(l) = d.latencies.metric(m.name()) else {
+                return Latency::default();
+            };
             Latency {
-                mean: self.opt(&format!("/mean_{name}_ms")),
-                percentiles: ROW_PERCENTILES.map(|p| {
-                    let key = format!("/p{}_{name}_ms", super::percentile_word(p));
-                    self.opt(&key).or_else(|| {
-                        (p == 50.0)
-                            .then(|| self.opt(&format!("/median_{name}_ms")))
-                            .flatten()
-                    })
-                }),
+                mean: l.mean,
+                percentiles: ROW_PERCENTILES
+                    .map(|p| l.at(p).or(if p == 50.0 { l.median } else { None })),
             }
         });
         Ok(Row {
             run: self.label(),
             model: self.model(),
             concurrency: self.concurrency(),
-            duration_s: self.num("duration")?,
-            completed: self.num("completed")? as u64,
-            failed: self.opt("/failed").unwrap_or(0.0) as u64,
-            request_throughput: self.num("request_throughput")?,
-            output_throughput: self.num("output_throughput")?,
-            total_token_throughput: self.num("total_token_throughput")?,
-            request_goodput: self.opt("/request_goodput"),
+            duration_s: self.required("duration", d.duration)?,
+            completed: self.required("completed", d.completed.map(|v| v as f64))? as u64,
+            failed: d.failed.unwrap_or(0),
+            request_throughput: self.required("request_throughput", d.request_throughput)?,
+            output_throughput: self.required("output_throughput", d.output_throughput)?,
+            total_token_throughput: self
+                .required("total_token_throughput", d.total_token_throughput)?,
+            request_goodput: d.request_goodput,
             latencies,
         })
     }
 
     /// The merged histograms, counters and outcomes this file carries.
     pub fn measurements(&self) -> Result<MetricSet, ReportError> {
-        let hists = self
-            .doc
-            .pointer("/cicada/histograms")
-            .and_then(Value::as_object)
-            .ok_or_else(|| {
-                self.field(
-                    "cicada.histograms",
-                    "is missing: only result files written by `coord run` can be merged",
-                )
-            })?;
+        let cicada = self.doc.cicada.as_ref();
+        let hists = cicada.and_then(|c| c.histograms.as_ref()).ok_or_else(|| {
+            self.field(
+                "cicada.histograms",
+                "is missing: only result files written by `coord run` can be merged",
+            )
+        })?;
         let mut set = MetricSet::default();
-        for (name, h) in hists {
+        for (name, h) in &hists.0 {
             let key = format!("cicada.histograms.{name}");
             let metric: Metric = name
                 .parse()
                 .map_err(|_| self.field(&key, "names an unknown metric"))?;
-            if let Some(enc) = h.get("encoding").and_then(Value::as_str)
-                && enc != "hdrhistogram-v2-deflate-base64"
+            if let Some(enc) = &h.encoding
+                && enc != HISTOGRAM_ENCODING
             {
                 return Err(self.field(&key, &format!("has an unknown encoding \"{enc}\"")));
             }
             let data = h
-                .get("data")
-                .and_then(Value::as_str)
+                .data
+                .as_deref()
                 .ok_or_else(|| self.field(&key, "has no `data`"))?;
             let blob = base64::engine::general_purpose::STANDARD
                 .decode(data)
                 .map_err(|e| self.field(&key, &format!("`data` is not base64: {e}")))?;
-            let sum = h.get("sum").and_then(Value::as_u64).unwrap_or(0);
-            let sum_sq = h.get("sum_sq").and_then(Value::as_f64).unwrap_or(0.0);
-            let decoded = LatencyHistogram::decode(&blob, sum, sum_sq)
+            let decoded = LatencyHistogram::decode(&blob, h.sum, h.sum_sq)
                 .map_err(|e| self.field(&key, &e.to_string()))?;
             let mut one = MetricSet::default();
             one.set_histogram(metric, decoded);
             set.merge(&one)
                 .map_err(|e| self.field(&key, &e.to_string()))?;
         }
-        if let Some(outcomes) = self
-            .doc
-            .pointer("/cicada/outcomes")
-            .and_then(Value::as_object)
-        {
-            for (class, v) in outcomes {
-                let o: Outcome = class
-                    .parse()
-                    .map_err(|_| self.field(&format!("cicada.outcomes.{class}"), "is unknown"))?;
-                let n = v.get("count").and_then(Value::as_u64).unwrap_or(0);
-                let err = v.get("first_error").and_then(Value::as_str);
-                set.outcomes.add_n(o, n, err);
-            }
-        } else {
-            set.outcomes
-                .add_n(Outcome::Ok, self.num("completed")? as u64, None);
-        }
-        if let Some(counters) = self
-            .doc
-            .pointer("/cicada/counters")
-            .and_then(Value::as_object)
-        {
-            for (name, v) in counters {
-                if let (Ok(c), Some(n)) = (name.parse::<Counter>(), v.as_u64()) {
-                    set.counters.add(c, n);
+        match cicada.and_then(|c| c.outcomes.as_ref()) {
+            Some(outcomes) => {
+                for (class, v) in &outcomes.0 {
+                    let o: Outcome = class.parse().map_err(|_| {
+                        self.field(&format!("cicada.outcomes.{class}"), "is unknown")
+                    })?;
+                    set.outcomes.add_n(o, v.count, v.first_error.as_deref());
                 }
+            }
+            None => {
+                let completed = self.required("completed", self.doc.completed.map(|v| v as f64))?;
+                set.outcomes.add_n(Outcome::Ok, completed as u64, None);
+            }
+        }
+        for (name, n) in cicada.map(|c| &c.counters.0[..]).unwrap_or_default() {
+            if let Ok(c) = name.parse::<Counter>() {
+                set.counters.add(c, *n);
             }
         }
         Ok(set)
@@ -241,23 +224,31 @@ impl ResultFile {
 
     /// The measured window in Unix seconds: (start, end).
     pub fn window(&self) -> Result<(f64, f64), ReportError> {
-        let started = match self.opt("/cicada/started_unix") {
+        let cicada = self.doc.cicada.as_ref();
+        let started = match cicada.and_then(|c| c.started_unix) {
             Some(t) => t,
             None => {
-                let text = self.text("/cicada/started_at").ok_or_else(|| {
-                    self.field(
-                        "cicada.started_at",
-                        "is missing: the run's start time is needed to merge",
-                    )
-                })?;
+                let text = cicada
+                    .and_then(|c| c.started_at.as_deref())
+                    .ok_or_else(|| {
+                        self.field(
+                            "cicada.started_at",
+                            "is missing: the run's start time is needed to merge",
+                        )
+                    })?;
                 humantime::parse_rfc3339(text)
                     .map_err(|e| self.field("cicada.started_at", &e.to_string()))?
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0.0, |d| d.as_secs_f64())
             }
         };
-        let from = started + self.opt("/cicada/window_start_s").unwrap_or(0.0);
-        Ok((from, from + self.num("duration")?))
+        let from = started + cicada.and_then(|c| c.window_start_s).unwrap_or(0.0);
+        Ok((from, from + self.required("duration", self.doc.duration)?))
+    }
+
+    /// Whether the file reports goodput (SLOs were set).
+    fn has_goodput(&self) -> bool {
+        self.doc.request_goodput.is_some()
     }
 }
 
@@ -304,7 +295,7 @@ pub fn merge(files: &[ResultFile]) -> Result<Row, ReportError> {
         set.merge(&m)
             .map_err(|e| f.field("cicada.histograms", &e.to_string()))?;
         windows.push(f.window()?);
-        goodput |= f.opt("/request_goodput").is_some();
+        goodput |= f.has_goodput();
     }
     let duration_s = union_span(windows);
     let per_s = |n: u64| {
@@ -361,7 +352,7 @@ mod tests {
     /// of one histogram fed both runs' samples.
     #[test]
     fn merging_result_files_equals_one_histogram_of_every_sample() {
-        use crate::gates::tests::result;
+        use crate::report::sample::result;
         use cicada_scenarios::Scenario;
         let dir = tempfile::tempdir().unwrap();
         let mut all = MetricSet::default();
@@ -381,7 +372,7 @@ mod tests {
             let p = dir.path().join(format!("r{i}.json"));
             std::fs::write(
                 &p,
-                serde_json::to_vec(&crate::report::json::document(&r)).unwrap(),
+                serde_json::to_vec(&super::super::json::document(&r)).unwrap(),
             )
             .unwrap();
             paths.push(p);
@@ -409,6 +400,51 @@ mod tests {
         let rows: Vec<Row> = files.iter().map(|f| f.row().unwrap()).collect();
         assert_eq!(rows[0].completed, 3_000);
         assert_eq!(rows[1].failed, 5);
+    }
+
+    /// A `vllm bench serve --save-result` file, as vLLM 0.x writes it: its
+    /// own extra keys and arrays are skipped, its figures read.
+    #[test]
+    fn vllm_save_result_files_read_as_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("vllm.json");
+        std::fs::write(
+            &p,
+            r#"{"date": "20250101-120000", "endpoint_type": "openai-chat", "label": null,
+                "backend": "openai-chat", "model_id": "meta-llama/Llama-3.1-8B-Instruct",
+                "tokenizer_id": "meta-llama/Llama-3.1-8B-Instruct", "num_prompts": 100,
+                "request_rate": "inf", "burstiness": 1.0, "max_concurrency": null,
+                "duration": 12.5, "completed": 100, "total_input_tokens": 51200,
+                "total_output_tokens": 12800, "request_throughput": 8.0,
+                "request_goodput": null, "output_throughput": 1024.0,
+                "total_token_throughput": 5120.0, "max_output_tokens_per_s": 1300.0,
+                "max_concurrent_requests": 64, "input_lens": [512, 512],
+                "output_lens": [128, 128], "ttfts": [0.1, 0.2], "itls": [[0.01, 0.02], []],
+                "generated_texts": ["a", "b"], "errors": ["", ""],
+                "mean_ttft_ms": 150.5, "median_ttft_ms": 140.0, "std_ttft_ms": 20.0,
+                "p99_ttft_ms": 300.0, "mean_tpot_ms": 12.0, "median_tpot_ms": 11.0,
+                "std_tpot_ms": 1.0, "p99_tpot_ms": 20.0, "mean_itl_ms": 12.0,
+                "median_itl_ms": 11.5, "std_itl_ms": 2.0, "p99_itl_ms": 25.0,
+                "mean_e2el_ms": 1700.0, "median_e2el_ms": 1650.0, "std_e2el_ms": 100.0,
+                "p99_e2el_ms": 2100.0}"#,
+        )
+        .unwrap();
+        let f = ResultFile::read(&p).unwrap();
+        let row = f.row().unwrap();
+        assert_eq!(row.model, "meta-llama/Llama-3.1-8B-Instruct");
+        assert_eq!(row.concurrency, "unbounded");
+        assert_eq!((row.duration_s, row.completed, row.failed), (12.5, 100, 0));
+        assert_eq!(row.request_goodput, None);
+        assert_eq!(row.latencies[0].mean, Some(150.5));
+        assert_eq!(
+            row.latencies[0].at(50.0),
+            Some(140.0),
+            "the median stands in for p50"
+        );
+        assert_eq!(row.latencies[3].at(99.0), Some(2100.0));
+        assert_eq!(row.latencies[3].at(90.0), None);
+        let e = f.measurements().unwrap_err().to_string();
+        assert!(e.contains("cicada.histograms"), "{e}");
     }
 
     #[test]

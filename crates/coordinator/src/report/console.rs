@@ -127,7 +127,7 @@ pub fn render(r: &RunResult) -> String {
     float(
         &mut out,
         "Peak concurrent requests:",
-        s.max_concurrent_requests,
+        s.max_concurrent_requests as f64,
     );
     float(
         &mut out,
@@ -159,7 +159,11 @@ fn render_targets(out: &mut String, r: &RunResult) {
         int(out, "Failed requests:", s.failed);
         float(out, "Request throughput (req/s):", s.request_throughput);
         float(out, "Output token throughput (tok/s):", s.output_throughput);
-        float(out, "Peak concurrent requests:", s.max_concurrent_requests);
+        float(
+            out,
+            "Peak concurrent requests:",
+            s.max_concurrent_requests as f64,
+        );
         for name in &sc.output.percentile_metrics {
             if let Ok(m) = name.parse::<Metric>() {
                 metric_lines(out, &s, m, &sc.output.metric_percentiles);
@@ -175,6 +179,28 @@ fn render_targets(out: &mut String, r: &RunResult) {
 fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
     let t = &r.total;
     rule(out, "cicada", '=');
+    run_lines(out, r, s);
+    extra_metrics(out, r, s);
+    client_vs_server(out, s, t);
+    if let Some(f) = &r.server.total {
+        client_vs_server_metrics(out, s, f);
+        render_server(out, f);
+    }
+    outcome_lines(out, t);
+    warnings(out, r);
+    if let Some(c) = &r.client {
+        client_lines(
+            out,
+            c,
+            s.total_output_tokens + r.warmup.counter(Counter::OutputTokens),
+        );
+    }
+    rule(out, "", '=');
+}
+
+/// The fleet, what was sent, and how tokens were counted.
+fn run_lines(out: &mut String, r: &RunResult, s: &Summary) {
+    let t = &r.total;
     int(out, "Workers:", r.workers);
     if let Some(u) = r.scenario.load.users {
         int(out, "Users (closed loop):", u);
@@ -189,6 +215,11 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
         );
     }
     float(out, "Mean concurrent requests:", s.mean_concurrent_requests);
+    float(
+        out,
+        "Peak concurrent requests (100 ms mean):",
+        s.peak_concurrent_requests_100ms,
+    );
     if let Some(a) = s.achieved_request_rate {
         float(out, "Request rate achieved (RPS):", a);
     }
@@ -220,6 +251,10 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
         );
     }
     int(out, "Reconnects:", t.counter(Counter::Reconnects));
+}
+
+/// Metrics beyond vLLM's block that the console does not list already.
+fn extra_metrics(out: &mut String, r: &RunResult, s: &Summary) {
     let shown: Vec<String> = r.scenario.output.percentile_metrics.clone();
     for m in [
         Metric::Icl,
@@ -237,10 +272,10 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
         float(out, "Mean output tok/s per request:", tps.mean);
         float(out, "Median output tok/s per request:", tps.median);
     }
-    client_vs_server(out, s, t);
-    if let Some(f) = &r.server.total {
-        render_server(out, f);
-    }
+}
+
+/// Every outcome class with its count and first error.
+fn outcome_lines(out: &mut String, t: &cicada_metrics::MetricSet) {
     section(out, "Outcomes");
     for (o, c) in t.outcomes.iter() {
         let line = format!("{:<40} {:<10}", format!("{o}:"), c.count);
@@ -253,6 +288,12 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
             }
         }
     }
+}
+
+/// What the figures do not say by themselves: short outputs, disagreeing
+/// counts, lost workers, an interrupted run.
+fn warnings(out: &mut String, r: &RunResult) {
+    let t = &r.total;
     if t.counter(Counter::ShortOutputs) > 0 {
         let advice = if r.ignore_eos_sent() {
             "although ignore_eos was sent: the server does not honour it"
@@ -293,14 +334,32 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
             "PARTIAL: interrupted by {sig}; figures cover the requests that finished"
         );
     }
-    if let Some(c) = &r.client {
-        client_lines(
-            out,
-            c,
-            s.total_output_tokens + r.warmup.counter(Counter::OutputTokens),
-        );
+}
+
+/// The server's own means from its `/metrics` histograms (exact: sum over
+/// count) beside the client's: the TTFT difference is what the network, the
+/// HTTP front end and the client add; the TPOT difference is the streaming
+/// path's cost per token.
+fn client_vs_server_metrics(out: &mut String, s: &Summary, f: &ServerFigures) {
+    let pairs = [
+        ("TTFT", s.metric(Metric::Ttft), f.ttft),
+        ("TPOT", s.metric(Metric::Tpot), f.tpot),
+    ];
+    if !pairs.iter().any(|(_, c, h)| c.is_some() && h.is_some()) {
+        return;
     }
-    rule(out, "", '=');
+    section(out, &format!("Client vs Server ({} /metrics)", f.source));
+    for (label, client, server) in pairs {
+        if let (Some(c), Some(h)) = (client, server) {
+            float(out, &format!("Mean {label} (client) (ms):"), c.mean);
+            float(out, &format!("Mean {label} (server) (ms):"), h.mean_ms);
+            float(
+                out,
+                &format!("Mean {label} client - server (ms):"),
+                c.mean - h.mean_ms,
+            );
+        }
+    }
 }
 
 /// The server's own per-request timing beside the client's (llama.cpp's
@@ -396,16 +455,19 @@ fn render_server(out: &mut String, f: &ServerFigures) {
         ("TTFT", &f.ttft),
         ("queue time", &f.queue_time),
         ("E2EL", &f.e2el),
+        ("TPOT", &f.tpot),
+        ("ITL", &f.itl),
     ] {
         if let Some(h) = h {
             float(out, &format!("Server mean {label} (ms):"), h.mean_ms);
-            float(out, &format!("Server P50 {label} (ms, est.):"), h.p50_ms);
-            float(out, &format!("Server P99 {label} (ms, est.):"), h.p99_ms);
+            // only the bucket is known: its bounds, not a made-up point
+            int(out, &format!("Server P50 {label} (ms, bucket):"), h.p50_ms);
+            int(out, &format!("Server P99 {label} (ms, bucket):"), h.p99_ms);
         }
     }
 }
 
-fn client_lines(out: &mut String, c: &crate::client::ClientHealth, tokens: u64) {
+fn client_lines(out: &mut String, c: &super::client_health::ClientHealth, tokens: u64) {
     section(out, "Client (the load generator itself)");
     let per_token = if tokens > 0 {
         format!(

@@ -28,81 +28,193 @@ const CSV_METRICS: [Metric; 8] = [
 const CSV_PERCENTILES: [(f64, &str); 4] =
     [(50.0, "p50"), (90.0, "p90"), (99.0, "p99"), (99.9, "p99.9")];
 
-const FIXED: [&str; 23] = [
-    "Provider",
-    "Model",
-    "Prompt Tokens",
-    "Generation Tokens",
-    "Stream",
-    "Temperature",
-    "Logprobs",
-    "Concurrency",
-    "Time To First Token",
-    "Latency Per Token",
-    "Num Tokens",
-    "Total Latency",
-    "Num Requests",
-    "Qps",
-    "P50 Time To First Token",
-    "P90 Time To First Token",
-    "P99 Time To First Token",
-    "P99.9 Time To First Token",
-    "P50 Total Latency",
-    "P90 Total Latency",
-    "P99 Total Latency",
-    "P99.9 Total Latency",
-    "scenario",
+/// What one row describes: a result, and the scope (the run or one target) it shows.
+struct Scope<'a> {
+    r: &'a RunResult,
+    t: &'a MetricSet,
+    s: &'a Summary,
+    target: &'a str,
+}
+
+impl Scope<'_> {
+    /// A metric's mean (`None`) or percentile, formatted; empty without samples.
+    fn stat(&self, m: Metric, p: Option<f64>) -> String {
+        self.s
+            .metric(m)
+            .and_then(|d| match p {
+                None => Some(d.mean),
+                Some(p) => d.percentile(p),
+            })
+            .map(f)
+            .unwrap_or_default()
+    }
+
+    fn count(&self, o: Outcome) -> String {
+        self.t.outcomes.count(o).to_string()
+    }
+
+    /// Failed HTTP requests by status family: (4xx, 5xx, other).
+    fn http(&self) -> (u64, u64, u64) {
+        let mut http = (0u64, 0u64, 0u64);
+        for (o, c) in self.t.outcomes.failures() {
+            if let Outcome::Http(code) = o {
+                match code {
+                    400..=499 => http.0 += c.count,
+                    500..=599 => http.1 += c.count,
+                    _ => http.2 += c.count,
+                }
+            }
+        }
+        http
+    }
+}
+
+/// One column: its header and what a row puts in it.
+type Column = (&'static str, fn(&Scope<'_>) -> String);
+
+/// fw-ai/benchmark's columns, where a concept matches.
+const FIXED: [Column; 23] = [
+    ("Provider", |x| {
+        x.r.scenario.target.backend.name().to_string()
+    }),
+    ("Model", |x| x.r.target.model.clone()),
+    ("Prompt Tokens", |x| {
+        per_request(x.s.total_input_tokens, x.s.completed)
+    }),
+    ("Generation Tokens", |x| {
+        per_request(x.t.counter(Counter::RequestedOutputTokens), x.s.completed)
+    }),
+    ("Stream", |x| x.r.target.stream.to_string()),
+    ("Temperature", |x| {
+        x.r.scenario.sampling.temperature.map(f).unwrap_or_default()
+    }),
+    ("Logprobs", |_| String::new()),
+    ("Concurrency", |x| {
+        let load = &x.r.scenario.load;
+        match (load.request_rate.per_second(), load.max_concurrency) {
+            (Some(q), _) => format!("QPS {q} constant"),
+            (None, Some(c)) => format!("{c}"),
+            (None, None) => "unbounded".to_string(),
+        }
+    }),
+    ("Time To First Token", |x| x.stat(Metric::Ttft, None)),
+    ("Latency Per Token", |x| x.stat(Metric::Tpot, None)),
+    ("Num Tokens", |x| {
+        per_request(x.s.total_output_tokens, x.s.completed)
+    }),
+    ("Total Latency", |x| x.stat(Metric::E2el, None)),
+    ("Num Requests", |x| x.s.completed.to_string()),
+    ("Qps", |x| f(x.s.request_throughput)),
+    ("P50 Time To First Token", |x| {
+        x.stat(Metric::Ttft, Some(50.0))
+    }),
+    ("P90 Time To First Token", |x| {
+        x.stat(Metric::Ttft, Some(90.0))
+    }),
+    ("P99 Time To First Token", |x| {
+        x.stat(Metric::Ttft, Some(99.0))
+    }),
+    ("P99.9 Time To First Token", |x| {
+        x.stat(Metric::Ttft, Some(99.9))
+    }),
+    ("P50 Total Latency", |x| x.stat(Metric::E2el, Some(50.0))),
+    ("P90 Total Latency", |x| x.stat(Metric::E2el, Some(90.0))),
+    ("P99 Total Latency", |x| x.stat(Metric::E2el, Some(99.0))),
+    ("P99.9 Total Latency", |x| x.stat(Metric::E2el, Some(99.9))),
+    ("scenario", |x| x.r.scenario.name.clone()),
 ];
 
-const CICADA: [&str; 35] = [
-    "scenario_hash",
-    "stage",
-    "stage_name",
-    "target",
-    "started_at",
-    "workers",
-    "request_rate_configured",
-    "request_rate_achieved",
-    "max_concurrency",
-    "duration_s",
-    "sent",
-    "completed",
-    "failed",
-    "failed_http_4xx",
-    "failed_http_5xx",
-    "failed_http_other",
-    "failed_connect",
-    "failed_timeout",
-    "failed_stream_truncated",
-    "failed_server_error_event",
-    "failed_bad_payload",
-    "failed_empty",
-    "failed_cancelled",
-    "failures",
-    "total_input_tokens",
-    "total_output_tokens",
-    "request_throughput",
-    "output_throughput",
-    "total_token_throughput",
-    "request_goodput",
-    "max_output_tokens_per_s",
-    "max_concurrent_requests",
-    "token_source",
-    "degraded",
-    "partial",
+/// cicada's own columns.
+const CICADA: [Column; 35] = [
+    ("scenario_hash", |x| x.r.scenario_hash.clone()),
+    ("stage", |x| x.r.stage.to_string()),
+    ("stage_name", |x| x.r.stage_name.clone()),
+    ("target", |x| x.target.to_string()),
+    ("started_at", |x| rfc3339(x.r.started_unix)),
+    ("workers", |x| x.r.workers.to_string()),
+    ("request_rate_configured", |x| {
+        x.r.scenario.load.request_rate.to_string()
+    }),
+    ("request_rate_achieved", |x| {
+        x.s.achieved_request_rate.map(f).unwrap_or_default()
+    }),
+    ("max_concurrency", |x| {
+        x.r.scenario
+            .load
+            .max_concurrency
+            .map(|c| c.to_string())
+            .unwrap_or_default()
+    }),
+    ("duration_s", |x| f(x.s.duration_s)),
+    ("sent", |x| x.s.sent.to_string()),
+    ("completed", |x| x.s.completed.to_string()),
+    ("failed", |x| x.s.failed.to_string()),
+    ("failed_http_4xx", |x| x.http().0.to_string()),
+    ("failed_http_5xx", |x| x.http().1.to_string()),
+    ("failed_http_other", |x| x.http().2.to_string()),
+    ("failed_connect", |x| x.count(Outcome::Connect)),
+    ("failed_timeout", |x| x.count(Outcome::Timeout)),
+    ("failed_stream_truncated", |x| {
+        x.count(Outcome::StreamTruncated)
+    }),
+    ("failed_server_error_event", |x| {
+        x.count(Outcome::ServerErrorEvent)
+    }),
+    ("failed_bad_payload", |x| x.count(Outcome::BadPayload)),
+    ("failed_empty", |x| x.count(Outcome::Empty)),
+    ("failed_cancelled", |x| x.count(Outcome::Cancelled)),
+    ("failures", |x| {
+        let classes: Vec<String> =
+            x.t.outcomes
+                .failures()
+                .map(|(o, c)| format!("{o}={}", c.count))
+                .collect();
+        classes.join(";")
+    }),
+    ("total_input_tokens", |x| x.s.total_input_tokens.to_string()),
+    ("total_output_tokens", |x| {
+        x.s.total_output_tokens.to_string()
+    }),
+    ("request_throughput", |x| f(x.s.request_throughput)),
+    ("output_throughput", |x| f(x.s.output_throughput)),
+    ("total_token_throughput", |x| f(x.s.total_token_throughput)),
+    ("request_goodput", |x| {
+        x.s.request_goodput.map(f).unwrap_or_default()
+    }),
+    ("max_output_tokens_per_s", |x| {
+        x.s.max_output_tokens_per_s.to_string()
+    }),
+    ("max_concurrent_requests", |x| {
+        x.s.max_concurrent_requests.to_string()
+    }),
+    ("token_source", |x| {
+        x.s.token_source
+            .map(|t| t.name().to_string())
+            .unwrap_or_default()
+    }),
+    ("degraded", |x| x.r.degraded().to_string()),
+    ("partial", |x| x.r.partial().to_string()),
 ];
+
+/// Each metric's mean and percentile columns: (header, metric, percentile or mean).
+fn metric_columns() -> impl Iterator<Item = (String, Metric, Option<f64>)> {
+    CSV_METRICS.into_iter().flat_map(|m| {
+        std::iter::once((format!("{}_mean_ms", m.name()), m, None)).chain(
+            CSV_PERCENTILES
+                .iter()
+                .map(move |(p, word)| (format!("{}_{word}_ms", m.name()), m, Some(*p))),
+        )
+    })
+}
 
 /// The header, in order.
 pub fn header() -> Vec<String> {
-    let mut h: Vec<String> = FIXED.iter().map(|s| s.to_string()).collect();
-    h.extend(CICADA.iter().map(|s| s.to_string()));
-    for m in CSV_METRICS {
-        h.push(format!("{}_mean_ms", m.name()));
-        for (_, p) in CSV_PERCENTILES {
-            h.push(format!("{}_{p}_ms", m.name()));
-        }
-    }
-    h
+    FIXED
+        .iter()
+        .chain(&CICADA)
+        .map(|(name, _)| name.to_string())
+        .chain(metric_columns().map(|(name, _, _)| name))
+        .collect()
 }
 
 fn f(v: f64) -> String {
@@ -136,100 +248,13 @@ pub fn row(r: &RunResult) -> Vec<String> {
 
 /// The row of one scope (the run or one target), aligned with [`header`].
 fn row_for(r: &RunResult, t: &MetricSet, s: &Summary, target: &str) -> Vec<String> {
-    let sc = &r.scenario;
-    let stat = |m: Metric, pick: &dyn Fn(&cicada_metrics::DistributionStats) -> Option<f64>| {
-        s.metric(m).and_then(pick).map(f).unwrap_or_default()
-    };
-    let concurrency = match (sc.load.request_rate.per_second(), sc.load.max_concurrency) {
-        (Some(q), _) => format!("QPS {q} constant"),
-        (None, Some(c)) => format!("{c}"),
-        (None, None) => "unbounded".to_string(),
-    };
-    let mut v: Vec<String> = vec![
-        sc.target.backend.name().to_string(),
-        r.target.model.clone(),
-        per_request(s.total_input_tokens, s.completed),
-        per_request(t.counter(Counter::RequestedOutputTokens), s.completed),
-        r.target.stream.to_string(),
-        sc.sampling.temperature.map(f).unwrap_or_default(),
-        String::new(),
-        concurrency,
-        stat(Metric::Ttft, &|d| Some(d.mean)),
-        stat(Metric::Tpot, &|d| Some(d.mean)),
-        per_request(s.total_output_tokens, s.completed),
-        stat(Metric::E2el, &|d| Some(d.mean)),
-        s.completed.to_string(),
-        f(s.request_throughput),
-    ];
-    for m in [Metric::Ttft, Metric::E2el] {
-        for (p, _) in CSV_PERCENTILES {
-            v.push(stat(m, &|d| d.percentile(p)));
-        }
-    }
-    v.push(sc.name.clone());
-
-    let mut http = (0u64, 0u64, 0u64);
-    let mut classes = Vec::new();
-    for (o, c) in t.outcomes.failures() {
-        if let Outcome::Http(code) = o {
-            match code {
-                400..=499 => http.0 += c.count,
-                500..=599 => http.1 += c.count,
-                _ => http.2 += c.count,
-            }
-        }
-        classes.push(format!("{o}={}", c.count));
-    }
-    let count = |o: Outcome| t.outcomes.count(o).to_string();
-    v.extend([
-        r.scenario_hash.clone(),
-        r.stage.to_string(),
-        r.stage_name.clone(),
-        target.to_string(),
-        rfc3339(r.started_unix),
-        r.workers.to_string(),
-        sc.load.request_rate.to_string(),
-        s.achieved_request_rate.map(f).unwrap_or_default(),
-        sc.load
-            .max_concurrency
-            .map(|c| c.to_string())
-            .unwrap_or_default(),
-        f(s.duration_s),
-        s.sent.to_string(),
-        s.completed.to_string(),
-        s.failed.to_string(),
-        http.0.to_string(),
-        http.1.to_string(),
-        http.2.to_string(),
-        count(Outcome::Connect),
-        count(Outcome::Timeout),
-        count(Outcome::StreamTruncated),
-        count(Outcome::ServerErrorEvent),
-        count(Outcome::BadPayload),
-        count(Outcome::Empty),
-        count(Outcome::Cancelled),
-        classes.join(";"),
-        s.total_input_tokens.to_string(),
-        s.total_output_tokens.to_string(),
-        f(s.request_throughput),
-        f(s.output_throughput),
-        f(s.total_token_throughput),
-        s.request_goodput.map(f).unwrap_or_default(),
-        s.max_output_tokens_per_s.to_string(),
-        f(s.max_concurrent_requests),
-        s.token_source
-            .map(|x| x.name().to_string())
-            .unwrap_or_default(),
-        r.degraded().to_string(),
-        r.partial().to_string(),
-    ]);
-    for m in CSV_METRICS {
-        v.push(stat(m, &|d| Some(d.mean)));
-        for (p, _) in CSV_PERCENTILES {
-            v.push(stat(m, &|d| d.percentile(p)));
-        }
-    }
-    v
+    let x = Scope { r, t, s, target };
+    FIXED
+        .iter()
+        .chain(&CICADA)
+        .map(|(_, cell)| cell(&x))
+        .chain(metric_columns().map(|(_, m, p)| x.stat(m, p)))
+        .collect()
 }
 
 /// Append `rows` to `path`, writing the header if the file is new or empty.

@@ -6,8 +6,8 @@
 //! (`Tag=ttft,...`), holding that interval's fleet-wide histogram in the
 //! compressed V2 encoding. Values are microseconds (thousandths of a token per
 //! second for `output_tps_per_request`); the `Interval_Max` column is divided
-//! by 1000 (ms). Timestamps are seconds since `BaseTime`, the first stage's
-//! start barrier, so every stage of a sweep lies on one time line.
+//! by 1000 (ms). Timestamps are seconds since `BaseTime`, the first step's
+//! start barrier, so every step of a sweep lies on one time line.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -42,7 +42,7 @@ impl HlogWriter {
         Ok(Self { w, base_unix })
     }
 
-    /// Write one interval's histograms. `stage_start_unix` is the stage's
+    /// Write one interval's histograms. `stage_start_unix` is the step's
     /// barrier; the interval starts `start_s` after it.
     pub fn write(
         &mut self,
@@ -116,7 +116,7 @@ mod tests {
         let first = set(&[1_000, 2_000, 3_000]);
         let second = set(&[50_000]);
         w.write(base, 0.0, 1.0, &first).unwrap();
-        // a later stage whose barrier came 10 s after the first
+        // a later step whose barrier came 10 s after the first
         w.write(base + 10.0, 2.0, 1.0, &second).unwrap();
         drop(w);
         let bytes = std::fs::read(&path).unwrap();

@@ -1,8 +1,8 @@
 //! `report.html`: one self-contained page (inline CSS, inline SVG, a few
 //! lines of inline script; nothing fetched) with the run's summary,
 //! latency percentile curves, TTFT/ITL and throughput over time, outcome
-//! counts and, for sweeps, the throughput-vs-latency curve of the stages.
-//! Rewritten after every stage, so a long sweep has a report as it goes.
+//! counts and, for sweeps, the throughput-vs-latency curve of the steps.
+//! Rewritten after every step, so a long sweep has a report as it goes.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -10,10 +10,10 @@ use std::path::Path;
 use anyhow::Context as _;
 use cicada_metrics::{Metric, Outcomes, Summary};
 
+use super::stages::search_line;
 use super::svg::{LineChart, Series, XAxis, bar_chart, esc};
 use super::{RunResult, rfc3339};
 use crate::merge::IntervalRow;
-use crate::report::stages::search_line;
 use crate::sweep::Search;
 
 /// Most points drawn per series over time; longer runs are averaged into buckets.
@@ -25,11 +25,11 @@ const CURVES: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2
 /// What the page shows.
 #[derive(Debug, Clone, Copy)]
 pub struct Page<'a> {
-    /// The run's stages (a single-stage run: one), in order.
+    /// The run's steps (the whole run without a sweep; one per sweep value), in order.
+    pub steps: &'a [&'a RunResult],
+    /// `[[stages]]` windows of a run without a sweep (empty otherwise).
     pub stages: &'a [&'a RunResult],
-    /// `[[stages]]` windows of a single run (empty otherwise).
-    pub phases: &'a [&'a RunResult],
-    /// The stages are a sweep.
+    /// The steps are a sweep.
     pub sweep: bool,
     /// An SLO search's answer so far.
     pub search: Option<Search>,
@@ -78,7 +78,7 @@ fn f(v: f64) -> String {
     format!("{v:.2}")
 }
 
-/// The stage's label in legends and tables.
+/// The step's label in legends and tables.
 fn stage_label(r: &RunResult) -> String {
     match (r.stage, r.stage_name.is_empty()) {
         (0, _) => "run".into(),
@@ -90,7 +90,7 @@ fn stage_label(r: &RunResult) -> String {
 /// The whole page.
 pub fn render(page: &Page<'_>) -> String {
     let mut out = String::new();
-    let first = page.stages.first().copied();
+    let first = page.steps.first().copied();
     let title = first.map_or_else(|| "cicada".to_string(), |r| r.scenario.name.clone());
     let _ = write!(
         out,
@@ -110,7 +110,7 @@ pub fn render(page: &Page<'_>) -> String {
             esc(cicada_proto::VERSION)
         );
     }
-    for r in page.stages {
+    for r in page.steps {
         if r.degraded() {
             let _ = write!(
                 out,
@@ -129,32 +129,32 @@ pub fn render(page: &Page<'_>) -> String {
         }
     }
     summary_table(&mut out, page);
-    if page.sweep && !page.stages.is_empty() {
+    if page.sweep && !page.steps.is_empty() {
         out.push_str("<h2>Throughput vs latency</h2>");
         if let Some(s) = page.search {
             let _ = write!(out, "<p>{}</p>", esc(&search_line(s)));
         }
         out.push_str("<div class=\"grid\">");
-        out.push_str(&sweep_chart(page.stages, Metric::Ttft));
-        out.push_str(&sweep_chart(page.stages, Metric::Tpot));
+        out.push_str(&sweep_chart(page.steps, Metric::Ttft));
+        out.push_str(&sweep_chart(page.steps, Metric::Tpot));
         out.push_str("</div>");
     }
     out.push_str("<h2>Latency percentiles</h2><div class=\"grid\">");
-    let curve_sets: &[&RunResult] = if page.phases.is_empty() {
-        page.stages
+    let curve_sets: &[&RunResult] = if page.stages.is_empty() {
+        page.steps
     } else {
-        page.phases
+        page.stages
     };
     for m in CURVES {
         out.push_str(&percentile_chart(curve_sets, m));
     }
     out.push_str("</div><h2>Over time</h2><div class=\"grid\">");
-    out.push_str(&over_time(page.stages, "TTFT over time", Metric::Ttft));
-    out.push_str(&over_time(page.stages, "ITL over time", Metric::Itl));
-    out.push_str(&throughput_chart(page.stages));
-    out.push_str(&tokens_chart(page.stages));
+    out.push_str(&over_time(page.steps, "TTFT over time", Metric::Ttft));
+    out.push_str(&over_time(page.steps, "ITL over time", Metric::Itl));
+    out.push_str(&throughput_chart(page.steps));
+    out.push_str(&tokens_chart(page.steps));
     out.push_str("</div>");
-    outcomes(&mut out, page.stages);
+    outcomes(&mut out, page.steps);
     let _ = write!(
         out,
         "<footer><p>Every figure is defined in cicada's docs/METRICS.md. Latencies are per successful request; failures never enter them.</p><p id=\"render-status\"></p><pre id=\"render-errors\"></pre></footer><script>{SCRIPT}</script></body></html>"
@@ -164,7 +164,7 @@ pub fn render(page: &Page<'_>) -> String {
 
 fn summary_table(out: &mut String, page: &Page<'_>) {
     out.push_str("<h2>Summary</h2><table><tr><th class=\"l\">stage</th><th>sent</th><th>completed</th><th>failed</th><th>duration (s)</th><th>req/s</th><th>output tok/s</th><th>total tok/s</th><th>TTFT mean / p99 (ms)</th><th>TPOT mean / p99 (ms)</th><th>ITL mean / p99 (ms)</th><th>E2EL mean / p99 (ms)</th><th>goodput (req/s)</th></tr>");
-    for r in page.stages.iter().chain(page.phases) {
+    for r in page.steps.iter().chain(page.stages) {
         let s = r.summary();
         let lat = |m: Metric| {
             s.metric(m).map_or_else(
@@ -192,10 +192,10 @@ fn summary_table(out: &mut String, page: &Page<'_>) {
     }
     out.push_str("</table>");
     let gates: Vec<String> = page
-        .stages
+        .steps
         .iter()
         .flat_map(|r| {
-            crate::gates::evaluate(r)
+            super::gates::evaluate(r)
                 .into_iter()
                 .map(move |g| format!("{}: {g}", stage_label(r)))
         })
@@ -244,20 +244,20 @@ fn percentile_chart(results: &[&RunResult], m: Metric) -> String {
     .render()
 }
 
-/// Seconds from the first stage's barrier to each stage's, so stages share one time line.
-fn offsets(stages: &[&RunResult]) -> Vec<f64> {
-    let t0 = stages.first().map_or(0.0, |r| r.started_unix);
-    stages
+/// Seconds from the first step's barrier to each step's, so steps share one time line.
+fn offsets(steps: &[&RunResult]) -> Vec<f64> {
+    let t0 = steps.first().map_or(0.0, |r| r.started_unix);
+    steps
         .iter()
         .map(|r| (r.started_unix - t0).max(0.0))
         .collect()
 }
 
-/// (x, y) over every stage's interval rows; `pick` may skip a row; a NaN
-/// separates stages so lines break between them.
-fn timeline(stages: &[&RunResult], pick: &dyn Fn(&IntervalRow) -> Option<f64>) -> Vec<(f64, f64)> {
+/// (x, y) over every step's interval rows; `pick` may skip a row; a NaN
+/// separates steps so lines break between them.
+fn timeline(steps: &[&RunResult], pick: &dyn Fn(&IntervalRow) -> Option<f64>) -> Vec<(f64, f64)> {
     let mut out = Vec::new();
-    for (r, off) in stages.iter().zip(offsets(stages)) {
+    for (r, off) in steps.iter().zip(offsets(steps)) {
         if !out.is_empty() {
             out.push((f64::NAN, f64::NAN));
         }
@@ -288,10 +288,10 @@ fn downsample(pts: &[(f64, f64)]) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn over_time(stages: &[&RunResult], title: &str, m: Metric) -> String {
-    let p50 = timeline(stages, &|r| r.metric(m).map(|x| x.2));
-    let p99 = timeline(stages, &|r| r.metric(m).map(|x| x.4));
-    let mean = timeline(stages, &|r| r.metric(m).map(|x| x.1));
+fn over_time(steps: &[&RunResult], title: &str, m: Metric) -> String {
+    let p50 = timeline(steps, &|r| r.metric(m).map(|x| x.2));
+    let p99 = timeline(steps, &|r| r.metric(m).map(|x| x.4));
+    let mean = timeline(steps, &|r| r.metric(m).map(|x| x.1));
     LineChart {
         title: title.into(),
         x_label: "seconds since start".into(),
@@ -306,7 +306,7 @@ fn over_time(stages: &[&RunResult], title: &str, m: Metric) -> String {
     .render()
 }
 
-fn throughput_chart(stages: &[&RunResult]) -> String {
+fn throughput_chart(steps: &[&RunResult]) -> String {
     let per_s = |r: &IntervalRow, n: u64| n as f64 / r.length_s.max(f64::MIN_POSITIVE);
     LineChart {
         title: "Requests over time".into(),
@@ -314,20 +314,16 @@ fn throughput_chart(stages: &[&RunResult]) -> String {
         y_label: "requests".into(),
         x_axis: XAxis::Linear,
         series: vec![
-            Series::line(
-                "completed/s",
-                0,
-                timeline(stages, &|r| Some(per_s(r, r.ok))),
-            ),
+            Series::line("completed/s", 0, timeline(steps, &|r| Some(per_s(r, r.ok)))),
             Series::line(
                 "failed/s",
                 1,
-                timeline(stages, &|r| Some(per_s(r, r.failed))),
+                timeline(steps, &|r| Some(per_s(r, r.failed))),
             ),
             Series::line(
                 "in flight",
                 4,
-                timeline(stages, &|r| Some(r.in_flight as f64)),
+                timeline(steps, &|r| Some(r.in_flight as f64)),
             )
             .dashed(),
         ],
@@ -335,7 +331,7 @@ fn throughput_chart(stages: &[&RunResult]) -> String {
     .render()
 }
 
-fn tokens_chart(stages: &[&RunResult]) -> String {
+fn tokens_chart(steps: &[&RunResult]) -> String {
     let per_s = |r: &IntervalRow, n: u64| n as f64 / r.length_s.max(f64::MIN_POSITIVE);
     LineChart {
         title: "Token throughput over time".into(),
@@ -346,12 +342,12 @@ fn tokens_chart(stages: &[&RunResult]) -> String {
             Series::line(
                 "output tok/s",
                 0,
-                timeline(stages, &|r| Some(per_s(r, r.output_tokens))),
+                timeline(steps, &|r| Some(per_s(r, r.output_tokens))),
             ),
             Series::line(
                 "input tok/s",
                 5,
-                timeline(stages, &|r| Some(per_s(r, r.input_tokens))),
+                timeline(steps, &|r| Some(per_s(r, r.input_tokens))),
             )
             .dashed(),
         ],
@@ -359,9 +355,9 @@ fn tokens_chart(stages: &[&RunResult]) -> String {
     .render()
 }
 
-/// Latency (mean and p99) against output throughput, one point per stage.
-fn sweep_chart(stages: &[&RunResult], m: Metric) -> String {
-    let summaries: Vec<(String, Summary)> = stages
+/// Latency (mean and p99) against output throughput, one point per step.
+fn sweep_chart(steps: &[&RunResult], m: Metric) -> String {
+    let summaries: Vec<(String, Summary)> = steps
         .iter()
         .map(|r| (stage_label(r), r.summary()))
         .collect();
@@ -394,9 +390,9 @@ fn sweep_chart(stages: &[&RunResult], m: Metric) -> String {
     .render()
 }
 
-fn outcomes(out: &mut String, stages: &[&RunResult]) {
+fn outcomes(out: &mut String, steps: &[&RunResult]) {
     let mut all = Outcomes::default();
-    for r in stages {
+    for r in steps {
         all.merge(&r.total.outcomes);
     }
     out.push_str("<h2>Outcomes</h2>");
@@ -428,7 +424,7 @@ fn outcomes(out: &mut String, stages: &[&RunResult]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gates::tests::result;
+    use crate::report::sample::result;
     use cicada_metrics::{Counter, Outcome};
     use cicada_scenarios::Scenario;
 
@@ -471,10 +467,10 @@ mod tests {
         b.total
             .outcomes
             .add_n(Outcome::Timeout, 1, Some("slow <server>"));
-        let stages = [&a, &b];
+        let steps = [&a, &b];
         let html = render(&Page {
-            stages: &stages,
-            phases: &[],
+            steps: &steps,
+            stages: &[],
             sweep: true,
             search: None,
         });
@@ -487,7 +483,7 @@ mod tests {
         for external in ["src=\"http", "href=\"http", "@import", "url("] {
             assert!(!html.contains(external), "{external} in the page");
         }
-        // the second stage's timeline starts 20 s after the first's
+        // the second step's timeline starts 20 s after the first's
         assert!(html.contains("stage 2") || html.contains("2: rate=2"));
     }
 

@@ -1,12 +1,23 @@
-//! Results: the data of one finished stage and its writers (console, JSON, CSV).
+//! Results: what one finished step (or `[[stages]]` window) measured, and
+//! everything that turns it into output: the console block, `result.json`,
+//! `summary.csv`, the streamed files, `report.html`, the run gates, the
+//! client's health verdict and `coord report`'s tables.
 
+pub mod client_health;
 pub mod compare;
 pub mod console;
 pub mod csv;
+pub mod document;
+pub mod gates;
 pub mod hlog;
 pub mod html;
 pub mod json;
+pub mod outputs;
+pub mod results;
+#[cfg(test)]
+pub(crate) mod sample;
 pub mod stages;
+pub mod streams;
 pub mod svg;
 pub mod table;
 pub mod timeseries;
@@ -16,22 +27,25 @@ use cicada_scenarios::Scenario;
 use cicada_scenarios::dataset::DatasetReport;
 use cicada_scenarios::plan::ResolvedTarget;
 
-use crate::client::ClientHealth;
 use crate::merge::IntervalRow;
 use crate::server_metrics::ServerView;
-use crate::stage::{LostWorker, WorkerShare};
+use crate::step::{LostWorker, WorkerShare};
+use client_health::ClientHealth;
 
 /// Percentiles computed for every metric in files, beside the console's own choice.
 pub const FILE_PERCENTILES: [f64; 4] = [50.0, 90.0, 99.0, 99.9];
 
-/// Everything known about one finished stage (or a whole single-stage run).
+/// Everything known about one finished step, or one `[[stages]]` window of it.
 #[derive(Debug)]
 pub struct RunResult {
     pub scenario: Scenario,
     pub scenario_origin: String,
     pub scenario_hash: String,
+    /// What the outputs call its stage: the sweep step, or the `[[stages]]`
+    /// window (from 1); 0 for a run without either (`result-stage<n>.json`,
+    /// the `stage` key and column).
     pub stage: u32,
-    /// Human name of the stage ("" for a single-stage run).
+    /// Human name of the step or window ("" for a run without a sweep).
     pub stage_name: String,
     pub target: ResolvedTarget,
     pub workers: u32,
@@ -39,7 +53,7 @@ pub struct RunResult {
     pub per_target: Vec<MetricSet>,
     /// Warm-up requests (never part of `total`).
     pub warmup: MetricSet,
-    /// Where durations start, µs after the barrier (warm-up end or stage start).
+    /// Where durations start, µs after the barrier (warm-up end or step start).
     pub window_start_us: u64,
     pub rows: Vec<IntervalRow>,
     pub lost: Vec<LostWorker>,
@@ -51,7 +65,7 @@ pub struct RunResult {
     pub dataset: DatasetReport,
     /// What the servers' Prometheus metrics said about the run.
     pub server: ServerView,
-    /// The workers' own health and whether the client was the limit (whole stages only).
+    /// The workers' own health and whether the client was the limit (whole steps only).
     pub client: Option<ClientHealth>,
 }
 

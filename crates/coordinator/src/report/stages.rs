@@ -13,7 +13,7 @@ fn ms(r: &RunResult, m: Metric, pick: fn(&cicada_metrics::DistributionStats) -> 
         .map_or_else(|| "-".to_string(), |d| format!("{:.1}", pick(d)))
 }
 
-/// One line per stage: load, completions, throughput and latency.
+/// One line per step: load, completions, throughput and latency.
 pub fn render(title: &str, stages: &[RunResult], search: Option<Search>) -> String {
     let mut out = String::new();
     let width = 128;

@@ -45,7 +45,7 @@ pub struct Series {
     pub color: usize,
     /// Draw a dot with a tooltip at every point (for few points).
     pub dots: bool,
-    /// A name per point for its tooltip (e.g. the sweep stage), or empty.
+    /// A name per point for its tooltip (e.g. the sweep step), or empty.
     pub labels: Vec<String>,
 }
 
@@ -120,29 +120,58 @@ fn nines_label(x: f64) -> String {
     format!("{}%", trim((p * 1000.0).round() / 1000.0))
 }
 
-/// Position of percentile `p` (0..100) on a nines axis.
-pub fn nines(p: f64) -> f64 {
-    let rest = (1.0 - p / 100.0).max(1e-9);
-    -rest.log10()
+/// Where a chart's data go: the data ranges and the plot area.
+struct Frame {
+    x0: f64,
+    x1: f64,
+    y1: f64,
+    /// Plot width and height, px.
+    pw: f64,
+    ph: f64,
+}
+
+impl Frame {
+    fn sx(&self, x: f64) -> f64 {
+        LEFT + (x - self.x0) / (self.x1 - self.x0) * self.pw
+    }
+
+    fn sy(&self, y: f64) -> f64 {
+        TOP + self.ph - y / self.y1 * self.ph
+    }
 }
 
 impl LineChart {
     /// The chart as an `<svg>` element (with class `chart`).
     pub fn render(&self) -> String {
-        let pts = || {
-            self.series
-                .iter()
-                .flat_map(|s| s.points.iter())
-                .filter(|(x, y)| x.is_finite() && y.is_finite())
+        let Some((frame, y_ticks)) = self.frame() else {
+            return self.empty();
         };
+        let mut out = self.open();
+        self.grid(&mut out, &frame, &y_ticks);
+        self.axis_labels(&mut out, frame.pw, frame.ph);
+        for (i, s) in self.series.iter().enumerate() {
+            self.series_lines(&mut out, &frame, i, s);
+        }
+        self.legend(&mut out);
+        out.push_str("</svg>");
+        out
+    }
+
+    /// The data ranges (rounded out to ticks) and the y ticks; `None` without data.
+    fn frame(&self) -> Option<(Frame, Vec<f64>)> {
         let (mut x0, mut x1, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
-        for (x, y) in pts() {
+        for (x, y) in self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+        {
             x0 = x0.min(*x);
             x1 = x1.max(*x);
             y1 = y1.max(*y);
         }
         if !x0.is_finite() {
-            return self.empty();
+            return None;
         }
         if self.x_axis == XAxis::Nines {
             x0 = 0.0;
@@ -157,12 +186,14 @@ impl LineChart {
             .unwrap_or(1.0)
             .max(f64::MIN_POSITIVE);
         let (pw, ph) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
-        let sx = |x: f64| LEFT + (x - x0) / (x1 - x0) * pw;
-        let sy = |y: f64| TOP + ph - y / y1 * ph;
-        let mut out = self.open();
-        // grid and y axis
-        for t in &y_ticks {
-            let y = sy(*t);
+        Some((Frame { x0, x1, y1, pw, ph }, y_ticks))
+    }
+
+    /// Grid lines and ticks of both axes, and the plot's frame.
+    fn grid(&self, out: &mut String, f: &Frame, y_ticks: &[f64]) {
+        let (x0, x1, pw, ph) = (f.x0, f.x1, f.pw, f.ph);
+        for t in y_ticks {
+            let y = f.sy(*t);
             let _ = write!(
                 out,
                 r##"<line class="grid" x1="{LEFT:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}"/><text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
@@ -183,7 +214,7 @@ impl LineChart {
                 .collect(),
         };
         for (t, text) in &x_ticks {
-            let x = sx(*t);
+            let x = f.sx(*t);
             let _ = write!(
                 out,
                 r##"<line class="grid" x1="{x:.1}" y1="{TOP:.1}" x2="{x:.1}" y2="{:.1}"/><text class="tick" x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
@@ -196,64 +227,63 @@ impl LineChart {
             out,
             r##"<rect class="frame" x="{LEFT:.1}" y="{TOP:.1}" width="{pw:.1}" height="{ph:.1}"/>"##
         );
-        self.axis_labels(&mut out, pw, ph);
-        for (i, s) in self.series.iter().enumerate() {
-            let color = PALETTE[s.color % PALETTE.len()];
-            let dash = if s.dashed {
-                r#" stroke-dasharray="6 4""#
-            } else {
-                ""
-            };
+    }
+
+    /// One series: its lines (broken at non-finite values) and, when asked
+    /// for or alone, its points with tooltips.
+    fn series_lines(&self, out: &mut String, f: &Frame, i: usize, s: &Series) {
+        let color = PALETTE[s.color % PALETTE.len()];
+        let dash = if s.dashed {
+            r#" stroke-dasharray="6 4""#
+        } else {
+            ""
+        };
+        let _ = write!(
+            out,
+            r##"<g class="series" data-series="{i}"><title>{}</title>"##,
+            esc(&s.name)
+        );
+        // a non-finite y breaks the line (e.g. between sweep steps)
+        for run in s.points.split(|(_, y)| !y.is_finite()) {
+            if run.is_empty() {
+                continue;
+            }
+            let path: Vec<String> = run
+                .iter()
+                .map(|(x, y)| format!("{:.1},{:.1}", f.sx(*x), f.sy(*y)))
+                .collect();
             let _ = write!(
                 out,
-                r##"<g class="series" data-series="{i}"><title>{}</title>"##,
-                esc(&s.name)
+                r##"<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{}"/>"##,
+                path.join(" ")
             );
-            // a non-finite y breaks the line (e.g. between sweep stages)
-            for run in s.points.split(|(_, y)| !y.is_finite()) {
-                if run.is_empty() {
+        }
+        let finite = s.points.iter().filter(|(_, y)| y.is_finite()).count();
+        if s.dots || finite == 1 {
+            for (k, (x, y)) in s.points.iter().enumerate() {
+                if !y.is_finite() {
                     continue;
                 }
-                let path: Vec<String> = run
-                    .iter()
-                    .map(|(x, y)| format!("{:.1},{:.1}", sx(*x), sy(*y)))
-                    .collect();
+                let xs = match self.x_axis {
+                    XAxis::Linear => trim(*x),
+                    XAxis::Nines => nines_label(*x),
+                };
+                let name = match s.labels.get(k) {
+                    Some(l) => format!("{} ({l})", s.name),
+                    None => s.name.clone(),
+                };
                 let _ = write!(
                     out,
-                    r##"<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{}"/>"##,
-                    path.join(" ")
+                    r##"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="{color}"><title>{}: {} → {}</title></circle>"##,
+                    f.sx(*x),
+                    f.sy(*y),
+                    esc(&name),
+                    esc(&xs),
+                    trim(*y)
                 );
             }
-            let finite = s.points.iter().filter(|(_, y)| y.is_finite()).count();
-            if s.dots || finite == 1 {
-                for (k, (x, y)) in s.points.iter().enumerate() {
-                    if !y.is_finite() {
-                        continue;
-                    }
-                    let xs = match self.x_axis {
-                        XAxis::Linear => trim(*x),
-                        XAxis::Nines => nines_label(*x),
-                    };
-                    let name = match s.labels.get(k) {
-                        Some(l) => format!("{} ({l})", s.name),
-                        None => s.name.clone(),
-                    };
-                    let _ = write!(
-                        out,
-                        r##"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="{color}"><title>{}: {} → {}</title></circle>"##,
-                        sx(*x),
-                        sy(*y),
-                        esc(&name),
-                        esc(&xs),
-                        trim(*y)
-                    );
-                }
-            }
-            out.push_str("</g>");
         }
-        self.legend(&mut out);
-        out.push_str("</svg>");
-        out
+        out.push_str("</g>");
     }
 
     fn open(&self) -> String {
@@ -353,8 +383,6 @@ mod tests {
         assert_eq!(label(0.5), "0.5");
         assert_eq!(nines_label(2.0), "99%");
         assert_eq!(nines_label(3.0), "99.9%");
-        assert!((nines(99.0) - 2.0).abs() < 1e-9);
-        assert_eq!(nines(0.0), 0.0);
     }
 
     #[test]

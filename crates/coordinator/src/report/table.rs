@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 use serde_json::{Map, Value, json};
 
 use super::compare::{ROW_PERCENTILES, ResultFile, Row, TABLE_METRICS, merge};
-use crate::cli::{ReportArgs, ReportFormat};
 
 /// Column headers of the Markdown and CSV tables, in order.
 pub fn header() -> Vec<String> {
@@ -149,27 +148,24 @@ pub fn json(rows: &[Row]) -> String {
     text
 }
 
-/// `coord report`: print the table; returns the exit code (2 for unusable files).
-pub fn command(args: &ReportArgs) -> i32 {
-    match build(args) {
-        Ok(text) => {
-            print!("{text}");
-            0
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            crate::run::EXIT_BAD_INPUT
-        }
-    }
+/// How `coord report` prints its table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A Markdown table (GitHub-flavoured).
+    Markdown,
+    /// CSV with a header row.
+    Csv,
+    /// A JSON array of row objects, numbers unrounded.
+    Json,
 }
 
-fn build(args: &ReportArgs) -> anyhow::Result<String> {
-    let files = args
-        .files
+/// `coord report`'s text: one row per file, or one for them all merged.
+pub fn build(files: &[std::path::PathBuf], format: Format, merged: bool) -> anyhow::Result<String> {
+    let files = files
         .iter()
         .map(|p| ResultFile::read(p))
         .collect::<Result<Vec<_>, _>>()?;
-    let rows = if args.merge {
+    let rows = if merged {
         vec![merge(&files)?]
     } else {
         files
@@ -177,10 +173,10 @@ fn build(args: &ReportArgs) -> anyhow::Result<String> {
             .map(ResultFile::row)
             .collect::<Result<Vec<_>, _>>()?
     };
-    match args.format {
-        ReportFormat::Markdown => Ok(markdown(&rows)),
-        ReportFormat::Csv => csv(&rows),
-        ReportFormat::Json => Ok(json(&rows)),
+    match format {
+        Format::Markdown => Ok(markdown(&rows)),
+        Format::Csv => csv(&rows),
+        Format::Json => Ok(json(&rows)),
     }
 }
 

@@ -2,7 +2,7 @@
 //! (interval, metric, statistic), written as the merge finalises each interval
 //! so a long run never holds its history in memory.
 //!
-//! Columns: `stage`, `interval`, `start_s`, `end_s`, `metric`, `unit`, `stat`,
+//! Columns: `step`, `interval`, `start_s`, `end_s`, `metric`, `unit`, `stat`,
 //! `value` (see docs/METRICS.md, "Files").
 
 use std::fs::File;
@@ -46,13 +46,13 @@ fn num(v: f64) -> String {
 /// One interval's place in the run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IntervalPlace {
-    /// Sweep stage (0 without a sweep).
-    pub stage: u32,
-    /// Interval number since the stage's start barrier.
+    /// Sweep step (0 without a sweep).
+    pub step: u32,
+    /// Interval number since the step's start barrier.
     pub index: u64,
     /// Interval start, seconds after the barrier.
     pub start_s: f64,
-    /// Interval length, seconds (the stage's last interval may be short).
+    /// Interval length, seconds (the step's last interval may be short).
     pub length_s: f64,
 }
 
@@ -156,7 +156,7 @@ impl TimeseriesWriter {
         in_flight: u64,
     ) -> std::io::Result<()> {
         let head = [
-            place.stage.to_string(),
+            place.step.to_string(),
             place.index.to_string(),
             num(place.start_s),
             num(place.start_s + place.length_s),
@@ -199,7 +199,7 @@ mod tests {
     #[test]
     fn an_interval_becomes_tidy_rows() {
         let place = IntervalPlace {
-            stage: 0,
+            step: 0,
             index: 3,
             start_s: 6.0,
             length_s: 2.0,
@@ -234,7 +234,7 @@ mod tests {
         let mut w = TimeseriesWriter::create(&path).unwrap();
         for index in 0..3 {
             let place = IntervalPlace {
-                stage: 2,
+                step: 2,
                 index,
                 start_s: index as f64,
                 length_s: 1.0,
@@ -247,7 +247,7 @@ mod tests {
         let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
         let per_interval = interval_rows(
             IntervalPlace {
-                stage: 2,
+                step: 2,
                 index: 0,
                 start_s: 0.0,
                 length_s: 1.0,

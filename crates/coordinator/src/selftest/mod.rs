@@ -22,8 +22,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 
-pub use floor::FloorFigures;
-pub use level::{FloorLevel, Level};
+pub use level::Level;
 
 /// Prompt words per request (cicada's and the floor's).
 const INPUT_LEN: u32 = 32;

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::prom::{Exposition, Histogram};
 
@@ -32,6 +32,10 @@ struct Names {
     ttft: &'static [&'static str],
     queue: &'static [&'static str],
     e2e: &'static [&'static str],
+    /// Per-request time per output token after the first (the server's TPOT).
+    tpot: &'static [&'static str],
+    /// Gaps between a request's tokens as the engine emitted them.
+    itl: &'static [&'static str],
 }
 
 const FAMILIES: [Names; 4] = [
@@ -62,6 +66,11 @@ const FAMILIES: [Names; 4] = [
         ttft: &["vllm:time_to_first_token_seconds"],
         queue: &["vllm:request_queue_time_seconds"],
         e2e: &["vllm:e2e_request_latency_seconds"],
+        tpot: &[
+            "vllm:request_time_per_output_token_seconds",
+            "vllm:time_per_output_token_seconds",
+        ],
+        itl: &["vllm:inter_token_latency_seconds"],
     },
     Names {
         source: "sglang",
@@ -84,6 +93,8 @@ const FAMILIES: [Names; 4] = [
         ttft: &["sglang:time_to_first_token_seconds"],
         queue: &["sglang:queue_time_seconds"],
         e2e: &["sglang:e2e_request_latency_seconds"],
+        tpot: &["sglang:time_per_output_token_seconds"],
+        itl: &["sglang:inter_token_latency_seconds"],
     },
     Names {
         source: "tgi",
@@ -106,6 +117,8 @@ const FAMILIES: [Names; 4] = [
         ttft: &[],
         queue: &["tgi_request_queue_duration"],
         e2e: &["tgi_request_duration"],
+        tpot: &["tgi_request_mean_time_per_token_duration"],
+        itl: &[],
     },
     Names {
         source: "llamacpp",
@@ -128,6 +141,8 @@ const FAMILIES: [Names; 4] = [
         ttft: &[],
         queue: &[],
         e2e: &[],
+        tpot: &[],
+        itl: &[],
     },
 ];
 
@@ -236,7 +251,13 @@ impl Raw {
                 }
             }
         }
-        for (key, names) in [("ttft", f.ttft), ("queue", f.queue), ("e2e", f.e2e)] {
+        for (key, names) in [
+            ("ttft", f.ttft),
+            ("queue", f.queue),
+            ("e2e", f.e2e),
+            ("tpot", f.tpot),
+            ("itl", f.itl),
+        ] {
             if let Some(h) = first(names, |n| after.histogram(n)) {
                 let was = first(names, |n| before.histogram(n)).unwrap_or_default();
                 raw.histograms.insert(key, h.minus(&was));
@@ -333,19 +354,46 @@ impl Raw {
             ttft: hist("ttft"),
             queue_time: hist("queue"),
             e2el: hist("e2e"),
+            tpot: hist("tpot"),
+            itl: hist("itl"),
         }
     }
 }
 
 /// A server-side latency histogram's change over the run, in milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// The mean is exact (the histogram's sum over its count); a percentile is
+/// only known to lie in one of the server's buckets, so it is given as that
+/// bucket's bounds, never as a point the buckets cannot support.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct HistFigures {
     pub count: f64,
     pub mean_ms: f64,
-    /// Estimated from the server's buckets (linear interpolation, as PromQL).
-    pub p50_ms: f64,
-    pub p90_ms: f64,
-    pub p99_ms: f64,
+    pub p50_ms: Bucket,
+    pub p90_ms: Bucket,
+    pub p99_ms: Bucket,
+}
+
+/// The server bucket a percentile falls in: above `above`, at most `at_most`
+/// (Prometheus's `le`; `None` for the `+Inf` bucket), milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Bucket {
+    pub above: f64,
+    pub at_most: Option<f64>,
+}
+
+impl std::fmt::Display for Bucket {
+    /// `< 300`, `300-500`, or `> 20000` (milliseconds).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = |v: f64| {
+            let s = format!("{v:.3}");
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        };
+        match self.at_most {
+            None => write!(f, "> {}", n(self.above)),
+            Some(hi) if self.above <= 0.0 => write!(f, "< {}", n(hi)),
+            Some(hi) => write!(f, "{}-{}", n(self.above), n(hi)),
+        }
+    }
 }
 
 impl HistFigures {
@@ -353,12 +401,11 @@ impl HistFigures {
         if h.count <= 0.0 {
             return None;
         }
-        // nothing but zeros: interpolation inside the first bucket would invent values
         let q = |p: f64| {
-            if h.sum <= 0.0 {
-                0.0
-            } else {
-                h.quantile(p).map_or(0.0, |s| s * 1000.0)
+            let (above, at_most) = h.bucket_of(p).unwrap_or((0.0, None));
+            Bucket {
+                above: above * 1000.0,
+                at_most: at_most.map(|s| s * 1000.0),
             }
         };
         Some(Self {
@@ -372,7 +419,8 @@ impl HistFigures {
 }
 
 /// The server-side view of a run; absent fields were not exposed.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ServerFigures {
     /// Metric family read: vllm, sglang, tgi, llamacpp (or mixed across replicas).
     pub source: String,
@@ -416,6 +464,13 @@ pub struct ServerFigures {
     pub queue_time: Option<HistFigures>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub e2el: Option<HistFigures>,
+    /// The server's per-request time per output token (vLLM's
+    /// `request_time_per_output_token`), to set beside the client's TPOT.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpot: Option<HistFigures>,
+    /// The gaps between tokens as the server emitted them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub itl: Option<HistFigures>,
 }
 
 #[cfg(test)]
@@ -470,7 +525,56 @@ mod tests {
         let t = f.ttft.unwrap();
         assert_eq!(t.count, 10.0);
         assert!((t.mean_ms - 50.0).abs() < 1e-6);
+        // every sample sits in (0, 100 ms]: the median is only known to be
+        // below 100 ms, never a point inside the bucket
+        let below_100 = Bucket {
+            above: 0.0,
+            at_most: Some(100.0),
+        };
+        assert_eq!((t.p50_ms, t.p99_ms), (below_100, below_100));
+        assert_eq!(t.p50_ms.to_string(), "< 100");
         assert!(f.queue_time.is_none(), "missing metrics are skipped");
+    }
+
+    #[test]
+    fn buckets_print_as_their_bounds() {
+        let b = |above: f64, at_most: Option<f64>| Bucket { above, at_most }.to_string();
+        assert_eq!(b(0.0, Some(300.0)), "< 300");
+        assert_eq!(b(300.0, Some(500.0)), "300-500");
+        assert_eq!(b(2.5, Some(5.0)), "2.5-5");
+        assert_eq!(b(7680000.0, None), "> 7680000");
+    }
+
+    #[test]
+    fn server_tpot_and_itl_are_read() {
+        let text = |n: f64| {
+            format!(
+                "vllm:request_time_per_output_token_seconds_bucket{{le=\"0.01\"}} 0\n\
+                 vllm:request_time_per_output_token_seconds_bucket{{le=\"0.025\"}} {n}\n\
+                 vllm:request_time_per_output_token_seconds_bucket{{le=\"+Inf\"}} {n}\n\
+                 vllm:request_time_per_output_token_seconds_sum {}\n\
+                 vllm:request_time_per_output_token_seconds_count {n}\n\
+                 vllm:inter_token_latency_seconds_bucket{{le=\"+Inf\"}} {}\n\
+                 vllm:inter_token_latency_seconds_sum {}\n\
+                 vllm:inter_token_latency_seconds_count {}\n",
+                n * 0.02,
+                n * 10.0,
+                n * 0.2,
+                n * 10.0
+            )
+        };
+        let (before, after) = (Exposition::parse(&text(2.0)), Exposition::parse(&text(6.0)));
+        let f = Raw::between(&before, &after, GaugeTrack::default(), 2)
+            .unwrap()
+            .figures();
+        let tpot = f.tpot.unwrap();
+        assert_eq!(tpot.count, 4.0);
+        assert!((tpot.mean_ms - 20.0).abs() < 1e-9);
+        assert_eq!(tpot.p50_ms.to_string(), "10-25");
+        let itl = f.itl.unwrap();
+        assert_eq!(itl.count, 40.0);
+        assert!((itl.mean_ms - 20.0).abs() < 1e-9);
+        assert_eq!(itl.p99_ms.to_string(), "> 0");
     }
 
     #[test]

@@ -15,13 +15,13 @@ use std::time::Duration;
 
 use cicada_client::http::{self, ApiKey, Client, Headers, Method, Request};
 use cicada_scenarios::Scenario;
-use cicada_scenarios::plan::PhaseWindow;
+use cicada_scenarios::plan::StageWindow;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+pub use figures::ServerFigures;
 use figures::{GaugeTrack, Raw};
-pub use figures::{HistFigures, ServerFigures};
 use prom::Exposition;
 
 use crate::target::{Target, join_url};
@@ -57,8 +57,8 @@ impl ServerView {
 
 /// What the servers did over the stage and over each `[[stages]]` window.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct StageServerViews {
-    /// The whole stage, from the scrape before the barrier to the one after.
+pub struct StepServerViews {
+    /// The whole step, from the scrape before the barrier to the one after.
     pub whole: ServerView,
     /// One per window, in order: window `i` runs from the scrape at its start
     /// (the one before the barrier for the first) to the scrape at the next
@@ -121,17 +121,17 @@ pub struct Watch {
     task: Option<JoinHandle<Scraped>>,
 }
 
-/// Per replica: the whole stage's changes, and each window's.
+/// Per replica: the whole step's changes, and each window's.
 type Scraped = (Vec<Option<Raw>>, Vec<Vec<Option<Raw>>>);
 
 impl Watch {
     /// Scrape every replica once (before the barrier) and keep scraping every
     /// `load.report_interval`, and where each `[[stages]]` window after the
     /// first begins, until [`Watch::finish`].
-    pub async fn start(s: &Scenario, target: &Target, phases: &[PhaseWindow]) -> Watch {
+    pub async fn start(s: &Scenario, target: &Target, stages: &[StageWindow]) -> Watch {
         let replicas = target.bases.len();
-        let windows = phases.len();
-        let boundaries = phases.iter().skip(1).map(|p| p.start).collect();
+        let windows = stages.len();
+        let boundaries = stages.iter().skip(1).map(|p| p.start).collect();
         let off = Watch {
             replicas,
             windows,
@@ -195,13 +195,13 @@ impl Watch {
     }
 
     /// Take the last scrape and derive the figures.
-    pub async fn finish(mut self) -> StageServerViews {
+    pub async fn finish(mut self) -> StepServerViews {
         let empty = |n: usize| vec![ServerView::of(&[], self.replicas); n];
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         let Some(task) = self.task.take() else {
-            return StageServerViews {
+            return StepServerViews {
                 whole: ServerView::of(&[], self.replicas),
                 windows: empty(self.windows),
             };
@@ -210,7 +210,7 @@ impl Watch {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(error = %e, "server metrics scraping failed");
-                return StageServerViews {
+                return StepServerViews {
                     whole: ServerView::of(&[], self.replicas),
                     windows: empty(self.windows),
                 };
@@ -225,7 +225,7 @@ impl Watch {
                 ServerView::of(&raws, self.replicas)
             })
             .collect();
-        StageServerViews {
+        StepServerViews {
             whole: ServerView::of(&whole, self.replicas),
             windows,
         }

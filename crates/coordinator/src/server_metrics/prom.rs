@@ -74,33 +74,25 @@ impl Histogram {
         })
     }
 
-    /// Quantile `q` (0..1) by linear interpolation inside the bucket that holds
-    /// it, as PromQL's `histogram_quantile` does; the top finite bound if it
-    /// falls in `+Inf`.
-    pub fn quantile(&self, q: f64) -> Option<f64> {
+    /// The bucket holding quantile `q` (0..1): its lower bound (the previous
+    /// `le`, 0 for the first) and its `le` (`None` for `+Inf`), in the
+    /// histogram's unit. `None` when the histogram is empty.
+    pub fn bucket_of(&self, q: f64) -> Option<(f64, Option<f64>)> {
         let total = self.buckets.last()?.1;
         if total <= 0.0 {
             return None;
         }
         let rank = q * total;
-        let mut prev = (0.0, 0.0);
+        let mut below = 0.0;
         for &(le, c) in &self.buckets {
-            if c >= rank {
-                if le.is_infinite() {
-                    return Some(prev.0);
-                }
-                let width = le - prev.0;
-                let inside = c - prev.1;
-                let frac = if inside > 0.0 {
-                    (rank - prev.1) / inside
-                } else {
-                    1.0
-                };
-                return Some(prev.0 + width * frac);
+            if c >= rank && c > 0.0 {
+                return Some((below, le.is_finite().then_some(le)));
             }
-            prev = (le, c);
+            if le.is_finite() {
+                below = le;
+            }
         }
-        Some(prev.0)
+        Some((below, None))
     }
 }
 
@@ -290,10 +282,12 @@ this is { not valid
         assert_eq!(d.count, 7.0);
         assert_eq!(d.sum, 9.0);
         assert_eq!(d.buckets[1].1, 5.0);
-        // rank 3.5 of 7: 1 below 0.1, 4 more up to 1.0 -> 0.1 + 0.9 * 2.5/4
-        assert!((d.quantile(0.5).unwrap() - 0.6625).abs() < 1e-9);
-        // the top ranks fall in +Inf: reported as the highest finite bound
-        assert_eq!(d.quantile(0.99), Some(1.0));
+        // rank 3.5 of 7: 1 below 0.1, 4 more up to 1.0: somewhere in (0.1, 1]
+        assert_eq!(d.bucket_of(0.5), Some((0.1, Some(1.0))));
+        // rank 0.7: the first bucket, (0, 0.1]
+        assert_eq!(d.bucket_of(0.1), Some((0.0, Some(0.1))));
+        // the top ranks fall in +Inf: above the highest finite bound
+        assert_eq!(d.bucket_of(0.99), Some((1.0, None)));
         assert_eq!(d.plus(&d).unwrap().count, 14.0);
         let other = Histogram {
             buckets: vec![(0.5, 1.0)],

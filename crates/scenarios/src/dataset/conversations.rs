@@ -21,6 +21,7 @@ use super::{
     Build, ChatMessage, Conversation, DatasetError, DatasetReport, PoolEntry, Prompt, Turn,
     count_piece, json_array, open, parallel, tokenizer_error,
 };
+use crate::scenario::ConversationsSpec;
 
 #[derive(Debug, Deserialize)]
 struct Record {
@@ -120,9 +121,11 @@ fn starts_with_bracket(path: &Path) -> Result<bool, DatasetError> {
 }
 
 /// The pool: the first `n` conversations in seeded shuffled order.
-pub(crate) fn build(b: &Build<'_>) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
-    let path = b.path()?;
-    let shuffle = b.d.shuffle();
+pub(crate) fn build(
+    b: &Build<'_, ConversationsSpec>,
+) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
+    let path = b.d.path.as_path();
+    let shuffle = b.d.shuffle;
     let max_turns = b.d.max_turns;
     let mut sel: Smallest<Session> = Smallest::new(b.n);
     let mut report = b.report();
@@ -221,14 +224,18 @@ mod tests {
     use super::*;
     use crate::dataset::Silent;
     use crate::dataset::testutil::Scratch;
-    use crate::scenario::{Dataset, DatasetKind};
+    use crate::scenario::ConversationsSpec;
 
-    fn run(path: &Path, n: u64, d: Dataset) -> Result<(Vec<PoolEntry>, DatasetReport), String> {
-        let d = Dataset {
-            kind: DatasetKind::Conversations,
-            path: Some(path.to_path_buf()),
-            shuffle: Some(false),
-            ..d
+    /// Output length and turns of the settings (unshuffled, no think time).
+    type Limits = (Option<u32>, Option<u32>);
+
+    fn run(path: &Path, n: u64, limits: Limits) -> Result<(Vec<PoolEntry>, DatasetReport), String> {
+        let d = ConversationsSpec {
+            path: path.to_path_buf(),
+            output_len: limits.0,
+            shuffle: false,
+            think_time: Default::default(),
+            max_turns: limits.1,
         };
         let b = Build {
             d: &d,
@@ -251,7 +258,7 @@ mod tests {
 {"messages": [{"role": "narrator", "content": "x"}]}
 "#,
         );
-        let (e, r) = run(&jsonl, 10, Dataset::default()).unwrap();
+        let (e, r) = run(&jsonl, 10, (None, None)).unwrap();
         assert_eq!((r.read, r.kept, r.filtered), (4, 2, 2));
         assert_eq!(r.filter_reasons["no user turn"], 1);
         assert_eq!(r.filter_reasons["unknown role"], 1);
@@ -273,16 +280,7 @@ mod tests {
         let c = e[1].conversation.as_ref().unwrap();
         let outs: Vec<Option<u32>> = c.turns.iter().map(|t| t.output_tokens).collect();
         assert_eq!(outs, [Some(3), Some(2)]);
-        let (e, _) = run(
-            &jsonl,
-            10,
-            Dataset {
-                output_len: Some(9),
-                max_turns: Some(1),
-                ..Dataset::default()
-            },
-        )
-        .unwrap();
+        let (e, _) = run(&jsonl, 10, (Some(9), Some(1))).unwrap();
         for x in &e {
             let c = x.conversation.as_ref().unwrap();
             assert_eq!(c.turns.len(), 1);
@@ -293,7 +291,7 @@ mod tests {
             "c.json",
             r#"  [{"id": "1", "conversations": [{"from": "human", "value": "a b"}, {"from": "gpt", "value": "c"}]}]"#,
         );
-        let (e, _) = run(&array, 10, Dataset::default()).unwrap();
+        let (e, _) = run(&array, 10, (None, None)).unwrap();
         assert_eq!(e[0].conversation.as_ref().unwrap().turns[0].user, "a b");
     }
 
@@ -304,16 +302,16 @@ mod tests {
             "c.jsonl",
             "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}\n{\"turns\": []}\n",
         );
-        let e = run(&p, 10, Dataset::default()).unwrap_err();
+        let e = run(&p, 10, (None, None)).unwrap_err();
         assert!(e.contains("c.jsonl:2: missing field \"messages\""), "{e}");
         let p = dir.file("c.json", r#"[{"conversations": [{"from": "human"}]}]"#);
-        let e = run(&p, 10, Dataset::default()).unwrap_err();
+        let e = run(&p, 10, (None, None)).unwrap_err();
         assert!(
             e.contains("c.json: record [0]") && e.contains("missing field `value`"),
             "{e}"
         );
         let p = dir.file("both.json", r#"[{"conversations": [], "messages": []}]"#);
-        let e = run(&p, 10, Dataset::default()).unwrap_err();
+        let e = run(&p, 10, (None, None)).unwrap_err();
         assert!(e.contains("record [0]: give either"), "{e}");
     }
 }

@@ -17,6 +17,7 @@ use super::{
     Build, ChatMessage, DatasetError, DatasetReport, PoolEntry, Prompt, count_prompt, open,
     parallel, tokenizer_error,
 };
+use crate::scenario::JsonlSpec;
 
 /// Call `f(line_number, line)` for every non-blank line (1-based numbers),
 /// showing progress in bytes; returns the number of non-blank lines.
@@ -177,9 +178,11 @@ fn to_prompt(path: &Path, number: u64, l: Line) -> Result<Kept, DatasetError> {
 }
 
 /// The pool: the first `n` lines in seeded shuffled order.
-pub(crate) fn build(b: &Build<'_>) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
-    let path = b.path()?;
-    let shuffle = b.d.shuffle();
+pub(crate) fn build(
+    b: &Build<'_, JsonlSpec>,
+) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
+    let path = b.d.path.as_path();
+    let shuffle = b.d.shuffle;
     let mut sel: Smallest<Kept> = Smallest::new(b.n);
     let mut report = b.report();
     let mut index = 0u64;
@@ -217,7 +220,7 @@ mod tests {
     use super::*;
     use crate::dataset::Silent;
     use crate::dataset::testutil::{Scratch, tokenizer};
-    use crate::scenario::{Dataset, DatasetKind};
+    use crate::scenario::JsonlSpec;
 
     fn run(
         path: &Path,
@@ -225,12 +228,10 @@ mod tests {
         shuffle: bool,
         fixed: Option<u32>,
     ) -> Result<Vec<PoolEntry>, String> {
-        let d = Dataset {
-            kind: DatasetKind::Jsonl,
-            path: Some(path.to_path_buf()),
-            shuffle: Some(shuffle),
+        let d = JsonlSpec {
+            path: path.to_path_buf(),
+            shuffle,
             output_len: fixed,
-            ..Dataset::default()
         };
         let b = Build {
             d: &d,
@@ -272,10 +273,10 @@ mod tests {
         assert_eq!(run(&path, 2, true, None).unwrap().len(), 2);
         // with a tokenizer the count includes the tokenizer's special tokens
         let tok = tokenizer();
-        let d = Dataset {
-            kind: DatasetKind::Jsonl,
-            path: Some(path.clone()),
-            ..Dataset::default()
+        let d = JsonlSpec {
+            path: path.clone(),
+            shuffle: true,
+            output_len: None,
         };
         let b = Build {
             d: &d,

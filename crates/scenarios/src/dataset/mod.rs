@@ -24,7 +24,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::scenario::{Dataset, DatasetKind, Scenario};
+use crate::scenario::{
+    ConversationsSpec, Dataset, DatasetKind, JsonlSpec, PrefixSpec, RandomSpec, Scenario,
+    SharegptSpec, SonnetSpec, TraceSpec,
+};
 use crate::tokenizer::{Tokenizer, TokenizerError};
 
 /// Why a dataset could not be built.
@@ -239,9 +242,37 @@ pub struct Silent;
 
 impl Progress for Silent {}
 
-/// What every builder gets.
-pub(crate) struct Build<'a> {
-    pub d: &'a Dataset,
+/// A kind's settings, for the builder of that kind.
+pub(crate) trait Spec {
+    /// The kind these settings belong to.
+    const KIND: DatasetKind;
+}
+
+impl Spec for RandomSpec {
+    const KIND: DatasetKind = DatasetKind::Random;
+}
+impl Spec for SharegptSpec {
+    const KIND: DatasetKind = DatasetKind::Sharegpt;
+}
+impl Spec for SonnetSpec {
+    const KIND: DatasetKind = DatasetKind::Sonnet;
+}
+impl Spec for PrefixSpec {
+    const KIND: DatasetKind = DatasetKind::Prefix;
+}
+impl Spec for JsonlSpec {
+    const KIND: DatasetKind = DatasetKind::Jsonl;
+}
+impl Spec for ConversationsSpec {
+    const KIND: DatasetKind = DatasetKind::Conversations;
+}
+impl Spec for TraceSpec {
+    const KIND: DatasetKind = DatasetKind::Trace;
+}
+
+/// What every builder gets: its kind's settings and the run's.
+pub(crate) struct Build<'a, S> {
+    pub d: &'a S,
     pub seed: u64,
     /// Entries wanted.
     pub n: u64,
@@ -249,25 +280,15 @@ pub(crate) struct Build<'a> {
     pub progress: &'a dyn Progress,
 }
 
-impl Build<'_> {
-    /// The dataset file (validation guarantees it for kinds that read one).
-    fn path(&self) -> Result<&Path, DatasetError> {
-        self.d.path.as_deref().ok_or_else(|| {
-            DatasetError::Invalid(format!(
-                "dataset.path is required for kind \"{}\"",
-                self.d.kind.name()
-            ))
-        })
-    }
-
+impl<S: Spec> Build<'_, S> {
     fn tokenizer(&self) -> Result<&Tokenizer, DatasetError> {
         self.tokenizer.ok_or(DatasetError::NeedsTokenizer {
-            kind: self.d.kind.name(),
+            kind: S::KIND.name(),
         })
     }
 
     fn report(&self) -> DatasetReport {
-        DatasetReport::new(self.d.kind, self.tokenizer)
+        DatasetReport::new(S::KIND, self.tokenizer)
     }
 }
 
@@ -300,30 +321,42 @@ pub fn build_pool_with(
     tokenizer: Option<&Tokenizer>,
     progress: &dyn Progress,
 ) -> Result<Pool, DatasetError> {
-    let b = Build {
-        d: &s.dataset,
-        seed: s.seed,
-        n: pool_len(s),
-        tokenizer,
-        progress,
-    };
+    let n = pool_len(s);
+    macro_rules! with {
+        ($spec:expr, $builder:path) => {
+            $builder(&Build {
+                d: $spec,
+                seed: s.seed,
+                n,
+                tokenizer,
+                progress,
+            })?
+        };
+    }
     let mut arrivals_us = None;
-    let (entries, report) = match s.dataset.kind {
-        DatasetKind::Random => random::build(&b)?,
-        DatasetKind::Sharegpt => sharegpt::build(&b)?,
-        DatasetKind::Sonnet => sonnet::build(&b)?,
-        DatasetKind::Prefix => prefix::build(&b)?,
-        DatasetKind::Jsonl => jsonl::build(&b)?,
-        DatasetKind::Conversations => conversations::build(&b)?,
-        DatasetKind::Trace => {
+    let (entries, report) = match &s.dataset {
+        Dataset::Random(d) => with!(d, random::build),
+        Dataset::Sharegpt(d) => with!(d, sharegpt::build),
+        Dataset::Sonnet(d) => with!(d, sonnet::build),
+        Dataset::Prefix(d) => with!(d, prefix::build),
+        Dataset::Jsonl(d) => with!(d, jsonl::build),
+        Dataset::Conversations(d) => with!(d, conversations::build),
+        Dataset::Trace(d) => {
+            let b = Build {
+                d,
+                seed: s.seed,
+                n,
+                tokenizer,
+                progress,
+            };
             let t = trace::build(&b, s.load.num_prompts)?;
             arrivals_us = Some(t.arrivals_us);
             (t.entries, t.report)
         }
     };
     if entries.is_empty() {
-        let origin = s.dataset.path.as_ref().map_or_else(
-            || s.dataset.kind.name().to_string(),
+        let origin = s.dataset.path().map_or_else(
+            || s.dataset.kind().name().to_string(),
             |p| p.display().to_string(),
         );
         return Err(DatasetError::Empty {

@@ -16,6 +16,7 @@ use super::exact::Vocab;
 use super::random::entry_rng;
 use super::select::order_key;
 use super::{Build, DatasetError, DatasetReport, PoolEntry, Prompt, parallel};
+use crate::scenario::PrefixSpec;
 
 /// RNG stream reserved for the prefix dataset.
 const STREAM: u64 = 5;
@@ -26,21 +27,23 @@ struct Planned {
 }
 
 /// The pool: `n` prompts over `num_prefixes` shared prefixes.
-pub(crate) fn build(b: &Build<'_>) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
+pub(crate) fn build(
+    b: &Build<'_, PrefixSpec>,
+) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
     let tok = b.tokenizer()?;
     let tok_err = |e| DatasetError::Tokenizer {
         what: "prefix prompts".to_string(),
         source: e,
     };
     let d = b.d;
-    let num_prefixes = u64::from(d.num_prefixes());
+    let num_prefixes = u64::from(d.num_prefixes);
     if b.n < num_prefixes {
         return Err(DatasetError::Invalid(format!(
             "the prefix workload needs at least num_prefixes = {num_prefixes} requests, the run has {}",
             b.n
         )));
     }
-    let (prefix_len, suffix_len) = (d.prefix_len() as usize, d.suffix_len() as usize);
+    let (prefix_len, suffix_len) = (d.prefix_len as usize, d.suffix_len as usize);
     let vocab = Vocab::new(tok).map_err(tok_err)?;
     let mut rng = ChaCha8Rng::seed_from_u64(b.seed);
     rng.set_stream(STREAM);
@@ -78,10 +81,10 @@ pub(crate) fn build(b: &Build<'_>) -> Result<(Vec<PoolEntry>, DatasetReport), Da
     .map_err(tok_err)?;
     b.progress.finish();
     let mut order: Vec<usize> = (0..built.len()).collect();
-    if d.shuffle() {
+    if d.shuffle {
         order.sort_by_key(|k| order_key(true, b.seed, *k as u64));
     }
-    let output = d.output_len().unwrap_or(128);
+    let output = d.output_len;
     let mut report = b.report();
     report.read = b.n;
     report.kept = b.n;
@@ -112,18 +115,16 @@ mod tests {
     use super::*;
     use crate::dataset::Silent;
     use crate::dataset::testutil::tokenizer;
-    use crate::scenario::{Dataset, DatasetKind};
 
     #[test]
     fn prefixes_are_shared_evenly_and_lengths_are_exact() {
         let tok = tokenizer();
-        let d = Dataset {
-            kind: DatasetKind::Prefix,
-            prefix_len: Some(96),
-            suffix_len: Some(40),
-            num_prefixes: Some(3),
-            output_len: Some(16),
-            ..Dataset::default()
+        let d = PrefixSpec {
+            prefix_len: 96,
+            suffix_len: 40,
+            num_prefixes: 3,
+            output_len: 16,
+            ..PrefixSpec::default()
         };
         let b = Build {
             d: &d,

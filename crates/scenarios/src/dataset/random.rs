@@ -17,6 +17,7 @@ use super::exact::{Fitted, Vocab};
 use super::select::mix;
 use super::words::WORDS;
 use super::{Build, DatasetError, DatasetReport, PoolEntry, Prompt, parallel};
+use crate::scenario::RandomSpec;
 use crate::tokenizer::Tokenizer;
 
 /// RNG stream reserved for the random dataset.
@@ -54,7 +55,9 @@ fn rng(seed: u64) -> ChaCha8Rng {
 }
 
 /// The pool: token-exact with a tokenizer, words without.
-pub(crate) fn build(b: &Build<'_>) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
+pub(crate) fn build(
+    b: &Build<'_, RandomSpec>,
+) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
     match b.tokenizer {
         Some(t) => with_tokens(b, t),
         None => Ok(with_words(b)),
@@ -63,13 +66,13 @@ pub(crate) fn build(b: &Build<'_>) -> Result<(Vec<PoolEntry>, DatasetReport), Da
 
 /// `n` prompts of word tokens: input and output lengths uniform within the range ratio,
 /// after an optional shared prefix.
-fn with_words(b: &Build<'_>) -> (Vec<PoolEntry>, DatasetReport) {
+fn with_words(b: &Build<'_, RandomSpec>) -> (Vec<PoolEntry>, DatasetReport) {
     let d = b.d;
     let mut rng = rng(b.seed);
-    let r = d.range_ratio();
-    let (in_lo, in_hi) = length_bounds(d.input_len(), r, 1);
-    let (out_lo, out_hi) = length_bounds(d.output_len().unwrap_or(128), r, 1);
-    let prefix_len = d.prefix_len();
+    let r = d.range_ratio;
+    let (in_lo, in_hi) = length_bounds(d.input_len, r, 1);
+    let (out_lo, out_hi) = length_bounds(d.output_len, r, 1);
+    let prefix_len = d.prefix_len;
     let mut prefix = String::new();
     words(&mut rng, prefix_len, &mut prefix);
     let entries: Vec<PoolEntry> = (0..b.n)
@@ -101,7 +104,7 @@ struct Planned {
 }
 
 fn with_tokens(
-    b: &Build<'_>,
+    b: &Build<'_, RandomSpec>,
     tok: &Tokenizer,
 ) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
     let d = b.d;
@@ -112,12 +115,12 @@ fn with_tokens(
     let vocab = Vocab::new(tok).map_err(tok_err)?;
     let special = u32::try_from(tok.num_special_tokens()).unwrap_or(0);
     let mut rng = rng(b.seed);
-    let r = d.range_ratio();
-    let prefix_len = d.prefix_len();
+    let r = d.range_ratio;
+    let prefix_len = d.prefix_len;
     // the server adds the special tokens (BOS), so the body is that much shorter
-    let body = d.input_len().saturating_sub(special);
+    let body = d.input_len.saturating_sub(special);
     let (in_lo, in_hi) = length_bounds(body, r, u32::from(prefix_len == 0));
-    let (out_lo, out_hi) = length_bounds(d.output_len().unwrap_or(128), r, 1);
+    let (out_lo, out_hi) = length_bounds(d.output_len, r, 1);
     let prefix = if prefix_len == 0 {
         Fitted {
             text: String::new(),
@@ -175,9 +178,8 @@ mod tests {
     use super::*;
     use crate::dataset::Silent;
     use crate::dataset::testutil::tokenizer;
-    use crate::scenario::Dataset;
 
-    fn build_with(d: &Dataset, seed: u64, n: u64, tok: Option<&Tokenizer>) -> Vec<PoolEntry> {
+    fn build_with(d: &RandomSpec, seed: u64, n: u64, tok: Option<&Tokenizer>) -> Vec<PoolEntry> {
         let b = Build {
             d,
             seed,
@@ -208,12 +210,11 @@ mod tests {
 
     #[test]
     fn word_lengths_are_exact_word_counts_and_deterministic() {
-        let d = Dataset {
-            input_len: Some(50),
-            output_len: Some(20),
-            range_ratio: Some(0.5),
-            prefix_len: Some(7),
-            ..Dataset::default()
+        let d = RandomSpec {
+            input_len: 50,
+            output_len: 20,
+            range_ratio: 0.5,
+            prefix_len: 7,
         };
         let a = build_with(&d, 42, 200, None);
         assert_eq!(a, build_with(&d, 42, 200, None));
@@ -238,10 +239,10 @@ mod tests {
         lengths.extend((161..4096).step_by(89));
         lengths.extend([4095, 4096]);
         for len in lengths {
-            let d = Dataset {
-                input_len: Some(len),
-                output_len: Some(8),
-                ..Dataset::default()
+            let d = RandomSpec {
+                input_len: len,
+                output_len: 8,
+                ..RandomSpec::default()
             };
             for e in build_with(&d, u64::from(len), 2, Some(&tok)) {
                 assert_eq!(tok.count(text(&e)).unwrap(), len as usize, "len {len}");
@@ -254,15 +255,15 @@ mod tests {
     fn the_bos_counts_toward_the_asked_length() {
         let tok = crate::dataset::testutil::tokenizer_with_bos();
         for len in [1u32, 2, 100, 777] {
-            let d = Dataset {
-                input_len: Some(len),
-                prefix_len: Some(if len > 50 { 20 } else { 0 }),
-                ..Dataset::default()
+            let d = RandomSpec {
+                input_len: len,
+                prefix_len: if len > 50 { 20 } else { 0 },
+                ..RandomSpec::default()
             };
             for e in build_with(&d, 1, 3, Some(&tok)) {
                 // the prefix comes on top of input_len, as in vLLM; a body
                 // is never empty, so input_len 1 with a BOS gives 2
-                let expect = (d.prefix_len.unwrap() + len).max(2);
+                let expect = (d.prefix_len + len).max(2);
                 assert_eq!(
                     tok.count_with_special(text(&e)).unwrap() as u32,
                     expect,
@@ -277,12 +278,11 @@ mod tests {
     #[test]
     fn token_prompts_share_their_prefix_text_and_are_deterministic() {
         let tok = tokenizer();
-        let d = Dataset {
-            input_len: Some(300),
-            output_len: Some(30),
-            range_ratio: Some(0.3),
-            prefix_len: Some(64),
-            ..Dataset::default()
+        let d = RandomSpec {
+            input_len: 300,
+            output_len: 30,
+            range_ratio: 0.3,
+            prefix_len: 64,
         };
         let a = build_with(&d, 5, 64, Some(&tok));
         assert_eq!(a, build_with(&d, 5, 64, Some(&tok)));

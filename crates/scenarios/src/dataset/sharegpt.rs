@@ -20,6 +20,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::select::{Smallest, order_key};
 use super::{Build, DatasetError, DatasetReport, PoolEntry, Prompt, json_array, parallel};
+use crate::scenario::SharegptSpec;
 use crate::tokenizer::Tokenizer;
 
 /// Records tokenised per parallel batch.
@@ -179,10 +180,12 @@ impl Selecting<'_> {
 }
 
 /// The pool: the first `n` valid records in seeded shuffled order.
-pub(crate) fn build(b: &Build<'_>) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
+pub(crate) fn build(
+    b: &Build<'_, SharegptSpec>,
+) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
     let tok = b.tokenizer()?;
-    let path = b.path()?;
-    let shuffle = b.d.shuffle();
+    let path = b.d.path.as_path();
+    let shuffle = b.d.shuffle;
     let mut s = Selecting {
         tok,
         fixed: b.d.output_len,
@@ -237,7 +240,7 @@ mod tests {
     use super::*;
     use crate::dataset::testutil::{Scratch, tokenizer};
     use crate::dataset::{Silent, build_pool};
-    use crate::scenario::{Dataset, DatasetKind, Scenario, TokenizerSpec};
+    use crate::scenario::{Dataset, Scenario, SharegptSpec, TokenizerSpec};
 
     /// Text of exactly `n` tokens for the test tokenizer ("the the the ...").
     fn text(tok: &Tokenizer, n: usize) -> String {
@@ -273,12 +276,11 @@ mod tests {
                 source: "test".into(),
                 verify_every: 0,
             }),
-            dataset: Dataset {
-                kind: DatasetKind::Sharegpt,
-                path: Some(path.to_path_buf()),
+            dataset: Dataset::Sharegpt(SharegptSpec {
+                path: path.to_path_buf(),
                 output_len: fixed,
-                ..Dataset::default()
-            },
+                shuffle: true,
+            }),
             ..Scenario::default()
         };
         s.load.num_prompts = Some(n);
@@ -442,8 +444,11 @@ mod tests {
         );
         let e = build_pool(&s(&short), None).unwrap_err().to_string();
         assert!(e.contains("needs a tokenizer"), "{e}");
+        let Dataset::Sharegpt(d) = s(&short).dataset else {
+            panic!("a sharegpt scenario")
+        };
         let b = Build {
-            d: &s(&short).dataset,
+            d: &d,
             seed: 0,
             n: 1,
             tokenizer: Some(&tok),

@@ -16,6 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use super::{
     Build, DatasetError, DatasetReport, PoolEntry, Prompt, count_piece, parallel, tokenizer_error,
 };
+use crate::scenario::SonnetSpec;
 
 /// The instruction every prompt starts with (vLLM's).
 pub(crate) const BASE_PROMPT: &str = "Pick as many lines as you can from these poem lines:\n";
@@ -27,9 +28,11 @@ const STREAM: u64 = 4;
 const BATCH: usize = 256;
 
 /// The pool: `n` prompts of at most `input_len` tokens.
-pub(crate) fn build(b: &Build<'_>) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
+pub(crate) fn build(
+    b: &Build<'_, SonnetSpec>,
+) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
     let tok = b.tokenizer()?;
-    let path = b.path()?;
+    let path = b.d.path.as_path();
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| DatasetError::Read {
         path: shown.clone(),
@@ -52,7 +55,7 @@ pub(crate) fn build(b: &Build<'_>) -> Result<(Vec<PoolEntry>, DatasetReport), Da
     let base = tok
         .count_with_special(BASE_PROMPT)
         .map_err(|e| tokenizer_error(path, e))?;
-    let (input_len, prefix_len) = (b.d.input_len() as usize, b.d.prefix_len() as usize);
+    let (input_len, prefix_len) = (b.d.input_len as usize, b.d.prefix_len as usize);
     if input_len <= base {
         return Err(DatasetError::Invalid(format!(
             "dataset.input_len ({input_len}) must exceed the sonnet instruction's {base} tokens"
@@ -68,7 +71,7 @@ pub(crate) fn build(b: &Build<'_>) -> Result<(Vec<PoolEntry>, DatasetReport), Da
         prefix.push_str(l);
     }
     let drawn = num_input.saturating_sub(num_prefix);
-    let output = b.d.output_len().unwrap_or(150);
+    let output = b.d.output_len;
     let mut rng = ChaCha8Rng::seed_from_u64(b.seed);
     rng.set_stream(STREAM);
     let mut report = b.report();
@@ -129,7 +132,6 @@ mod tests {
     use super::*;
     use crate::dataset::Silent;
     use crate::dataset::testutil::{Scratch, tokenizer};
-    use crate::scenario::{Dataset, DatasetKind};
 
     fn poem() -> String {
         (0..40)
@@ -142,12 +144,11 @@ mod tests {
         let tok = tokenizer();
         let dir = Scratch::new("sonnet");
         let path = dir.file("sonnet.txt", &poem());
-        let d = Dataset {
-            kind: DatasetKind::Sonnet,
-            path: Some(path.clone()),
-            input_len: Some(300),
-            prefix_len: Some(120),
-            ..Dataset::default()
+        let d = SonnetSpec {
+            path: path.clone(),
+            input_len: 300,
+            output_len: 150,
+            prefix_len: 120,
         };
         let b = Build {
             d: &d,
@@ -172,18 +173,15 @@ mod tests {
             assert_eq!(e.input_tokens as usize, tok.count_with_special(&t).unwrap());
             assert_eq!(e.output_tokens, Some(150));
         }
-        let small = Dataset {
-            input_len: Some(5),
-            prefix_len: Some(0),
+        let small = SonnetSpec {
+            input_len: 5,
+            prefix_len: 0,
             ..d.clone()
         };
         let e = build(&Build { d: &small, ..b }).unwrap_err().to_string();
         assert!(e.contains("must exceed"), "{e}");
         let empty = dir.file("empty.txt", "\n\n");
-        let d = Dataset {
-            path: Some(empty),
-            ..d
-        };
+        let d = SonnetSpec { path: empty, ..d };
         let e = build(&Build { d: &d, ..b }).unwrap_err().to_string();
         assert!(e.contains("no lines"), "{e}");
     }

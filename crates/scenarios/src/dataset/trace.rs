@@ -25,6 +25,7 @@ use super::random::entry_rng;
 use super::select::mix;
 use super::words::WORDS;
 use super::{Build, DatasetError, DatasetReport, PoolEntry, Prompt, parallel};
+use crate::scenario::TraceSpec;
 use crate::tokenizer::Tokenizer;
 
 /// RNG stream for block content.
@@ -62,8 +63,11 @@ fn own_rng(seed: u64, record: u64) -> ChaCha8Rng {
 }
 
 /// Read, sort and cut the trace, then build its prompts.
-pub(crate) fn build(b: &Build<'_>, num_prompts: Option<u64>) -> Result<Trace, DatasetError> {
-    let path = b.path()?;
+pub(crate) fn build(
+    b: &Build<'_, TraceSpec>,
+    num_prompts: Option<u64>,
+) -> Result<Trace, DatasetError> {
+    let path = b.d.path.as_path();
     let mut lines: Vec<Line> = Vec::new();
     let read = for_each_line(path, b.progress, |number, text| {
         let l: Line = parse_line(path, number, text)?;
@@ -94,13 +98,13 @@ pub(crate) fn build(b: &Build<'_>, num_prompts: Option<u64>) -> Result<Trace, Da
         lines.truncate(usize::try_from(n).unwrap_or(usize::MAX));
     }
     report.kept = lines.len() as u64;
-    let speed = b.d.speed();
+    let speed = b.d.speed;
     let t0 = lines.first().map_or(0.0, |l| l.timestamp);
     let arrivals_us = lines
         .iter()
         .map(|l| ((l.timestamp - t0) * 1000.0 / speed).round() as u64)
         .collect();
-    let block = b.d.block_size() as usize;
+    let block = b.d.block_size as usize;
     let prompts = match b.tokenizer {
         None => words(&lines, block, b),
         Some(t) => tokens(&lines, block, b, t, &mut report)?,
@@ -138,7 +142,7 @@ fn layout(len: usize, ids: &[u64], block: usize) -> (usize, usize, usize) {
     (whole, from_next, rest - from_next)
 }
 
-fn words(lines: &[Line], block: usize, b: &Build<'_>) -> Vec<(String, u32)> {
+fn words(lines: &[Line], block: usize, b: &Build<'_, TraceSpec>) -> Vec<(String, u32)> {
     let block_words = |h: u64, n: usize, out: &mut Vec<&'static str>| {
         let mut rng = block_rng(b.seed, h);
         out.extend((0..n).map(|_| WORDS[rng.random_range(0..WORDS.len())]));
@@ -168,7 +172,7 @@ fn words(lines: &[Line], block: usize, b: &Build<'_>) -> Vec<(String, u32)> {
 fn tokens(
     lines: &[Line],
     block: usize,
-    b: &Build<'_>,
+    b: &Build<'_, TraceSpec>,
     tok: &Tokenizer,
     report: &mut DatasetReport,
 ) -> Result<Vec<(String, u32)>, DatasetError> {
@@ -243,7 +247,6 @@ mod tests {
     use super::*;
     use crate::dataset::Silent;
     use crate::dataset::testutil::{Scratch, tokenizer};
-    use crate::scenario::{Dataset, DatasetKind};
 
     const TRACE: &str = r#"{"timestamp": 0, "input_length": 40, "output_length": 5, "hash_ids": [1, 2, 3]}
 {"timestamp": 2500, "input_length": 30, "output_length": 6, "hash_ids": [1, 2]}
@@ -254,12 +257,10 @@ mod tests {
 
     fn run(text: &str, tok: Option<&Tokenizer>, n: Option<u64>) -> Result<Trace, String> {
         let dir = Scratch::new("trace");
-        let d = Dataset {
-            kind: DatasetKind::Trace,
-            path: Some(dir.file("t.jsonl", text)),
-            speed: Some(10.0),
-            block_size: Some(16),
-            ..Dataset::default()
+        let d = TraceSpec {
+            path: dir.file("t.jsonl", text),
+            speed: 10.0,
+            block_size: 16,
         };
         let b = Build {
             d: &d,

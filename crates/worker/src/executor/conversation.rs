@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::request::{Counting, Placement, to_record};
-use super::{Stage, route};
+use super::{Step, route};
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, Exchange, perform};
 
@@ -28,7 +28,7 @@ use cicada_client::exchange::{Conduit, Exchange, perform};
 /// (turns in flight finish); `cancel` also aborts turns in flight. Returns the
 /// number of turns sent.
 pub async fn run_conversations(
-    stage: Arc<Stage>,
+    step: Arc<Step>,
     clock: Clock,
     stop: CancellationToken,
     cancel: CancellationToken,
@@ -37,7 +37,7 @@ pub async fn run_conversations(
         stripe: Some(stripe),
         schedule,
         slots,
-    } = &stage.plan.drive
+    } = &step.plan.drive
     else {
         return 0;
     };
@@ -62,7 +62,7 @@ pub async fn run_conversations(
             break;
         }
         let session = Session {
-            stage: stage.clone(),
+            step: step.clone(),
             slot,
             clock,
             stop: stop.clone(),
@@ -79,7 +79,7 @@ pub async fn run_conversations(
 
 /// One conversation in progress.
 struct Session {
-    stage: Arc<Stage>,
+    step: Arc<Step>,
     slot: Slot,
     clock: Clock,
     stop: CancellationToken,
@@ -90,7 +90,7 @@ struct Session {
 
 impl Session {
     async fn run(self) {
-        let Some(entry) = self.stage.pool.get(&self.slot.pool_id) else {
+        let Some(entry) = self.step.pool.get(&self.slot.pool_id) else {
             tracing::error!(
                 pool_id = self.slot.pool_id,
                 "plan lacks a conversation its stripe uses"
@@ -108,14 +108,14 @@ impl Session {
     }
 
     async fn turns(&self, id: u64, conv: &Conversation) {
-        let plan = &self.stage.plan;
+        let plan = &self.step.plan;
         let think = Duration::from_millis(plan.conversations.map_or(0, |c| c.think_time_ms));
         // a conversation stays on one replica, so its growing prefix can be cached there
         let target = route::pick(
             plan.target.routing,
             self.slot.index,
             plan.seed(),
-            &self.stage.in_flight_by_target,
+            &self.step.in_flight_by_target,
         )
         .min(plan.target.urls.len().saturating_sub(1));
         let mut messages: Vec<ChatMessage> = conv
@@ -167,10 +167,10 @@ impl Session {
             let output = u32::try_from(record.output_tokens).unwrap_or(u32::MAX);
             let scope = Scope {
                 target: target as u32,
-                phase: self.slot.phase,
+                stage: self.slot.stage,
                 warmup: plan.is_warmup(self.slot.index, self.slot.offset),
             };
-            self.stage.recorder.record(scope, &record);
+            self.step.recorder.record(scope, &record);
             if !ok {
                 tracing::debug!(
                     conversation = self.slot.index,
@@ -198,33 +198,34 @@ impl Session {
         target: usize,
         scheduled_us: u64,
     ) -> (RequestRecord, String) {
-        let stage = &self.stage;
-        let plan = &stage.plan;
+        let step = &self.step;
+        let plan = &step.plan;
         let id = format!(
             "cicada-{}-c{}-t{turn}-w{}",
             plan.run_id, self.slot.index, plan.worker_index
         );
-        let body = stage.backend.body(request);
-        stage.in_flight.fetch_add(1, Ordering::Relaxed);
+        let body = step.codec.body(request);
+        step.in_flight.fetch_add(1, Ordering::Relaxed);
         let sent_us = self.clock.now_us();
-        stage.in_flight_by_target[target].change(sent_us, true);
+        let warmup = plan.is_warmup(self.slot.index, self.slot.offset);
+        step.in_flight_by_target[target].change(sent_us, true, warmup);
         let conduit = Conduit {
-            http: &stage.http,
-            headers: &stage.headers,
-            backend: &stage.backend,
+            http: &step.http,
+            headers: &step.headers,
+            codec: &step.codec,
             clock: &self.clock,
-            timeout: stage.timeout,
+            timeout: step.timeout,
             keep_text: true,
         };
         let exchange = tokio::select! {
-            ex = perform(conduit, &stage.endpoints[target], &id, &body) => ex,
+            ex = perform(conduit, &step.endpoints[target], &id, &body) => ex,
             () = self.cancel.cancelled() => Exchange::cancelled(sent_us, self.clock.now_us()),
         };
-        stage.in_flight_by_target[target].change(exchange.ended_us, false);
-        stage.in_flight.fetch_sub(1, Ordering::Relaxed);
+        step.in_flight_by_target[target].change(exchange.ended_us, false, warmup);
+        step.in_flight.fetch_sub(1, Ordering::Relaxed);
         let verify_every = u64::from(plan.verify_every);
         let counting = Counting {
-            tokenizer: stage.tokenizer.as_ref(),
+            tokenizer: step.tokenizer.as_ref(),
             verify: verify_every > 0
                 && (self.slot.index + turn as u64).is_multiple_of(verify_every),
         };
@@ -234,7 +235,7 @@ impl Session {
             scheduled_us,
             sent_us: exchange.sent_us,
         };
-        let record = to_record(&exchange, request, at, stage.backend.streams(), counting);
+        let record = to_record(&exchange, request, at, step.codec.streams(), counting);
         (record, exchange.text.unwrap_or_default())
     }
 }
@@ -246,8 +247,10 @@ mod tests {
     use cicada_mock::{MockConfig, MockServer, fingerprint};
     use cicada_scenarios::Scenario;
     use cicada_scenarios::dataset::build_pool;
-    use cicada_scenarios::plan::{Api, Flavor, ResolvedTarget, Routing, TlsSettings, plans_for};
-    use cicada_scenarios::scenario::{Dataset, DatasetKind};
+    use cicada_scenarios::plan::{
+        ResolvedTarget, Routing, ServerFamily, TlsSettings, WireApi, plans_for,
+    };
+    use cicada_scenarios::scenario::{ConversationsSpec, Dataset};
     use cicada_scenarios::units::Span;
 
     use super::*;
@@ -275,20 +278,20 @@ mod tests {
         )
         .unwrap();
         let mut s = Scenario {
-            dataset: Dataset {
-                kind: DatasetKind::Conversations,
-                path: Some(path),
-                shuffle: Some(false),
-                think_time: Some(Span::millis(30)),
-                ..Dataset::default()
-            },
+            dataset: Dataset::Conversations(ConversationsSpec {
+                path,
+                output_len: None,
+                shuffle: false,
+                think_time: Span::millis(30),
+                max_turns: None,
+            }),
             ..Scenario::default()
         };
         s.load.num_prompts = Some(2);
         let pool = build_pool(&s, None).unwrap();
         let target = ResolvedTarget {
-            api: Api::Chat,
-            flavor: Flavor::Mock,
+            api: WireApi::Chat,
+            family: ServerFamily::Mock,
             urls: vec![format!("{}/v1/chat/completions", mock.url())],
             model: "m".into(),
             headers: BTreeMap::new(),
@@ -301,10 +304,10 @@ mod tests {
         };
         let plan = plans_for(&s, &target, &pool, None, "run1", 0, 1).remove(0);
         assert_eq!(plan.planned_requests(), 5);
-        let stage = Arc::new(Stage::new(plan, 2).unwrap());
+        let step = Arc::new(Step::new(plan, 2).unwrap());
         let clock = Clock::new(tokio::time::Instant::now());
         let sent = run_conversations(
-            stage.clone(),
+            step.clone(),
             clock,
             CancellationToken::new(),
             CancellationToken::new(),
@@ -366,7 +369,7 @@ mod tests {
             .map(|r| r.max_tokens)
             .collect();
         assert_eq!(asked, [Some(3), Some(1), None]);
-        let sets = stage.take_interval(clock.now_us());
+        let sets = step.take_interval(clock.now_us());
         let served: u64 = log.iter().map(|r| u64::from(r.output_tokens)).sum();
         assert_eq!(
             sets[0].1.counter(cicada_metrics::Counter::OutputTokens),

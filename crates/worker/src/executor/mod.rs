@@ -29,12 +29,12 @@ use thiserror::Error;
 
 use crate::inflight::InFlight;
 use crate::recorder::Recorder;
-use cicada_client::backend::Backend;
+use cicada_client::backend::ApiCodec;
 use cicada_client::http::{self, ApiKey, Client, Endpoint, Headers, SetupError};
 
-/// Why a stage could not be prepared.
+/// Why a step could not be prepared.
 #[derive(Debug, Error)]
-pub enum StageError {
+pub enum StepError {
     #[error(transparent)]
     Setup(#[from] SetupError),
     #[error("the plan lists no target URL")]
@@ -43,10 +43,10 @@ pub enum StageError {
     Tokenizer(String),
 }
 
-/// Everything shared by the requests of one stage.
-pub struct Stage {
+/// Everything shared by the requests of one step.
+pub struct Step {
     pub plan: Plan,
-    pub backend: Backend,
+    pub codec: ApiCodec,
     pub http: Client,
     pub headers: Headers,
     /// One per target URL, in the plan's order.
@@ -64,11 +64,11 @@ pub struct Stage {
     in_flight: AtomicU64,
 }
 
-impl Stage {
-    /// Prepare a stage: HTTP client, headers (API key from this worker's environment), pool.
-    pub fn new(plan: Plan, recorder_shards: usize) -> Result<Self, StageError> {
+impl Step {
+    /// Prepare a step: HTTP client, headers (API key from this worker's environment), pool.
+    pub fn new(plan: Plan, recorder_shards: usize) -> Result<Self, StepError> {
         if plan.target.urls.is_empty() {
-            return Err(StageError::NoTarget);
+            return Err(StepError::NoTarget);
         }
         let headers = http::headers(&plan.target, ApiKey::Required)?;
         let http = http::client(&plan.target)?;
@@ -79,20 +79,20 @@ impl Stage {
             .map(|u| http.endpoint(u))
             .collect::<Result<Vec<_>, _>>()
             .map_err(SetupError::from)?;
-        let backend = Backend::new(
+        let codec = ApiCodec::new(
             plan.target.api,
-            plan.target.flavor,
+            plan.target.family,
             plan.target.model.clone(),
             plan.sampling.clone(),
             plan.target.stream,
         );
         let details = plan.details.then_some(crate::details::DetailContext {
-            stage: plan.stage,
+            step: plan.step,
             worker: plan.worker_index,
         });
         let recorder = Arc::new(Recorder::with_details(recorder_shards, plan.slo, details));
         let pool: HashMap<u64, PoolEntry> = plan.pool.iter().map(|e| (e.id, e.clone())).collect();
-        let bodies = prebuilt_bodies(&backend, &pool, plan.conversations.is_some());
+        let bodies = prebuilt_bodies(&codec, &pool, plan.conversations.is_some());
         let in_flight_by_target = plan
             .target
             .urls
@@ -101,14 +101,14 @@ impl Stage {
             .collect();
         let tokenizer = match &plan.tokenizer {
             Some(json) => {
-                Some(Tokenizer::from_json(json).map_err(|e| StageError::Tokenizer(e.to_string()))?)
+                Some(Tokenizer::from_json(json).map_err(|e| StepError::Tokenizer(e.to_string()))?)
             }
             None => None,
         };
         Ok(Self {
             timeout: Duration::from_millis(plan.target.timeout_ms),
             plan,
-            backend,
+            codec,
             http,
             headers,
             endpoints,
@@ -126,7 +126,7 @@ impl Stage {
     fn body(&self, entry: &PoolEntry) -> Cow<'_, [u8]> {
         match self.bodies.get(&entry.id) {
             Some(b) => Cow::Borrowed(b),
-            None => Cow::Owned(self.backend.body(entry)),
+            None => Cow::Owned(self.codec.body(entry)),
         }
     }
 
@@ -139,30 +139,33 @@ impl Stage {
     pub fn take_interval(&self, now_us: u64) -> Vec<(Scope, MetricSet)> {
         let mut sets = self.recorder.take();
         for (target, tracker) in self.in_flight_by_target.iter().enumerate() {
-            for (slice, request_us) in tracker.take(now_us).iter() {
-                let at = std::time::Duration::from_micros(slice * SLICE_US);
-                let scope = Scope {
-                    target: target as u32,
-                    phase: self.plan.phase_of(at),
-                    warmup: matches!(self.plan.warmup, Some(cicada_scenarios::shape::Warmup::Duration(d)) if at < d.get()),
-                };
-                let mut c = Concurrency::default();
-                c.add(slice, request_us);
-                sets.entry(scope).or_default().concurrency.merge(&c);
+            let taken = tracker.take(now_us);
+            for (warmup, integral) in [(false, taken.measured), (true, taken.warmup)] {
+                for (slice, request_us) in integral.iter() {
+                    let at = std::time::Duration::from_micros(slice * SLICE_US);
+                    let scope = Scope {
+                        target: target as u32,
+                        stage: self.plan.stage_of(at),
+                        warmup,
+                    };
+                    let mut c = Concurrency::default();
+                    c.add(slice, request_us);
+                    sets.entry(scope).or_default().concurrency.merge(&c);
+                }
             }
         }
         sets.into_iter().filter(|(_, s)| !s.is_empty()).collect()
     }
 }
 
-/// Prompt bytes up to which a stage serialises every pool entry's body ahead.
+/// Prompt bytes up to which a step serialises every pool entry's body ahead.
 const PREBUILD_PROMPT_BYTES: usize = 64 << 20;
 
 /// Every pool entry's body, unless the pool's prompts pass
 /// [`PREBUILD_PROMPT_BYTES`] (bodies would double the pool's memory) or the
-/// stage runs conversations (whose turns are built as they go).
+/// step runs conversations (whose turns are built as they go).
 fn prebuilt_bodies(
-    backend: &Backend,
+    codec: &ApiCodec,
     pool: &HashMap<u64, PoolEntry>,
     conversations: bool,
 ) -> HashMap<u64, Vec<u8>> {
@@ -176,23 +179,23 @@ fn prebuilt_bodies(
     if conversations || prompt_bytes > PREBUILD_PROMPT_BYTES {
         return HashMap::new();
     }
-    pool.values().map(|e| (e.id, backend.body(e))).collect()
+    pool.values().map(|e| (e.id, codec.body(e))).collect()
 }
 
-/// Run the stage with the executor its plan asks for; returns requests dispatched.
+/// Run the step with the executor its plan asks for; returns requests dispatched.
 /// `stop` ends dispatching (in-flight requests finish); `cancel` also aborts
 /// in-flight requests, which are counted as cancelled.
 pub async fn run(
-    stage: Arc<Stage>,
+    step: Arc<Step>,
     clock: Clock,
     stop: CancellationToken,
     cancel: CancellationToken,
 ) -> u64 {
-    if stage.plan.conversations.is_some() {
-        return run_conversations(stage, clock, stop, cancel).await;
+    if step.plan.conversations.is_some() {
+        return run_conversations(step, clock, stop, cancel).await;
     }
-    match &stage.plan.drive {
-        Drive::Open { .. } => open_loop::run(stage, clock, stop, cancel).await,
-        Drive::Closed(_) => closed_loop::run(stage, clock, stop, cancel).await,
+    match &step.plan.drive {
+        Drive::Open { .. } => open_loop::run(step, clock, stop, cancel).await,
+        Drive::Closed(_) => closed_loop::run(step, clock, stop, cancel).await,
     }
 }

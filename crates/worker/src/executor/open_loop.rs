@@ -9,14 +9,14 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::Stage;
+use super::Step;
 use super::dispatch;
 use super::request::send_one;
 use cicada_client::clock::Clock;
 
 /// Run this worker's stripe of the schedule; returns requests dispatched.
 pub(super) async fn run(
-    stage: Arc<Stage>,
+    step: Arc<Step>,
     clock: Clock,
     stop: CancellationToken,
     cancel: CancellationToken,
@@ -25,7 +25,7 @@ pub(super) async fn run(
         stripe: Some(stripe),
         schedule,
         slots,
-    } = &stage.plan.drive
+    } = &step.plan.drive
     else {
         return 0;
     };
@@ -70,16 +70,16 @@ pub(super) async fn run(
         {
             break;
         }
-        let (stage, cancel) = (stage.clone(), cancel.clone());
+        let (step, cancel) = (step.clone(), cancel.clone());
         tracker.spawn(async move {
-            send_one(stage, slot, clock, cancel).await;
+            let _ = send_one(step, slot, clock, cancel).await;
             drop(permit);
         });
         dispatched += 1;
     }
     drop(dispatcher);
     tracker.close();
-    if let (Some(d), Cooldown::Cancel) = (duration, stage.plan.cooldown) {
+    if let (Some(d), Cooldown::Cancel) = (duration, step.plan.cooldown) {
         // duration-bound run with cool-down "cancel": abort what is still in flight at the end
         tokio::select! {
             () = tracker.wait() => {}

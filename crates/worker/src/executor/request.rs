@@ -9,58 +9,59 @@ use cicada_scenarios::schedule::Slot;
 use cicada_scenarios::tokenizer::Tokenizer;
 use tokio_util::sync::CancellationToken;
 
-use super::{Stage, route};
+use super::{Step, route};
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, Exchange, perform};
 
-/// Send one request of the schedule and record it; counted as cancelled if `cancel` fires.
+/// Send one request of the schedule and record it; counted as cancelled if
+/// `cancel` fires. Returns when it ended (µs since the barrier), `None` if
+/// it could not be sent at all.
 pub(super) async fn send_one(
-    stage: Arc<Stage>,
+    step: Arc<Step>,
     slot: Slot,
     clock: Clock,
     cancel: CancellationToken,
-) {
-    let Some(entry) = stage.pool.get(&slot.pool_id) else {
+) -> Option<u64> {
+    let Some(entry) = step.pool.get(&slot.pool_id) else {
         tracing::error!(
             pool_id = slot.pool_id,
             "plan lacks a pool entry its stripe uses"
         );
-        return;
+        return None;
     };
-    let body = stage.body(entry);
+    let body = step.body(entry);
     // pick and count at once so the next pick sees this request in flight
     let target = route::pick(
-        stage.plan.target.routing,
+        step.plan.target.routing,
         slot.index,
-        stage.plan.seed(),
-        &stage.in_flight_by_target,
+        step.plan.seed(),
+        &step.in_flight_by_target,
     )
-    .min(stage.plan.target.urls.len() - 1);
-    let request_id = format!("cicada-{}-{}", stage.plan.run_id, slot.index);
-    stage.in_flight.fetch_add(1, Ordering::Relaxed);
+    .min(step.plan.target.urls.len() - 1);
+    let request_id = format!("cicada-{}-{}", step.plan.run_id, slot.index);
+    step.in_flight.fetch_add(1, Ordering::Relaxed);
     let sent_us = clock.now_us();
-    stage.in_flight_by_target[target].change(sent_us, true);
+    let warmup = step.plan.is_warmup(slot.index, slot.offset);
+    step.in_flight_by_target[target].change(sent_us, true, warmup);
     let scheduled_us = slot.offset.as_micros() as u64;
     let conduit = Conduit {
-        http: &stage.http,
-        headers: &stage.headers,
-        backend: &stage.backend,
+        http: &step.http,
+        headers: &step.headers,
+        codec: &step.codec,
         clock: &clock,
-        timeout: stage.timeout,
-        keep_text: stage.tokenizer.is_some(),
+        timeout: step.timeout,
+        keep_text: step.tokenizer.is_some(),
     };
     let exchange = tokio::select! {
-        ex = perform(conduit, &stage.endpoints[target], &request_id, &body) => ex,
+        ex = perform(conduit, &step.endpoints[target], &request_id, &body) => ex,
         () = cancel.cancelled() => Exchange::cancelled(sent_us, clock.now_us()),
     };
-    stage.in_flight_by_target[target].change(exchange.ended_us, false);
-    stage.in_flight.fetch_sub(1, Ordering::Relaxed);
+    step.in_flight_by_target[target].change(exchange.ended_us, false, warmup);
+    step.in_flight.fetch_sub(1, Ordering::Relaxed);
     let counting = Counting {
-        tokenizer: stage.tokenizer.as_ref(),
-        verify: stage.plan.verify_every > 0
-            && slot
-                .index
-                .is_multiple_of(u64::from(stage.plan.verify_every)),
+        tokenizer: step.tokenizer.as_ref(),
+        verify: step.plan.verify_every > 0
+            && slot.index.is_multiple_of(u64::from(step.plan.verify_every)),
     };
     let at = Placement {
         index: slot.index,
@@ -68,13 +69,14 @@ pub(super) async fn send_one(
         scheduled_us,
         sent_us: exchange.sent_us,
     };
-    let record = to_record(&exchange, entry, at, stage.backend.streams(), counting);
+    let record = to_record(&exchange, entry, at, step.codec.streams(), counting);
     let scope = Scope {
         target: target as u32,
-        phase: slot.phase,
-        warmup: stage.plan.is_warmup(slot.index, slot.offset),
+        stage: slot.stage,
+        warmup,
     };
-    stage.recorder.record(scope, &record);
+    step.recorder.record(scope, &record);
+    Some(exchange.ended_us)
 }
 
 /// Where a request sat in the schedule.

@@ -64,12 +64,12 @@ mod tests {
     #[test]
     fn least_in_flight_avoids_busy_replicas() {
         let t = trackers(3);
-        t[0].change(0, true);
-        t[0].change(0, true);
-        t[1].change(0, true);
+        t[0].change(0, true, false);
+        t[0].change(0, true, false);
+        t[1].change(0, true, false);
         assert_eq!(pick(Routing::LeastInFlight, 0, 0, &t), 2);
-        t[2].change(0, true);
-        t[2].change(0, true);
+        t[2].change(0, true, false);
+        t[2].change(0, true, false);
         assert_eq!(pick(Routing::LeastInFlight, 0, 0, &t), 1);
         // ties rotate with the index
         let idle = trackers(2);

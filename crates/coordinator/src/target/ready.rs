@@ -8,18 +8,18 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use cicada_client::backend::Backend;
+use cicada_client::backend::ApiCodec;
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, perform};
 use cicada_client::http::{self, ApiKey, Client, Fetched, Headers, Method, Request};
 use cicada_metrics::Outcome;
 use cicada_mock::PROBE_HEADER;
 use cicada_scenarios::dataset::PoolEntry;
-use cicada_scenarios::plan::{Api, ResolvedSampling, ResolvedTarget};
+use cicada_scenarios::plan::{ResolvedSampling, ResolvedTarget, WireApi};
 use cicada_scenarios::units::Span;
 use tokio::time::Instant;
 
-use crate::target::join_url;
+use super::join_url;
 
 /// Longest pause between attempts.
 const RETRY_EVERY: Duration = Duration::from_secs(2);
@@ -106,8 +106,8 @@ impl Check {
 
     /// Wait until `base` answers its health route (`/health`, or `/v1/models`
     /// where there is none; Triton: `/v2/health/ready`) with a success.
-    pub async fn wait_healthy(&self, base: &str, api: Api) -> anyhow::Result<()> {
-        let primary = if api == Api::Triton {
+    pub async fn wait_healthy(&self, base: &str, api: WireApi) -> anyhow::Result<()> {
+        let primary = if api == WireApi::Triton {
             "/v2/health/ready"
         } else {
             "/health"
@@ -117,7 +117,7 @@ impl Check {
             let url = join_url(base, primary);
             Ok(match self.get(&url, false).await {
                 Ok(r) if r.ok() => Attempt::Done(()),
-                Ok(r) if api != Api::Triton && matches!(r.status, 404 | 405) => {
+                Ok(r) if api != WireApi::Triton && matches!(r.status, 404 | 405) => {
                     let models = join_url(base, "/v1/models");
                     match self.get(&models, false).await {
                         Ok(r) if r.ok() => Attempt::Done(()),
@@ -138,10 +138,10 @@ impl Check {
 
     /// The first model the server lists: `/v1/models`, TGI's `/info`, or
     /// Triton's repository index.
-    pub async fn discover_model(&self, base: &str, api: Api) -> anyhow::Result<String> {
+    pub async fn discover_model(&self, base: &str, api: WireApi) -> anyhow::Result<String> {
         let (route, post) = match api {
-            Api::Tgi => ("/info", false),
-            Api::Triton => ("/v2/repository/index", true),
+            WireApi::Tgi => ("/info", false),
+            WireApi::Triton => ("/v2/repository/index", true),
             _ => ("/v1/models", false),
         };
         let url = join_url(base, route);
@@ -160,8 +160,8 @@ impl Check {
             let v: serde_json::Value = serde_json::from_slice(&resp.body)
                 .with_context(|| format!("{url} did not return JSON"))?;
             let id = match api {
-                Api::Tgi => v["model_id"].as_str(),
-                Api::Triton => v
+                WireApi::Tgi => v["model_id"].as_str(),
+                WireApi::Triton => v
                     .as_array()
                     .and_then(|models| {
                         models
@@ -188,9 +188,9 @@ impl Check {
         sampling: &ResolvedSampling,
         entry: &PoolEntry,
     ) -> anyhow::Result<()> {
-        let backend = Backend::new(
+        let codec = ApiCodec::new(
             target.api,
-            target.flavor,
+            target.family,
             target.model.clone(),
             sampling.clone(),
             target.stream,
@@ -204,14 +204,14 @@ impl Check {
                 .http
                 .endpoint(url)
                 .with_context(|| format!("the target URL {url}"))?;
-            let body = backend.body(entry);
+            let body = codec.body(entry);
             let what = format!("the test request to {url} did not succeed");
             self.until_ready(&what, || async {
                 let clock = Clock::new(Instant::now());
                 let conduit = Conduit {
                     http: &self.http,
                     headers: &headers,
-                    backend: &backend,
+                    codec: &codec,
                     clock: &clock,
                     timeout: Duration::from_millis(target.timeout_ms),
                     keep_text: false,

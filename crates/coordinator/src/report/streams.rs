@@ -12,27 +12,9 @@ use anyhow::Context as _;
 use cicada_metrics::MetricSet;
 use cicada_scenarios::Scenario;
 
-use crate::report::hlog::HlogWriter;
-use crate::report::timeseries::{IntervalPlace, TimeseriesWriter};
-
-/// Receives what the merge produces as a stage runs.
-pub trait IntervalSink: Send + std::fmt::Debug {
-    /// The stage's start barrier happened at `started_unix` (Unix seconds).
-    fn begin(&mut self, started_unix: f64);
-    /// Interval `index` (from `start_s` after the barrier, `length_s` long)
-    /// is final: every live worker reported past it. `set` is the fleet's
-    /// merged measurements of it.
-    fn interval(
-        &mut self,
-        index: u64,
-        start_s: f64,
-        length_s: f64,
-        set: &MetricSet,
-        in_flight: u64,
-    );
-    /// A worker sent per-request lines (JSONL).
-    fn details(&mut self, worker: u32, jsonl: &[u8]);
-}
+use super::hlog::HlogWriter;
+use super::timeseries::{IntervalPlace, TimeseriesWriter};
+use crate::merge::IntervalSink;
 
 /// The name of a file written beside the result: `result.json` gives plain
 /// `name`; another `output.result_filename` prefixes its stem
@@ -56,7 +38,7 @@ struct Inner {
     hlog_path: Option<PathBuf>,
     hlog: Option<HlogWriter>,
     details: Option<BufWriter<File>>,
-    /// The first write error, reported when the stage ends.
+    /// The first write error, reported when the step ends.
     error: Option<String>,
 }
 
@@ -69,7 +51,7 @@ impl Inner {
     }
 }
 
-/// The run's streamed files, shared by every stage's sink.
+/// The run's streamed files, shared by every step's sink.
 #[derive(Debug, Clone)]
 pub struct RunFiles {
     inner: Arc<Mutex<Inner>>,
@@ -117,17 +99,17 @@ impl RunFiles {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A sink for stage `stage` (0 without a sweep), for the stage's aggregate.
-    pub fn stage_sink(&self, stage: u32) -> Box<dyn IntervalSink> {
-        Box::new(StageSink {
+    /// A sink for step `step` (0 without a sweep), for the step's aggregate.
+    pub fn step_sink(&self, step: u32) -> Box<dyn IntervalSink> {
+        Box::new(StepSink {
             files: self.clone(),
-            stage,
+            step,
             started_unix: None,
         })
     }
 
-    /// Flush after a stage; fails with the first write error seen, if any.
-    pub fn end_stage(&self) -> anyhow::Result<()> {
+    /// Flush after a step; fails with the first write error seen, if any.
+    pub fn end_step(&self) -> anyhow::Result<()> {
         let mut g = self.lock();
         if let Some(d) = g.details.as_mut()
             && let Err(e) = d.flush()
@@ -141,15 +123,15 @@ impl RunFiles {
     }
 }
 
-/// One stage's view of the run's files.
+/// One step's view of the run's files.
 #[derive(Debug)]
-struct StageSink {
+struct StepSink {
     files: RunFiles,
-    stage: u32,
+    step: u32,
     started_unix: Option<f64>,
 }
 
-impl IntervalSink for StageSink {
+impl IntervalSink for StepSink {
     fn begin(&mut self, started_unix: f64) {
         self.started_unix = Some(started_unix);
         let mut g = self.files.lock();
@@ -175,7 +157,7 @@ impl IntervalSink for StageSink {
         in_flight: u64,
     ) {
         let place = IntervalPlace {
-            stage: self.stage,
+            step: self.step,
             index,
             start_s,
             length_s,
@@ -242,12 +224,12 @@ mod tests {
         let mut set = MetricSet::default();
         set.count_outcome(Outcome::Ok, None);
         set.histogram_mut(Metric::Ttft).record(5_000);
-        for stage in [1, 2] {
-            let mut sink = files.stage_sink(stage);
-            sink.begin(1_000.0 + f64::from(stage));
+        for step in [1, 2] {
+            let mut sink = files.step_sink(step);
+            sink.begin(1_000.0 + f64::from(step));
             sink.interval(0, 0.0, 1.0, &set, 0);
             sink.details(0, b"{\"index\":1}\n{\"index\":2}");
-            files.end_stage().unwrap();
+            files.end_step().unwrap();
         }
         let ts = std::fs::read_to_string(dir.path().join("out/timeseries.csv")).unwrap();
         assert!(ts.lines().any(|l| l.starts_with("1,0,0,1,ttft,ms,p50,")));

@@ -1,5 +1,6 @@
 //! The gRPC endpoint workers attach to. It checks each worker's version and
-//! token, then turns its stream into fleet events for the run loop.
+//! token, then hands its stream to the fleet as raw inbound messages (the
+//! fleet turns them into domain events).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,11 +16,11 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 /// Messages to one worker.
-pub type Outbox = mpsc::Sender<Result<v1::CoordinatorMessage, Status>>;
+pub(super) type Outbox = mpsc::Sender<Result<v1::CoordinatorMessage, Status>>;
 
-/// What happens on the fleet, in arrival order.
+/// What happens on the gRPC side, in arrival order.
 #[derive(Debug)]
-pub enum FleetEvent {
+pub(super) enum Inbound {
     /// A worker passed the checks and waits for its welcome.
     Joined {
         conn: u64,
@@ -40,16 +41,16 @@ pub enum FleetEvent {
     },
 }
 
-/// The service: shared secret, version and the channel into the run loop.
-pub struct FleetService {
+/// The service: shared secret, version and the channel into the fleet.
+pub(super) struct FleetService {
     token: Arc<str>,
-    events: mpsc::Sender<FleetEvent>,
+    events: mpsc::Sender<Inbound>,
     next_conn: AtomicU64,
 }
 
 impl FleetService {
     /// A service that admits workers presenting `token`.
-    pub fn new(token: String, events: mpsc::Sender<FleetEvent>) -> Self {
+    pub(super) fn new(token: String, events: mpsc::Sender<Inbound>) -> Self {
         Self {
             token: token.into(),
             events,
@@ -112,7 +113,7 @@ impl Coordinator for FleetService {
             tracing::warn!(?peer, host = %hello.hostname, %reason, "refused a worker");
             let _ = self
                 .events
-                .send(FleetEvent::Refused {
+                .send(Inbound::Refused {
                     peer,
                     reason: reason.clone(),
                 })
@@ -123,7 +124,7 @@ impl Coordinator for FleetService {
         let conn = self.next_conn.fetch_add(1, Ordering::Relaxed);
         let events = self.events.clone();
         if events
-            .send(FleetEvent::Joined {
+            .send(Inbound::Joined {
                 conn,
                 hello,
                 peer,
@@ -139,11 +140,7 @@ impl Coordinator for FleetService {
             let reason = loop {
                 match inbound.message().await {
                     Ok(Some(msg)) => {
-                        if events
-                            .send(FleetEvent::Message { conn, msg })
-                            .await
-                            .is_err()
-                        {
+                        if events.send(Inbound::Message { conn, msg }).await.is_err() {
                             break "the coordinator stopped listening".to_string();
                         }
                     }
@@ -151,7 +148,7 @@ impl Coordinator for FleetService {
                     Err(s) => break format!("stream error: {}", s.message()),
                 }
             };
-            let _ = events.send(FleetEvent::Left { conn, reason }).await;
+            let _ = events.send(Inbound::Left { conn, reason }).await;
         });
         Ok(Response::new(ReceiverStream::new(rx)))
     }

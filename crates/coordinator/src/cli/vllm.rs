@@ -1,16 +1,16 @@
 //! `vllm bench serve`'s everyday flags on `coord run`, so a user can switch
-//! without writing a scenario file. Each flag becomes a `--set key=value`
-//! override: flags apply over the scenario file (or over the defaults when
-//! there is none), and `--set` applies over both. Problems are reported
+//! without writing a scenario file. Each flag becomes a typed setting of a
+//! scenario key: flags apply over the scenario file (or over the defaults
+//! when there is none), and `--set` applies over both. Problems are reported
 //! against the flag the user typed.
 
 use std::path::{Path, PathBuf};
 
+use cicada_scenarios::Setting;
 use cicada_scenarios::scenario::Backend;
-use cicada_scenarios::{LoadedScenario, Override, ScenarioError, load_file, parse};
 use clap::Args;
 
-use crate::run::RunError;
+use crate::error::RunError;
 
 /// The `vllm bench serve` flags `coord run` understands.
 #[derive(Debug, Clone, Default, Args)]
@@ -112,11 +112,11 @@ pub struct VllmFlags {
 }
 
 /// A backend name as `vllm bench serve` or a scenario file spells it.
-fn backend_name(name: &str) -> Result<&'static str, RunError> {
+fn backend_of(name: &str) -> Result<Backend, RunError> {
     if let Some(b) = Backend::from_name(name) {
-        return Ok(b.name());
+        return Ok(b);
     }
-    let b = match name {
+    Ok(match name {
         "llama.cpp" => Backend::LlamacppCompletions,
         "tensorrt-llm" => Backend::Triton,
         "vllm-chat" => Backend::VllmChat,
@@ -128,69 +128,143 @@ fn backend_name(name: &str) -> Result<&'static str, RunError> {
                 ours.join(", ")
             )));
         }
-    };
-    Ok(b.name())
+    })
 }
 
-/// `"a,b"` -> `["a", "b"]` as a TOML string array.
-fn string_list(raw: &str) -> String {
-    let items: Vec<String> = raw
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(quoted)
-        .collect();
-    format!("[{}]", items.join(", "))
+/// A backend name's scenario spelling (for tests of vLLM's names).
+#[cfg(test)]
+fn backend_name(name: &str) -> Result<&'static str, RunError> {
+    backend_of(name).map(Backend::name)
+}
+
+/// `"a,b"` -> `["a", "b"]`.
+fn string_list(raw: &str) -> toml::Value {
+    toml::Value::Array(
+        raw.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| toml::Value::String(s.to_string()))
+            .collect(),
+    )
 }
 
 /// `"25,50,99"` -> `[25.0, 50.0, 99.0]`, naming the flag when a number is bad.
-fn number_list(flag: &str, raw: &str) -> Result<String, RunError> {
+fn number_list(flag: &str, raw: &str) -> Result<toml::Value, RunError> {
     let items = raw
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| {
             s.parse::<f64>()
-                .map(|v| format!("{v:?}"))
+                .map(toml::Value::Float)
                 .map_err(|_| RunError::BadInput(format!("--{flag} {raw}: \"{s}\" is not a number")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(format!("[{}]", items.join(", ")))
+    Ok(toml::Value::Array(items))
 }
 
-/// A TOML string literal.
-fn quoted(s: &str) -> String {
-    toml::Value::String(s.to_string()).to_string()
+/// `--request-rate`: a number, or `inf` in any case (vLLM's spelling).
+fn rate(raw: &str) -> toml::Value {
+    let raw = raw.trim();
+    if raw.eq_ignore_ascii_case("inf") {
+        toml::Value::String("inf".into())
+    } else if let Ok(n) = raw.parse::<i64>() {
+        toml::Value::Integer(n)
+    } else if let Ok(v) = raw.parse::<f64>() {
+        toml::Value::Float(v)
+    } else {
+        // not a rate: the scenario's reading says why, naming the flag
+        toml::Value::String(raw.to_string())
+    }
 }
 
-/// One override and the flag it came from.
-struct FromFlag {
-    flag: &'static str,
-    key: String,
-    value: String,
+/// A whole number as the scenario file would hold it.
+fn whole(v: impl Into<u64>) -> toml::Value {
+    let v: u64 = v.into();
+    i64::try_from(v).map_or_else(|_| toml::Value::String(v.to_string()), toml::Value::Integer)
 }
 
-fn overrides_of(f: &VllmFlags, has_scenario: bool) -> Result<Vec<FromFlag>, RunError> {
-    let mut out = Vec::new();
-    let mut set = |flag: &'static str, key: &str, value: String| {
-        out.push(FromFlag {
-            flag,
-            key: key.to_string(),
-            value,
-        })
-    };
+fn text(s: &str) -> toml::Value {
+    toml::Value::String(s.to_string())
+}
+
+fn path(p: &Path) -> toml::Value {
+    toml::Value::String(p.to_string_lossy().into_owned())
+}
+
+/// The flags as settings of scenario keys, each with its typed value and
+/// blamed on its flag; applied over the scenario file (or over the defaults
+/// when there is none).
+pub fn settings(f: &VllmFlags, has_scenario: bool) -> Result<Vec<Setting>, RunError> {
+    let mut out = Patch::default();
     let backend = match &f.backend {
-        Some(b) => Some(backend_name(b)?),
+        Some(b) => Some(backend_of(b)?),
         // without a file, vLLM's default: OpenAI completions
-        None if !has_scenario => Some(Backend::Openai.name()),
+        None if !has_scenario => Some(Backend::Openai),
         None => None,
     };
     if let Some(b) = backend {
-        set("backend", "target.backend", quoted(b));
+        out.set("backend", "target.backend", text(b.name()));
     }
+    target(&mut out, f, has_scenario, backend);
+    dataset(&mut out, f);
+    load(&mut out, f);
+    output(&mut out, f)?;
+    if f.ignore_eos {
+        out.set(
+            "ignore-eos",
+            "sampling.ignore_eos",
+            toml::Value::Boolean(true),
+        );
+    }
+    for (flag, key, v) in [
+        ("temperature", "sampling.temperature", f.temperature),
+        ("top-p", "sampling.top_p", f.top_p),
+    ] {
+        out.set_some(flag, key, v.map(toml::Value::Float));
+    }
+    out.set_some("top-k", "sampling.top_k", f.top_k.map(toml::Value::Integer));
+    for h in &f.headers {
+        let (k, v) = h
+            .split_once('=')
+            .ok_or_else(|| RunError::BadInput(format!("--header {h}: expected KEY=VALUE")))?;
+        let k = k.trim();
+        if k.is_empty() || k.contains('.') {
+            return Err(RunError::BadInput(format!(
+                "--header {h}: the header name must be non-empty and without dots"
+            )));
+        }
+        out.set("header", &format!("target.headers.{k}"), text(v.trim()));
+    }
+    Ok(out.0)
+}
+
+/// Settings being gathered, each blamed on its flag.
+#[derive(Default)]
+struct Patch(Vec<Setting>);
+
+impl Patch {
+    fn set(&mut self, flag: &str, key: &str, value: toml::Value) {
+        self.0.push(Setting {
+            key: key.to_string(),
+            source: format!("--{flag}"),
+            origin: format!("command line (--{flag})"),
+            value,
+        });
+    }
+
+    fn set_some(&mut self, flag: &str, key: &str, value: Option<toml::Value>) {
+        if let Some(v) = value {
+            self.set(flag, key, v);
+        }
+    }
+}
+
+/// Where the requests go: URL (or host and port), route, model, tokenizer, readiness.
+fn target(out: &mut Patch, f: &VllmFlags, has_scenario: bool, backend: Option<Backend>) {
     let base_url = match (&f.base_url, &f.host, f.port) {
         (Some(url), _, _) => Some(url.clone()),
-        (None, None, None) if has_scenario || backend == Some(Backend::Mock.name()) => None,
+        (None, None, None) if has_scenario || backend == Some(Backend::Mock) => None,
         (None, host, port) => Some(format!(
             "http://{}:{}",
             host.as_deref().unwrap_or("127.0.0.1"),
@@ -203,177 +277,109 @@ fn overrides_of(f: &VllmFlags, has_scenario: bool) -> Result<Vec<FromFlag>, RunE
         } else {
             "host/--port"
         };
-        set(flag, "target.base_url", quoted(&url));
+        out.set(flag, "target.base_url", text(&url));
     }
-    let strings: [(&'static str, &str, &Option<String>); 3] = [
+    for (flag, key, v) in [
         ("endpoint", "target.endpoint", &f.endpoint),
         ("model", "target.model", &f.model),
         ("tokenizer", "tokenizer.source", &f.tokenizer),
-    ];
-    for (flag, key, v) in strings {
-        if let Some(v) = v {
-            set(flag, key, quoted(v));
-        }
-    }
-    if let Some(v) = &f.dataset_name {
-        set("dataset-name", "dataset.kind", quoted(v));
-    }
-    for (flag, key, v) in [
-        ("dataset-path", "dataset.path", &f.dataset_path),
-        ("result-dir", "output.dir", &f.result_dir),
     ] {
-        if let Some(p) = v {
-            set(flag, key, quoted(&p.to_string_lossy()));
-        }
+        out.set_some(flag, key, v.as_deref().map(text));
     }
-    if let Some(v) = &f.result_filename {
-        set("result-filename", "output.result_filename", quoted(v));
-    }
-    if let Some(v) = &f.request_rate {
-        let value = if v.trim().eq_ignore_ascii_case("inf") {
-            quoted("inf")
-        } else {
-            v.trim().to_string()
-        };
-        set("request-rate", "load.request_rate", value);
-    }
-    let numbers: [(&'static str, &str, Option<String>); 12] = [
-        (
-            "num-prompts",
-            "load.num_prompts",
-            f.num_prompts.map(|v| v.to_string()),
-        ),
-        (
-            "burstiness",
-            "load.burstiness",
-            f.burstiness.map(|v| format!("{v:?}")),
-        ),
-        (
-            "max-concurrency",
-            "load.max_concurrency",
-            f.max_concurrency.map(|v| v.to_string()),
-        ),
-        ("seed", "seed", f.seed.map(|v| v.to_string())),
-        (
-            "random-input-len",
-            "dataset.input_len",
-            f.random_input_len.map(|v| v.to_string()),
-        ),
+    out.set_some(
+        "ready-check-timeout-sec",
+        "target.ready_timeout",
+        f.ready_check_timeout_sec.map(whole),
+    );
+}
+
+/// The workload: kind, file, and the random dataset's lengths.
+fn dataset(out: &mut Patch, f: &VllmFlags) {
+    out.set_some(
+        "dataset-name",
+        "dataset.kind",
+        f.dataset_name.as_deref().map(text),
+    );
+    out.set_some(
+        "dataset-path",
+        "dataset.path",
+        f.dataset_path.as_deref().map(path),
+    );
+    for (flag, key, v) in [
+        ("random-input-len", "dataset.input_len", f.random_input_len),
         (
             "random-output-len",
             "dataset.output_len",
-            f.random_output_len.map(|v| v.to_string()),
-        ),
-        (
-            "random-range-ratio",
-            "dataset.range_ratio",
-            f.random_range_ratio.map(|v| format!("{v:?}")),
+            f.random_output_len,
         ),
         (
             "random-prefix-len",
             "dataset.prefix_len",
-            f.random_prefix_len.map(|v| v.to_string()),
+            f.random_prefix_len,
         ),
-        (
-            "temperature",
-            "sampling.temperature",
-            f.temperature.map(|v| format!("{v:?}")),
-        ),
-        ("top-p", "sampling.top_p", f.top_p.map(|v| format!("{v:?}"))),
-        ("top-k", "sampling.top_k", f.top_k.map(|v| v.to_string())),
-        (
-            "ready-check-timeout-sec",
-            "target.ready_timeout",
-            f.ready_check_timeout_sec.map(|v| v.to_string()),
-        ),
-    ];
-    for (flag, key, v) in numbers {
-        if let Some(v) = v {
-            set(flag, key, v);
-        }
+    ] {
+        out.set_some(flag, key, v.map(whole));
     }
-    if f.ignore_eos {
-        set("ignore-eos", "sampling.ignore_eos", "true".into());
-    }
+    out.set_some(
+        "random-range-ratio",
+        "dataset.range_ratio",
+        f.random_range_ratio.map(toml::Value::Float),
+    );
+}
+
+/// How fast: count, rate, burstiness, concurrency, seed.
+fn load(out: &mut Patch, f: &VllmFlags) {
+    out.set_some("num-prompts", "load.num_prompts", f.num_prompts.map(whole));
+    out.set_some(
+        "request-rate",
+        "load.request_rate",
+        f.request_rate.as_deref().map(rate),
+    );
+    out.set_some(
+        "burstiness",
+        "load.burstiness",
+        f.burstiness.map(toml::Value::Float),
+    );
+    out.set_some(
+        "max-concurrency",
+        "load.max_concurrency",
+        f.max_concurrency.map(whole),
+    );
+    out.set_some("seed", "seed", f.seed.map(whole));
+}
+
+/// What to write and where.
+fn output(out: &mut Patch, f: &VllmFlags) -> Result<(), RunError> {
+    out.set_some(
+        "result-dir",
+        "output.dir",
+        f.result_dir.as_deref().map(path),
+    );
+    out.set_some(
+        "result-filename",
+        "output.result_filename",
+        f.result_filename.as_deref().map(text),
+    );
     if f.save_detailed {
-        set("save-detailed", "output.save_detailed", "true".into());
-    }
-    if let Some(v) = &f.percentile_metrics {
-        set(
-            "percentile-metrics",
-            "output.percentile_metrics",
-            string_list(v),
+        out.set(
+            "save-detailed",
+            "output.save_detailed",
+            toml::Value::Boolean(true),
         );
     }
+    out.set_some(
+        "percentile-metrics",
+        "output.percentile_metrics",
+        f.percentile_metrics.as_deref().map(string_list),
+    );
     if let Some(v) = &f.metric_percentiles {
-        set(
+        out.set(
             "metric-percentiles",
             "output.metric_percentiles",
             number_list("metric-percentiles", v)?,
         );
     }
-    for h in &f.headers {
-        let (k, v) = h
-            .split_once('=')
-            .ok_or_else(|| RunError::BadInput(format!("--header {h}: expected KEY=VALUE")))?;
-        let k = k.trim();
-        if k.is_empty() || k.contains('.') {
-            return Err(RunError::BadInput(format!(
-                "--header {h}: the header name must be non-empty and without dots"
-            )));
-        }
-        set("header", &format!("target.headers.{k}"), quoted(v.trim()));
-    }
-    Ok(out)
-}
-
-/// The scenario from an optional file, the flags and the `--set` overrides
-/// (in that order of precedence, lowest first).
-pub fn load_with_flags(
-    scenario: Option<&Path>,
-    flags: &VllmFlags,
-    sets: &[String],
-) -> Result<LoadedScenario, RunError> {
-    let from_flags = overrides_of(flags, scenario.is_some())?;
-    let mut all: Vec<String> = from_flags
-        .iter()
-        .map(|o| format!("{}={}", o.key, o.value))
-        .collect();
-    all.extend(sets.iter().cloned());
-    let overrides = all
-        .iter()
-        .map(|s| s.parse::<Override>())
-        .collect::<Result<Vec<_>, _>>()?;
-    let loaded = match scenario {
-        Some(path) => load_file(path, &overrides),
-        None => parse("", "command line", &overrides).map(|scenario| LoadedScenario {
-            scenario,
-            origin: "command line".to_string(),
-        }),
-    };
-    loaded.map_err(|e| relabel(e, &from_flags, sets))
-}
-
-/// Blame problems on the flag that set the key, unless `--set` set it too.
-fn relabel(e: ScenarioError, flags: &[FromFlag], sets: &[String]) -> RunError {
-    let ScenarioError::Invalid { mut problems } = e else {
-        return RunError::from(e);
-    };
-    for p in &mut problems {
-        let by_set = sets.iter().any(|s| {
-            s.split_once('=').is_some_and(|(k, _)| {
-                p.key == k.trim() || p.key.starts_with(&format!("{}.", k.trim()))
-            })
-        });
-        let flag = flags
-            .iter()
-            .find(|f| p.key == f.key || p.key.starts_with(&format!("{}.", f.key)));
-        if let (Some(f), false) = (flag, by_set) {
-            p.origin = format!("command line (--{})", f.flag);
-            p.line = None;
-        }
-    }
-    RunError::from(ScenarioError::Invalid { problems })
+    Ok(())
 }
 
 #[cfg(test)]
@@ -383,6 +389,15 @@ mod tests {
 
     fn flags() -> VllmFlags {
         VllmFlags::default()
+    }
+
+    /// The scenario of flags and `--set`s alone.
+    fn load_with_flags(
+        file: Option<&Path>,
+        f: &VllmFlags,
+        sets: &[String],
+    ) -> Result<cicada_scenarios::LoadedScenario, RunError> {
+        crate::cli::scenario::describe(file, f, sets, &[], (None, None))
     }
 
     #[test]
@@ -430,8 +445,10 @@ mod tests {
         assert_eq!(s.output.metric_percentiles, vec![25.0, 50.0, 99.9]);
         assert_eq!(s.output.dir, PathBuf::from("out dir"));
         assert_eq!(s.output.result_filename, "r.json");
-        assert_eq!(s.dataset.input_len, Some(16));
-        assert_eq!(s.dataset.output_len, Some(4));
+        let cicada_scenarios::scenario::Dataset::Random(d) = &s.dataset else {
+            panic!("a random dataset: {:?}", s.dataset)
+        };
+        assert_eq!((d.input_len, d.output_len), (16, 4));
         assert_eq!(s.target.headers["X-Team"], "perf");
         assert!(s.target.ready_timeout.get().is_zero());
     }

@@ -1,20 +1,19 @@
-//! Turning a finished stage's aggregate into results, and writing them.
+//! Turning a finished step's aggregate into results, and writing them.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use cicada_metrics::Scope;
 use cicada_scenarios::dataset::DatasetReport;
-use cicada_scenarios::plan::{PhaseWindow, ResolvedTarget};
+use cicada_scenarios::plan::{ResolvedTarget, StageWindow};
 use cicada_scenarios::scenario::DatasetKind;
 use cicada_scenarios::{Scenario, sharding};
 use sha2::{Digest, Sha256};
 
-use crate::client;
+use super::{RunResult, client_health, console, csv, json};
 use crate::merge::Aggregate;
-use crate::report::{RunResult, console, csv, json};
-use crate::server_metrics::{ServerView, StageServerViews};
-use crate::stage::StageEnd;
+use crate::server_metrics::{ServerView, StepServerViews};
+use crate::step::StepEnd;
 
 /// What every result of a run shares.
 #[derive(Debug, Clone)]
@@ -35,27 +34,41 @@ pub fn scenario_hash(s: &Scenario) -> String {
         .collect()
 }
 
-/// One stage's identity in results.
-#[derive(Debug, Clone)]
-pub struct StageId {
+/// A finished step, as the run loop knows it.
+#[derive(Debug)]
+pub struct FinishedStep<'a> {
+    /// The step's number (0 without a sweep).
     pub number: u32,
+    /// Its name in results ("" without a sweep).
     pub name: String,
+    /// The scenario with the step's load applied.
+    pub scenario: &'a Scenario,
+    /// Its `[[stages]]` windows (empty without stages).
+    pub windows: &'a [StageWindow],
+    /// How it ended.
+    pub end: StepEnd,
+    /// Where measuring started, µs after the barrier (the warm-up's end).
+    pub warmup_end_us: u64,
+    /// The servers' own view, scraped around the step and at each window's
+    /// boundaries; it goes with the whole step and each window.
+    pub server: StepServerViews,
 }
 
-/// Results of one stage: the whole stage first, then one per `[[stages]]`
-/// window. `server` (the servers' own view, scraped around the stage and at
-/// each window's boundaries) goes with the whole stage and each window.
-#[allow(clippy::too_many_arguments)]
-pub fn stage_results(
+/// Results of one step: the whole step first, then one per `[[stages]]` window.
+pub fn step_results(
     ctx: &RunContext,
-    id: &StageId,
-    scenario: &Scenario,
-    phases: &[PhaseWindow],
+    step: FinishedStep<'_>,
     agg: &mut Aggregate,
-    end: &StageEnd,
-    warmup_end_us: u64,
-    server: StageServerViews,
 ) -> Vec<RunResult> {
+    let FinishedStep {
+        number,
+        name,
+        scenario,
+        windows,
+        end,
+        warmup_end_us,
+        server,
+    } = step;
     let rows = std::mem::take(&mut agg.rows);
     let targets = ctx.target.urls.len().max(1) as u32;
     let make =
@@ -85,12 +98,12 @@ pub fn stage_results(
                 client: None,
             }
         };
-    let mut whole = make(id.number, id.name.clone(), &|_| true, warmup_end_us, rows);
+    let mut whole = make(number, name, &|_| true, warmup_end_us, rows);
     whole.server = server.whole.clone();
     let uncapped_open_loop = !sharding::is_closed_loop(scenario)
         && scenario.load.max_concurrency.is_none()
-        && scenario.dataset.kind != DatasetKind::Conversations;
-    whole.client = Some(client::assess(
+        && scenario.dataset.kind() != DatasetKind::Conversations;
+    whole.client = Some(client_health::assess(
         &agg.health,
         &agg.usage,
         &end.workers,
@@ -99,17 +112,17 @@ pub fn stage_results(
         uncapped_open_loop,
     ));
     let mut out = vec![whole];
-    for (p, w) in phases.iter().enumerate() {
+    for (p, w) in windows.iter().enumerate() {
         let start = (w.start.as_micros() as u64).max(warmup_end_us);
-        let phase = p as u32;
+        let stage = p as u32;
         let mut r = make(
             p as u32 + 1,
             w.name.clone(),
-            &|s: &Scope| s.phase == phase,
+            &|s: &Scope| s.stage == stage,
             start,
             Vec::new(),
         );
-        // a stage's result describes the stage's own load
+        // a window's result describes the window's own load
         if let Some(spec) = scenario.stages.get(p) {
             if let Some(rate) = spec.request_rate {
                 r.scenario.load.request_rate = rate;
@@ -126,15 +139,15 @@ pub fn stage_results(
     out
 }
 
-/// Write a stage's files, name them on stderr, then print its console block;
+/// Write a step's files, name them on stderr, then print its console block;
 /// returns the files written. The block comes last so that a log that merges
 /// both streams (`kubectl logs`, a Slurm output file) ends with the result.
 ///
 /// A run without sweep writes `result.json` (`output.result_filename`), plus
 /// `result-stage<n>.json` per `[[stages]]` window; a sweep writes
-/// `result-stage<n>.json` per stage. Each result adds one CSV row per target
+/// `result-stage<n>.json` per step. Each result adds one CSV row per target
 /// when there are several. `extra` files (written elsewhere) are named too.
-pub fn write_stage(
+pub fn write_step(
     results: &[RunResult],
     sweep: bool,
     extra: &[PathBuf],
@@ -152,13 +165,16 @@ pub fn write_stage(
         base.clone()
     };
     files.push(write_json(&dir.join(main_name), whole)?);
-    for phase in &results[1..] {
-        files.push(write_json(&dir.join(stage_file(base, phase.stage)), phase)?);
+    for window in &results[1..] {
+        files.push(write_json(
+            &dir.join(stage_file(base, window.stage)),
+            window,
+        )?);
     }
     let mut rows: Vec<Vec<String>> = results[1..].iter().flat_map(csv::rows).collect();
     let mut whole_rows = csv::rows(whole);
     if results.len() > 1 {
-        // the whole run beside its stages
+        // the whole run beside its steps
         let h = csv::header();
         if let (Some(si), Some(ni)) = (
             h.iter().position(|c| c == "stage"),

@@ -7,8 +7,8 @@ use std::fmt;
 use cicada_metrics::Counter;
 use serde::Serialize;
 
-use crate::report::RunResult;
-use crate::run::{EXIT_FAILURE_RATIO, EXIT_SLO_GATE};
+use super::RunResult;
+use crate::error::{EXIT_FAILURE_RATIO, EXIT_SLO_GATE};
 
 /// Which gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -145,56 +145,10 @@ pub fn exit_code<'a>(results: impl IntoIterator<Item = &'a RunResult>) -> Option
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use cicada_metrics::{MetricSet, Outcome};
+    use crate::report::sample::result;
     use cicada_scenarios::Scenario;
-
-    /// A result with `ok` successes (of which `good` met the SLO) and `failed` failures.
-    pub(crate) fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult {
-        let mut total = MetricSet::default();
-        total.outcomes.add_n(Outcome::Ok, ok, None);
-        if failed > 0 {
-            total
-                .outcomes
-                .add_n(Outcome::Http(500), failed, Some("boom"));
-        }
-        total.counters.add(Counter::Goodput, good);
-        RunResult {
-            scenario,
-            scenario_origin: "test".into(),
-            scenario_hash: "h".into(),
-            stage: 0,
-            stage_name: String::new(),
-            target: cicada_scenarios::plan::ResolvedTarget {
-                api: cicada_scenarios::plan::Api::Chat,
-                flavor: cicada_scenarios::plan::Flavor::Mock,
-                urls: vec!["http://t".into()],
-                model: "m".into(),
-                headers: Default::default(),
-                api_key_env: None,
-                timeout_ms: 1,
-                stream: true,
-                routing: Default::default(),
-                tls: Default::default(),
-                keep_alive: true,
-            },
-            workers: 1,
-            per_target: vec![total.clone()],
-            total,
-            warmup: MetricSet::default(),
-            window_start_us: 0,
-            rows: Vec::new(),
-            lost: Vec::new(),
-            worker_shares: Vec::new(),
-            interrupted: None,
-            planned: 0,
-            started_unix: 0.0,
-            dataset: Default::default(),
-            server: Default::default(),
-            client: None,
-        }
-    }
 
     #[test]
     fn gates_pass_and_fail_at_their_limits() {

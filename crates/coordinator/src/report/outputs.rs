@@ -1,4 +1,4 @@
-//! What a run writes beyond each stage's `result.json` and `summary.csv`
+//! What a run writes beyond each step's `result.json` and `summary.csv`
 //! rows: the streamed files (`timeseries.csv`, `intervals.hlog`,
 //! `requests.jsonl`), the gate verdicts, and `report.html`.
 
@@ -6,9 +6,10 @@ use std::path::PathBuf;
 
 use cicada_scenarios::Scenario;
 
-use crate::report::RunResult;
-use crate::report::html::{self, Page};
-use crate::streams::{IntervalSink, RunFiles, companion};
+use super::RunResult;
+use super::html::{self, Page};
+use super::streams::{RunFiles, companion};
+use crate::merge::IntervalSink;
 use crate::sweep::Search;
 
 /// The run's extra outputs.
@@ -18,15 +19,15 @@ pub struct Outputs {
     html: Option<PathBuf>,
 }
 
-/// Where a finished stage stands in its run.
+/// Where a finished step stands in its run.
 #[derive(Debug, Clone, Copy)]
-pub struct StageDone<'a> {
+pub struct StepDone<'a> {
     /// The stage's results: the whole stage first, then its `[[stages]]` windows.
     pub current: &'a [RunResult],
-    /// Earlier stages' whole results.
+    /// Earlier steps' whole results.
     pub earlier: &'a [RunResult],
     /// Earlier `[[stages]]` windows (a run without sweep has only its own).
-    pub earlier_phases: &'a [RunResult],
+    pub earlier_stages: &'a [RunResult],
     pub sweep: bool,
     pub search: Option<Search>,
 }
@@ -43,18 +44,18 @@ impl Outputs {
         Ok(Self { files, html })
     }
 
-    /// The sink a stage's aggregate streams into.
-    pub fn stage_sink(&self, stage: u32) -> Box<dyn IntervalSink> {
-        self.files.stage_sink(stage)
+    /// The sink a step's aggregate streams into.
+    pub fn step_sink(&self, stage: u32) -> Box<dyn IntervalSink> {
+        self.files.step_sink(stage)
     }
 
-    /// After a stage: flush the streams, print the gates' verdicts, rewrite
+    /// After a step: flush the streams, print the gates' verdicts, rewrite
     /// the report. Returns every file these outputs have written so far.
-    pub fn stage_done(&self, done: StageDone<'_>) -> anyhow::Result<Vec<PathBuf>> {
-        self.files.end_stage()?;
+    pub fn step_done(&self, done: StepDone<'_>) -> anyhow::Result<Vec<PathBuf>> {
+        self.files.end_step()?;
         let mut paths = self.files.paths().to_vec();
         if let Some(whole) = done.current.first() {
-            for g in crate::gates::evaluate(whole) {
+            for g in super::gates::evaluate(whole) {
                 let verdict = if g.passed { "passed" } else { "FAILED" };
                 if done.sweep {
                     eprintln!("gate {verdict} (stage {}): {g}", whole.stage);
@@ -64,17 +65,17 @@ impl Outputs {
             }
         }
         if let Some(path) = &self.html {
-            let stages: Vec<&RunResult> = done.earlier.iter().chain(done.current.first()).collect();
-            let phases: Vec<&RunResult> = done
-                .earlier_phases
+            let steps: Vec<&RunResult> = done.earlier.iter().chain(done.current.first()).collect();
+            let stages: Vec<&RunResult> = done
+                .earlier_stages
                 .iter()
                 .chain(done.current.iter().skip(1))
                 .collect();
             html::write(
                 path,
                 &Page {
-                    stages: &stages,
-                    phases: if done.sweep { &[] } else { &phases },
+                    steps: &steps,
+                    stages: if done.sweep { &[] } else { &stages },
                     sweep: done.sweep,
                     search: done.search,
                 },

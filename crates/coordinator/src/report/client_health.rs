@@ -9,7 +9,7 @@
 use cicada_metrics::{Metric, MetricSet};
 
 use crate::merge::WorkerUsage;
-use crate::stage::WorkerShare;
+use crate::step::WorkerShare;
 
 /// Runtime stall p99 above which the client could not run when it had to, ms.
 pub const STALL_P99_MS: f64 = 10.0;
@@ -29,7 +29,7 @@ pub struct WorkerHealth {
     pub peak_rss_bytes: u64,
 }
 
-/// The fleet's client health over a stage.
+/// The fleet's client health over a step.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClientHealth {
     /// CPU time of every worker process, µs.
@@ -47,7 +47,7 @@ pub struct ClientHealth {
     pub reasons: Vec<String>,
 }
 
-/// Judge the stage: `elapsed_s` is how long the workers ran, `uncapped_open_loop`
+/// Judge the step: `elapsed_s` is how long the workers ran, `uncapped_open_loop`
 /// says whether schedule lag is all the client's (no concurrency cap to wait for).
 pub fn assess(
     health: &MetricSet,

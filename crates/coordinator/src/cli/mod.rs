@@ -1,4 +1,10 @@
-//! The `coord` command line.
+//! The `coord` command line: its arguments, and the scenario they describe
+//! (`scenario`), with `vllm bench serve`'s flags (`vllm`).
+
+pub mod scenario;
+pub mod vllm;
+#[cfg(test)]
+mod vllm_fixture;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -96,7 +102,7 @@ pub struct RunArgs {
     #[arg(long, num_args = 1.., value_name = "METRIC:MS")]
     pub goodput: Vec<String>,
     #[command(flatten)]
-    pub vllm: crate::flags::VllmFlags,
+    pub vllm: vllm::VllmFlags,
 }
 
 /// `coord mock`.
@@ -115,17 +121,6 @@ pub struct MockArgs {
     pub config: MockConfig,
 }
 
-/// How `coord report` prints its table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ReportFormat {
-    /// A Markdown table (GitHub-flavoured).
-    Markdown,
-    /// CSV with a header row.
-    Csv,
-    /// A JSON array of row objects, numbers unrounded.
-    Json,
-}
-
 /// `coord report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -134,7 +129,7 @@ pub struct ReportArgs {
     pub files: Vec<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "markdown")]
-    pub format: ReportFormat,
+    pub format: crate::report::table::Format,
     /// Merge the runs into one row: histograms re-merged exactly, counts added,
     /// throughputs over the wall-clock span the runs cover together.
     #[arg(long)]

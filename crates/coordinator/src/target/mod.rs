@@ -1,15 +1,18 @@
 //! Resolving the scenario's target: start the embedded mock, pick the API,
-//! flavor and endpoint, read the TLS trust file, wait until every replica is
+//! server family and endpoint, read the TLS trust file, wait until every replica is
 //! ready and discover the model id when none is given.
 
 use anyhow::{Context, bail};
-use cicada_mock::{MockApi, MockServer};
+use cicada_mock::MockServer;
 use cicada_scenarios::Scenario;
 use cicada_scenarios::dataset::PoolEntry;
-use cicada_scenarios::plan::{Api, Flavor, ResolvedTarget, TlsSettings};
-use cicada_scenarios::scenario::Backend;
+use cicada_scenarios::plan::{ResolvedTarget, ServerFamily, TlsSettings, WireApi};
+use cicada_scenarios::scenario::{Backend, MockApi};
 
-use crate::ready;
+mod mock;
+mod ready;
+
+pub use mock::mock_config;
 
 /// The resolved target, plus the embedded mock when the scenario asked for one.
 pub struct Target {
@@ -21,41 +24,41 @@ pub struct Target {
 
 /// The API and server family a backend name stands for (`mock_api` picks
 /// how the embedded mock is spoken to).
-pub fn api_of(backend: Backend, mock_api: MockApi) -> (Api, Flavor) {
+pub fn api_of(backend: Backend, mock_api: MockApi) -> (WireApi, ServerFamily) {
     match backend {
-        Backend::Openai => (Api::Completions, Flavor::Openai),
-        Backend::OpenaiChat => (Api::Chat, Flavor::Openai),
-        Backend::Vllm => (Api::Completions, Flavor::Vllm),
-        Backend::VllmChat => (Api::Chat, Flavor::Vllm),
-        Backend::Sglang => (Api::Completions, Flavor::Sglang),
-        Backend::SglangChat => (Api::Chat, Flavor::Sglang),
-        Backend::Tgi => (Api::Tgi, Flavor::Tgi),
-        Backend::Llamacpp => (Api::LlamaCpp, Flavor::LlamaCpp),
-        Backend::LlamacppChat => (Api::Chat, Flavor::LlamaCpp),
-        Backend::LlamacppCompletions => (Api::Completions, Flavor::LlamaCpp),
-        Backend::Triton => (Api::Triton, Flavor::Triton),
+        Backend::Openai => (WireApi::Completions, ServerFamily::Openai),
+        Backend::OpenaiChat => (WireApi::Chat, ServerFamily::Openai),
+        Backend::Vllm => (WireApi::Completions, ServerFamily::Vllm),
+        Backend::VllmChat => (WireApi::Chat, ServerFamily::Vllm),
+        Backend::Sglang => (WireApi::Completions, ServerFamily::Sglang),
+        Backend::SglangChat => (WireApi::Chat, ServerFamily::Sglang),
+        Backend::Tgi => (WireApi::Tgi, ServerFamily::Tgi),
+        Backend::Llamacpp => (WireApi::LlamaCpp, ServerFamily::LlamaCpp),
+        Backend::LlamacppChat => (WireApi::Chat, ServerFamily::LlamaCpp),
+        Backend::LlamacppCompletions => (WireApi::Completions, ServerFamily::LlamaCpp),
+        Backend::Triton => (WireApi::Triton, ServerFamily::Triton),
         Backend::Mock => match mock_api {
-            MockApi::OpenaiChat => (Api::Chat, Flavor::Mock),
-            MockApi::Openai => (Api::Completions, Flavor::Mock),
-            MockApi::Tgi => (Api::Tgi, Flavor::Tgi),
-            MockApi::Llamacpp => (Api::LlamaCpp, Flavor::LlamaCpp),
-            MockApi::LlamacppChat => (Api::Chat, Flavor::LlamaCpp),
-            MockApi::LlamacppCompletions => (Api::Completions, Flavor::LlamaCpp),
-            MockApi::Triton => (Api::Triton, Flavor::Triton),
+            MockApi::OpenaiChat => (WireApi::Chat, ServerFamily::Mock),
+            MockApi::Openai => (WireApi::Completions, ServerFamily::Mock),
+            MockApi::Tgi => (WireApi::Tgi, ServerFamily::Tgi),
+            MockApi::Llamacpp => (WireApi::LlamaCpp, ServerFamily::LlamaCpp),
+            MockApi::LlamacppChat => (WireApi::Chat, ServerFamily::LlamaCpp),
+            MockApi::LlamacppCompletions => (WireApi::Completions, ServerFamily::LlamaCpp),
+            MockApi::Triton => (WireApi::Triton, ServerFamily::Triton),
         },
     }
 }
 
 /// The route an API is usually served on; `{model}` stands for the model id.
-pub fn default_endpoint(api: Api, stream: bool) -> &'static str {
+pub fn default_endpoint(api: WireApi, stream: bool) -> &'static str {
     match (api, stream) {
-        (Api::Completions, _) => "/v1/completions",
-        (Api::Chat, _) => "/v1/chat/completions",
-        (Api::Tgi, true) => "/generate_stream",
-        (Api::Tgi, false) => "/generate",
-        (Api::LlamaCpp, _) => "/completion",
-        (Api::Triton, true) => "/v2/models/{model}/generate_stream",
-        (Api::Triton, false) => "/v2/models/{model}/generate",
+        (WireApi::Completions, _) => "/v1/completions",
+        (WireApi::Chat, _) => "/v1/chat/completions",
+        (WireApi::Tgi, true) => "/generate_stream",
+        (WireApi::Tgi, false) => "/generate",
+        (WireApi::LlamaCpp, _) => "/completion",
+        (WireApi::Triton, true) => "/v2/models/{model}/generate_stream",
+        (WireApi::Triton, false) => "/v2/models/{model}/generate",
     }
 }
 
@@ -86,9 +89,9 @@ pub async fn resolve(
     probe: Option<&PoolEntry>,
 ) -> anyhow::Result<Target> {
     let t = &s.target;
-    let (api, flavor) = api_of(t.backend, s.mock.api);
+    let (api, family) = api_of(t.backend, s.mock.api);
     let (bases, mock) = if t.backend == Backend::Mock {
-        let mock = MockServer::start(s.mock.clone(), std::net::SocketAddr::new(mock_ip, 0))
+        let mock = MockServer::start(mock_config(&s.mock), std::net::SocketAddr::new(mock_ip, 0))
             .await
             .context("starting the embedded mock server")?;
         let url = format!("http://127.0.0.1:{}", mock.addr().port());
@@ -112,7 +115,7 @@ pub async fn resolve(
     };
     let mut resolved = ResolvedTarget {
         api,
-        flavor,
+        family,
         urls: Vec::new(),
         model: String::new(),
         headers: t.headers.clone(),
@@ -168,8 +171,11 @@ mod tests {
                 assert!(default_endpoint(api, stream).starts_with('/'));
             }
         }
-        assert_eq!(api_of(Backend::Mock, MockApi::Tgi), (Api::Tgi, Flavor::Tgi));
-        assert_eq!(default_endpoint(Api::Tgi, false), "/generate");
+        assert_eq!(
+            api_of(Backend::Mock, MockApi::Tgi),
+            (WireApi::Tgi, ServerFamily::Tgi)
+        );
+        assert_eq!(default_endpoint(WireApi::Tgi, false), "/generate");
         assert_eq!(
             join_url("http://h:1/prefix/", "/v1/models"),
             "http://h:1/prefix/v1/models"

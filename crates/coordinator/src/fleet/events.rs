@@ -1,0 +1,202 @@
+//! The coordinator's one wire edge: what workers send, decoded into domain
+//! events. Nothing past this file reads a `v1` message; merging takes
+//! `MetricSet`s.
+
+use cicada_metrics::{MetricSet, MetricsError, Scope};
+use cicada_proto::convert::{decode_histograms, decode_set};
+use cicada_proto::v1::{self, worker_message::Body as WBody};
+
+/// Something a worker of the fleet did, after the run started.
+#[derive(Debug)]
+pub enum Event {
+    /// It prepared the step: `planned` requests (0 when open-ended).
+    Ready {
+        worker: u32,
+        step: u32,
+        planned: u64,
+    },
+    /// An interval's measurements.
+    Report {
+        worker: u32,
+        report: Box<WorkerReport>,
+    },
+    /// It finished the step.
+    Done { worker: u32, step: u32 },
+    /// It hit an error; a fatal one ends its part of the run.
+    Failed {
+        worker: u32,
+        message: String,
+        fatal: bool,
+    },
+    /// Its stream ended.
+    Left { worker: u32, reason: String },
+}
+
+/// One interval of one worker's step.
+#[derive(Debug)]
+pub struct WorkerReport {
+    /// The step it belongs to.
+    pub step: u32,
+    /// Interval number since the step's start barrier.
+    pub seq: u64,
+    /// Requests it accounts for, every outcome (counted before decoding).
+    pub sent: u64,
+    /// Requests in flight at the interval's end.
+    pub in_flight: u64,
+    /// When the interval ended, µs after the barrier.
+    pub interval_end_us: u64,
+    /// The measurements, or why they could not be decoded.
+    pub measured: Result<Measured, MetricsError>,
+}
+
+/// What a report measured.
+#[derive(Debug, Default)]
+pub struct Measured {
+    /// The interval's requests, per scope (target, `[[stages]]` window, warm-up).
+    pub scopes: Vec<(Scope, MetricSet)>,
+    /// The worker watching itself, when it reported.
+    pub health: Option<Health>,
+    /// Per-request JSON lines (`output.save_detailed`), possibly empty.
+    pub details_jsonl: bytes::Bytes,
+}
+
+/// A worker's own health over an interval.
+#[derive(Debug, Default)]
+pub struct Health {
+    /// Runtime stall histograms.
+    pub stalls: MetricSet,
+    /// CPU time (user + system) used in the interval, µs.
+    pub cpu_us: u64,
+    /// Resident memory at the interval's end.
+    pub rss_bytes: u64,
+    /// The most resident memory so far.
+    pub peak_rss_bytes: u64,
+}
+
+/// The event a worker's message stands for; `None` for messages the run
+/// loop has no use for (heartbeats, a second hello).
+pub(super) fn decode(worker: u32, msg: v1::WorkerMessage) -> Option<Event> {
+    Some(match msg.body? {
+        WBody::Ready(r) => Event::Ready {
+            worker,
+            step: r.step,
+            planned: r.planned_requests,
+        },
+        WBody::Report(r) => Event::Report {
+            worker,
+            report: Box::new(report(r)),
+        },
+        WBody::Done(d) => Event::Done {
+            worker,
+            step: d.step,
+        },
+        WBody::Error(e) => Event::Failed {
+            worker,
+            message: e.message,
+            fatal: e.fatal,
+        },
+        WBody::Hello(_) | WBody::Heartbeat(_) => return None,
+    })
+}
+
+fn report(r: v1::Report) -> WorkerReport {
+    let sent = r
+        .scopes
+        .iter()
+        .flat_map(|s| s.outcomes.iter())
+        .map(|o| o.count)
+        .sum();
+    WorkerReport {
+        step: r.step,
+        seq: r.seq,
+        sent,
+        in_flight: r.in_flight,
+        interval_end_us: r.interval_end_us,
+        measured: measured(&r),
+    }
+}
+
+fn measured(r: &v1::Report) -> Result<Measured, MetricsError> {
+    let scopes = r
+        .scopes
+        .iter()
+        .map(decode_set)
+        .collect::<Result<Vec<_>, _>>()?;
+    let health = match &r.health {
+        Some(h) => {
+            let mut stalls = MetricSet::default();
+            decode_histograms(&mut stalls, &h.histograms)?;
+            Some(Health {
+                stalls,
+                cpu_us: h.cpu_us,
+                rss_bytes: h.rss_bytes,
+                peak_rss_bytes: h.peak_rss_bytes,
+            })
+        }
+        None => None,
+    };
+    Ok(Measured {
+        scopes,
+        health,
+        details_jsonl: r.details_jsonl.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cicada_metrics::{Metric, Outcome};
+    use cicada_proto::convert::encode_set;
+
+    #[test]
+    fn reports_decode_into_scoped_sets_and_count_what_they_sent() {
+        let mut set = MetricSet::default();
+        set.outcomes.add_n(Outcome::Ok, 3, None);
+        set.outcomes.add_n(Outcome::Timeout, 1, Some("slow"));
+        set.histogram_mut(Metric::Ttft).record(1_000);
+        let scope = Scope {
+            target: 1,
+            stage: 2,
+            warmup: false,
+        };
+        let msg = v1::WorkerMessage {
+            body: Some(WBody::Report(v1::Report {
+                step: 4,
+                seq: 7,
+                scopes: vec![encode_set(scope, &set)],
+                in_flight: 5,
+                interval_end_us: 8_000_000,
+                details_jsonl: b"{}\n".to_vec().into(),
+                ..v1::Report::default()
+            })),
+        };
+        let Some(Event::Report { worker, report }) = decode(3, msg) else {
+            panic!("a report")
+        };
+        assert_eq!((worker, report.step, report.seq, report.sent), (3, 4, 7, 4));
+        let m = report.measured.unwrap();
+        assert_eq!(m.scopes, vec![(scope, set)]);
+        assert_eq!(&m.details_jsonl[..], b"{}\n");
+        assert!(m.health.is_none());
+        let garbled = v1::Report {
+            scopes: vec![v1::ScopedMetrics {
+                histograms: vec![v1::Histogram {
+                    metric: "ttft".into(),
+                    v2_deflate: b"not a histogram".to_vec().into(),
+                    ..v1::Histogram::default()
+                }],
+                ..v1::ScopedMetrics::default()
+            }],
+            ..v1::Report::default()
+        };
+        assert!(report_of(garbled).measured.is_err());
+        let heartbeat = v1::WorkerMessage {
+            body: Some(WBody::Heartbeat(v1::Heartbeat::default())),
+        };
+        assert!(decode(0, heartbeat).is_none());
+    }
+
+    fn report_of(r: v1::Report) -> WorkerReport {
+        report(r)
+    }
+}

@@ -1,0 +1,447 @@
+//! The fleet: the gRPC server workers attach to, the local workers, who
+//! joined and who is still heard from. This module is the coordinator's only
+//! wire edge: it speaks `cicada-proto` to workers (`server`), and what they
+//! send comes out as domain [`Event`]s (`events`); the rest of the
+//! coordinator never reads a gRPC message.
+
+mod events;
+mod server;
+mod spawn;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use cicada_proto::v1::{
+    self, coordinator_message::Body as CBody, coordinator_server::CoordinatorServer,
+};
+use cicada_scenarios::plan::{PLAN_FORMAT, Plan};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_stream::wrappers::TcpListenerStream;
+
+#[cfg(test)]
+pub use events::Measured;
+pub use events::{Event, WorkerReport};
+use server::{FleetService, Inbound, Outbox};
+
+/// Environment variable that carries the worker token to local workers.
+pub const TOKEN_ENV: &str = "CICADA_TOKEN";
+
+/// How to assemble the fleet.
+#[derive(Debug, Clone)]
+pub struct FleetOptions {
+    /// Local worker processes to spawn.
+    pub local_workers: u32,
+    /// Workers that must join in total (local + remote).
+    pub expect_workers: u32,
+    /// Address the gRPC server listens on.
+    pub listen: SocketAddr,
+    /// How long to wait for every worker to join.
+    pub wait_workers: Duration,
+    /// How local workers run.
+    pub local: LocalWorkers,
+    /// Shared secret workers must present.
+    pub token: String,
+    /// Silence after which a worker counts as lost.
+    pub heartbeat_timeout: Duration,
+    /// TLS for the worker port.
+    pub tls: Option<ServerTls>,
+}
+
+/// How the fleet's local workers run.
+#[derive(Debug, Clone)]
+pub enum LocalWorkers {
+    /// One `worker` process each, from this executable.
+    Processes(PathBuf),
+    /// One task each in this process (no process boundary), dialling the
+    /// gRPC server like any worker: for tests that need no binaries.
+    #[cfg(test)]
+    InProcess,
+}
+
+/// TLS settings of the worker port (PEM text).
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    pub cert_pem: String,
+    pub key_pem: String,
+    /// CA that signs worker client certificates (mutual TLS).
+    pub client_ca_pem: Option<String>,
+    /// Path of the server certificate, handed to local workers as their CA.
+    pub cert_path: PathBuf,
+}
+
+/// One joined worker.
+#[derive(Debug)]
+pub struct Member {
+    /// Its host name, as it said.
+    pub host: String,
+    /// Runtime threads it runs (its share of the machine).
+    pub threads: u32,
+    /// Its binary's version.
+    pub version: String,
+    /// Our address as this worker reached it (a route back to this host).
+    pub local: Option<SocketAddr>,
+    /// When it was last heard from.
+    pub last_seen: Instant,
+    conn: u64,
+    outbox: Outbox,
+}
+
+/// A running fleet.
+pub struct Fleet {
+    inbound: mpsc::Receiver<Inbound>,
+    /// Members by worker index.
+    members: BTreeMap<u32, Member>,
+    /// Worker index by connection.
+    by_conn: HashMap<u64, u32>,
+    locals: spawn::Locals,
+    server: tokio::task::JoinHandle<()>,
+    /// Where the gRPC server listens.
+    pub addr: SocketAddr,
+    /// How the fleet was assembled.
+    pub options: FleetOptions,
+}
+
+impl Fleet {
+    /// Start the server and spawn the local workers.
+    pub async fn start(options: FleetOptions) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind(options.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", options.listen))?;
+        let addr = listener
+            .local_addr()
+            .context("reading the listening address")?;
+        let (tx, inbound) = mpsc::channel(4096);
+        let server = serve(&options, listener, tx)?;
+        let dial = if addr.ip().is_unspecified() {
+            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+        } else {
+            addr
+        };
+        let scheme = if options.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let locals = spawn::start(&options, &format!("{scheme}://{dial}"))?;
+        Ok(Self {
+            inbound,
+            members: BTreeMap::new(),
+            by_conn: HashMap::new(),
+            locals,
+            server,
+            addr,
+            options,
+        })
+    }
+
+    /// The joined workers, by index.
+    pub fn members(&self) -> &BTreeMap<u32, Member> {
+        &self.members
+    }
+
+    /// Wait until every expected worker has joined and been welcomed.
+    pub async fn join(&mut self) -> anyhow::Result<()> {
+        let n = self.options.expect_workers;
+        let deadline = Instant::now() + self.options.wait_workers;
+        while (self.members.len() as u32) < n {
+            let ev = tokio::select! {
+                ev = self.inbound.recv() => ev,
+                () = tokio::time::sleep_until(deadline) => {
+                    let (joined, waited) = (self.members.len(), self.options.wait_workers);
+                    let exited = self.locals.exited();
+                    let note = if exited.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; local workers exited: {}", exited.join(", "))
+                    };
+                    bail!("only {joined} of {n} workers joined within {waited:?}{note}");
+                }
+            };
+            match ev {
+                Some(Inbound::Joined {
+                    conn,
+                    hello,
+                    peer,
+                    local,
+                    outbox,
+                }) => {
+                    self.admit(conn, hello, peer, local, outbox).await;
+                }
+                Some(Inbound::Left { conn, reason }) => {
+                    if let Some(i) = self.by_conn.remove(&conn) {
+                        self.members.remove(&i);
+                        tracing::warn!(worker = i, %reason, "a worker left before the run started");
+                    }
+                }
+                Some(Inbound::Refused { peer, reason }) => {
+                    tracing::warn!(?peer, %reason, "refused a worker");
+                }
+                Some(Inbound::Message { .. }) => {}
+                None => bail!("the gRPC server stopped"),
+            }
+            if self.options.expect_workers <= self.options.local_workers
+                && let Some(note) = self.locals.all_failed()
+            {
+                bail!("the local workers exited before joining: {note}");
+            }
+        }
+        Ok(())
+    }
+
+    async fn admit(
+        &mut self,
+        conn: u64,
+        hello: v1::Hello,
+        peer: Option<SocketAddr>,
+        local: Option<SocketAddr>,
+        outbox: Outbox,
+    ) {
+        let n = self.options.expect_workers;
+        let index = match hello.requested_index {
+            Some(i) if i < n && !self.members.contains_key(&i) => Some(i),
+            _ => (0..n).find(|i| !self.members.contains_key(i)),
+        };
+        let Some(index) = index else {
+            let _ = outbox
+                .send(Ok(message(CBody::Reject(v1::Reject {
+                    reason: format!("the fleet is full ({n} workers)"),
+                }))))
+                .await;
+            return;
+        };
+        let welcome = message(CBody::Welcome(v1::Welcome {
+            worker_index: index,
+            worker_count: n,
+            heartbeat_timeout_ms: self.options.heartbeat_timeout.as_millis() as u32,
+            coordinator_version: cicada_proto::VERSION.to_string(),
+        }));
+        if outbox.send(Ok(welcome)).await.is_err() {
+            return;
+        }
+        tracing::info!(worker = index, host = %hello.hostname, ?peer, "worker joined");
+        self.by_conn.insert(conn, index);
+        self.members.insert(
+            index,
+            Member {
+                host: hello.hostname,
+                threads: hello.cpus.max(1),
+                version: hello.version,
+                local,
+                last_seen: Instant::now(),
+                conn,
+                outbox,
+            },
+        );
+    }
+
+    /// The next thing a member did, once the run has started: workers that
+    /// try to join now are turned away, and every message marks its sender
+    /// as heard from. `None` when the gRPC server stopped. Cancel-safe.
+    pub async fn next(&mut self) -> Option<Event> {
+        loop {
+            match self.inbound.recv().await? {
+                Inbound::Message { conn, msg } => {
+                    let Some(&worker) = self.by_conn.get(&conn) else {
+                        continue;
+                    };
+                    if let Some(m) = self.members.get_mut(&worker) {
+                        m.last_seen = Instant::now();
+                    }
+                    if let Some(ev) = events::decode(worker, msg) {
+                        return Some(ev);
+                    }
+                }
+                Inbound::Left { conn, reason } => {
+                    if let Some(worker) = self.by_conn.remove(&conn) {
+                        return Some(Event::Left { worker, reason });
+                    }
+                }
+                Inbound::Joined { outbox, .. } => {
+                    // a fresh stream's outbox has room: the refusal never waits
+                    let _ = outbox.try_send(Ok(message(CBody::Reject(v1::Reject {
+                        reason: "the run has already started".into(),
+                    }))));
+                }
+                Inbound::Refused { .. } => {}
+            }
+        }
+    }
+
+    /// Mark every member as heard from now (at a start barrier).
+    pub fn mark_all_seen(&mut self) {
+        let now = Instant::now();
+        for m in self.members.values_mut() {
+            m.last_seen = now;
+        }
+    }
+
+    /// Send worker `index` its plan for `step`.
+    pub async fn assign(&self, index: u32, step: u32, plan: &Plan) {
+        self.send(
+            index,
+            CBody::Assign(v1::Assign {
+                step,
+                plan: plan.encode().into(),
+                plan_format: PLAN_FORMAT,
+            }),
+        )
+        .await;
+    }
+
+    /// Start `step` on every member, `delay` from now: the shared start barrier.
+    pub async fn start_step(&self, step: u32, delay: Duration) {
+        self.broadcast(CBody::Start(v1::Start {
+            step,
+            delay_us: delay.as_micros() as u64,
+        }))
+        .await;
+    }
+
+    /// Stop `step` on every member, cancelling what is in flight.
+    pub async fn stop_step(&self, step: u32, reason: String) {
+        self.broadcast(CBody::Stop(v1::Stop {
+            step,
+            cancel_in_flight: true,
+            reason,
+        }))
+        .await;
+    }
+
+    /// Heartbeat every member.
+    pub async fn ping(&self, seq: u64) {
+        self.broadcast(CBody::Ping(v1::Ping { seq })).await;
+    }
+
+    /// Send a message to one worker (a closed outbox means it is gone; the run loop notices).
+    async fn send(&self, index: u32, body: CBody) {
+        if let Some(m) = self.members.get(&index) {
+            let _ = m.outbox.send(Ok(message(body))).await;
+        }
+    }
+
+    /// Send a message to every worker.
+    async fn broadcast(&self, body: CBody) {
+        for i in self.members.keys() {
+            self.send(*i, body.clone()).await;
+        }
+    }
+
+    /// End the run: tell every worker, wait (briefly) until each has hung
+    /// up, then reap local processes. Exiting while a worker still reads
+    /// would break its stream before it sees the stop, and it would count
+    /// itself lost (exit 3: a failed pod in a Kubernetes Job).
+    pub async fn shutdown(mut self) {
+        self.stop_step(u32::MAX, "the run is over".into()).await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // workers already silent for the heartbeat timeout were lost: no need to wait for them
+        let silence = self.options.heartbeat_timeout;
+        let mut open: HashSet<u64> = self
+            .members
+            .values()
+            .filter(|m| self.by_conn.contains_key(&m.conn) && m.last_seen.elapsed() < silence)
+            .map(|m| m.conn)
+            .collect();
+        while !open.is_empty() {
+            tokio::select! {
+                ev = self.inbound.recv() => match ev {
+                    Some(Inbound::Left { conn, .. }) => {
+                        open.remove(&conn);
+                    }
+                    Some(_) => {}
+                    None => break,
+                },
+                () = tokio::time::sleep_until(deadline) => {
+                    tracing::warn!(workers = open.len(), "workers did not hang up after the stop");
+                    break;
+                }
+            }
+        }
+        self.locals
+            .reap(Instant::now() + Duration::from_secs(5))
+            .await;
+        self.members.clear();
+        self.server.abort();
+    }
+}
+
+fn message(body: CBody) -> v1::CoordinatorMessage {
+    v1::CoordinatorMessage { body: Some(body) }
+}
+
+/// Serve the gRPC endpoint on `listener`, its inbound messages into `tx`.
+fn serve(
+    options: &FleetOptions,
+    listener: TcpListener,
+    tx: mpsc::Sender<Inbound>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let service = CoordinatorServer::new(FleetService::new(options.token.clone(), tx))
+        .max_decoding_message_size(cicada_proto::MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(cicada_proto::MAX_MESSAGE_BYTES);
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = &options.tls {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let mut config =
+            ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
+        if let Some(ca) = &tls.client_ca_pem {
+            config = config.client_ca_root(Certificate::from_pem(ca));
+        }
+        builder = builder
+            .tls_config(config)
+            .context("configuring TLS for the worker port")?;
+    }
+    Ok(tokio::spawn(async move {
+        let result = builder
+            .tcp_nodelay(true)
+            .http2_keepalive_interval(Some(Duration::from_secs(2)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(5)))
+            .add_service(service)
+            .serve_with_incoming(TcpListenerStream::new(listener))
+            .await;
+        if let Err(e) = result {
+            tracing::error!(error = %e, "the coordinator's gRPC server stopped");
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The join / welcome / stop protocol end to end, over real gRPC, with
+    /// workers that run as tasks of this test.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_process_workers_join_with_their_indices_and_hang_up_at_shutdown() {
+        cicada_client::tls::install_crypto_provider();
+        let options = FleetOptions {
+            local_workers: 3,
+            expect_workers: 3,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            wait_workers: Duration::from_secs(20),
+            local: LocalWorkers::InProcess,
+            token: "t".into(),
+            heartbeat_timeout: Duration::from_secs(10),
+            tls: None,
+        };
+        let mut fleet = Fleet::start(options).await.unwrap();
+        fleet.join().await.unwrap();
+        assert_eq!(
+            fleet.members().keys().copied().collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
+        for m in fleet.members().values() {
+            assert_eq!(m.version, cicada_proto::VERSION);
+            assert_eq!(m.threads, 1);
+        }
+        let tasks = std::mem::take(&mut fleet.locals.tasks);
+        fleet.shutdown().await;
+        for t in tasks {
+            // a worker told the run is over ends cleanly, not as "lost"
+            assert!(matches!(t.await, Ok(Ok(()))));
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The fleet's local workers: `worker` processes beside `coord`, or tasks of
+//! this process (no process boundary, for tests that need no binaries).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use anyhow::Context;
+use tokio::process::{Child, Command};
+
+use super::{FleetOptions, LocalWorkers, TOKEN_ENV};
+
+/// The local workers of a fleet, ended at shutdown.
+#[derive(Default)]
+pub(super) struct Locals {
+    /// `worker` processes.
+    pub children: Vec<Child>,
+    /// In-process workers.
+    pub tasks: Vec<tokio::task::JoinHandle<Result<(), cicada_worker::LinkError>>>,
+}
+
+/// Start `options.local_workers` workers dialling `url`.
+pub(super) fn start(options: &FleetOptions, url: &str) -> anyhow::Result<Locals> {
+    let mut locals = Locals::default();
+    for i in 0..options.local_workers {
+        match &options.local {
+            LocalWorkers::Processes(bin) => {
+                locals.children.push(spawn_process(options, bin, url, i)?)
+            }
+            #[cfg(test)]
+            LocalWorkers::InProcess => locals.tasks.push(cicada_worker::spawn_in_process(
+                url.to_string(),
+                cicada_worker::Identity {
+                    requested_index: Some(i),
+                    token: options.token.clone(),
+                    threads: 1,
+                },
+                options.wait_workers,
+            )),
+        }
+    }
+    Ok(locals)
+}
+
+/// Start one local `worker` process dialling `url`.
+fn spawn_process(
+    options: &FleetOptions,
+    bin: &PathBuf,
+    url: &str,
+    index: u32,
+) -> anyhow::Result<Child> {
+    let mut cmd = Command::new(bin);
+    cmd.arg("--coordinator")
+        .arg(url)
+        .arg("--index")
+        .arg(index.to_string());
+    if let Some(tls) = &options.tls {
+        // local workers trust the server's own certificate
+        cmd.arg("--tls-ca").arg(&tls.cert_path);
+    }
+    cmd.env(TOKEN_ENV, &options.token)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start the worker {}", bin.display()))
+}
+
+impl Locals {
+    /// Exit statuses of the processes that have exited, as text.
+    pub(super) fn exited(&mut self) -> Vec<String> {
+        self.children
+            .iter_mut()
+            .filter_map(|c| c.try_wait().ok().flatten())
+            .map(|s| s.to_string())
+            .collect()
+    }
+
+    /// Exit statuses when every local process has exited unsuccessfully.
+    pub(super) fn all_failed(&mut self) -> Option<String> {
+        if self.children.is_empty() {
+            return None;
+        }
+        let failed: Vec<String> = self
+            .children
+            .iter_mut()
+            .filter_map(|c| c.try_wait().ok().flatten())
+            .filter(|s| !s.success())
+            .map(|s| s.to_string())
+            .collect();
+        (failed.len() == self.children.len()).then(|| failed.join(", "))
+    }
+
+    /// Wait until `deadline` for every local worker to end, then end the rest.
+    pub(super) async fn reap(&mut self, deadline: tokio::time::Instant) {
+        for child in &mut self.children {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if tokio::time::timeout(left, child.wait()).await.is_err() {
+                let _ = child.kill().await;
+            }
+        }
+        for task in &mut self.tasks {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if tokio::time::timeout(left, &mut *task).await.is_err() {
+                task.abort();
+            }
+        }
+    }
+}

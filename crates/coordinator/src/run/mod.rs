@@ -1,0 +1,283 @@
+//! `coord run`: scenario -> fleet -> one step per sweep value -> results.
+//!
+//! [`run`] reads top-down: settle the command line (`setup`), build the
+//! request pool, resolve the target, join the fleet, run every step, shut
+//! the fleet down, then print the run's summary and pick the exit code.
+
+mod setup;
+
+use cicada_metrics::Counter;
+use cicada_scenarios::dataset::Pool;
+use cicada_scenarios::plan::{self, Plan};
+use cicada_scenarios::shape::Warmup;
+use cicada_scenarios::{Scenario, sharding};
+
+use crate::cli::RunArgs;
+use crate::error::{EXIT_DEGRADED, EXIT_INTERRUPTED, RunError};
+use crate::fleet::Fleet;
+use crate::merge::Aggregate;
+use crate::progress::{Display, Progress};
+use crate::report::outputs::{Outputs, StepDone};
+use crate::report::results::{FinishedStep, RunContext, step_results, write_step};
+use crate::report::{RunResult, stages};
+use crate::server_metrics::Watch;
+use crate::signals::Signals;
+use crate::step::{Step, run_step};
+use crate::sweep::{self, Outcome, Sweeper};
+use crate::target::{self, Target};
+
+/// Run a scenario; returns the process exit code.
+pub async fn run(args: RunArgs) -> Result<i32, RunError> {
+    let mut setup = setup::prepare(&args).await?;
+    let pool = crate::pool::build(&setup.scenario, setup.tokenizer.as_ref(), args.quiet).await?;
+    let target = target::resolve(&setup.scenario, setup.mock_ip(), pool.entries.first()).await?;
+    let mut signals = Signals::install();
+    let mut fleet = setup.fleet(&args).await?;
+    let progress = Progress::new(
+        Display::choose(args.quiet, args.headless),
+        setup.live.take(),
+        &setup.scenario.name,
+    );
+    let mut steps = Steps {
+        ctx: RunContext {
+            scenario_origin: setup.origin.clone(),
+            target: target.resolved.clone(),
+            workers: setup.workers,
+            dataset: pool.report.clone(),
+        },
+        run_id: setup::random_hex(8),
+        sweeper: Sweeper::new(&setup.scenario),
+        progress,
+        finished: Vec::new(),
+        stage_results: Vec::new(),
+    };
+    let env = Env {
+        setup: &setup,
+        pool: &pool,
+        target: &target,
+    };
+    let outcome = steps.run_all(&env, &mut fleet, &mut signals).await;
+    fleet.shutdown().await;
+    drop(target.mock);
+    outcome?;
+    Ok(steps.finish())
+}
+
+/// What every step of the run shares.
+struct Env<'a> {
+    setup: &'a setup::Setup,
+    pool: &'a Pool,
+    target: &'a Target,
+}
+
+/// The run's steps and their results so far.
+struct Steps {
+    ctx: RunContext,
+    run_id: String,
+    sweeper: Sweeper,
+    progress: Progress,
+    /// Every finished step's whole result.
+    finished: Vec<RunResult>,
+    /// Every finished `[[stages]]` window's result.
+    stage_results: Vec<RunResult>,
+}
+
+impl Steps {
+    /// Run each step the sweep asks for (one without a sweep), pausing
+    /// between them, until the last or until one is cut short.
+    async fn run_all(
+        &mut self,
+        env: &Env<'_>,
+        fleet: &mut Fleet,
+        signals: &mut Signals,
+    ) -> anyhow::Result<()> {
+        let outputs = Outputs::create(&env.setup.scenario)?;
+        let mut number = 0u32;
+        while let Some(step) = self.sweeper.next_step() {
+            if number > 0
+                && let Some(pause) = env.setup.scenario.sweep.as_ref().and_then(|s| s.pause)
+            {
+                tokio::time::sleep(pause.get()).await;
+            }
+            number += 1;
+            let step_no = if self.sweeper.is_sweep() { number } else { 0 };
+            let stop = self
+                .one(env, &outputs, fleet, signals, (step_no, step))
+                .await?;
+            if stop {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Plan, run and write one step; true when it was cut short.
+    async fn one(
+        &mut self,
+        env: &Env<'_>,
+        outputs: &Outputs,
+        fleet: &mut Fleet,
+        signals: &mut Signals,
+        (step_no, step): (u32, sweep::Step),
+    ) -> anyhow::Result<bool> {
+        let workers = env.setup.workers;
+        let plans = self.plans(env, fleet, &step.scenario, step_no);
+        let windows = plans.first().map(|p| p.stages.clone()).unwrap_or_default();
+        let interval_s = step.scenario.load.report_interval.get().as_secs_f64();
+        let mut agg = Aggregate::new(interval_s, 0..workers);
+        agg.sink = Some(outputs.step_sink(step_no));
+        self.progress
+            .step(step_no, workers, plans.first().and_then(Plan::duration));
+        if self.sweeper.is_sweep() {
+            eprintln!("stage {step_no}: {}", step.name);
+        }
+        let mut watch = Watch::start(&step.scenario, env.target, &windows).await;
+        let end = run_step(
+            fleet,
+            signals,
+            Step {
+                number: step_no,
+                plans: &plans,
+                agg: &mut agg,
+                progress: &mut self.progress,
+                on_start: &mut |at| watch.started(at),
+            },
+        )
+        .await;
+        let server = watch.finish().await;
+        let finished = FinishedStep {
+            number: step_no,
+            name: step.name.clone(),
+            scenario: &step.scenario,
+            windows: &windows,
+            end: end?,
+            warmup_end_us: warmup_end_us(&step.scenario, env.pool),
+            server,
+        };
+        let results = step_results(&self.ctx, finished, &mut agg);
+        self.record(outputs, results)
+    }
+
+    /// Each worker's plan for a step.
+    fn plans(&self, env: &Env<'_>, fleet: &Fleet, scenario: &Scenario, step_no: u32) -> Vec<Plan> {
+        let mut plans = plan::plans_for(
+            scenario,
+            &env.target.resolved,
+            env.pool,
+            env.setup.tokenizer.as_ref(),
+            &self.run_id,
+            step_no,
+            env.setup.workers,
+        );
+        if env.setup.remote && env.target.mock.is_some() {
+            reach_embedded_mock(&mut plans, fleet);
+        }
+        plans
+    }
+
+    /// Tell the sweep how the step went, write its files, keep its results;
+    /// true when it was cut short.
+    fn record(&mut self, outputs: &Outputs, mut results: Vec<RunResult>) -> anyhow::Result<bool> {
+        let s = results[0].summary();
+        self.sweeper.finished(Outcome {
+            request_throughput: s.request_throughput,
+            attainment: if s.sent > 0 {
+                results[0].total.counter(Counter::Goodput) as f64 / s.sent as f64
+            } else {
+                0.0
+            },
+        });
+        let extra = outputs.step_done(StepDone {
+            current: &results,
+            earlier: &self.finished,
+            earlier_stages: &self.stage_results,
+            sweep: self.sweeper.is_sweep(),
+            search: self.sweeper.search(),
+        })?;
+        write_step(&results, self.sweeper.is_sweep(), &extra)?;
+        let whole = results.remove(0);
+        let stop = whole.partial();
+        self.finished.push(whole);
+        self.stage_results.extend(results);
+        Ok(stop)
+    }
+
+    /// Print the sweep's or the stages' table; the run's exit code.
+    fn finish(&self) -> i32 {
+        if self.sweeper.is_sweep() {
+            print!(
+                "{}",
+                stages::render("Sweep", &self.finished, self.sweeper.search())
+            );
+        } else if !self.stage_results.is_empty() {
+            print!("{}", stages::render("Stages", &self.stage_results, None));
+        }
+        if self.finished.iter().any(RunResult::partial) {
+            EXIT_INTERRUPTED
+        } else if self.finished.iter().any(RunResult::degraded) {
+            EXIT_DEGRADED
+        } else {
+            crate::report::gates::exit_code(&self.finished).unwrap_or(0)
+        }
+    }
+}
+
+/// Remote workers reach the embedded mock at the address they reached us at.
+fn reach_embedded_mock(plans: &mut [Plan], fleet: &Fleet) {
+    for p in plans {
+        let Some(ip) = fleet
+            .members()
+            .get(&p.worker_index)
+            .and_then(|m| m.local)
+            .map(|a| a.ip())
+        else {
+            continue;
+        };
+        if ip.is_loopback() {
+            continue;
+        }
+        let host = match ip {
+            std::net::IpAddr::V4(v4) => v4.to_string(),
+            std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+        };
+        for url in &mut p.target.urls {
+            *url = url.replacen("127.0.0.1", &host, 1);
+        }
+    }
+}
+
+/// When measuring starts, µs after the barrier: the end of the warm-up.
+fn warmup_end_us(s: &Scenario, pool: &Pool) -> u64 {
+    match s.load.warmup {
+        None => 0,
+        Some(Warmup::Duration(d)) => d.get().as_micros() as u64,
+        Some(Warmup::Requests(n)) => sharding::schedule_of(s, pool)
+            .global()
+            .nth(n as usize)
+            .map_or(0, |slot| slot.offset.as_micros() as u64),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warmup_ends_where_measuring_starts() {
+        let mut s = Scenario::default();
+        s.load.num_prompts = Some(100);
+        s.load.request_rate = cicada_scenarios::units::Rate::Finite(10.0);
+        let pool = cicada_scenarios::dataset::build_pool(&s, None).unwrap();
+        assert_eq!(warmup_end_us(&s, &pool), 0);
+        s.load.warmup = Some(Warmup::Duration(cicada_scenarios::units::Span::secs(3)));
+        assert_eq!(warmup_end_us(&s, &pool), 3_000_000);
+        s.load.warmup = Some(Warmup::Requests(10));
+        let tenth = sharding::schedule_of(&s, &pool)
+            .global()
+            .nth(10)
+            .unwrap()
+            .offset;
+        assert_eq!(warmup_end_us(&s, &pool), tenth.as_micros() as u64);
+        assert!(warmup_end_us(&s, &pool) > 0);
+    }
+}

@@ -1,0 +1,124 @@
+//! Servers that end connections: the built-in mock closing after every
+//! response as llama-server does, or after an idle keep-alive timeout as
+//! uvicorn does in front of vLLM and SGLang. A reused connection the server
+//! closed must cost a reconnect at most, never a failed request (real
+//! llama-server: `tests/tests/real_llamacpp.rs`).
+
+use std::time::Duration;
+
+use cicada_tests::*;
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+fn run(mock: &Mock, backend: &str, load: &str) -> (Run, Value) {
+    let dir = scratch();
+    let text = format!(
+        r#"
+name = "connections"
+seed = 3
+[target]
+backend = "{backend}"
+base_url = "{url}"
+model = "cicada-mock"
+[dataset]
+input_len = 16
+output_len = 8
+{load}
+[sampling]
+ignore_eos = true
+"#,
+        url = mock.url
+    );
+    let sc = write(dir.path(), "s.toml", &text);
+    let out = dir.path().join("out");
+    let r = coord_run(
+        &[
+            "run",
+            sc.to_str().unwrap(),
+            "--workers",
+            "2",
+            "--output-dir",
+            out.to_str().unwrap(),
+            "--quiet",
+        ],
+        LIMIT,
+    );
+    assert_ok(&r);
+    let j = read_json(&out.join("result.json"));
+    (r, j)
+}
+
+fn check_all_ok(j: &Value, n: u64, what: &str) -> u64 {
+    assert_eq!(
+        j["completed"].as_u64(),
+        Some(n),
+        "{what}: {}",
+        j["cicada"]["outcomes"]
+    );
+    assert_eq!(
+        j["failed"].as_u64(),
+        Some(0),
+        "{what}: {}",
+        j["cicada"]["outcomes"]
+    );
+    let reconnects = j["cicada"]["reconnects"].as_u64().unwrap();
+    assert!(
+        reconnects <= n,
+        "{what}: {reconnects} reconnects for {n} requests"
+    );
+    reconnects
+}
+
+#[test]
+fn closing_after_every_response_costs_no_request_on_any_api() {
+    let _g = serial();
+    for (backend, api) in [
+        ("openai", "openai"),
+        ("openai-chat", "openai-chat"),
+        ("llamacpp", "llamacpp"),
+        ("llamacpp-chat", "llamacpp-chat"),
+    ] {
+        let mock = Mock::start(&[
+            "--ttft-ms",
+            "5",
+            "--itl-ms",
+            "1",
+            "--api",
+            api,
+            "--close-after-response",
+            "true",
+        ]);
+        let (_, j) = run(
+            &mock,
+            backend,
+            "[load]\nnum_prompts = 160\nmax_concurrency = 24",
+        );
+        let reconnects = check_all_ok(&j, 160, backend);
+        // every request needed a connection of its own (plus the readiness check's)
+        let connections = mock.stats()["connections"].as_u64().unwrap();
+        assert!(connections >= 160, "{backend}: {connections} connections");
+        eprintln!("{backend}: 160 of 160, {reconnects} reconnects, {connections} connections");
+    }
+}
+
+#[test]
+fn an_idle_timeout_shorter_than_the_think_time_costs_no_request() {
+    let _g = serial();
+    // one user per worker, thinking 80 ms between requests; the server drops
+    // idle connections after 30 ms, so every reuse finds its connection
+    // closed (seen before reuse, or as a counted reconnect)
+    let mock = Mock::start(&["--ttft-ms", "3", "--itl-ms", "1", "--idle-timeout-ms", "30"]);
+    let (_, j) = run(
+        &mock,
+        "openai-chat",
+        "[load]\nusers = 2\nspawn_rate = 1000\nthink_time = \"80ms\"\nnum_prompts = 96",
+    );
+    let reconnects = check_all_ok(&j, 96, "idle timeout");
+    let connections = mock.stats()["connections"].as_u64().unwrap();
+    assert!(
+        connections >= 96,
+        "{connections} connections: idle ones were reused?"
+    );
+    eprintln!("idle timeout: 96 of 96, {reconnects} reconnects, {connections} connections");
+}

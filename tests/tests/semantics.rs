@@ -1,0 +1,192 @@
+//! Figures mean what their names say, for any worker count (issue: one fleet,
+//! one meaning). Each test here failed on the code before its fix.
+
+use std::path::Path;
+use std::time::Duration;
+
+use cicada_tests::*;
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+fn scenario(mock_url: &str, body: &str) -> String {
+    format!(
+        r#"
+name = "semantics"
+seed = 5
+[target]
+backend = "openai-chat"
+base_url = "{mock_url}"
+model = "cicada-mock"
+{body}
+"#
+    )
+}
+
+/// `coord run` on a scenario text; returns the run and result.json (Null if none).
+fn run(dir: &Path, text: &str, workers: &str, extra: &[&str]) -> (Run, Value) {
+    let sc = write(dir, "s.toml", text);
+    let out = dir.join(format!("out-{workers}"));
+    let mut args = vec![
+        "run",
+        sc.to_str().unwrap(),
+        "--workers",
+        workers,
+        "--output-dir",
+        out.to_str().unwrap(),
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    let r = coord_run(&args, LIMIT);
+    let j = if out.join("result.json").exists() {
+        read_json(&out.join("result.json"))
+    } else {
+        Value::Null
+    };
+    (r, j)
+}
+
+/// The lines of `requests.jsonl` in `dir/out-<workers>`.
+fn requests(dir: &Path, workers: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(dir.join(format!("out-{workers}/requests.jsonl")))
+        .expect("requests.jsonl");
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn us(v: &Value, key: &str) -> i64 {
+    v[key].as_i64().unwrap_or_else(|| panic!("{key} in {v}"))
+}
+
+/// A closed-loop user means to send its next request when its previous one
+/// ended plus its think time: that is its `t_sched`, so a user woken late
+/// shows schedule lag (it used to be stamped at the send, lag always ~0).
+#[test]
+fn closed_loop_users_are_scheduled_at_previous_end_plus_think_time() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "3", "--itl-ms", "1"]);
+    let dir = scratch();
+    let body = r#"
+[dataset]
+input_len = 8
+output_len = 4
+[load]
+users = 4
+spawn_rate = 1000
+think_time = "20ms"
+num_prompts = 80
+[output]
+save_detailed = true
+"#;
+    let (r, _) = run(dir.path(), &scenario(&mock.url, body), "2", &[]);
+    assert_ok(&r);
+    let mut lines = requests(dir.path(), "2");
+    assert_eq!(lines.len(), 80);
+    lines.sort_by_key(|l| us(l, "index"));
+    let mut checked = 0;
+    for user in 0..4i64 {
+        let mine: Vec<&Value> = lines
+            .iter()
+            .filter(|l| us(l, "index") % 4 == user)
+            .collect();
+        for pair in mine.windows(2) {
+            let (prev, next) = (pair[0], pair[1]);
+            let after_end = us(next, "scheduled_us") - us(prev, "ended_us");
+            // the think time exactly, never the sleep's lateness
+            assert_eq!(
+                after_end,
+                20_000,
+                "user {user}: request {} scheduled {after_end} µs after the previous end",
+                us(next, "index")
+            );
+            assert!(us(next, "sent_us") >= us(next, "scheduled_us"));
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 76);
+}
+
+/// `max_concurrent_requests` is vLLM's: the most successful requests active
+/// within one second (every whole second a request touches from its send to
+/// its last content event), computed here from `requests.jsonl`, for one and
+/// for three workers. It used to be a 100 ms average of requests in flight.
+#[test]
+fn max_concurrent_requests_is_vllms_per_second_count() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "40", "--itl-ms", "15"]);
+    let body = r#"
+[dataset]
+input_len = 8
+output_len = 40
+range_ratio = 0.5
+[load]
+num_prompts = 90
+request_rate = 40
+max_concurrency = 16
+[output]
+save_detailed = true
+"#;
+    for workers in ["1", "3"] {
+        let dir = scratch();
+        let (r, j) = run(dir.path(), &scenario(&mock.url, body), workers, &[]);
+        assert_ok(&r);
+        let mut active = std::collections::BTreeMap::<i64, u64>::new();
+        for l in requests(dir.path(), workers) {
+            if l["outcome"] != "ok" {
+                continue;
+            }
+            let sent = us(&l, "sent_us");
+            let last = l["events"]
+                .as_array()
+                .and_then(|e| e.last())
+                .map_or(us(&l, "ended_us"), |e| us(e, "at_us"));
+            for second in sent / 1_000_000..=last / 1_000_000 {
+                *active.entry(second).or_default() += 1;
+            }
+        }
+        let want = active.values().copied().max().unwrap();
+        assert_eq!(
+            j["max_concurrent_requests"].as_u64(),
+            Some(want),
+            "{workers} workers: {}",
+            j["max_concurrent_requests"]
+        );
+        // above the cap when requests straddle a second, as vLLM's can be
+        assert!(want >= 16, "{workers} workers: {want}");
+        let fine = j["cicada"]["peak_concurrent_requests_100ms"]
+            .as_f64()
+            .unwrap();
+        assert!(fine <= 16.0 + 1e-9, "{workers} workers: {fine}");
+    }
+}
+
+/// Warm-up requests never count in the measured concurrency, whatever kind
+/// of warm-up marked them: 50 warm-up requests of ~0.5 s at 100/s are still
+/// in flight while the 10 measured ones run, and used to raise the measured
+/// peak to ~50.
+#[test]
+fn a_count_based_warmup_stays_out_of_the_measured_concurrency() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "100", "--itl-ms", "10"]);
+    let dir = scratch();
+    let body = r#"
+[dataset]
+input_len = 8
+output_len = 40
+[load]
+num_prompts = 60
+request_rate = 100
+warmup = { requests = 50 }
+"#;
+    let (r, j) = run(dir.path(), &scenario(&mock.url, body), "2", &[]);
+    assert_ok(&r);
+    let c = &j["cicada"];
+    assert_eq!(c["warmup"]["sent"].as_u64(), Some(50), "{}", c["warmup"]);
+    assert_eq!(j["completed"].as_u64(), Some(10));
+    let peak = c["peak_concurrent_requests_100ms"].as_f64().unwrap();
+    let mean = c["mean_concurrent_requests"].as_f64().unwrap();
+    assert!(peak <= 10.0 + 1e-9, "peak {peak}");
+    assert!(mean <= 10.0 + 1e-9, "mean {mean}");
+    assert!(j["max_concurrent_requests"].as_u64().unwrap() <= 10);
+}
