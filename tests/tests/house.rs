@@ -446,8 +446,13 @@ impl<'ast> Visit<'ast> for LongFunctions {
 }
 
 fn long_functions(path: &Path, text: &str) -> Vec<(String, usize)> {
+    let file = parse(path, text);
+    // a file that is test code as a whole (`#![cfg(test)]`)
+    if is_test_only(&file.attrs) {
+        return Vec::new();
+    }
     let mut v = LongFunctions { found: Vec::new() };
-    v.visit_file(&parse(path, text));
+    v.visit_file(&file);
     v.found
 }
 
@@ -461,6 +466,8 @@ fn a_made_up_long_function_is_found() {
     let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["long (line 1)", "method (line 125)"], "{found:?}");
     assert_eq!(found[0].1, MAX_FN_LINES + 2);
+    let test_file = format!("#![cfg(test)]\nfn long_fixture() {{\n{body}}}\n");
+    assert!(long_functions(Path::new("fixture.rs"), &test_file).is_empty());
 }
 
 #[test]

@@ -549,13 +549,8 @@ fn malformed_datasets_name_the_file_and_record() {
     );
     let r = coord_run(&["validate", sc.to_str().unwrap()], LIMIT);
     assert_eq!(r.code, Some(2));
-    assert!(
-        r.stderr.contains(
-            "v.toml:4: `dataset.kind`: kind \"sharegpt\" counts tokens and needs a tokenizer"
-        ),
-        "{}",
-        r.stderr
-    );
+    // a key of another kind stops the reading (each kind is a type with
+    // exactly its keys), before the checks that need a whole [dataset]
     assert!(
         r.stderr
             .contains("v.toml:6: `dataset.speed`: does not apply to kind \"sharegpt\""),

@@ -1,5 +1,6 @@
 //! What the flags make of a fixed set of command lines, byte for byte
 //! (`tests/fixtures/flags.txt`; `CICADA_BLESS=1` rewrites it).
+#![cfg(test)]
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
