@@ -21,12 +21,15 @@
 //!   decoding of worker messages into domain events and `MetricSet`s.
 //! - `target`, `server_metrics`: the server side: resolve and probe the
 //!   target (or start the embedded mock), scrape its `/metrics`.
+//! - `cap`: the fleet-wide `max_concurrency` (sums the workers' progress,
+//!   admits waiting workers in global request order).
 //! - `pool`, `sweep`, `signals`, `selftest`, `error`: leaves (request pool,
 //!   sweep values, SIGINT/SIGTERM, `coord selftest`, exit codes).
 //!
 //! HTTP to inference servers goes through `cicada-client`; the worker is
 //! reached only through its entry point (`cicada_worker::serve`).
 
+mod cap;
 pub mod cli;
 mod error;
 mod fleet;

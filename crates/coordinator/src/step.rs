@@ -9,6 +9,7 @@ use anyhow::bail;
 use cicada_scenarios::plan::Plan;
 use tokio::time::Instant;
 
+use crate::cap::{Admit, FleetCap};
 use crate::fleet::{Event, Fleet};
 use crate::merge::Aggregate;
 use crate::progress::Progress;
@@ -115,10 +116,20 @@ pub async fn run_step(
         finished: BTreeSet::new(),
         reported: BTreeMap::new(),
         stop_deadline: None,
+        cap: fleet_cap(step.plans),
+        admits: Vec::new(),
         end,
     };
     collect.run(fleet, signals, step.agg, step.progress).await?;
     Ok(collect.finish(fleet, step.agg, step.progress))
+}
+
+/// The fleet-wide cap the step's workers share, when more than one does.
+fn fleet_cap(plans: &[Plan]) -> Option<FleetCap> {
+    plans
+        .iter()
+        .find_map(|p| p.fleet_cap().filter(|(_, shared)| *shared))
+        .map(|(cap, _)| FleetCap::new(cap))
 }
 
 /// Wait until every member is ready for `step`; returns the requests each plans.
@@ -169,6 +180,10 @@ struct Collect {
     reported: BTreeMap<u32, u64>,
     /// Set once the workers were told to stop: who has not finished by then is lost.
     stop_deadline: Option<Instant>,
+    /// The fleet-wide `max_concurrency`, when workers share it.
+    cap: Option<FleetCap>,
+    /// Waiting workers whose turn came, to be told.
+    admits: Vec<Admit>,
     end: StepEnd,
 }
 
@@ -202,6 +217,11 @@ impl Collect {
                     self.stop_deadline = Some(Instant::now() + STOP_GRACE);
                 }
             }
+            for a in self.admits.drain(..) {
+                fleet
+                    .admit_waiting(a.worker, self.step, a.fleet_completed, a.mine_included)
+                    .await;
+            }
         }
         Ok(())
     }
@@ -229,6 +249,25 @@ impl Collect {
             }
             Event::Left { worker, reason } if !self.finished.contains(&worker) => {
                 self.lose(fleet, agg, worker, reason);
+            }
+            Event::CapProgress {
+                worker,
+                step,
+                completed,
+                sent,
+            } if step == self.step => {
+                if let Some(cap) = &mut self.cap {
+                    self.admits.extend(cap.progress(worker, completed, sent));
+                }
+            }
+            Event::CapWaiting {
+                worker,
+                step,
+                index,
+            } if step == self.step => {
+                if let Some(cap) = &mut self.cap {
+                    self.admits.extend(cap.waiting(worker, index));
+                }
             }
             _ => {}
         }
@@ -278,6 +317,10 @@ impl Collect {
         });
         agg.retire(worker);
         self.finished.insert(worker);
+        // its requests in flight will never end: their slots go to the rest
+        if let Some(cap) = &mut self.cap {
+            self.admits.extend(cap.lost(worker));
+        }
     }
 
     /// The step's end: last intervals flushed, every worker's share.

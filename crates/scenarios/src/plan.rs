@@ -217,8 +217,15 @@ pub enum Drive {
         /// `None` when this worker has nothing to send (more workers than concurrency).
         stripe: Option<Stripe>,
         schedule: ScheduleSpec,
-        /// Requests this worker may have in flight (its share of `max_concurrency`).
+        /// Requests this worker may have in flight (its share of
+        /// `max_concurrency`): what conversations use, whose turns have no
+        /// global order.
         slots: Option<u32>,
+        /// `max_concurrency` over the whole fleet: single requests are
+        /// admitted in the order of their global index against it, as with
+        /// one semaphore (the worker's gate, the coordinator's cap).
+        #[serde(default)]
+        fleet_slots: Option<u32>,
     },
     /// Closed loop: this worker's users.
     Closed(ClosedLoop),
@@ -247,6 +254,20 @@ impl Plan {
         match &self.drive {
             Drive::Open { schedule, .. } => schedule.duration,
             Drive::Closed(c) => c.duration,
+        }
+    }
+
+    /// The fleet-wide cap this worker's single requests are admitted against,
+    /// and whether other workers share it (`None`: no cap, or conversations,
+    /// which split the cap per worker).
+    pub fn fleet_cap(&self) -> Option<(u32, bool)> {
+        match &self.drive {
+            Drive::Open {
+                stripe: Some(st),
+                fleet_slots: Some(c),
+                ..
+            } if self.conversations.is_none() => Some((*c, st.count > 1)),
+            _ => None,
         }
     }
 

@@ -258,11 +258,13 @@ pub fn plans_for(
                     (Some(_), None) => None,
                 };
                 let schedule = schedule.clone();
+                let fleet_slots = stripe.and(s.load.max_concurrency);
                 (
                     Drive::Open {
                         stripe,
                         schedule,
                         slots,
+                        fleet_slots,
                     },
                     mine,
                 )
@@ -412,11 +414,14 @@ mod tests {
                     stripe,
                     schedule,
                     slots: my_slots,
+                    fleet_slots,
                 } = &p.drive
                 else {
                     panic!("open loop")
                 };
                 slots += my_slots.unwrap();
+                // the whole cap, shared by every worker that sends
+                assert_eq!(*fleet_slots, stripe.and(Some(6)));
                 if let Some(st) = stripe {
                     for slot in schedule.stripe(st.index, st.count) {
                         assert!(p.pool.iter().any(|e| e.id == slot.pool_id));

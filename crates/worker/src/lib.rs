@@ -19,6 +19,7 @@ mod health;
 mod inflight;
 mod link;
 mod recorder;
+mod uplink;
 
 pub use link::{Identity, LinkError, Tls, serve};
 

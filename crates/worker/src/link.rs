@@ -153,9 +153,19 @@ fn msg(body: WBody) -> v1::WorkerMessage {
 
 /// A running step: its stop switches and its task.
 struct Running {
+    /// The step's number and what it shares with the executor (in-flight
+    /// count, the fleet cap's gate).
+    number: u32,
+    step: Arc<Step>,
     stop: CancellationToken,
     cancel: CancellationToken,
     task: JoinHandle<()>,
+}
+
+/// An assigned step waiting for its start, with its gate's messages.
+struct Pending {
+    step: Arc<Step>,
+    gate: mpsc::UnboundedReceiver<executor::GateMessage>,
 }
 
 /// Serve one coordinator until it ends the run (Ok) or is lost (Err).
@@ -264,7 +274,7 @@ async fn attach(
 struct Session {
     threads: usize,
     tx: mpsc::Sender<v1::WorkerMessage>,
-    pending: Option<Arc<Step>>,
+    pending: Option<Pending>,
     running: Option<Running>,
 }
 
@@ -292,7 +302,8 @@ impl Session {
                 }
                 _ = beat.tick() => {
                     beat_seq += 1;
-                    if self.tx.send(msg(WBody::Heartbeat(v1::Heartbeat { seq: beat_seq, in_flight: 0 }))).await.is_err() {
+                    let beat = v1::Heartbeat { seq: beat_seq, in_flight: self.in_flight() };
+                    if self.tx.send(msg(WBody::Heartbeat(beat))).await.is_err() {
                         return Err(LinkError::Lost("the outgoing stream closed".into()));
                     }
                 }
@@ -300,23 +311,41 @@ impl Session {
         }
     }
 
+    /// Requests of the running step in flight now (0 between steps).
+    fn in_flight(&self) -> u64 {
+        self.running.as_ref().map_or(0, |r| r.step.in_flight())
+    }
+
     /// Act on one message; `Some` when the run ends with it.
     async fn on_message(&mut self, m: v1::CoordinatorMessage) -> Option<Result<(), LinkError>> {
         match m.body {
             Some(CBody::Assign(a)) => return self.prepare(a).await,
             Some(CBody::Start(s)) => {
-                let Some(step) = self.pending.take() else {
+                let Some(pending) = self.pending.take() else {
                     return Some(Err(LinkError::Protocol(
                         "start without an assigned stage".into(),
                     )));
                 };
                 let start = Instant::now() + Duration::from_micros(s.delay_us);
-                self.running = Some(start_step(step, s.step, Clock::new(start), self.tx.clone()));
+                tokio::spawn(crate::uplink::forward(
+                    pending.gate,
+                    s.step,
+                    self.tx.clone(),
+                ));
+                self.running = Some(start_step(
+                    pending.step,
+                    s.step,
+                    Clock::new(start),
+                    self.tx.clone(),
+                ));
             }
             Some(CBody::Stop(s)) => match self.running.take() {
                 Some(r) if !r.task.is_finished() => {
                     tracing::info!(reason = %s.reason, cancel = s.cancel_in_flight, "stopping the stage");
                     r.stop.cancel();
+                    if let Some(gate) = &r.step.gate {
+                        gate.close();
+                    }
                     if s.cancel_in_flight {
                         r.cancel.cancel();
                     }
@@ -328,12 +357,19 @@ impl Session {
                 }
             },
             Some(CBody::Ping(p)) => {
-                let in_flight = self.running.as_ref().map_or(0, |_| 0);
                 let beat = v1::Heartbeat {
                     seq: p.seq,
-                    in_flight,
+                    in_flight: self.in_flight(),
                 };
                 let _ = self.tx.send(msg(WBody::Heartbeat(beat))).await;
+            }
+            Some(CBody::CapAdmit(a)) => {
+                if let Some(r) = &self.running
+                    && r.number == a.step
+                    && let Some(gate) = &r.step.gate
+                {
+                    gate.admitted(a.fleet_completed, a.mine_included);
+                }
             }
             Some(CBody::Welcome(_)) | Some(CBody::Reject(_)) | None => {}
         }
@@ -342,17 +378,21 @@ impl Session {
 
     /// Prepare an assigned step and say it is ready (or why it cannot run).
     async fn prepare(&mut self, a: v1::Assign) -> Option<Result<(), LinkError>> {
+        let (uplink, gate) = mpsc::unbounded_channel();
         let step = Plan::decode(&a.plan, a.plan_format)
             .map_err(|e| e.to_string())
             .and_then(|plan| {
                 let planned = plan.planned_requests();
-                Step::new(plan, self.threads + 1)
+                Step::new(plan, self.threads + 1, Some(uplink))
                     .map(|s| (s, planned))
                     .map_err(|e| e.to_string())
             });
         match step {
             Ok((step, planned)) => {
-                self.pending = Some(Arc::new(step));
+                self.pending = Some(Pending {
+                    step: Arc::new(step),
+                    gate,
+                });
                 let ready = v1::Ready {
                     step: a.step,
                     planned_requests: planned,
@@ -381,6 +421,7 @@ fn start_step(
     let stop = CancellationToken::new();
     let cancel = CancellationToken::new();
     let (s2, c2) = (stop.clone(), cancel.clone());
+    let shared = step.clone();
     let task = tokio::spawn(async move {
         let interval = Duration::from_millis(step.plan.report_interval_ms.max(100));
         let health = Arc::new(Health::new());
@@ -420,7 +461,13 @@ fn start_step(
             })))
             .await;
     });
-    Running { stop, cancel, task }
+    Running {
+        number: step_no,
+        step: shared,
+        stop,
+        cancel,
+        task,
+    }
 }
 
 fn build_report(

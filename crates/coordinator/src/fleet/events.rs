@@ -30,6 +30,15 @@ pub enum Event {
     },
     /// Its stream ended.
     Left { worker: u32, reason: String },
+    /// Its share of the fleet cap: requests of `step` ended and sent so far.
+    CapProgress {
+        worker: u32,
+        step: u32,
+        completed: u64,
+        sent: u64,
+    },
+    /// Its next request, `index`, is due and waits for the fleet cap.
+    CapWaiting { worker: u32, step: u32, index: u64 },
 }
 
 /// One interval of one worker's step.
@@ -94,6 +103,17 @@ pub(super) fn decode(worker: u32, msg: v1::WorkerMessage) -> Option<Event> {
             worker,
             message: e.message,
             fatal: e.fatal,
+        },
+        WBody::CapProgress(p) => Event::CapProgress {
+            worker,
+            step: p.step,
+            completed: p.completed,
+            sent: p.sent,
+        },
+        WBody::CapWaiting(w) => Event::CapWaiting {
+            worker,
+            step: w.step,
+            index: w.index,
         },
         WBody::Hello(_) | WBody::Heartbeat(_) => return None,
     })

@@ -312,6 +312,24 @@ impl Fleet {
         .await;
     }
 
+    /// Tell worker `index` that `fleet_completed` requests of `step` ended
+    /// fleet-wide, `mine_included` of them its own: its waiting request's
+    /// turn under the fleet cap has come.
+    pub async fn admit_waiting(
+        &self,
+        index: u32,
+        step: u32,
+        fleet_completed: u64,
+        mine_included: u64,
+    ) {
+        let admit = v1::CapAdmit {
+            step,
+            fleet_completed,
+            mine_included,
+        };
+        self.send(index, CBody::CapAdmit(admit)).await;
+    }
+
     /// Heartbeat every member.
     pub async fn ping(&self, seq: u64) {
         self.broadcast(CBody::Ping(v1::Ping { seq })).await;

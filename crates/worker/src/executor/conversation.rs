@@ -37,6 +37,7 @@ pub async fn run_conversations(
         stripe: Some(stripe),
         schedule,
         slots,
+        ..
     } = &step.plan.drive
     else {
         return 0;
@@ -304,7 +305,7 @@ mod tests {
         };
         let plan = plans_for(&s, &target, &pool, None, "run1", 0, 1).remove(0);
         assert_eq!(plan.planned_requests(), 5);
-        let step = Arc::new(Step::new(plan, 2).unwrap());
+        let step = Arc::new(Step::new(plan, 2, None).unwrap());
         let clock = Clock::new(tokio::time::Instant::now());
         let sent = run_conversations(
             step.clone(),

@@ -2,6 +2,7 @@
 
 mod closed_loop;
 mod dispatch;
+mod gate;
 mod open_loop;
 mod request;
 mod route;
@@ -26,6 +27,8 @@ use cicada_scenarios::dataset::PoolEntry;
 use cicada_scenarios::plan::Plan;
 use cicada_scenarios::tokenizer::Tokenizer;
 use thiserror::Error;
+
+pub use gate::{Gate, GateMessage};
 
 use crate::inflight::InFlight;
 use crate::recorder::Recorder;
@@ -61,12 +64,20 @@ pub struct Step {
     pub tokenizer: Option<Tokenizer>,
     /// Requests in flight per target, integrated over time.
     pub in_flight_by_target: Vec<InFlight>,
+    /// The fleet-wide `max_concurrency` single requests wait for, if any.
+    pub gate: Option<Gate>,
     in_flight: AtomicU64,
 }
 
 impl Step {
-    /// Prepare a step: HTTP client, headers (API key from this worker's environment), pool.
-    pub fn new(plan: Plan, recorder_shards: usize) -> Result<Self, StepError> {
+    /// Prepare a step: HTTP client, headers (API key from this worker's
+    /// environment), pool, and the gate of a fleet-wide cap, which tells the
+    /// coordinator through `uplink` when other workers share it.
+    pub fn new(
+        plan: Plan,
+        recorder_shards: usize,
+        uplink: Option<tokio::sync::mpsc::UnboundedSender<GateMessage>>,
+    ) -> Result<Self, StepError> {
         if plan.target.urls.is_empty() {
             return Err(StepError::NoTarget);
         }
@@ -105,7 +116,11 @@ impl Step {
             }
             None => None,
         };
+        let gate = plan
+            .fleet_cap()
+            .map(|(cap, shared)| Gate::new(cap, uplink.filter(|_| shared)));
         Ok(Self {
+            gate,
             timeout: Duration::from_millis(plan.target.timeout_ms),
             plan,
             codec,

@@ -1,11 +1,12 @@
 //! Open loop: requests leave at their scheduled times whatever the server does;
 //! a concurrency cap, if any, queues them (the wait shows up as schedule lag).
+//! The cap is the fleet's: requests are admitted in the order of their global
+//! index, as with one semaphore over every worker (see `gate`).
 
 use std::sync::Arc;
 
 use cicada_scenarios::plan::Drive;
 use cicada_scenarios::shape::Cooldown;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -24,12 +25,11 @@ pub(super) async fn run(
     let Drive::Open {
         stripe: Some(stripe),
         schedule,
-        slots,
+        ..
     } = &step.plan.drive
     else {
         return 0;
     };
-    let slots = slots.map(|s| Arc::new(Semaphore::new(s as usize)));
     let duration = schedule.duration;
     let end_of_run = async move {
         match duration {
@@ -54,26 +54,30 @@ pub(super) async fn run(
             },
             () = stop.cancelled() => break,
         };
-        let permit = match &slots {
-            Some(sem) => tokio::select! {
-                p = sem.clone().acquire_owned() => match p {
-                    Ok(p) => Some(p),
-                    Err(_) => break,
-                },
-                () = stop.cancelled() => break,
-                () = &mut end_of_run => break,
-            },
-            None => None,
-        };
+        if let Some(gate) = &step.gate {
+            let admitted = tokio::select! {
+                ok = gate.admit(slot.index) => ok,
+                () = stop.cancelled() => false,
+                () = &mut end_of_run => false,
+            };
+            if !admitted {
+                break;
+            }
+        }
         if let Some(d) = duration
             && clock.now_us() >= d.as_micros() as u64
         {
+            if let Some(gate) = &step.gate {
+                gate.finished();
+            }
             break;
         }
         let (step, cancel) = (step.clone(), cancel.clone());
         tracker.spawn(async move {
-            let _ = send_one(step, slot, clock, cancel).await;
-            drop(permit);
+            let _ = send_one(step.clone(), slot, clock, cancel).await;
+            if let Some(gate) = &step.gate {
+                gate.finished();
+            }
         });
         dispatched += 1;
     }
