@@ -190,3 +190,69 @@ warmup = { requests = 50 }
     assert!(mean <= 10.0 + 1e-9, "mean {mean}");
     assert!(j["max_concurrent_requests"].as_u64().unwrap() <= 10);
 }
+
+/// The value of column `name` in a summary.csv row.
+fn cell<'a>(header: &[String], row: &'a [String], name: &str) -> &'a str {
+    let i = header
+        .iter()
+        .position(|h| h == name)
+        .unwrap_or_else(|| panic!("no column {name}"));
+    &row[i]
+}
+
+/// A figure with no samples is absent, never 0: a non-streamed run sees no
+/// first token and no gaps, so vLLM's TTFT, TPOT and ITL keys stay in
+/// result.json with `null` (they used to say 0.0), cicada's per-metric
+/// statistics leave them out (run and per target), summary.csv leaves their
+/// cells blank and the console says n/a.
+#[test]
+fn figures_without_samples_are_absent_never_zero() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let dir = scratch();
+    let body = r#"
+stream = false
+[dataset]
+input_len = 8
+output_len = 4
+[load]
+num_prompts = 6
+max_concurrency = 2
+"#;
+    let (r, j) = run(dir.path(), &scenario(&mock.url, body), "2", &[]);
+    assert_ok(&r);
+    assert_eq!(j["completed"].as_u64(), Some(6));
+    for m in ["ttft", "tpot", "itl"] {
+        for stat in ["mean", "median", "std", "p50", "p90", "p99", "p99.9"] {
+            let key = format!("{stat}_{m}_ms");
+            let obj = j.as_object().unwrap();
+            assert!(obj.contains_key(&key), "{key} is missing");
+            assert!(obj[&key].is_null(), "{key} = {}", obj[&key]);
+        }
+        assert!(j["cicada"]["metrics"].get(m).is_none(), "{m}");
+        assert!(j["cicada"]["targets"][0]["metrics"].get(m).is_none(), "{m}");
+    }
+    assert!(j["mean_e2el_ms"].as_f64().unwrap() > 0.0);
+    assert!(j["p99_e2el_ms"].as_f64().unwrap() > 0.0);
+    let (h, rows) = read_csv(&dir.path().join("out-2/summary.csv"));
+    for col in [
+        "Time To First Token",
+        "Latency Per Token",
+        "P99 Time To First Token",
+        "ttft_mean_ms",
+        "tpot_p50_ms",
+        "itl_p99_ms",
+        "icl_mean_ms",
+    ] {
+        assert_eq!(cell(&h, &rows[0], col), "", "{col}");
+    }
+    assert_ne!(cell(&h, &rows[0], "Total Latency"), "");
+    for label in ["Mean TTFT (ms):", "Median TPOT (ms):", "P99 ITL (ms):"] {
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} line in\n{}", r.stdout));
+        assert_eq!(line.trim_end(), format!("{label:<40} n/a"), "{}", r.stdout);
+    }
+}

@@ -24,18 +24,18 @@ fn is_secret_header(name: &str) -> bool {
         .any(|s| n.contains(s))
 }
 
-/// vLLM's fields of one metric (absent statistics as 0, as vLLM writes them).
+/// vLLM's fields of one metric; `null` when it has no samples (vLLM writes
+/// 0, which reads as a measurement), the keys kept for vLLM's readers.
 fn latency(s: &Summary, metric: Metric, percentiles: &[f64]) -> MetricLatency {
     let d = s.metric(metric);
-    let get = |f: fn(&cicada_metrics::DistributionStats) -> f64| Some(d.map_or(0.0, f));
     MetricLatency {
         metric: metric.name().to_string(),
-        mean: get(|d| d.mean),
-        median: get(|d| d.median),
-        std: get(|d| d.std),
+        mean: d.map(|d| d.mean),
+        median: d.map(|d| d.median),
+        std: d.map(|d| d.std),
         percentiles: percentiles
             .iter()
-            .map(|p| (*p, Some(d.and_then(|d| d.percentile(*p)).unwrap_or(0.0))))
+            .map(|p| (*p, d.and_then(|d| d.percentile(*p))))
             .collect(),
     }
 }
@@ -120,7 +120,7 @@ fn metrics(s: &Summary, percentiles: &[f64]) -> Entries<MetricStats> {
                     .iter()
                     .map(|p| {
                         let key = format!("p{}", super::percentile_word(*p));
-                        (key, Some(d.percentile(*p).unwrap_or(0.0)))
+                        (key, d.percentile(*p))
                     })
                     .collect(),
             };
