@@ -61,6 +61,15 @@ impl Unit {
             Unit::MilliTokensPerSecond => "tok_s",
         }
     }
+
+    /// What one raw recorded value counts (`us`, `milli_tok_s`), so a
+    /// histogram written to a file says how to read its integers.
+    pub fn recorded(self) -> &'static str {
+        match self {
+            Unit::Micros => "us",
+            Unit::MilliTokensPerSecond => "milli_tok_s",
+        }
+    }
 }
 
 impl Metric {
