@@ -79,8 +79,12 @@ num_prompts = 80
 [output]
 save_detailed = true
 "#;
-    let (r, _) = run(dir.path(), &scenario(&mock.url, body), "2", &[]);
+    let (r, j) = run(dir.path(), &scenario(&mock.url, body), "2", &[]);
     assert_ok(&r);
+    // a closed loop intends its send times: its figures from the schedule stay
+    for m in ["ttft_co", "e2el_co", "schedule_lag"] {
+        assert_eq!(j["cicada"]["metrics"][m]["count"].as_u64(), Some(80), "{m}");
+    }
     let mut lines = requests(dir.path(), "2");
     assert_eq!(lines.len(), 80);
     lines.sort_by_key(|l| us(l, "index"));
@@ -255,4 +259,57 @@ max_concurrency = 2
             .unwrap_or_else(|| panic!("no {label} line in\n{}", r.stdout));
         assert_eq!(line.trim_end(), format!("{label:<40} n/a"), "{}", r.stdout);
     }
+}
+
+/// With `request_rate = "inf"` (open loop, no rate asked) every request is
+/// due at the barrier, so "from schedule" figures and schedule lag would
+/// count the wait behind `max_concurrency` as lateness: they are left out of
+/// result.json (statistics and histograms), summary.csv, timeseries.csv and
+/// the console. A finite rate keeps them.
+#[test]
+fn schedule_figures_are_absent_when_no_rate_was_asked() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "20", "--itl-ms", "2"]);
+    let load = |rate: &str| {
+        format!(
+            "[dataset]\ninput_len = 8\noutput_len = 4\n[load]\nnum_prompts = 12\nmax_concurrency = 2\n{rate}"
+        )
+    };
+    let schedule = ["ttft_co", "e2el_co", "schedule_lag"];
+    let dir = scratch();
+    let (r, j) = run(dir.path(), &scenario(&mock.url, &load("")), "2", &[]);
+    assert_ok(&r);
+    for m in schedule {
+        assert!(j["cicada"]["metrics"].get(m).is_none(), "{m}");
+        assert!(j["cicada"]["histograms"].get(m).is_none(), "{m}");
+        assert!(j["cicada"]["targets"][0]["metrics"].get(m).is_none(), "{m}");
+    }
+    assert!(j["cicada"]["metrics"].get("ttft").is_some());
+    let (h, rows) = read_csv(&dir.path().join("out-2/summary.csv"));
+    for col in ["ttft_co_mean_ms", "e2el_co_p99_ms", "schedule_lag_p50_ms"] {
+        assert_eq!(cell(&h, &rows[0], col), "", "{col}");
+    }
+    let ts = std::fs::read_to_string(dir.path().join("out-2/timeseries.csv")).unwrap();
+    assert!(ts.contains(",ttft,"));
+    for m in schedule {
+        assert!(!ts.contains(&format!(",{m},")), "{m} in timeseries.csv");
+    }
+    assert!(!r.stdout.contains("from Schedule"), "{}", r.stdout);
+    assert!(!r.stdout.contains("Schedule Lag"), "{}", r.stdout);
+
+    let dir = scratch();
+    let (r, j) = run(
+        dir.path(),
+        &scenario(&mock.url, &load("request_rate = 200\n")),
+        "2",
+        &[],
+    );
+    assert_ok(&r);
+    for m in schedule {
+        assert!(
+            j["cicada"]["metrics"][m]["count"].as_u64() == Some(12),
+            "{m}"
+        );
+    }
+    assert!(r.stdout.contains("TTFT from Schedule"), "{}", r.stdout);
 }

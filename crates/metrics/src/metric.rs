@@ -90,6 +90,11 @@ impl Metric {
         Metric::ServerTpot,
     ];
 
+    /// Metrics measured from the intended send time `t_sched`: they mean
+    /// something only where the load intended send times (a rate, a trace,
+    /// closed-loop users), not where everything is due at the barrier.
+    pub const FROM_SCHEDULE: [Metric; 3] = [Metric::TtftCo, Metric::E2elCo, Metric::ScheduleLag];
+
     /// Every metric including the worker's health metrics.
     pub const ALL: [Metric; 14] = [
         Metric::Ttft,
