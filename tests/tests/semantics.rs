@@ -313,3 +313,27 @@ fn schedule_figures_are_absent_when_no_rate_was_asked() {
     }
     assert!(r.stdout.contains("TTFT from Schedule"), "{}", r.stdout);
 }
+/// summary.csv's `Concurrency` (fw-ai/benchmark's column) is the users
+/// count of a closed-loop run (it said "unbounded"), and `Logprobs` shows
+/// the logprobs the requests asked for (it was always empty).
+#[test]
+fn summary_csv_concurrency_counts_users_and_logprobs_show_what_was_asked() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let dir = scratch();
+    let body = r#"
+[dataset]
+input_len = 8
+output_len = 4
+[load]
+users = 3
+num_prompts = 9
+[sampling]
+extra_body = { logprobs = true, top_logprobs = 2 }
+"#;
+    let (r, _) = run(dir.path(), &scenario(&mock.url, body), "2", &[]);
+    assert_ok(&r);
+    let (h, rows) = read_csv(&dir.path().join("out-2/summary.csv"));
+    assert_eq!(cell(&h, &rows[0], "Concurrency"), "3");
+    assert_eq!(cell(&h, &rows[0], "Logprobs"), "2");
+}
