@@ -79,8 +79,12 @@ num_prompts = 80
 [output]
 save_detailed = true
 "#;
-    let (r, _) = run(dir.path(), &scenario(&mock.url, body), "2", &[]);
+    let (r, j) = run(dir.path(), &scenario(&mock.url, body), "2", &[]);
     assert_ok(&r);
+    // a closed loop intends its send times: its figures from the schedule stay
+    for m in ["ttft_co", "e2el_co", "schedule_lag"] {
+        assert_eq!(j["cicada"]["metrics"][m]["count"].as_u64(), Some(80), "{m}");
+    }
     let mut lines = requests(dir.path(), "2");
     assert_eq!(lines.len(), 80);
     lines.sort_by_key(|l| us(l, "index"));
@@ -189,4 +193,147 @@ warmup = { requests = 50 }
     assert!(peak <= 10.0 + 1e-9, "peak {peak}");
     assert!(mean <= 10.0 + 1e-9, "mean {mean}");
     assert!(j["max_concurrent_requests"].as_u64().unwrap() <= 10);
+}
+
+/// The value of column `name` in a summary.csv row.
+fn cell<'a>(header: &[String], row: &'a [String], name: &str) -> &'a str {
+    let i = header
+        .iter()
+        .position(|h| h == name)
+        .unwrap_or_else(|| panic!("no column {name}"));
+    &row[i]
+}
+
+/// A figure with no samples is absent, never 0: a non-streamed run sees no
+/// first token and no gaps, so vLLM's TTFT, TPOT and ITL keys stay in
+/// result.json with `null` (they used to say 0.0), cicada's per-metric
+/// statistics leave them out (run and per target), summary.csv leaves their
+/// cells blank and the console says n/a.
+#[test]
+fn figures_without_samples_are_absent_never_zero() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let dir = scratch();
+    let body = r#"
+stream = false
+[dataset]
+input_len = 8
+output_len = 4
+[load]
+num_prompts = 6
+max_concurrency = 2
+"#;
+    let (r, j) = run(dir.path(), &scenario(&mock.url, body), "2", &[]);
+    assert_ok(&r);
+    assert_eq!(j["completed"].as_u64(), Some(6));
+    for m in ["ttft", "tpot", "itl"] {
+        for stat in ["mean", "median", "std", "p50", "p90", "p99", "p99.9"] {
+            let key = format!("{stat}_{m}_ms");
+            let obj = j.as_object().unwrap();
+            assert!(obj.contains_key(&key), "{key} is missing");
+            assert!(obj[&key].is_null(), "{key} = {}", obj[&key]);
+        }
+        assert!(j["cicada"]["metrics"].get(m).is_none(), "{m}");
+        assert!(j["cicada"]["targets"][0]["metrics"].get(m).is_none(), "{m}");
+    }
+    assert!(j["mean_e2el_ms"].as_f64().unwrap() > 0.0);
+    assert!(j["p99_e2el_ms"].as_f64().unwrap() > 0.0);
+    let (h, rows) = read_csv(&dir.path().join("out-2/summary.csv"));
+    for col in [
+        "Time To First Token",
+        "Latency Per Token",
+        "P99 Time To First Token",
+        "ttft_mean_ms",
+        "tpot_p50_ms",
+        "itl_p99_ms",
+        "icl_mean_ms",
+    ] {
+        assert_eq!(cell(&h, &rows[0], col), "", "{col}");
+    }
+    assert_ne!(cell(&h, &rows[0], "Total Latency"), "");
+    for label in ["Mean TTFT (ms):", "Median TPOT (ms):", "P99 ITL (ms):"] {
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} line in\n{}", r.stdout));
+        assert_eq!(line.trim_end(), format!("{label:<40} n/a"), "{}", r.stdout);
+    }
+}
+
+/// With `request_rate = "inf"` (open loop, no rate asked) every request is
+/// due at the barrier, so "from schedule" figures and schedule lag would
+/// count the wait behind `max_concurrency` as lateness: they are left out of
+/// result.json (statistics and histograms), summary.csv, timeseries.csv and
+/// the console. A finite rate keeps them.
+#[test]
+fn schedule_figures_are_absent_when_no_rate_was_asked() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "20", "--itl-ms", "2"]);
+    let load = |rate: &str| {
+        format!(
+            "[dataset]\ninput_len = 8\noutput_len = 4\n[load]\nnum_prompts = 12\nmax_concurrency = 2\n{rate}"
+        )
+    };
+    let schedule = ["ttft_co", "e2el_co", "schedule_lag"];
+    let dir = scratch();
+    let (r, j) = run(dir.path(), &scenario(&mock.url, &load("")), "2", &[]);
+    assert_ok(&r);
+    for m in schedule {
+        assert!(j["cicada"]["metrics"].get(m).is_none(), "{m}");
+        assert!(j["cicada"]["histograms"].get(m).is_none(), "{m}");
+        assert!(j["cicada"]["targets"][0]["metrics"].get(m).is_none(), "{m}");
+    }
+    assert!(j["cicada"]["metrics"].get("ttft").is_some());
+    let (h, rows) = read_csv(&dir.path().join("out-2/summary.csv"));
+    for col in ["ttft_co_mean_ms", "e2el_co_p99_ms", "schedule_lag_p50_ms"] {
+        assert_eq!(cell(&h, &rows[0], col), "", "{col}");
+    }
+    let ts = std::fs::read_to_string(dir.path().join("out-2/timeseries.csv")).unwrap();
+    assert!(ts.contains(",ttft,"));
+    for m in schedule {
+        assert!(!ts.contains(&format!(",{m},")), "{m} in timeseries.csv");
+    }
+    assert!(!r.stdout.contains("from Schedule"), "{}", r.stdout);
+    assert!(!r.stdout.contains("Schedule Lag"), "{}", r.stdout);
+
+    let dir = scratch();
+    let (r, j) = run(
+        dir.path(),
+        &scenario(&mock.url, &load("request_rate = 200\n")),
+        "2",
+        &[],
+    );
+    assert_ok(&r);
+    for m in schedule {
+        assert!(
+            j["cicada"]["metrics"][m]["count"].as_u64() == Some(12),
+            "{m}"
+        );
+    }
+    assert!(r.stdout.contains("TTFT from Schedule"), "{}", r.stdout);
+}
+/// summary.csv's `Concurrency` (fw-ai/benchmark's column) is the users
+/// count of a closed-loop run (it said "unbounded"), and `Logprobs` shows
+/// the logprobs the requests asked for (it was always empty).
+#[test]
+fn summary_csv_concurrency_counts_users_and_logprobs_show_what_was_asked() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let dir = scratch();
+    let body = r#"
+[dataset]
+input_len = 8
+output_len = 4
+[load]
+users = 3
+num_prompts = 9
+[sampling]
+extra_body = { logprobs = true, top_logprobs = 2 }
+"#;
+    let (r, _) = run(dir.path(), &scenario(&mock.url, body), "2", &[]);
+    assert_ok(&r);
+    let (h, rows) = read_csv(&dir.path().join("out-2/summary.csv"));
+    assert_eq!(cell(&h, &rows[0], "Concurrency"), "3");
+    assert_eq!(cell(&h, &rows[0], "Logprobs"), "2");
 }

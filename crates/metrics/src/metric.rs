@@ -61,6 +61,15 @@ impl Unit {
             Unit::MilliTokensPerSecond => "tok_s",
         }
     }
+
+    /// What one raw recorded value counts (`us`, `milli_tok_s`), so a
+    /// histogram written to a file says how to read its integers.
+    pub fn recorded(self) -> &'static str {
+        match self {
+            Unit::Micros => "us",
+            Unit::MilliTokensPerSecond => "milli_tok_s",
+        }
+    }
 }
 
 impl Metric {
@@ -80,6 +89,11 @@ impl Metric {
         Metric::TtftMinusServerPrompt,
         Metric::ServerTpot,
     ];
+
+    /// Metrics measured from the intended send time `t_sched`: they mean
+    /// something only where the load intended send times (a rate, a trace,
+    /// closed-loop users), not where everything is due at the barrier.
+    pub const FROM_SCHEDULE: [Metric; 3] = [Metric::TtftCo, Metric::E2elCo, Metric::ScheduleLag];
 
     /// Every metric including the worker's health metrics.
     pub const ALL: [Metric; 14] = [

@@ -131,6 +131,19 @@ pub fn is_closed_loop(s: &crate::Scenario) -> bool {
     s.load.users.is_some() || s.stages.iter().any(|st| st.users.is_some())
 }
 
+/// Whether the load intends a send time for each request: a finite rate, a
+/// ramp, rate stages, a trace's timestamps, or closed-loop users (previous
+/// end plus think time). An open loop at `request_rate = "inf"` does not:
+/// every request is due at the barrier, so a send later than that is
+/// waiting for a concurrency slot, not a missed schedule.
+pub fn has_intended_send_times(s: &crate::Scenario) -> bool {
+    is_closed_loop(s)
+        || s.load.request_rate.per_second().is_some()
+        || s.load.ramp.is_some()
+        || !s.stages.is_empty()
+        || matches!(s.dataset, Dataset::Trace(_))
+}
+
 /// The global open-loop schedule of a scenario's run over `pool`: the seeded
 /// arrival process, or the pool's own send times when it is a replayed trace.
 pub fn schedule_of(s: &crate::Scenario, pool: &Pool) -> ScheduleSpec {
@@ -507,5 +520,31 @@ mod tests {
         assert_eq!(c.stride, 8);
         assert_eq!(c.users, vec![1, 3, 5, 7]);
         assert_eq!(c.duration, Some(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn only_an_open_loop_at_infinite_rate_has_no_intended_send_times() {
+        let mut s = crate::Scenario::default();
+        s.load.max_concurrency = Some(4);
+        assert!(!has_intended_send_times(&s), "inf rate, capped");
+        s.load.request_rate = Rate::Finite(5.0);
+        assert!(has_intended_send_times(&s), "a rate");
+        let users = crate::Scenario {
+            load: crate::scenario::Load {
+                users: Some(2),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert!(has_intended_send_times(&users), "closed loop");
+        let trace = crate::Scenario {
+            dataset: Dataset::Trace(crate::scenario::TraceSpec {
+                path: "t.jsonl".into(),
+                speed: 1.0,
+                block_size: 512,
+            }),
+            ..Default::default()
+        };
+        assert!(has_intended_send_times(&trace), "a trace's timestamps");
     }
 }

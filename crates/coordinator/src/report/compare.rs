@@ -17,6 +17,37 @@ pub const TABLE_METRICS: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl,
 /// Percentiles of each metric kept per row (beside the mean).
 pub const ROW_PERCENTILES: [f64; 4] = [50.0, 90.0, 99.0, 99.9];
 
+/// What a table's ITL columns hold: one definition per table, never two.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ItlDefinition {
+    /// cicada's ITL: each chunk's gap split over its tokens, one sample per token.
+    #[default]
+    PerToken,
+    /// vLLM's ITL: one gap per streamed chunk (what cicada calls ICL).
+    PerChunk,
+}
+
+impl ItlDefinition {
+    /// The definition for a table of `files`: vLLM's (per chunk) as soon as
+    /// one is a `vllm bench serve` file (it has no `cicada` section), since
+    /// vLLM's files carry no per-token ITL; else cicada's (per token).
+    pub fn for_files(files: &[ResultFile]) -> Self {
+        if files.iter().any(|f| !f.is_cicada()) {
+            ItlDefinition::PerChunk
+        } else {
+            ItlDefinition::PerToken
+        }
+    }
+
+    /// Its name in `coord report --format json` (`per_token`, `per_chunk`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ItlDefinition::PerToken => "per_token",
+            ItlDefinition::PerChunk => "per_chunk",
+        }
+    }
+}
+
 /// A result file that cannot be used, and why.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -63,6 +94,11 @@ pub struct Row {
     pub request_goodput: Option<f64>,
     /// In [`TABLE_METRICS`] order.
     pub latencies: [Latency; 4],
+    /// What the ITL figures are (the same for every row of a table).
+    pub itl: ItlDefinition,
+    /// The ITL figures are the file's ICL (`cicada.metrics.icl`): a cicada
+    /// file in a per-chunk table.
+    pub itl_from_icl: bool,
 }
 
 /// A parsed result file.
@@ -113,6 +149,34 @@ impl ResultFile {
         self.path.display().to_string()
     }
 
+    /// Written by `coord run` (a `cicada` section), not by `vllm bench serve`.
+    fn is_cicada(&self) -> bool {
+        self.doc.cicada.is_some()
+    }
+
+    /// The file's ICL from `cicada.metrics.icl` (absent without samples).
+    fn icl(&self) -> Latency {
+        let stats = self.doc.cicada.as_ref().and_then(|c| {
+            c.metrics
+                .0
+                .iter()
+                .find(|(k, _)| k == Metric::Icl.name())
+                .map(|(_, s)| s)
+        });
+        let Some(s) = stats else {
+            return Latency::default();
+        };
+        Latency {
+            mean: s.mean,
+            percentiles: ROW_PERCENTILES.map(|p| {
+                let key = format!("p{}", super::percentile_word(p));
+                let at = s.percentiles.0.iter().find(|(k, _)| *k == key);
+                at.and_then(|(_, v)| *v)
+                    .or(if p == 50.0 { s.median } else { None })
+            }),
+        }
+    }
+
     fn model(&self) -> String {
         self.doc.model_id.clone().unwrap_or_else(|| "-".to_string())
     }
@@ -137,10 +201,15 @@ impl ResultFile {
         }
     }
 
-    /// A row from the file's own figures (vLLM's keys).
-    pub fn row(&self) -> Result<Row, ReportError> {
+    /// A row from the file's own figures (vLLM's keys), its ITL columns
+    /// holding `itl`: per chunk, a cicada file gives its ICL.
+    pub fn row(&self, itl: ItlDefinition) -> Result<Row, ReportError> {
         let d = &self.doc;
+        let itl_from_icl = itl == ItlDefinition::PerChunk && self.is_cicada();
         let latencies = TABLE_METRICS.map(|m| {
+            if m == Metric::Itl && itl_from_icl {
+                return self.icl();
+            }
             let Some(l) = d.latencies.metric(m.name()) else {
                 return Latency::default();
             };
@@ -163,6 +232,8 @@ impl ResultFile {
                 .required("total_token_throughput", d.total_token_throughput)?,
             request_goodput: d.request_goodput,
             latencies,
+            itl,
+            itl_from_icl,
         })
     }
 
@@ -330,6 +401,8 @@ pub fn merge(files: &[ResultFile]) -> Result<Row, ReportError> {
         total_token_throughput: per_s(input + output),
         request_goodput: goodput.then(|| per_s(set.counter(Counter::Goodput))),
         latencies,
+        itl: ItlDefinition::PerToken,
+        itl_from_icl: false,
     })
 }
 
@@ -397,7 +470,10 @@ mod tests {
             }
         }
         // compare mode reads the same files as they are
-        let rows: Vec<Row> = files.iter().map(|f| f.row().unwrap()).collect();
+        let rows: Vec<Row> = files
+            .iter()
+            .map(|f| f.row(ItlDefinition::PerToken).unwrap())
+            .collect();
         assert_eq!(rows[0].completed, 3_000);
         assert_eq!(rows[1].failed, 5);
     }
@@ -430,7 +506,7 @@ mod tests {
         )
         .unwrap();
         let f = ResultFile::read(&p).unwrap();
-        let row = f.row().unwrap();
+        let row = f.row(ItlDefinition::PerChunk).unwrap();
         assert_eq!(row.model, "meta-llama/Llama-3.1-8B-Instruct");
         assert_eq!(row.concurrency, "unbounded");
         assert_eq!((row.duration_s, row.completed, row.failed), (12.5, 100, 0));
@@ -456,7 +532,7 @@ mod tests {
         assert!(e.contains("bad.json") && e.contains("not JSON"), "{e}");
         std::fs::write(&p, r#"{"completed": 3}"#).unwrap();
         let f = ResultFile::read(&p).unwrap();
-        let e = f.row().unwrap_err().to_string();
+        let e = f.row(ItlDefinition::PerToken).unwrap_err().to_string();
         assert!(e.contains("bad.json: `duration`"), "{e}");
         let e = f.measurements().unwrap_err().to_string();
         assert!(

@@ -71,20 +71,31 @@ fn metric_block(out: &mut String, s: &Summary, m: Metric, percentiles: &[f64]) {
     metric_lines(out, s, m, percentiles);
 }
 
+/// A figure, or `n/a` when there were no samples (never 0).
+fn maybe(out: &mut String, label: &str, v: Option<f64>) {
+    match v {
+        Some(v) => float(out, label, v),
+        None => int(out, label, "n/a"),
+    }
+}
+
 /// Mean, median and the asked percentiles of one metric, vLLM's labels.
 fn metric_lines(out: &mut String, s: &Summary, m: Metric, percentiles: &[f64]) {
     let Some((_, label)) = vllm_section(m) else {
         return;
     };
     let stats = s.metric(m);
-    let get = |f: &dyn Fn(&cicada_metrics::DistributionStats) -> f64| stats.map_or(0.0, f);
-    float(out, &format!("Mean {label} (ms):"), get(&|d| d.mean));
-    float(out, &format!("Median {label} (ms):"), get(&|d| d.median));
+    maybe(out, &format!("Mean {label} (ms):"), stats.map(|d| d.mean));
+    maybe(
+        out,
+        &format!("Median {label} (ms):"),
+        stats.map(|d| d.median),
+    );
     for p in percentiles {
-        float(
+        maybe(
             out,
             &format!("P{} {label} (ms):", percentile_word(*p)),
-            get(&|d| d.percentile(*p).unwrap_or(0.0)),
+            stats.and_then(|d| d.percentile(*p)),
         );
     }
 }

@@ -4,12 +4,15 @@
 //! cicada's. Appending to a file whose header differs is refused rather than
 //! silently misaligning columns.
 
+use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 
 use anyhow::{Context, bail};
 use cicada_metrics::{Counter, Metric, MetricSet, Outcome, Summary};
+use cicada_scenarios::Scenario;
+use serde_json::Value;
 
 use super::{RunResult, rfc3339};
 
@@ -88,15 +91,8 @@ const FIXED: [Column; 23] = [
     ("Temperature", |x| {
         x.r.scenario.sampling.temperature.map(f).unwrap_or_default()
     }),
-    ("Logprobs", |_| String::new()),
-    ("Concurrency", |x| {
-        let load = &x.r.scenario.load;
-        match (load.request_rate.per_second(), load.max_concurrency) {
-            (Some(q), _) => format!("QPS {q} constant"),
-            (None, Some(c)) => format!("{c}"),
-            (None, None) => "unbounded".to_string(),
-        }
-    }),
+    ("Logprobs", |x| logprobs(&x.r.scenario.sampling.extra_body)),
+    ("Concurrency", |x| concurrency(&x.r.scenario)),
     ("Time To First Token", |x| x.stat(Metric::Ttft, None)),
     ("Latency Per Token", |x| x.stat(Metric::Tpot, None)),
     ("Num Tokens", |x| {
@@ -195,6 +191,44 @@ const CICADA: [Column; 35] = [
     ("degraded", |x| x.r.degraded().to_string()),
     ("partial", |x| x.r.partial().to_string()),
 ];
+
+/// fw-ai/benchmark's `Concurrency`: the users of a closed loop (each
+/// `[[stages]]` window's, joined with `/` for a staged run's whole row), else
+/// `QPS r constant` for a rate, else the concurrency cap, else `unbounded`.
+fn concurrency(sc: &Scenario) -> String {
+    let load = &sc.load;
+    let stage_users: Vec<String> = sc
+        .stages
+        .iter()
+        .filter_map(|st| st.users.map(|u| u.to_string()))
+        .collect();
+    match (
+        load.users,
+        load.request_rate.per_second(),
+        load.max_concurrency,
+    ) {
+        (Some(u), _, _) => u.to_string(),
+        _ if !stage_users.is_empty() => stage_users.join("/"),
+        (None, Some(q), _) => format!("QPS {q} constant"),
+        (None, None, Some(c)) => c.to_string(),
+        (None, None, None) => "unbounded".to_string(),
+    }
+}
+
+/// fw-ai/benchmark's `Logprobs`: how many log probabilities per token the
+/// requests asked for through `sampling.extra_body`: `top_logprobs` (chat),
+/// else a numeric `logprobs` (completions), else 0 for `logprobs = true`
+/// alone (the chosen token's only); empty when none were asked for.
+fn logprobs(extra: &BTreeMap<String, Value>) -> String {
+    if let Some(n) = extra.get("top_logprobs").filter(|v| v.is_number()) {
+        return n.to_string();
+    }
+    match extra.get("logprobs") {
+        Some(n @ Value::Number(_)) => n.to_string(),
+        Some(Value::Bool(true)) => "0".to_string(),
+        _ => String::new(),
+    }
+}
 
 /// Each metric's mean and percentile columns: (header, metric, percentile or mean).
 fn metric_columns() -> impl Iterator<Item = (String, Metric, Option<f64>)> {
@@ -348,5 +382,27 @@ mod tests {
         assert!(err.contains("refusing to append"), "{err}");
         assert!(err.contains("column 1"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn concurrency_and_logprobs_say_what_was_asked() {
+        let mut sc = Scenario::default();
+        assert_eq!(concurrency(&sc), "unbounded");
+        sc.load.max_concurrency = Some(8);
+        assert_eq!(concurrency(&sc), "8");
+        sc.load.request_rate = cicada_scenarios::units::Rate::Finite(4.0);
+        assert_eq!(concurrency(&sc), "QPS 4 constant");
+        let mut users = Scenario::default();
+        users.load.users = Some(3);
+        assert_eq!(concurrency(&users), "3");
+        let json = |v: &str| serde_json::from_str::<BTreeMap<String, Value>>(v).unwrap();
+        assert_eq!(logprobs(&json("{}")), "");
+        assert_eq!(logprobs(&json(r#"{"logprobs": 5}"#)), "5");
+        assert_eq!(logprobs(&json(r#"{"logprobs": true}"#)), "0");
+        assert_eq!(logprobs(&json(r#"{"logprobs": false}"#)), "");
+        assert_eq!(
+            logprobs(&json(r#"{"logprobs": true, "top_logprobs": 2}"#)),
+            "2"
+        );
     }
 }

@@ -24,18 +24,18 @@ fn is_secret_header(name: &str) -> bool {
         .any(|s| n.contains(s))
 }
 
-/// vLLM's fields of one metric (absent statistics as 0, as vLLM writes them).
+/// vLLM's fields of one metric; `null` when it has no samples (vLLM writes
+/// 0, which reads as a measurement), the keys kept for vLLM's readers.
 fn latency(s: &Summary, metric: Metric, percentiles: &[f64]) -> MetricLatency {
     let d = s.metric(metric);
-    let get = |f: fn(&cicada_metrics::DistributionStats) -> f64| Some(d.map_or(0.0, f));
     MetricLatency {
         metric: metric.name().to_string(),
-        mean: get(|d| d.mean),
-        median: get(|d| d.median),
-        std: get(|d| d.std),
+        mean: d.map(|d| d.mean),
+        median: d.map(|d| d.median),
+        std: d.map(|d| d.std),
         percentiles: percentiles
             .iter()
-            .map(|p| (*p, Some(d.and_then(|d| d.percentile(*p)).unwrap_or(0.0))))
+            .map(|p| (*p, d.and_then(|d| d.percentile(*p))))
             .collect(),
     }
 }
@@ -120,7 +120,7 @@ fn metrics(s: &Summary, percentiles: &[f64]) -> Entries<MetricStats> {
                     .iter()
                     .map(|p| {
                         let key = format!("p{}", super::percentile_word(*p));
-                        (key, Some(d.percentile(*p).unwrap_or(0.0)))
+                        (key, d.percentile(*p))
                     })
                     .collect(),
             };
@@ -176,7 +176,7 @@ fn histograms(t: &MetricSet) -> Entries<Histogram> {
     t.non_empty()
         .map(|(metric, h)| {
             let hist = Histogram {
-                unit: "us".into(),
+                unit: metric.unit().recorded().into(),
                 encoding: Some(HISTOGRAM_ENCODING.into()),
                 data: Some(base64::engine::general_purpose::STANDARD.encode(h.encode())),
                 sum: h.sum(),
@@ -300,12 +300,45 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
 
 #[cfg(test)]
 mod tests {
-    use super::is_secret_header;
+    use super::*;
+    use crate::report::sample::result;
+    use cicada_scenarios::Scenario;
 
     #[test]
     fn secret_headers_are_recognised() {
         assert!(is_secret_header("Authorization"));
         assert!(is_secret_header("X-Api-Key"));
         assert!(!is_secret_header("X-Request-Source"));
+    }
+
+    /// Each histogram says the unit of its own raw values: output tok/s per
+    /// request is recorded in thousandths of a token per second, not in
+    /// microseconds (every histogram used to say `us`).
+    #[test]
+    fn every_histogram_and_statistic_has_its_metrics_unit() {
+        let mut r = result(Scenario::default(), 3, 0, 0);
+        r.total.histogram_mut(Metric::Ttft).record(1_500);
+        r.total
+            .histogram_mut(Metric::OutputTpsPerRequest)
+            .record(40_000);
+        let c = document(&r).cicada.unwrap();
+        let hist = |name: &str| {
+            let h = c.histograms.as_ref().unwrap();
+            h.0.iter().find(|(k, _)| k == name).unwrap().1.unit.clone()
+        };
+        let stat = |name: &str| {
+            c.metrics
+                .0
+                .iter()
+                .find(|(k, _)| k == name)
+                .unwrap()
+                .1
+                .unit
+                .clone()
+        };
+        assert_eq!(hist("ttft"), "us");
+        assert_eq!(hist("output_tps_per_request"), "milli_tok_s");
+        assert_eq!(stat("ttft"), "ms");
+        assert_eq!(stat("output_tps_per_request"), "tok_s");
     }
 }

@@ -22,7 +22,7 @@ pub mod svg;
 pub mod table;
 pub mod timeseries;
 
-use cicada_metrics::{MetricSet, Summary};
+use cicada_metrics::{LatencyHistogram, Metric, MetricSet, Summary};
 use cicada_scenarios::Scenario;
 use cicada_scenarios::dataset::DatasetReport;
 use cicada_scenarios::plan::ResolvedTarget;
@@ -34,6 +34,24 @@ use client_health::ClientHealth;
 
 /// Percentiles computed for every metric in files, beside the console's own choice.
 pub const FILE_PERCENTILES: [f64; 4] = [50.0, 90.0, 99.0, 99.9];
+
+/// Metrics a scenario's results leave out: those measured from the intended
+/// send time when the load intended none (an open loop at `request_rate =
+/// "inf"`), where they would show the wait for a concurrency slot as lateness.
+pub fn hidden_metrics(s: &Scenario) -> &'static [Metric] {
+    if cicada_scenarios::sharding::has_intended_send_times(s) {
+        &[]
+    } else {
+        &Metric::FROM_SCHEDULE
+    }
+}
+
+/// Empty the histograms of `hidden` metrics in `set`, so no writer shows them.
+pub fn hide(set: &mut MetricSet, hidden: &[Metric]) {
+    for m in hidden {
+        set.set_histogram(*m, LatencyHistogram::default());
+    }
+}
 
 /// Everything known about one finished step, or one `[[stages]]` window of it.
 #[derive(Debug)]
@@ -70,6 +88,15 @@ pub struct RunResult {
 }
 
 impl RunResult {
+    /// Leave out what [`hidden_metrics`] says the scenario cannot mean,
+    /// from the whole result and every target.
+    pub fn hide_meaningless(&mut self) {
+        let hidden = hidden_metrics(&self.scenario);
+        for set in std::iter::once(&mut self.total).chain(&mut self.per_target) {
+            hide(set, hidden);
+        }
+    }
+
     /// Whether the requests asked the server to ignore end-of-sequence.
     pub fn ignore_eos_sent(&self) -> bool {
         cicada_scenarios::plan::resolve_sampling(&self.scenario).ignore_eos

@@ -44,9 +44,9 @@ impl Outputs {
         Ok(Self { files, html })
     }
 
-    /// The sink a step's aggregate streams into.
-    pub fn step_sink(&self, stage: u32) -> Box<dyn IntervalSink> {
-        self.files.step_sink(stage)
+    /// The sink a step's aggregate streams into; `scenario` is the step's.
+    pub fn step_sink(&self, stage: u32, scenario: &Scenario) -> Box<dyn IntervalSink> {
+        self.files.step_sink(stage, scenario)
     }
 
     /// After a step: flush the streams, print the gates' verdicts, rewrite

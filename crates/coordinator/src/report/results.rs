@@ -111,6 +111,8 @@ pub fn step_results(
         end.elapsed_s,
         uncapped_open_loop,
     ));
+    // after the client's verdict, which judges an uncapped burst's dispatch
+    whole.hide_meaningless();
     let mut out = vec![whole];
     for (p, w) in windows.iter().enumerate() {
         let start = (w.start.as_micros() as u64).max(warmup_end_us);
@@ -134,6 +136,7 @@ pub fn step_results(
         if let Some(view) = server.windows.get(p) {
             r.server = view.clone();
         }
+        r.hide_meaningless();
         out.push(r);
     }
     out

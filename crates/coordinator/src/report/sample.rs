@@ -258,7 +258,7 @@ fn the_console_block_is_byte_for_byte_the_committed_one() {
 /// and from a bare result, compared and merged.
 #[test]
 fn report_tables_are_byte_for_byte_the_committed_ones() {
-    use super::compare::{ResultFile, merge};
+    use super::compare::{ItlDefinition, ResultFile, merge};
     let dir = tempfile::tempdir().unwrap();
     let mut files = Vec::new();
     for (i, r) in [rich(), result(Scenario::default(), 3, 0, 0)]
@@ -269,7 +269,8 @@ fn report_tables_are_byte_for_byte_the_committed_ones() {
         std::fs::write(&p, serde_json::to_vec(&super::json::document(r)).unwrap()).unwrap();
         files.push(ResultFile::read(&p).unwrap());
     }
-    let mut rows: Vec<_> = files.iter().map(|f| f.row().unwrap()).collect();
+    let itl = ItlDefinition::for_files(&files);
+    let mut rows: Vec<_> = files.iter().map(|f| f.row(itl).unwrap()).collect();
     rows.push(merge(&files).unwrap());
     for r in &mut rows {
         r.run = r.run.replace(&dir.path().display().to_string(), "<dir>");

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::Context as _;
-use cicada_metrics::MetricSet;
+use cicada_metrics::{Metric, MetricSet};
 use cicada_scenarios::Scenario;
 
 use super::hlog::HlogWriter;
@@ -99,12 +99,14 @@ impl RunFiles {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A sink for step `step` (0 without a sweep), for the step's aggregate.
-    pub fn step_sink(&self, step: u32) -> Box<dyn IntervalSink> {
+    /// A sink for step `step` (0 without a sweep), for the step's aggregate;
+    /// `scenario` is the step's (it says which metrics mean nothing there).
+    pub fn step_sink(&self, step: u32, scenario: &Scenario) -> Box<dyn IntervalSink> {
         Box::new(StepSink {
             files: self.clone(),
             step,
             started_unix: None,
+            hidden: super::hidden_metrics(scenario),
         })
     }
 
@@ -129,6 +131,8 @@ struct StepSink {
     files: RunFiles,
     step: u32,
     started_unix: Option<f64>,
+    /// Metrics left out of the files (see `report::hidden_metrics`).
+    hidden: &'static [Metric],
 }
 
 impl IntervalSink for StepSink {
@@ -161,6 +165,15 @@ impl IntervalSink for StepSink {
             index,
             start_s,
             length_s,
+        };
+        let shown;
+        let set = if self.hidden.is_empty() {
+            set
+        } else {
+            let mut s = set.clone();
+            super::hide(&mut s, self.hidden);
+            shown = s;
+            &shown
         };
         let mut g = self.files.lock();
         if let Some(w) = g.timeseries.as_mut()
@@ -225,7 +238,7 @@ mod tests {
         set.count_outcome(Outcome::Ok, None);
         set.histogram_mut(Metric::Ttft).record(5_000);
         for step in [1, 2] {
-            let mut sink = files.step_sink(step);
+            let mut sink = files.step_sink(step, &s);
             sink.begin(1_000.0 + f64::from(step));
             sink.interval(0, 0.0, 1.0, &set, 0);
             sink.details(0, b"{\"index\":1}\n{\"index\":2}");

@@ -5,10 +5,24 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
-use super::compare::{ROW_PERCENTILES, ResultFile, Row, TABLE_METRICS, merge};
+use cicada_metrics::Metric;
 
-/// Column headers of the Markdown and CSV tables, in order.
-pub fn header() -> Vec<String> {
+use super::compare::{ItlDefinition, ROW_PERCENTILES, ResultFile, Row, TABLE_METRICS, merge};
+
+/// Under a Markdown table whose cicada rows show their ICL as vLLM's ITL.
+const PER_CHUNK_NOTE: &str = "ITL per chunk: vLLM's ITL, one gap per streamed chunk. \
+cicada's own ITL is per token, so cicada's rows show their ICL (`cicada.metrics.icl`) \
+in these columns (see docs/METRICS.md).";
+
+/// The ITL definition of a table's rows (one for all: `build` makes them so).
+fn itl_of(rows: &[Row]) -> ItlDefinition {
+    debug_assert!(rows.windows(2).all(|w| w[0].itl == w[1].itl));
+    rows.first().map_or(ItlDefinition::PerToken, |r| r.itl)
+}
+
+/// Column headers of the Markdown and CSV tables, in order; the ITL
+/// columns name vLLM's definition when they hold it.
+pub fn header(itl: ItlDefinition) -> Vec<String> {
     let mut h: Vec<String> = [
         "Run",
         "Model",
@@ -24,7 +38,10 @@ pub fn header() -> Vec<String> {
     .map(String::from)
     .to_vec();
     for m in TABLE_METRICS {
-        let l = m.label();
+        let l = match (m, itl) {
+            (Metric::Itl, ItlDefinition::PerChunk) => "ITL per chunk",
+            _ => m.label(),
+        };
         h.push(format!("Mean {l} (ms)"));
         h.push(format!("Median {l} (ms)"));
         h.push(format!("P99 {l} (ms)"));
@@ -66,9 +83,10 @@ fn md_cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
-/// A GitHub-flavoured Markdown table: header, alignment row, one line per row.
+/// A GitHub-flavoured Markdown table: header, alignment row, one line per
+/// row; a note under it when cicada rows show their ICL as vLLM's ITL.
 pub fn markdown(rows: &[Row]) -> String {
-    let h = header();
+    let h = header(itl_of(rows));
     let mut out = String::new();
     let line = |cells: &[String]| {
         format!(
@@ -88,13 +106,16 @@ pub fn markdown(rows: &[Row]) -> String {
     for r in rows {
         let _ = writeln!(out, "{}", line(&cells(r)));
     }
+    if rows.iter().any(|r| r.itl_from_icl) {
+        let _ = writeln!(out, "\n{PER_CHUNK_NOTE}");
+    }
     out
 }
 
 /// CSV with the same columns.
 pub fn csv(rows: &[Row]) -> anyhow::Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(header())?;
+    w.write_record(header(itl_of(rows)))?;
     for r in rows {
         w.write_record(cells(r))?;
     }
@@ -140,6 +161,13 @@ pub fn json(rows: &[Row]) -> String {
                     );
                 }
             }
+            m.insert("itl_definition".into(), json!(r.itl.name()));
+            let source = if r.itl_from_icl {
+                Metric::Icl
+            } else {
+                Metric::Itl
+            };
+            m.insert("itl_source".into(), json!(source.name()));
             Value::Object(m)
         })
         .collect();
@@ -168,9 +196,10 @@ pub fn build(files: &[std::path::PathBuf], format: Format, merged: bool) -> anyh
     let rows = if merged {
         vec![merge(&files)?]
     } else {
+        let itl = ItlDefinition::for_files(&files);
         files
             .iter()
-            .map(ResultFile::row)
+            .map(|f| f.row(itl))
             .collect::<Result<Vec<_>, _>>()?
     };
     match format {
@@ -206,6 +235,7 @@ mod tests {
                 Latency::default(),
                 Latency::default(),
             ],
+            ..Row::default()
         }
     }
 
@@ -214,7 +244,7 @@ mod tests {
         let md = markdown(&[row("a.json"), row("b.json")]);
         let lines: Vec<&str> = md.lines().collect();
         assert_eq!(lines.len(), 4);
-        let cols = header().len();
+        let cols = header(ItlDefinition::PerToken).len();
         for l in &lines {
             assert!(l.starts_with("| ") && l.ends_with(" |"), "{l}");
             // pipes inside cells are escaped, so every line splits into the same columns
@@ -234,12 +264,66 @@ mod tests {
     fn csv_and_json_carry_the_same_rows() {
         let text = csv(&[row("a.json")]).unwrap();
         let mut r = csv::Reader::from_reader(text.as_bytes());
-        assert_eq!(r.headers().unwrap().len(), header().len());
+        assert_eq!(
+            r.headers().unwrap().len(),
+            header(ItlDefinition::PerToken).len()
+        );
         assert_eq!(r.records().count(), 1);
         let v: Value = serde_json::from_str(&json(&[row("a.json")])).unwrap();
         assert_eq!(v[0]["mean_ttft_ms"], 12.345);
         assert_eq!(v[0]["p99_ttft_ms"], 30.0);
         assert!(v[0]["p90_ttft_ms"].is_null());
         assert!(v[0]["request_goodput"].is_null());
+    }
+
+    /// A vLLM result file beside cicada's puts vLLM's per-chunk ITL in the
+    /// ITL column, so cicada's rows show their ICL there (they showed the
+    /// per-token ITL, a different figure, under the same header); the header
+    /// and a footnote say so. Between cicada files alone ITL stays per token.
+    #[test]
+    fn a_comparison_with_vllm_files_keeps_one_itl_definition() {
+        use crate::report::sample::result;
+        use cicada_metrics::Metric;
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = result(cicada_scenarios::Scenario::default(), 3, 0, 0);
+        for v in [10_000, 10_000, 10_000] {
+            r.total.histogram_mut(Metric::Itl).record(v);
+            r.total.histogram_mut(Metric::Icl).record(v * 4);
+        }
+        let ours = dir.path().join("cicada.json");
+        std::fs::write(
+            &ours,
+            serde_json::to_vec(&crate::report::json::document(&r)).unwrap(),
+        )
+        .unwrap();
+        let vllm = dir.path().join("vllm.json");
+        std::fs::write(
+            &vllm,
+            r#"{"model_id": "m", "request_rate": "inf", "duration": 2.0, "completed": 3,
+                "request_throughput": 1.5, "output_throughput": 10.0,
+                "total_token_throughput": 20.0, "mean_itl_ms": 41.0, "median_itl_ms": 40.5,
+                "p99_itl_ms": 44.0}"#,
+        )
+        .unwrap();
+        let both = [ours.clone(), vllm];
+        let v: Value = serde_json::from_str(&build(&both, Format::Json, false).unwrap()).unwrap();
+        assert_eq!(
+            v[0]["mean_itl_ms"], 40.0,
+            "cicada's ICL in the per-chunk column"
+        );
+        assert_eq!(v[0]["itl_definition"], "per_chunk");
+        assert_eq!(v[0]["itl_source"], "icl");
+        assert_eq!(v[1]["mean_itl_ms"], 41.0);
+        assert_eq!(v[1]["itl_source"], "itl");
+        let md = build(&both, Format::Markdown, false).unwrap();
+        assert!(md.contains("| Mean ITL per chunk (ms) |"), "{md}");
+        assert!(md.contains("| 40.00 |"), "{md}");
+        assert!(md.contains("cicada.metrics.icl"), "{md}");
+        let csv = build(&both, Format::Csv, false).unwrap();
+        assert!(csv.contains("Mean ITL per chunk (ms)"), "{csv}");
+        let alone: Value =
+            serde_json::from_str(&build(&[ours], Format::Json, false).unwrap()).unwrap();
+        assert_eq!(alone[0]["mean_itl_ms"], 10.0, "cicada alone: per-token ITL");
+        assert_eq!(alone[0]["itl_definition"], "per_token");
     }
 }

@@ -125,7 +125,7 @@ impl Steps {
         let windows = plans.first().map(|p| p.stages.clone()).unwrap_or_default();
         let interval_s = step.scenario.load.report_interval.get().as_secs_f64();
         let mut agg = Aggregate::new(interval_s, 0..workers);
-        agg.sink = Some(outputs.step_sink(step_no));
+        agg.sink = Some(outputs.step_sink(step_no, &step.scenario));
         self.progress
             .step(step_no, workers, plans.first().and_then(Plan::duration));
         if self.sweeper.is_sweep() {
