@@ -212,6 +212,39 @@ pub fn coord_run(args: &[&str], limit: Duration) -> Run {
     coord_run_env(args, &[], limit)
 }
 
+/// `coord run` on scenario `text`, written as `dir/<name>.toml` with its
+/// results in `dir/out-<name>`, with `workers` local workers and `extra`
+/// flags; returns the run and its result.json (`Null` when none was written).
+pub fn run_scenario(
+    dir: &Path,
+    name: &str,
+    text: &str,
+    workers: &str,
+    extra: &[&str],
+    limit: Duration,
+) -> (Run, serde_json::Value) {
+    let sc = write(dir, &format!("{name}.toml"), text);
+    let out = dir.join(format!("out-{name}"));
+    let mut args = vec![
+        "run",
+        sc.to_str().unwrap(),
+        "--workers",
+        workers,
+        "--output-dir",
+        out.to_str().unwrap(),
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    let r = coord_run(&args, limit);
+    let result = out.join("result.json");
+    let j = if result.exists() {
+        read_json(&result)
+    } else {
+        serde_json::Value::Null
+    };
+    (r, j)
+}
+
 /// Like [`coord_run`], with extra environment variables.
 pub fn coord_run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
     let mut cmd = Command::new(coord());

@@ -42,27 +42,10 @@ max_concurrency = {cap}
 /// in flight at once.
 fn run(dir: &Path, cap: u32, requests: u32, workers: u32, itl_ms: &str) -> (Value, u64) {
     let mock = Mock::start(&["--ttft-ms", "5", "--itl-ms", itl_ms]);
-    let sc = write(
-        dir,
-        &format!("c{cap}-w{workers}.toml"),
-        &scenario(&mock.url, cap, requests),
-    );
-    let out = dir.join(format!("out-c{cap}-w{workers}"));
-    let w = workers.to_string();
-    let r = coord_run(
-        &[
-            "run",
-            sc.to_str().unwrap(),
-            "--workers",
-            &w,
-            "--output-dir",
-            out.to_str().unwrap(),
-            "--quiet",
-        ],
-        LIMIT,
-    );
+    let text = scenario(&mock.url, cap, requests);
+    let name = format!("c{cap}-w{workers}");
+    let (r, j) = run_scenario(dir, &name, &text, &workers.to_string(), &[], LIMIT);
     assert_ok(&r);
-    let j = read_json(&out.join("result.json"));
     assert_eq!(j["completed"].as_u64(), Some(u64::from(requests)), "{r:?}");
     let seen = mock.stats()["max_in_flight"].as_u64().unwrap();
     (j, seen)

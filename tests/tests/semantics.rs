@@ -23,27 +23,10 @@ model = "cicada-mock"
     )
 }
 
-/// `coord run` on a scenario text; returns the run and result.json (Null if none).
+/// `coord run` on a scenario text, results in `out-<workers>`; returns the
+/// run and result.json (Null if none).
 fn run(dir: &Path, text: &str, workers: &str, extra: &[&str]) -> (Run, Value) {
-    let sc = write(dir, "s.toml", text);
-    let out = dir.join(format!("out-{workers}"));
-    let mut args = vec![
-        "run",
-        sc.to_str().unwrap(),
-        "--workers",
-        workers,
-        "--output-dir",
-        out.to_str().unwrap(),
-        "--quiet",
-    ];
-    args.extend_from_slice(extra);
-    let r = coord_run(&args, LIMIT);
-    let j = if out.join("result.json").exists() {
-        read_json(&out.join("result.json"))
-    } else {
-        Value::Null
-    };
-    (r, j)
+    run_scenario(dir, workers, text, workers, extra, LIMIT)
 }
 
 /// The lines of `requests.jsonl` in `dir/out-<workers>`.
