@@ -1,11 +1,14 @@
 //! Helpers for end-to-end tests: locate the real binaries, start the mock as a
 //! process, run `coord` with a deadline, read what it wrote.
 
+pub mod background;
 pub mod browser;
 pub mod netns;
 pub mod servers;
 pub mod shape;
 pub mod timing;
+
+pub use background::{coord_output, signal, start_coord, wait_exit};
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -66,6 +69,15 @@ pub fn coord() -> PathBuf {
 /// Path of the `worker` binary.
 pub fn worker() -> PathBuf {
     bin_dir().join("worker")
+}
+
+/// A port nothing listens on now, on every interface (namespace hosts reach
+/// the router address too).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("0.0.0.0:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
 }
 
 /// The repository root.

@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::repo_root;
+use crate::{free_port, repo_root};
 
 /// Run an install script and return its version directory (its last stdout line).
 pub fn install(script: &str) -> PathBuf {
@@ -46,14 +46,6 @@ pub fn install(script: &str) -> PathBuf {
         .filter(|l| !l.is_empty())
         .unwrap_or_else(|| panic!("{} printed no directory", path.display()));
     PathBuf::from(dir)
-}
-
-/// A port nobody listens on right now.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 /// The core real servers run on; clients run on [`CLIENT_CORE`], so neither

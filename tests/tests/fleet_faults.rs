@@ -11,14 +11,6 @@ use cicada_tests::*;
 
 const TOKEN: &str = "fleet-token-canary-8f3a1c";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("0.0.0.0:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn unix_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -51,40 +43,6 @@ output_len = 20
 "#
         ),
     )
-}
-
-/// Start `coord run` with its output in files (a pipe nobody reads could block it).
-fn start_coord(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Child {
-    let mut c = Command::new(coord());
-    c.args(args)
-        .stdout(File::create(dir.join("coord.out")).unwrap())
-        .stderr(File::create(dir.join("coord.err")).unwrap());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.spawn().expect("starting coord")
-}
-
-fn coord_output(dir: &Path) -> (String, String) {
-    (
-        std::fs::read_to_string(dir.join("coord.out")).unwrap_or_default(),
-        std::fs::read_to_string(dir.join("coord.err")).unwrap_or_default(),
-    )
-}
-
-fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return status.code();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("process did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Wait until the mock has seen `n` requests.

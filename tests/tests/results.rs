@@ -510,14 +510,6 @@ fn exit_codes_gate_on_failure_ratio_and_slo_attainment() {
     );
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// `--metrics-addr` serves Prometheus text while the run goes: counters grow
 /// and TTFT quantiles appear before the run ends.
 #[test]

@@ -49,14 +49,6 @@ const SCONTROL: &str = r#"#!/usr/bin/env bash
 tr ',' '\n' <<< "$3"
 "#;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn executable(dir: &Path, name: &str, text: &str) {
     let p = write(dir, name, text);
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();

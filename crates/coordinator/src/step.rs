@@ -197,7 +197,6 @@ impl Collect {
         progress: &mut Progress,
     ) -> anyhow::Result<()> {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
-        let mut ping_seq = 0u64;
         while self.finished.len() < self.all.len() {
             tokio::select! {
                 ev = fleet.next() => match ev {
@@ -205,8 +204,6 @@ impl Collect {
                     None => bail!("the gRPC server stopped"),
                 },
                 _ = tick.tick() => {
-                    ping_seq += 1;
-                    fleet.ping(ping_seq).await;
                     self.on_tick(fleet, agg);
                     progress.tick(agg, self.start);
                 }

@@ -14,6 +14,15 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Largest message either side accepts (plans with big prompt pools).
 pub const MAX_MESSAGE_BYTES: usize = 512 * 1024 * 1024;
 
+/// How long either side's HTTP/2 keep-alive ping may go unanswered before
+/// the connection is dropped: longer than the heartbeat timeout, so a
+/// process stalled for a few seconds (a busy machine) is judged by the
+/// heartbeat, not cut off by the transport.
+pub const TRANSPORT_KEEPALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// How often the coordinator pings each worker, from its welcome to the end.
+pub const PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Version 1 of the protocol (generated code).
 #[allow(
     clippy::all,

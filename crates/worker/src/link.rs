@@ -116,7 +116,9 @@ async fn dial(
         .connect_timeout(Duration::from_secs(5))
         .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(2))
-        .keep_alive_timeout(Duration::from_secs(5));
+        // the heartbeat judges a silent coordinator; the transport's own
+        // timeout only catches dead connections, and must outlast a stall
+        .keep_alive_timeout(cicada_proto::TRANSPORT_KEEPALIVE_TIMEOUT);
     let mut backoff = Duration::from_millis(50);
     loop {
         match endpoint.connect().await {
@@ -175,7 +177,7 @@ pub async fn serve(
     tls: &Tls,
     dial_wait: Duration,
 ) -> Result<(), LinkError> {
-    let (tx, mut inbound, welcome) = attach(url, &who, tls, dial_wait).await?;
+    let (tx, mut inbound, welcome) = attach_retrying(url, &who, tls, dial_wait).await?;
     let silence = Duration::from_millis(u64::from(welcome.heartbeat_timeout_ms.max(1000)));
     tracing::info!(
         index = welcome.worker_index,
@@ -205,20 +207,44 @@ pub async fn serve(
     result
 }
 
+/// A welcomed link: our outbox, the coordinator's stream, its welcome.
+type Attached = (
+    mpsc::Sender<v1::WorkerMessage>,
+    Streaming<v1::CoordinatorMessage>,
+    v1::Welcome,
+);
+
+/// [`attach`] until welcomed, refused, or `dial_wait` is spent: a link that
+/// breaks before the welcome (a proxy or load balancer that accepts while
+/// the coordinator does not listen yet, then closes) is dialled again.
+async fn attach_retrying(
+    url: &str,
+    who: &Identity,
+    tls: &Tls,
+    dial_wait: Duration,
+) -> Result<Attached, LinkError> {
+    let deadline = Instant::now() + dial_wait;
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match attach(url, who, tls, left).await {
+            Err(LinkError::Lost(reason)) if Instant::now() + backoff < deadline => {
+                tracing::debug!(%reason, "the link broke before the welcome; dialling again");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Dial the coordinator, say hello and wait for its welcome.
 async fn attach(
     url: &str,
     who: &Identity,
     tls: &Tls,
     dial_wait: Duration,
-) -> Result<
-    (
-        mpsc::Sender<v1::WorkerMessage>,
-        Streaming<v1::CoordinatorMessage>,
-        v1::Welcome,
-    ),
-    LinkError,
-> {
+) -> Result<Attached, LinkError> {
     let channel = dial(url, tls, dial_wait).await?;
     let mut client = CoordinatorClient::new(channel)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -287,20 +313,26 @@ impl Session {
     ) -> Result<(), LinkError> {
         let mut beat = tokio::time::interval(silence / 4);
         let mut beat_seq = 0u64;
+        // the coordinator pings every member from its welcome on: silence this
+        // long means it is gone, whatever its TCP connection still claims
+        let mut heard = Instant::now();
         loop {
             tokio::select! {
-                next = tokio::time::timeout(silence, inbound.message()) => {
+                next = inbound.message() => {
                     let m = match next {
-                        Err(_) => return Err(LinkError::Lost(format!("no word from the coordinator for {silence:?}"))),
-                        Ok(Err(s)) => return Err(LinkError::Lost(s.message().to_string())),
-                        Ok(Ok(None)) => return Err(LinkError::Lost("the coordinator closed the stream".into())),
-                        Ok(Ok(Some(m))) => m,
+                        Err(s) => return Err(LinkError::Lost(s.message().to_string())),
+                        Ok(None) => return Err(LinkError::Lost("the coordinator closed the stream".into())),
+                        Ok(Some(m)) => m,
                     };
+                    heard = Instant::now();
                     if let Some(end) = self.on_message(m).await {
                         return end;
                     }
                 }
                 _ = beat.tick() => {
+                    if heard.elapsed() > silence {
+                        return Err(LinkError::Lost(format!("no word from the coordinator for {silence:?}")));
+                    }
                     beat_seq += 1;
                     let beat = v1::Heartbeat { seq: beat_seq, in_flight: self.in_flight() };
                     if self.tx.send(msg(WBody::Heartbeat(beat))).await.is_err() {

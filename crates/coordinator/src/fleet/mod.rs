@@ -148,9 +148,12 @@ impl Fleet {
     pub async fn join(&mut self) -> anyhow::Result<()> {
         let n = self.options.expect_workers;
         let deadline = Instant::now() + self.options.wait_workers;
+        let mut check = tokio::time::interval(Duration::from_millis(250));
         while (self.members.len() as u32) < n {
             let ev = tokio::select! {
-                ev = self.inbound.recv() => ev,
+                ev = self.inbound.recv() => Some(ev),
+                // a local worker that exited will not join: notice without an event
+                _ = check.tick() => None,
                 () = tokio::time::sleep_until(deadline) => {
                     let (joined, waited) = (self.members.len(), self.options.wait_workers);
                     let exited = self.locals.exited();
@@ -163,31 +166,33 @@ impl Fleet {
                 }
             };
             match ev {
-                Some(Inbound::Joined {
+                None => {}
+                Some(Some(Inbound::Joined {
                     conn,
                     hello,
                     peer,
                     local,
                     outbox,
-                }) => {
+                })) => {
                     self.admit(conn, hello, peer, local, outbox).await;
                 }
-                Some(Inbound::Left { conn, reason }) => {
+                Some(Some(Inbound::Left { conn, reason })) => {
                     if let Some(i) = self.by_conn.remove(&conn) {
                         self.members.remove(&i);
                         tracing::warn!(worker = i, %reason, "a worker left before the run started");
                     }
                 }
-                Some(Inbound::Refused { peer, reason }) => {
+                Some(Some(Inbound::Refused { peer, reason })) => {
                     tracing::warn!(?peer, %reason, "refused a worker");
                 }
-                Some(Inbound::Message { .. }) => {}
-                None => bail!("the gRPC server stopped"),
+                Some(Some(Inbound::Message { .. })) => {}
+                Some(None) => bail!("the gRPC server stopped"),
             }
             if self.options.expect_workers <= self.options.local_workers
-                && let Some(note) = self.locals.all_failed()
+                && let Some(note) = self.locals.any_exited()
             {
-                bail!("the local workers exited before joining: {note}");
+                // only local workers make up this fleet: one gone never completes it
+                bail!("a local worker exited before the run started: {note}");
             }
         }
         Ok(())
@@ -223,6 +228,7 @@ impl Fleet {
         if outbox.send(Ok(welcome)).await.is_err() {
             return;
         }
+        tokio::spawn(ping(outbox.downgrade()));
         tracing::info!(worker = index, host = %hello.hostname, ?peer, "worker joined");
         self.by_conn.insert(conn, index);
         self.members.insert(
@@ -330,11 +336,6 @@ impl Fleet {
         self.send(index, CBody::CapAdmit(admit)).await;
     }
 
-    /// Heartbeat every member.
-    pub async fn ping(&self, seq: u64) {
-        self.broadcast(CBody::Ping(v1::Ping { seq })).await;
-    }
-
     /// Send a message to one worker (a closed outbox means it is gone; the run loop notices).
     async fn send(&self, index: u32, body: CBody) {
         if let Some(m) = self.members.get(&index) {
@@ -387,6 +388,30 @@ impl Fleet {
     }
 }
 
+/// Ping one worker every [`cicada_proto::PING_INTERVAL`] from its welcome
+/// until its stream closes: in every phase (waiting for the rest of the
+/// fleet, preparing, running) it hears from us, so its silence check means
+/// what it says. Holds the outbox weakly, so the stream still ends when the
+/// fleet lets go of the member.
+async fn ping(outbox: mpsc::WeakSender<Result<v1::CoordinatorMessage, tonic::Status>>) {
+    let mut tick = tokio::time::interval(cicada_proto::PING_INTERVAL);
+    let mut seq = 0u64;
+    loop {
+        tick.tick().await;
+        let Some(outbox) = outbox.upgrade() else {
+            return;
+        };
+        seq += 1;
+        if outbox
+            .send(Ok(message(CBody::Ping(v1::Ping { seq }))))
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
 fn message(body: CBody) -> v1::CoordinatorMessage {
     v1::CoordinatorMessage { body: Some(body) }
 }
@@ -416,7 +441,7 @@ fn serve(
         let result = builder
             .tcp_nodelay(true)
             .http2_keepalive_interval(Some(Duration::from_secs(2)))
-            .http2_keepalive_timeout(Some(Duration::from_secs(5)))
+            .http2_keepalive_timeout(Some(cicada_proto::TRANSPORT_KEEPALIVE_TIMEOUT))
             .add_service(service)
             .serve_with_incoming(TcpListenerStream::new(listener))
             .await;

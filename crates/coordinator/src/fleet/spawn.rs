@@ -75,19 +75,10 @@ impl Locals {
             .collect()
     }
 
-    /// Exit statuses when every local process has exited unsuccessfully.
-    pub(super) fn all_failed(&mut self) -> Option<String> {
-        if self.children.is_empty() {
-            return None;
-        }
-        let failed: Vec<String> = self
-            .children
-            .iter_mut()
-            .filter_map(|c| c.try_wait().ok().flatten())
-            .filter(|s| !s.success())
-            .map(|s| s.to_string())
-            .collect();
-        (failed.len() == self.children.len()).then(|| failed.join(", "))
+    /// Exit statuses of the local processes that have exited, when any has.
+    pub(super) fn any_exited(&mut self) -> Option<String> {
+        let exited = self.exited();
+        (!exited.is_empty()).then(|| exited.join(", "))
     }
 
     /// Wait until `deadline` for every local worker to end, then end the rest.

@@ -1,0 +1,54 @@
+//! `coord run` as a background process the test acts on while it runs
+//! (signals, kills, freezes), its output in files: a pipe nobody reads
+//! could block it.
+
+use std::fs::File;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use crate::coord;
+
+/// Start `coord` with `args` and `env`, stdout and stderr into
+/// `dir/coord.out` and `dir/coord.err`.
+pub fn start_coord(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut c = Command::new(coord());
+    c.args(args)
+        .stdout(File::create(dir.join("coord.out")).unwrap())
+        .stderr(File::create(dir.join("coord.err")).unwrap());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.spawn().expect("starting coord")
+}
+
+/// What a [`start_coord`] process printed so far: (stdout, stderr).
+pub fn coord_output(dir: &Path) -> (String, String) {
+    (
+        std::fs::read_to_string(dir.join("coord.out")).unwrap_or_default(),
+        std::fs::read_to_string(dir.join("coord.err")).unwrap_or_default(),
+    )
+}
+
+/// The child's exit code once it exits; killed and a panic after `limit`.
+pub fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("process did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Send `signal` to `child` (SIGSTOP freezes it, SIGCONT thaws it).
+pub fn signal(child: &Child, signal: i32) {
+    // SAFETY: plain FFI call to send a signal to our own child process
+    let rc = unsafe { libc::kill(child.id() as i32, signal) };
+    assert_eq!(rc, 0, "kill({}, {signal})", child.id());
+}
