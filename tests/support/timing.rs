@@ -34,7 +34,7 @@ pub struct Arrival {
     /// The prompt's fingerprint, as the mock logged it.
     pub fingerprint: u64,
     /// Arrival at the mock minus `sent_us`, less the worker's median of the
-    /// same (its barrier on the mock's clock), µs.
+    /// same (its barrier on the mock's clock), µs; see [`raw_arrivals`].
     pub path_us: f64,
 }
 
@@ -59,8 +59,34 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-/// Join the worker's records (`requests.jsonl`) with the mock's log, by index.
+/// Join the worker's records (`requests.jsonl`) with the mock's log, by
+/// index, each worker's barrier offset removed from `path_us`.
 pub fn arrivals(mock_log: &[Value], requests_jsonl: &Path) -> Vec<Arrival> {
+    let mut out = raw_arrivals(mock_log, requests_jsonl);
+    let offsets = barrier_offsets(&out);
+    for a in &mut out {
+        a.path_us -= offsets[&a.worker];
+    }
+    out
+}
+
+/// Where each worker's start barrier fell on the mock's clock (plus the
+/// loopback path, the same for every worker): the median over its requests
+/// of arrival minus `sent_us`, µs, from [`raw_arrivals`].
+pub fn barrier_offsets(raw: &[Arrival]) -> BTreeMap<u64, f64> {
+    let mut by_worker: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for a in raw {
+        by_worker.entry(a.worker).or_default().push(a.path_us);
+    }
+    by_worker
+        .into_iter()
+        .map(|(w, mut v)| (w, median(&mut v)))
+        .collect()
+}
+
+/// [`arrivals`] with `path_us` the mock's arrival minus `sent_us` as is
+/// (the worker's barrier offset still in it), sorted by index.
+pub fn raw_arrivals(mock_log: &[Value], requests_jsonl: &Path) -> Vec<Arrival> {
     let arrived: BTreeMap<u64, &Value> = mock_log.iter().map(|r| (index_of(r), r)).collect();
     let text = std::fs::read_to_string(requests_jsonl)
         .unwrap_or_else(|e| panic!("{}: {e}", requests_jsonl.display()));
@@ -85,17 +111,6 @@ pub fn arrivals(mock_log: &[Value], requests_jsonl: &Path) -> Vec<Arrival> {
             }
         })
         .collect();
-    let mut by_worker: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
-    for a in &out {
-        by_worker.entry(a.worker).or_default().push(a.path_us);
-    }
-    let offsets: BTreeMap<u64, f64> = by_worker
-        .into_iter()
-        .map(|(w, mut v)| (w, median(&mut v)))
-        .collect();
-    for a in &mut out {
-        a.path_us -= offsets[&a.worker];
-    }
     out.sort_by_key(|a| a.index);
     out
 }

@@ -227,3 +227,70 @@ fn server_errors_are_counted_by_class() {
     let col = header.iter().position(|h| h == "failed_http_5xx").unwrap();
     assert_eq!(rows[0][col], "96");
 }
+
+/// The start barrier is an instant on the wall clock, not a delay from
+/// whenever Start arrives: worker 1 dials through a relay that holds every
+/// coordinator-to-worker byte 80 ms, yet both workers' first requests leave
+/// at the same instant (read on the mock's clock, which both share).
+#[test]
+fn workers_start_at_one_instant_however_late_start_reaches_them() {
+    use std::process::{Command, Stdio};
+    let _g = serial();
+    const HELD: Duration = Duration::from_millis(80);
+    let mock = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let dir = scratch();
+    let text = scenario(&mock.url, "")
+        .replace("num_prompts = 96", "num_prompts = 60")
+        .replace(
+            "request_rate = 200",
+            "request_rate = 40\nburstiness = \"inf\"",
+        )
+        .replace("max_concurrency = 24\n", "");
+    let sc = write(dir.path(), "s.toml", &text);
+    let out = dir.path().join("out");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let token = ("CICADA_TOKEN", "barrier-test-token");
+    let coordinator = Command::new(coord())
+        .args(["run", sc.to_str().unwrap(), "--expect-workers", "2"])
+        .args(["--listen", &listen, "--save-detailed", "--quiet"])
+        .arg("--output-dir")
+        .arg(&out)
+        .env(token.0, token.1)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting coord");
+    let slow = cicada_tests::relay::SlowDownlink::start(listen.parse().unwrap(), HELD);
+    let workers: Vec<_> = [listen.clone(), slow.addr.to_string()]
+        .iter()
+        .enumerate()
+        .map(|(i, addr)| {
+            Command::new(worker())
+                .args(["--coordinator", &format!("http://{addr}")])
+                .args(["--index", &i.to_string()])
+                .env(token.0, token.1)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("starting a worker")
+        })
+        .collect();
+    let run = wait_with_limit(coordinator, LIMIT);
+    for w in workers {
+        let w = wait_with_limit(w, LIMIT);
+        assert_eq!(w.code, Some(0), "worker: {}", w.stderr);
+    }
+    assert_ok(&run);
+    let raw = timing::raw_arrivals(&mock.requests(), &out.join("requests.jsonl"));
+    assert_eq!(raw.len(), 60);
+    let at = timing::barrier_offsets(&raw);
+    let apart_ms = (at[&1] - at[&0]) / 1000.0;
+    eprintln!(
+        "barrier on the mock's clock, by worker (µs): {at:?}; worker 1 later by {apart_ms:.3} ms"
+    );
+    // the same instant, give or take the loopback path's jitter on a busy machine
+    assert!(
+        apart_ms.abs() < 20.0,
+        "worker 1, whose Start came {HELD:?} late, started {apart_ms:.3} ms after worker 0"
+    );
+}

@@ -98,13 +98,10 @@ pub async fn run_step(
         ..StepEnd::default()
     };
     // the barrier: one start instant for every worker
-    fleet.start_step(step.number, START_DELAY).await;
-    let start = Instant::now() + START_DELAY;
+    let barrier = fleet.start_step(step.number, START_DELAY).await;
+    let start = barrier.at;
     (step.on_start)(start);
-    end.started_unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-        + START_DELAY.as_secs_f64();
+    end.started_unix = barrier.unix_s;
     step.progress.begin(end.planned);
     step.agg.begin(end.started_unix);
     fleet.mark_all_seen();

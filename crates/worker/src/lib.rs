@@ -13,6 +13,7 @@
 //! The only way in is [`serve`] (the `worker` binary, or [`spawn_in_process`]
 //! for a worker that runs as a task of another process).
 
+mod barrier;
 mod details;
 mod executor;
 mod health;

@@ -358,7 +358,8 @@ impl Session {
                         "start without an assigned stage".into(),
                     )));
                 };
-                let start = Instant::now() + Duration::from_micros(s.delay_us);
+                let start =
+                    crate::barrier::start_now(Duration::from_micros(s.delay_us), s.start_unix_ns);
                 tokio::spawn(crate::uplink::forward(
                     pending.gate,
                     s.step,

@@ -91,6 +91,15 @@ pub struct Member {
     outbox: Outbox,
 }
 
+/// A step's start barrier, as the coordinator placed it.
+#[derive(Debug, Clone, Copy)]
+pub struct Barrier {
+    /// On the coordinator's monotonic clock.
+    pub at: Instant,
+    /// On its wall clock, Unix seconds.
+    pub unix_s: f64,
+}
+
 /// A running fleet.
 pub struct Fleet {
     inbound: mpsc::Receiver<Inbound>,
@@ -299,13 +308,25 @@ impl Fleet {
         .await;
     }
 
-    /// Start `step` on every member, `delay` from now: the shared start barrier.
-    pub async fn start_step(&self, step: u32, delay: Duration) {
+    /// Start `step` on every member at one instant `delay` from now (the
+    /// shared start barrier): named on the wall clock, so workers that
+    /// receive Start at different moments still start together.
+    pub async fn start_step(&self, step: u32, delay: Duration) -> Barrier {
+        let at = Instant::now() + delay;
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            + delay;
         self.broadcast(CBody::Start(v1::Start {
             step,
             delay_us: delay.as_micros() as u64,
+            start_unix_ns: unix.as_nanos() as u64,
         }))
         .await;
+        Barrier {
+            at,
+            unix_s: unix.as_secs_f64(),
+        }
     }
 
     /// Stop `step` on every member, cancelling what is in flight.
