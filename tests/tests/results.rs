@@ -566,6 +566,68 @@ fn live_metrics_are_served_while_the_run_goes() {
     assert!((0.015..0.2).contains(&ttft_p50), "TTFT p50 {ttft_p50} s");
 }
 
+/// The live in-flight count follows the workers' heartbeats, not only their
+/// reports: with reports 30 s apart, six users whose requests each last
+/// seconds show as 6 in flight while they run.
+#[test]
+fn live_in_flight_follows_heartbeats_between_reports() {
+    let _g = serial();
+    let dir = scratch();
+    let text = r#"
+name = "beats"
+seed = 3
+[target]
+backend = "mock"
+[mock]
+ttft_ms = 20
+itl_ms = 5
+[dataset]
+kind = "random"
+input_len = 16
+output_len = 800
+[load]
+users = 6
+duration = "3s"
+report_interval = "30s"
+"#;
+    let sc = write(dir.path(), "s.toml", text);
+    let out = dir.path().join("out");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let child = Command::new(coord())
+        .args(["run", sc.to_str().unwrap(), "--workers", "2", "--quiet"])
+        .args([
+            "--output-dir",
+            out.to_str().unwrap(),
+            "--metrics-addr",
+            &addr,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = format!("http://{addr}/metrics");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while Instant::now() < deadline && !out.join("result.json").exists() {
+        std::thread::sleep(Duration::from_millis(200));
+        let Some((200, body)) = try_get_text(&url) else {
+            continue;
+        };
+        if let Some(v) = body
+            .lines()
+            .find_map(|l| l.strip_prefix("cicada_requests_in_flight "))
+        {
+            seen.push(v.to_string());
+        }
+    }
+    let run = wait_with_limit(child, LIMIT);
+    assert_ok(&run);
+    assert!(
+        seen.iter().any(|v| v == "6"),
+        "cicada_requests_in_flight never showed the 6 users' requests: {seen:?}"
+    );
+}
+
 /// Without a terminal, progress is one line per interval (and `--headless`
 /// asks for the same explicitly).
 #[test]

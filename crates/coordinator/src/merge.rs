@@ -179,6 +179,14 @@ impl Aggregate {
         Ok(())
     }
 
+    /// A worker's heartbeat said it has `in_flight` requests now: fresher
+    /// than its last report's count (reports may be many seconds apart).
+    pub fn heartbeat(&mut self, worker: u32, in_flight: u64) {
+        if self.live.contains(&worker) {
+            self.last_in_flight.insert(worker, in_flight);
+        }
+    }
+
     /// A worker will send no more reports (done or lost).
     pub fn retire(&mut self, worker: u32) {
         self.live.remove(&worker);
@@ -186,7 +194,7 @@ impl Aggregate {
         self.flush(false);
     }
 
-    /// Requests in flight now, by the latest reports.
+    /// Requests in flight now, by each worker's latest report or heartbeat.
     pub fn in_flight(&self) -> u64 {
         self.last_in_flight.values().sum()
     }

@@ -254,6 +254,7 @@ impl Collect {
                     self.admits.extend(cap.progress(worker, completed, sent));
                 }
             }
+            Event::Heartbeat { worker, in_flight } => agg.heartbeat(worker, in_flight),
             Event::CapWaiting {
                 worker,
                 step,

@@ -39,6 +39,9 @@ pub enum Event {
     },
     /// Its next request, `index`, is due and waits for the fleet cap.
     CapWaiting { worker: u32, step: u32, index: u64 },
+    /// It is alive, with `in_flight` requests of the running step (a fresher
+    /// count than its last report's when reports are far apart).
+    Heartbeat { worker: u32, in_flight: u64 },
 }
 
 /// One interval of one worker's step.
@@ -82,8 +85,8 @@ pub struct Health {
     pub peak_rss_bytes: u64,
 }
 
-/// The event a worker's message stands for; `None` for messages the run
-/// loop has no use for (heartbeats, a second hello).
+/// The event a worker's message stands for; `None` for a second hello,
+/// which the run loop has no use for.
 pub(super) fn decode(worker: u32, msg: v1::WorkerMessage) -> Option<Event> {
     Some(match msg.body? {
         WBody::Ready(r) => Event::Ready {
@@ -115,7 +118,11 @@ pub(super) fn decode(worker: u32, msg: v1::WorkerMessage) -> Option<Event> {
             step: w.step,
             index: w.index,
         },
-        WBody::Hello(_) | WBody::Heartbeat(_) => return None,
+        WBody::Heartbeat(h) => Event::Heartbeat {
+            worker,
+            in_flight: h.in_flight,
+        },
+        WBody::Hello(_) => return None,
     })
 }
 
@@ -211,9 +218,22 @@ mod tests {
         };
         assert!(report_of(garbled).measured.is_err());
         let heartbeat = v1::WorkerMessage {
-            body: Some(WBody::Heartbeat(v1::Heartbeat::default())),
+            body: Some(WBody::Heartbeat(v1::Heartbeat {
+                seq: 9,
+                in_flight: 17,
+            })),
         };
-        assert!(decode(0, heartbeat).is_none());
+        assert!(matches!(
+            decode(4, heartbeat),
+            Some(Event::Heartbeat {
+                worker: 4,
+                in_flight: 17
+            })
+        ));
+        let hello = v1::WorkerMessage {
+            body: Some(WBody::Hello(v1::Hello::default())),
+        };
+        assert!(decode(0, hello).is_none());
     }
 
     fn report_of(r: v1::Report) -> WorkerReport {

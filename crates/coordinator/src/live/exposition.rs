@@ -120,7 +120,7 @@ fn fleet(out: &mut String, v: &LiveView<'_>) {
         out,
         "cicada_requests_in_flight",
         "gauge",
-        "Requests in flight over the fleet, by the latest reports.",
+        "Requests in flight over the fleet, by each worker's latest report or heartbeat (about once a second).",
         v.in_flight,
     );
 }
