@@ -15,7 +15,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Directory holding the built `coord` and `worker` binaries.
 pub fn bin_dir() -> PathBuf {
@@ -28,10 +28,14 @@ pub fn bin_dir() -> PathBuf {
             .and_then(Path::parent)
             .expect("test binary lives in target/<profile>/deps")
             .to_path_buf();
-        if stale(&dir.join("coord"), &exe) || stale(&dir.join("worker"), &exe) {
-            // `cargo test -p cicada-tests` alone does not build other packages' binaries,
-            // and one built before this test binary may predate the code it tests
-            // (cargo makes this a quick no-op when they are in fact up to date)
+        let sources = newest_source(&repo_root());
+        if stale(&dir.join("coord"), sources) || stale(&dir.join("worker"), sources) {
+            // `cargo test -p cicada-tests` alone does not build other packages'
+            // binaries, and one built earlier may predate the code it tests.
+            // Judged by the sources, not by this test binary's age: `cargo test
+            // --workspace` links test binaries after the binaries, and a second
+            // `cargo build` with other packages selected resolves other features
+            // (rebuilding TLS and gRPC crates for minutes on a 2-core machine)
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let mut cmd = Command::new(cargo);
             cmd.args([
@@ -53,13 +57,54 @@ pub fn bin_dir() -> PathBuf {
     .clone()
 }
 
-/// A binary is stale when missing or older than the test executable that uses it.
-fn stale(bin: &Path, test_exe: &Path) -> bool {
-    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    match (modified(bin), modified(test_exe)) {
-        (Some(b), Some(t)) => b < t,
+/// A binary is stale when missing or older than the newest source it is built from.
+fn stale(bin: &Path, newest_source: Option<SystemTime>) -> bool {
+    let built = std::fs::metadata(bin).and_then(|m| m.modified()).ok();
+    match (built, newest_source) {
+        (Some(b), Some(s)) => b < s,
         _ => true,
     }
+}
+
+/// When the binaries' code last changed: the newest modification time of the
+/// workspace's manifests, lock file, `.proto` files and every crate's
+/// manifest, build script and sources (not its tests).
+fn newest_source(root: &Path) -> Option<SystemTime> {
+    fn walk(dir: &Path, newest: &mut Option<SystemTime>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                walk(&path, newest);
+            } else if let Ok(m) = e.metadata().and_then(|m| m.modified()) {
+                *newest = (*newest).max(Some(m));
+            }
+        }
+    }
+    let mut newest = None;
+    for file in ["Cargo.toml", "Cargo.lock"] {
+        if let Ok(m) = std::fs::metadata(root.join(file)).and_then(|m| m.modified()) {
+            newest = newest.max(Some(m));
+        }
+    }
+    walk(&root.join("proto"), &mut newest);
+    for krate in std::fs::read_dir(root.join("crates"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        for part in ["Cargo.toml", "build.rs", "src"] {
+            let p = krate.path().join(part);
+            if p.is_dir() {
+                walk(&p, &mut newest);
+            } else if let Ok(m) = std::fs::metadata(&p).and_then(|m| m.modified()) {
+                newest = newest.max(Some(m));
+            }
+        }
+    }
+    newest
 }
 
 /// Path of the `coord` binary.
