@@ -126,7 +126,7 @@ pub(super) fn decode(worker: u32, msg: v1::WorkerMessage) -> Option<Event> {
     })
 }
 
-fn report(r: v1::Report) -> WorkerReport {
+pub(super) fn report(r: v1::Report) -> WorkerReport {
     let sent = r
         .scopes
         .iter()

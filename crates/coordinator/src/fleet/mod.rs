@@ -6,6 +6,7 @@
 
 mod events;
 mod server;
+pub mod sim;
 mod spawn;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

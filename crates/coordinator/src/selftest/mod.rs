@@ -12,6 +12,7 @@
 //! a bare hyper client on the same mock and cores, the least any client can
 //! do, so cicada's error and cost are shown against what is reachable here.
 
+mod fleet;
 mod floor;
 mod level;
 mod procs;
@@ -61,6 +62,15 @@ pub struct SelftestArgs {
     /// Skip the floor client (cicada's figures only).
     #[arg(long)]
     pub no_floor: bool,
+    /// Instead of the levels: measure the coordinator's cost per worker with
+    /// this many simulated workers (e.g. 64,256,1024), each sending a
+    /// realistic report once a second for --seconds.
+    #[arg(long, value_delimiter = ',')]
+    pub fleet: Vec<u32>,
+    /// Internal: be the simulated fleet of the first --fleet size for the
+    /// coordinator at this URL (the selftest runs itself so).
+    #[arg(long, hide = true)]
+    pub fleet_sim: Option<String>,
     /// Internal: be the floor client for the first level against this mock
     /// and print its figures as one JSON line (the selftest runs itself so).
     #[arg(long, hide = true)]
@@ -94,6 +104,9 @@ pub async fn selftest(a: SelftestArgs) -> anyhow::Result<i32> {
     if let Some(url) = &a.floor_url {
         return floor_process(&a, url).await;
     }
+    if let Some(url) = &a.fleet_sim {
+        return fleet::sim_process(&a, url).await;
+    }
     let exe = std::env::current_exe().context("locating coord")?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if a.mock_core >= cores || a.worker_core >= cores || a.mock_core == a.worker_core {
@@ -105,6 +118,11 @@ pub async fn selftest(a: SelftestArgs) -> anyhow::Result<i32> {
     }
     let dir = std::env::temp_dir().join(format!("cicada-selftest-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    if !a.fleet.is_empty() {
+        let result = fleet::run(&exe, &a, &dir).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        return result.map(|()| 0);
+    }
     if !a.rss_requests.is_empty() {
         println!(
             "cicada selftest: peak worker RSS for runs of different lengths (64 users, 4-token answers, mock on core {}, worker on core {})",
