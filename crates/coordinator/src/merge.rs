@@ -150,11 +150,12 @@ impl Aggregate {
     /// Merge one worker's report (or say why its measurements could not be read).
     pub fn add(&mut self, worker: u32, report: WorkerReport) -> Result<(), MetricsError> {
         let measured = report.measured?;
-        let mut interval = MetricSet::default();
+        // straight into the interval's slot: no intermediate set to fill and copy
+        let slot = self.open.entry(report.seq).or_default();
         for (scope, set) in &measured.scopes {
             self.scopes.entry(*scope).or_default().merge(set)?;
             if !scope.warmup {
-                interval.merge(set)?;
+                slot.0.merge(set)?;
             }
         }
         if !measured.details_jsonl.is_empty()
@@ -168,8 +169,6 @@ impl Aggregate {
             u.cpu_us += h.cpu_us;
             u.peak_rss_bytes = u.peak_rss_bytes.max(h.peak_rss_bytes).max(h.rss_bytes);
         }
-        let slot = self.open.entry(report.seq).or_default();
-        slot.0.merge(&interval)?;
         slot.1 += report.in_flight;
         slot.2 = slot.2.max(report.interval_end_us);
         self.last_in_flight.insert(worker, report.in_flight);

@@ -1,5 +1,5 @@
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer, V2Serializer};
 
 use crate::MetricsError;
 
@@ -10,40 +10,40 @@ pub const SIGNIFICANT_DIGITS: u8 = 3;
 ///
 /// Histograms merge exactly (bucket counts add), so fleet-wide percentiles equal
 /// those of one histogram fed every sample; the sums make means exact rather
-/// than bucket-rounded.
-#[derive(Debug, Clone)]
+/// than bucket-rounded. The HDR part is allocated on the first sample: a
+/// metric set holds one histogram per metric, most of them empty in any one
+/// report, and zeroing their buckets was most of the coordinator's cost per
+/// report (`coord selftest --fleet`).
+#[derive(Debug, Clone, Default)]
 pub struct LatencyHistogram {
-    hist: Histogram<u64>,
+    hist: Option<Histogram<u64>>,
     sum: u64,
     sum_sq: f64,
 }
 
-impl Default for LatencyHistogram {
-    fn default() -> Self {
-        Self::new()
+impl PartialEq for LatencyHistogram {
+    fn eq(&self, other: &Self) -> bool {
+        self.sum == other.sum
+            && self.sum_sq == other.sum_sq
+            && ((self.is_empty() && other.is_empty()) || self.hdr() == other.hdr())
     }
 }
 
-impl PartialEq for LatencyHistogram {
-    fn eq(&self, other: &Self) -> bool {
-        self.sum == other.sum && self.sum_sq == other.sum_sq && self.hist == other.hist
-    }
+/// An empty histogram with every histogram's configuration, growing to fit any value.
+fn fresh() -> Histogram<u64> {
+    let mut hist = match Histogram::new(SIGNIFICANT_DIGITS) {
+        Ok(h) => h,
+        // 3 significant digits is always a valid configuration.
+        Err(e) => unreachable!("hdrhistogram rejected sigfig {SIGNIFICANT_DIGITS}: {e:?}"),
+    };
+    hist.auto(true);
+    hist
 }
 
 impl LatencyHistogram {
     /// An empty histogram that grows to fit any value.
     pub fn new() -> Self {
-        let mut hist = match Histogram::new(SIGNIFICANT_DIGITS) {
-            Ok(h) => h,
-            // 3 significant digits is always a valid configuration.
-            Err(e) => unreachable!("hdrhistogram rejected sigfig {SIGNIFICANT_DIGITS}: {e:?}"),
-        };
-        hist.auto(true);
-        Self {
-            hist,
-            sum: 0,
-            sum_sq: 0.0,
-        }
+        Self::default()
     }
 
     /// Record one value.
@@ -56,9 +56,10 @@ impl LatencyHistogram {
         if n == 0 {
             return;
         }
-        if self.hist.record_n(value, n).is_err() {
+        let hist = self.hist.get_or_insert_with(fresh);
+        if hist.record_n(value, n).is_err() {
             // only when growing would overflow usize; clamp rather than lose the count
-            self.hist.saturating_record_n(value, n);
+            hist.saturating_record_n(value, n);
         }
         self.sum = self.sum.saturating_add(value.saturating_mul(n));
         self.sum_sq += (value as f64) * (value as f64) * n as f64;
@@ -66,12 +67,19 @@ impl LatencyHistogram {
 
     /// Add every sample of `other` into `self`.
     pub fn merge(&mut self, other: &LatencyHistogram) -> Result<(), MetricsError> {
-        self.hist
-            .add(&other.hist)
-            .map_err(|e| MetricsError::Merge {
-                metric: String::new(),
-                reason: format!("{e:?}"),
-            })?;
+        let Some(theirs) = other.hist.as_ref().filter(|h| !h.is_empty()) else {
+            return Ok(());
+        };
+        match &mut self.hist {
+            Some(ours) if !ours.is_empty() => {
+                ours.add(theirs).map_err(|e| MetricsError::Merge {
+                    metric: String::new(),
+                    reason: format!("{e:?}"),
+                })?;
+            }
+            // nothing here yet: a copy is the sum, and cheaper than adding
+            _ => self.hist = Some(theirs.clone()),
+        }
         self.sum = self.sum.saturating_add(other.sum);
         self.sum_sq += other.sum_sq;
         Ok(())
@@ -79,12 +87,12 @@ impl LatencyHistogram {
 
     /// Number of samples.
     pub fn count(&self) -> u64 {
-        self.hist.len()
+        self.hist.as_ref().map_or(0, Histogram::len)
     }
 
     /// True when nothing was recorded.
     pub fn is_empty(&self) -> bool {
-        self.hist.is_empty()
+        self.count() == 0
     }
 
     /// Exact sum of the samples.
@@ -133,14 +141,15 @@ impl LatencyHistogram {
             exact.ceil()
         };
         let rank = (rank as u64).clamp(1, n);
+        let hist = self.hdr();
         let mut seen = 0u64;
-        for v in self.hist.iter_recorded() {
+        for v in hist.iter_recorded() {
             seen += v.count_since_last_iteration();
             if seen >= rank {
-                return self.hist.highest_equivalent(v.value_iterated_to());
+                return hist.highest_equivalent(v.value_iterated_to());
             }
         }
-        self.hist.highest_equivalent(self.hist.max())
+        hist.highest_equivalent(hist.max())
     }
 
     /// Value at percentile `p` in [0, 100]: [`Self::quantile`] of `p / 100`.
@@ -150,17 +159,20 @@ impl LatencyHistogram {
 
     /// Smallest recorded value (bucket-rounded).
     pub fn min(&self) -> u64 {
-        if self.is_empty() { 0 } else { self.hist.min() }
+        if self.is_empty() { 0 } else { self.hdr().min() }
     }
 
     /// Largest recorded value (bucket-rounded).
     pub fn max(&self) -> u64 {
-        if self.is_empty() { 0 } else { self.hist.max() }
+        if self.is_empty() { 0 } else { self.hdr().max() }
     }
 
     /// The underlying HDR histogram, for export to standard HdrHistogram tools.
     pub fn hdr(&self) -> &Histogram<u64> {
-        &self.hist
+        static EMPTY: std::sync::OnceLock<Histogram<u64>> = std::sync::OnceLock::new();
+        self.hist
+            .as_ref()
+            .unwrap_or_else(|| EMPTY.get_or_init(fresh))
     }
 
     /// Serialise the histogram part as HdrHistogram V2 + deflate.
@@ -168,13 +180,26 @@ impl LatencyHistogram {
         let mut out = Vec::with_capacity(64);
         // Writing into a Vec cannot fail; the serializer only errors on I/O or
         // on histograms with counts that cannot be encoded, which u64 never has.
-        if let Err(e) = V2DeflateSerializer::new().serialize(&self.hist, &mut out) {
+        if let Err(e) = V2DeflateSerializer::new().serialize(self.hdr(), &mut out) {
             unreachable!("V2 deflate serialisation into memory failed: {e:?}");
         }
         out
     }
 
-    /// Rebuild from a V2 (+deflate) blob and the sums sent beside it.
+    /// Serialise the histogram part as plain HdrHistogram V2 (run-length
+    /// varints, no deflate): for the worker-to-coordinator wire, where
+    /// inflating every histogram of every report was most of the
+    /// coordinator's cost per report (`coord selftest --fleet`).
+    pub fn encode_plain(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64);
+        // as in `encode`: writing into a Vec cannot fail
+        if let Err(e) = V2Serializer::new().serialize(self.hdr(), &mut out) {
+            unreachable!("V2 serialisation into memory failed: {e:?}");
+        }
+        out
+    }
+
+    /// Rebuild from a V2 (plain or +deflate) blob and the sums sent beside it.
     pub fn decode(blob: &[u8], sum: u64, sum_sq: f64) -> Result<Self, MetricsError> {
         let mut hist: Histogram<u64> =
             Deserializer::new()
@@ -184,7 +209,11 @@ impl LatencyHistogram {
                     reason: format!("{e:?}"),
                 })?;
         hist.auto(true);
-        Ok(Self { hist, sum, sum_sq })
+        Ok(Self {
+            hist: Some(hist),
+            sum,
+            sum_sq,
+        })
     }
 }
 

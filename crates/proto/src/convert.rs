@@ -56,7 +56,7 @@ pub fn encode_histograms(set: &MetricSet) -> Vec<v1::Histogram> {
     set.non_empty()
         .map(|(m, h)| v1::Histogram {
             metric: m.name().to_string(),
-            v2_deflate: h.encode().into(),
+            v2: h.encode_plain().into(),
             sum: h.sum(),
             sum_sq: h.sum_sq(),
         })
@@ -67,17 +67,22 @@ pub fn encode_histograms(set: &MetricSet) -> Vec<v1::Histogram> {
 pub fn decode_histograms(set: &mut MetricSet, hists: &[v1::Histogram]) -> Result<(), MetricsError> {
     for h in hists {
         let metric: Metric = h.metric.parse()?;
-        let decoded =
-            LatencyHistogram::decode(&h.v2_deflate, h.sum, h.sum_sq).map_err(|e| match e {
-                MetricsError::Decode { reason, .. } => MetricsError::Decode {
+        let decoded = LatencyHistogram::decode(&h.v2, h.sum, h.sum_sq).map_err(|e| match e {
+            MetricsError::Decode { reason, .. } => MetricsError::Decode {
+                metric: h.metric.clone(),
+                reason,
+            },
+            other => other,
+        })?;
+        set.histogram_mut(metric)
+            .merge(&decoded)
+            .map_err(|e| match e {
+                MetricsError::Merge { reason, .. } => MetricsError::Merge {
                     metric: h.metric.clone(),
                     reason,
                 },
                 other => other,
             })?;
-        let mut one = MetricSet::default();
-        one.set_histogram(metric, decoded);
-        set.merge(&one)?;
     }
     Ok(())
 }
@@ -191,7 +196,7 @@ mod tests {
         let mut wire = v1::ScopedMetrics::default();
         wire.histograms.push(v1::Histogram {
             metric: "ttft".into(),
-            v2_deflate: vec![1, 2, 3].into(),
+            v2: vec![1, 2, 3].into(),
             sum: 0,
             sum_sq: 0.0,
         });
