@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use crate::coord;
+use crate::{Mock, coord};
 
 /// Start `coord` with `args` and `env`, stdout and stderr into
 /// `dir/coord.out` and `dir/coord.err`.
@@ -51,4 +51,13 @@ pub fn signal(child: &Child, signal: i32) {
     // SAFETY: plain FFI call to send a signal to our own child process
     let rc = unsafe { libc::kill(child.id() as i32, signal) };
     assert_eq!(rc, 0, "kill({}, {signal})", child.id());
+}
+
+/// Wait until the mock has seen `n` requests; a panic after `limit`.
+pub fn wait_requests(mock: &Mock, n: u64, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while mock.stats()["requests"].as_u64().unwrap_or(0) < n {
+        assert!(Instant::now() < deadline, "the run never got going");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

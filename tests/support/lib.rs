@@ -9,7 +9,7 @@ pub mod servers;
 pub mod shape;
 pub mod timing;
 
-pub use background::{coord_output, signal, start_coord, wait_exit};
+pub use background::{coord_output, signal, start_coord, wait_exit, wait_requests};
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};

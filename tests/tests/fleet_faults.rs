@@ -45,15 +45,6 @@ output_len = 20
     )
 }
 
-/// Wait until the mock has seen `n` requests.
-fn wait_requests(mock: &Mock, n: u64, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    while mock.stats()["requests"].as_u64().unwrap_or(0) < n {
-        assert!(Instant::now() < deadline, "the run never got going");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Request index → worker: the request id is `cicada-<run>-<index>` and worker
 /// `w` of `n` sends the indices `i ≡ w (mod n)`.
 fn requests_by_worker(mock: &Mock, workers: u64) -> Vec<u64> {

@@ -61,7 +61,7 @@ fn a_coordinator_stalled_for_less_than_the_heartbeat_timeout_loses_no_worker() {
         ],
         &[],
     );
-    wait_for(|| mock.stats()["requests"].as_u64().unwrap_or(0) >= 20);
+    wait_requests(&mock, 20, Duration::from_secs(60));
     signal(&coordinator, libc::SIGSTOP);
     std::thread::sleep(Duration::from_secs(12));
     signal(&coordinator, libc::SIGCONT);
@@ -116,7 +116,7 @@ fn a_frozen_coordinator_is_left_after_the_heartbeat_timeout() {
         .stderr(std::fs::File::create(dir.path().join("worker.err")).unwrap())
         .spawn()
         .expect("starting a worker");
-    wait_for(|| mock.stats()["requests"].as_u64().unwrap_or(0) >= 20);
+    wait_requests(&mock, 20, Duration::from_secs(60));
     signal(&coordinator, libc::SIGSTOP);
     let code = wait_exit(&mut worker, Duration::from_secs(15));
     signal(&coordinator, libc::SIGCONT);
@@ -168,16 +168,4 @@ fn a_local_worker_dead_before_the_start_ends_the_run_at_once() {
         run.stderr
     );
     assert_eq!(mock.stats()["requests"].as_u64(), Some(0));
-}
-
-/// Poll `ready` every 50 ms for up to a minute.
-fn wait_for(ready: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !ready() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run never got going"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }

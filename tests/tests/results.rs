@@ -510,15 +510,9 @@ fn exit_codes_gate_on_failure_ratio_and_slo_attainment() {
     );
 }
 
-/// `--metrics-addr` serves Prometheus text while the run goes: counters grow
-/// and TTFT quantiles appear before the run ends.
-#[test]
-fn live_metrics_are_served_while_the_run_goes() {
-    let _g = serial();
-    let dir = scratch();
-    let text = scenario("live", 6, "[load]\nduration = \"5s\"\nrequest_rate = 20\n");
-    let sc = write(dir.path(), "s.toml", &text);
-    let out = dir.path().join("out");
+/// `coord run` on `sc` with 2 workers and `--metrics-addr` on a free port;
+/// the process and its metrics URL.
+fn run_with_live_metrics(sc: &Path, out: &Path) -> (std::process::Child, String) {
     let addr = format!("127.0.0.1:{}", free_port());
     let child = Command::new(coord())
         .args(["run", sc.to_str().unwrap(), "--workers", "2", "--quiet"])
@@ -532,7 +526,19 @@ fn live_metrics_are_served_while_the_run_goes() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let url = format!("http://{addr}/metrics");
+    (child, format!("http://{addr}/metrics"))
+}
+
+/// `--metrics-addr` serves Prometheus text while the run goes: counters grow
+/// and TTFT quantiles appear before the run ends.
+#[test]
+fn live_metrics_are_served_while_the_run_goes() {
+    let _g = serial();
+    let dir = scratch();
+    let text = scenario("live", 6, "[load]\nduration = \"5s\"\nrequest_rate = 20\n");
+    let sc = write(dir.path(), "s.toml", &text);
+    let out = dir.path().join("out");
+    let (child, url) = run_with_live_metrics(&sc, &out);
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut seen = None;
     while Instant::now() < deadline && !out.join("result.json").exists() {
@@ -592,20 +598,7 @@ report_interval = "30s"
 "#;
     let sc = write(dir.path(), "s.toml", text);
     let out = dir.path().join("out");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let child = Command::new(coord())
-        .args(["run", sc.to_str().unwrap(), "--workers", "2", "--quiet"])
-        .args([
-            "--output-dir",
-            out.to_str().unwrap(),
-            "--metrics-addr",
-            &addr,
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let url = format!("http://{addr}/metrics");
+    let (child, url) = run_with_live_metrics(&sc, &out);
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut seen = Vec::new();
     while Instant::now() < deadline && !out.join("result.json").exists() {
