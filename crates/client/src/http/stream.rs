@@ -128,20 +128,28 @@ impl Stream {
             Stream::Plain(s) => loop {
                 s.readable().await?;
                 let fd = s.as_raw_fd();
-                match s.try_io(Interest::READABLE, || rx_time::recv(fd, buf)) {
-                    Ok((n, at)) => {
-                        if n > 0 && n < buf.len() {
-                            // a short read emptied the socket: wait for the next
-                            // event instead of paying a read that finds nothing
-                            // (tokio's own reads do the same)
-                            let _ = s.try_io(Interest::READABLE, || {
-                                Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
-                            });
-                        }
-                        return Ok((n, at.unwrap_or_else(Instant::now)));
+                let mut got = None;
+                // A short read emptied the socket: answering WouldBlock from
+                // inside the same `try_io` clears the readiness event taken
+                // *before* the read, so the next read waits for the next event
+                // instead of paying a read that finds nothing (tokio's own
+                // reads do the same). Clearing from a second `try_io` would
+                // take the event current *after* the read and could forget
+                // bytes that arrived meanwhile, leaving them unread for good.
+                let r = s.try_io(Interest::READABLE, || {
+                    let (n, at) = rx_time::recv(fd, buf)?;
+                    got = Some((n, at));
+                    if n > 0 && n < buf.len() {
+                        Err(io::Error::from(io::ErrorKind::WouldBlock))
+                    } else {
+                        Ok(())
                     }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    Err(e) => return Err(e),
+                });
+                match (got, r) {
+                    (Some((n, at)), _) => return Ok((n, at.unwrap_or_else(Instant::now))),
+                    (None, Err(e)) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    (None, Err(e)) => return Err(e),
+                    (None, Ok(())) => continue,
                 }
             },
             Stream::Tls(s) => {
@@ -176,5 +184,63 @@ impl Stream {
             n if n > 0 => tls,
             _ => io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::time::Duration;
+
+    /// Bursts of small writes, each burst's last bytes landing at any moment
+    /// of the reader's work: every burst must be read in full. A reader that
+    /// forgets a readiness event that arrived while it was reading waits
+    /// forever for bytes already in its socket (the server sends nothing more
+    /// until the burst is acknowledged).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bytes_arriving_during_a_read_are_never_left_unread() {
+        const BURSTS: usize = 3000;
+        const WRITES: usize = 6;
+        const PIECE: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n";
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_nodelay(true).unwrap();
+            let mut ack = [0u8; 1];
+            for _ in 0..BURSTS {
+                for _ in 0..WRITES {
+                    if s.write_all(PIECE).is_err() {
+                        return;
+                    }
+                }
+                if s.read_exact(&mut ack).is_err() {
+                    return;
+                }
+            }
+        });
+        let Opened { tcp, .. } = connect_and_send(addr, &[]).await.unwrap();
+        let mut stream = Stream::Plain(tcp);
+        let mut buf = vec![0u8; 16 * 1024];
+        for burst in 0..BURSTS {
+            let mut got = 0;
+            while got < WRITES * PIECE.len() {
+                let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf));
+                match read.await {
+                    Ok(Ok((n, _))) => {
+                        assert!(n > 0, "the server closed early");
+                        got += n;
+                    }
+                    Ok(Err(e)) => panic!("read failed: {e}"),
+                    Err(_) => panic!(
+                        "burst {burst}: {got} of {} bytes read, the rest waits in the socket unread",
+                        WRITES * PIECE.len()
+                    ),
+                }
+            }
+            stream.write_all(b"k").await.unwrap();
+        }
+        server.join().unwrap();
     }
 }
