@@ -133,8 +133,9 @@ impl RequestRecord {
     /// Time per output token after the first, µs, for two or more output tokens.
     pub fn tpot_us(&self) -> Option<u64> {
         let (ttft, e2el) = (self.ttft_us()?, self.e2el_us()?);
-        (self.output_tokens >= 2)
-            .then(|| ((e2el - ttft) as f64 / (self.output_tokens - 1) as f64).round() as u64)
+        (self.output_tokens >= 2).then(|| {
+            (e2el.saturating_sub(ttft) as f64 / (self.output_tokens - 1) as f64).round() as u64
+        })
     }
 }
 
@@ -341,6 +342,19 @@ mod tests {
         assert_eq!(set.counter(Counter::InputTokens), 100);
         assert_eq!(set.counter(Counter::CachedTokens), 10);
         assert_eq!(set.outcomes.ok(), 1);
+    }
+
+    /// A record whose clock readings came out of order (a last event stamped
+    /// before the first) is still recorded, with no negative span in it.
+    #[test]
+    fn events_out_of_order_never_give_a_negative_span() {
+        let mut rec = record(3, 1, 10);
+        rec.events.swap(0, 2);
+        assert_eq!(rec.tpot_us(), Some(0));
+        let mut set = MetricSet::default();
+        set.observe(&rec, &Slo::default());
+        assert_eq!(set.histogram(Metric::Tpot).count(), 1);
+        assert_eq!(set.histogram(Metric::Tpot).max(), 0);
     }
 
     #[test]

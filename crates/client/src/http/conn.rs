@@ -88,7 +88,11 @@ impl Conn {
             self.buf.resize(grown, 0);
         }
         let (n, at) = self.stream.read(&mut self.buf[self.len..]).await?;
-        self.read_at = at;
+        // Bytes read later never arrived earlier. A kernel stamp can read a
+        // few µs before the previous read's instant (an unstamped read took
+        // its own, later instant; realtime and monotonic clocks are read
+        // apart), which would put a stream's tokens out of order.
+        self.read_at = at.max(self.read_at);
         self.len += n;
         Ok(n)
     }
