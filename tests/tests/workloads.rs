@@ -228,8 +228,9 @@ fn trace_replays_at_its_timestamps_across_four_workers() {
     assert_eq!(
         arrivals.len(),
         40,
-        "requests.jsonl holds {} of the 40 records the mock saw: {arrivals:?}",
-        arrivals.len()
+        "requests.jsonl holds {} of the 40 records the mock saw: {arrivals:?}\ncoord stderr:\n{}",
+        arrivals.len(),
+        r.stderr
     );
     let shift = |a: &timing::Arrival| {
         a.scheduled_us as f64 - expect_ms[&a.requested_output_tokens.unwrap()] * 1000.0
