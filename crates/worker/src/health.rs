@@ -140,11 +140,13 @@ mod tests {
         let s = stop.clone();
         let ticker = tokio::spawn(async move { h.run_ticker(s).await });
         tokio::time::sleep(Duration::from_millis(60)).await;
-        // hog the only runtime worker thread for 80 ms (the test body itself
-        // runs on the block_on thread, so the hog must be a task)
+        // hog the only runtime worker thread until the process has spent 80 ms
+        // of CPU (the test body itself runs on the block_on thread, so the hog
+        // must be a task); CPU, not wall time: on a busy machine an 80 ms spin
+        // gets half of that
         tokio::spawn(async {
-            let t0 = std::time::Instant::now();
-            while t0.elapsed() < Duration::from_millis(80) {
+            let cpu0 = process_cpu_us();
+            while process_cpu_us() < cpu0 + 80_000 {
                 std::hint::spin_loop();
             }
         })
