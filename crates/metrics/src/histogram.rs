@@ -1,5 +1,5 @@
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer, V2Serializer};
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 
 use crate::MetricsError;
 
@@ -10,22 +10,40 @@ pub const SIGNIFICANT_DIGITS: u8 = 3;
 ///
 /// Histograms merge exactly (bucket counts add), so fleet-wide percentiles equal
 /// those of one histogram fed every sample; the sums make means exact rather
-/// than bucket-rounded. The HDR part is allocated on the first sample: a
-/// metric set holds one histogram per metric, most of them empty in any one
-/// report, and zeroing their buckets was most of the coordinator's cost per
-/// report (`coord selftest --fleet`).
+/// than bucket-rounded. Buckets are kept in the cheapest form for what the
+/// histogram is: nothing until the first sample (a metric set holds one
+/// histogram per metric, most of them empty in any one report), the filled
+/// buckets alone when decoded from a report (a second of one worker fills a
+/// few dozen of the ~14,000 buckets that values up to 10 s need), and HDR's
+/// dense array once samples are recorded or many reports are merged. Adding a
+/// report then costs one record per filled bucket rather than a walk over
+/// every bucket, which was most of the coordinator's cost per report
+/// (`coord selftest --fleet`).
 #[derive(Debug, Clone, Default)]
 pub struct LatencyHistogram {
-    hist: Option<Histogram<u64>>,
+    buckets: Buckets,
     sum: u64,
     sum_sq: f64,
 }
 
+/// A histogram's buckets (see [`LatencyHistogram`]).
+#[derive(Debug, Clone, Default)]
+enum Buckets {
+    #[default]
+    Empty,
+    /// Filled buckets as (highest equivalent value, count): values strictly
+    /// ascending, counts above 0, at most [`SPARSE_MAX`] of them.
+    Sparse(Vec<(u64, u64)>),
+    Dense(Histogram<u64>),
+}
+
+/// Most filled buckets kept in the sparse form; beyond, the dense array is
+/// both smaller and faster to add to.
+const SPARSE_MAX: usize = 2048;
+
 impl PartialEq for LatencyHistogram {
     fn eq(&self, other: &Self) -> bool {
-        self.sum == other.sum
-            && self.sum_sq == other.sum_sq
-            && ((self.is_empty() && other.is_empty()) || self.hdr() == other.hdr())
+        self.sum == other.sum && self.sum_sq == other.sum_sq && self.recorded().eq(other.recorded())
     }
 }
 
@@ -38,6 +56,53 @@ fn fresh() -> Histogram<u64> {
     };
     hist.auto(true);
     hist
+}
+
+/// The shared empty histogram: bucket arithmetic (highest equivalent value
+/// and such) depends only on the configuration, which every histogram shares.
+fn config() -> &'static Histogram<u64> {
+    static EMPTY: std::sync::OnceLock<Histogram<u64>> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(fresh)
+}
+
+/// Record `n` samples of `value` into `hist`.
+fn record_into(hist: &mut Histogram<u64>, value: u64, n: u64) {
+    if hist.record_n(value, n).is_err() {
+        // only when growing would overflow usize; clamp rather than lose the count
+        hist.saturating_record_n(value, n);
+    }
+}
+
+/// A dense histogram holding `pairs`.
+fn densify(pairs: &[(u64, u64)]) -> Histogram<u64> {
+    let mut hist = fresh();
+    for &(value, n) in pairs {
+        record_into(&mut hist, value, n);
+    }
+    hist
+}
+
+/// Two ascending pair lists as one, counts of equal values added.
+fn merge_pairs(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let (x, y) = (a[i], b[j]);
+        if x.0 < y.0 {
+            out.push(x);
+            i += 1;
+        } else if y.0 < x.0 {
+            out.push(y);
+            j += 1;
+        } else {
+            out.push((x.0, x.1.saturating_add(y.1)));
+            i += 1;
+            j += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
 }
 
 impl LatencyHistogram {
@@ -56,38 +121,81 @@ impl LatencyHistogram {
         if n == 0 {
             return;
         }
-        let hist = self.hist.get_or_insert_with(fresh);
-        if hist.record_n(value, n).is_err() {
-            // only when growing would overflow usize; clamp rather than lose the count
-            hist.saturating_record_n(value, n);
-        }
+        record_into(self.dense_mut(), value, n);
         self.sum = self.sum.saturating_add(value.saturating_mul(n));
         self.sum_sq += (value as f64) * (value as f64) * n as f64;
     }
 
+    /// The dense form, made now if the buckets are in another.
+    fn dense_mut(&mut self) -> &mut Histogram<u64> {
+        match &mut self.buckets {
+            Buckets::Dense(_) => {}
+            Buckets::Empty => self.buckets = Buckets::Dense(fresh()),
+            Buckets::Sparse(pairs) => self.buckets = Buckets::Dense(densify(pairs)),
+        }
+        match &mut self.buckets {
+            Buckets::Dense(h) => h,
+            _ => unreachable!("the buckets were made dense just above"),
+        }
+    }
+
     /// Add every sample of `other` into `self`.
     pub fn merge(&mut self, other: &LatencyHistogram) -> Result<(), MetricsError> {
-        let Some(theirs) = other.hist.as_ref().filter(|h| !h.is_empty()) else {
+        if other.is_empty() {
             return Ok(());
-        };
-        match &mut self.hist {
-            Some(ours) if !ours.is_empty() => {
+        }
+        let mut replaced = None;
+        match (&mut self.buckets, &other.buckets) {
+            (_, Buckets::Empty) => {}
+            (Buckets::Dense(ours), Buckets::Dense(theirs)) if !ours.is_empty() => {
                 ours.add(theirs).map_err(|e| MetricsError::Merge {
                     metric: String::new(),
                     reason: format!("{e:?}"),
                 })?;
             }
+            (Buckets::Dense(ours), Buckets::Sparse(theirs)) if !ours.is_empty() => {
+                for &(value, n) in theirs {
+                    record_into(ours, value, n);
+                }
+            }
+            (Buckets::Sparse(mine), Buckets::Sparse(theirs)) => {
+                let both = merge_pairs(mine, theirs);
+                replaced = Some(if both.len() > SPARSE_MAX {
+                    Buckets::Dense(densify(&both))
+                } else {
+                    Buckets::Sparse(both)
+                });
+            }
+            (Buckets::Sparse(mine), Buckets::Dense(theirs)) => {
+                let mut hist = theirs.clone();
+                for &(value, n) in mine.iter() {
+                    record_into(&mut hist, value, n);
+                }
+                replaced = Some(Buckets::Dense(hist));
+            }
             // nothing here yet: a copy is the sum, and cheaper than adding
-            _ => self.hist = Some(theirs.clone()),
+            (_, theirs) => replaced = Some(theirs.clone()),
+        }
+        if let Some(b) = replaced {
+            self.buckets = b;
         }
         self.sum = self.sum.saturating_add(other.sum);
         self.sum_sq += other.sum_sq;
         Ok(())
     }
 
+    /// The filled buckets, ascending: (highest equivalent value, count).
+    pub fn recorded(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        recorded_of(&self.buckets)
+    }
+
     /// Number of samples.
     pub fn count(&self) -> u64 {
-        self.hist.as_ref().map_or(0, Histogram::len)
+        match &self.buckets {
+            Buckets::Empty => 0,
+            Buckets::Sparse(pairs) => pairs.iter().map(|p| p.1).sum(),
+            Buckets::Dense(h) => h.len(),
+        }
     }
 
     /// True when nothing was recorded.
@@ -141,15 +249,16 @@ impl LatencyHistogram {
             exact.ceil()
         };
         let rank = (rank as u64).clamp(1, n);
-        let hist = self.hdr();
         let mut seen = 0u64;
-        for v in hist.iter_recorded() {
-            seen += v.count_since_last_iteration();
+        let mut last = 0;
+        for (value, count) in self.recorded() {
+            seen += count;
+            last = value;
             if seen >= rank {
-                return hist.highest_equivalent(v.value_iterated_to());
+                break;
             }
         }
-        hist.highest_equivalent(hist.max())
+        config().highest_equivalent(last)
     }
 
     /// Value at percentile `p` in [0, 100]: [`Self::quantile`] of `p / 100`.
@@ -157,22 +266,39 @@ impl LatencyHistogram {
         self.quantile(p / 100.0)
     }
 
-    /// Smallest recorded value (bucket-rounded).
+    /// Smallest recorded value (bucket-rounded, as HdrHistogram's `min`).
     pub fn min(&self) -> u64 {
-        if self.is_empty() { 0 } else { self.hdr().min() }
+        match &self.buckets {
+            Buckets::Empty => 0,
+            Buckets::Sparse(pairs) => match pairs.first() {
+                Some(&(0, _)) | None => 0,
+                Some(&(v, _)) => config().lowest_equivalent(v),
+            },
+            Buckets::Dense(h) => h.min(),
+        }
     }
 
-    /// Largest recorded value (bucket-rounded).
+    /// Largest recorded value (bucket-rounded, as HdrHistogram's `max`).
     pub fn max(&self) -> u64 {
-        if self.is_empty() { 0 } else { self.hdr().max() }
+        match &self.buckets {
+            Buckets::Empty => 0,
+            Buckets::Sparse(pairs) => pairs
+                .last()
+                .map_or(0, |&(v, _)| config().highest_equivalent(v)),
+            Buckets::Dense(h) if h.is_empty() => 0,
+            Buckets::Dense(h) => h.max(),
+        }
     }
 
-    /// The underlying HDR histogram, for export to standard HdrHistogram tools.
-    pub fn hdr(&self) -> &Histogram<u64> {
-        static EMPTY: std::sync::OnceLock<Histogram<u64>> = std::sync::OnceLock::new();
-        self.hist
-            .as_ref()
-            .unwrap_or_else(|| EMPTY.get_or_init(fresh))
+    /// The underlying HDR histogram, for export to standard HdrHistogram
+    /// tools (built on the spot from a sparse form).
+    pub fn hdr(&self) -> std::borrow::Cow<'_, Histogram<u64>> {
+        use std::borrow::Cow;
+        match &self.buckets {
+            Buckets::Empty => Cow::Borrowed(config()),
+            Buckets::Sparse(pairs) => Cow::Owned(densify(pairs)),
+            Buckets::Dense(h) => Cow::Borrowed(h),
+        }
     }
 
     /// Serialise the histogram part as HdrHistogram V2 + deflate.
@@ -180,21 +306,8 @@ impl LatencyHistogram {
         let mut out = Vec::with_capacity(64);
         // Writing into a Vec cannot fail; the serializer only errors on I/O or
         // on histograms with counts that cannot be encoded, which u64 never has.
-        if let Err(e) = V2DeflateSerializer::new().serialize(self.hdr(), &mut out) {
+        if let Err(e) = V2DeflateSerializer::new().serialize(&*self.hdr(), &mut out) {
             unreachable!("V2 deflate serialisation into memory failed: {e:?}");
-        }
-        out
-    }
-
-    /// Serialise the histogram part as plain HdrHistogram V2 (run-length
-    /// varints, no deflate): for the worker-to-coordinator wire, where
-    /// inflating every histogram of every report was most of the
-    /// coordinator's cost per report (`coord selftest --fleet`).
-    pub fn encode_plain(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64);
-        // as in `encode`: writing into a Vec cannot fail
-        if let Err(e) = V2Serializer::new().serialize(self.hdr(), &mut out) {
-            unreachable!("V2 serialisation into memory failed: {e:?}");
         }
         out
     }
@@ -210,10 +323,56 @@ impl LatencyHistogram {
                 })?;
         hist.auto(true);
         Ok(Self {
-            hist: Some(hist),
+            buckets: Buckets::Dense(hist),
             sum,
             sum_sq,
         })
+    }
+
+    /// Rebuild from filled buckets (as [`Self::recorded`] gives them: values
+    /// strictly ascending, counts above 0) and the sums sent beside them.
+    /// This is the worker-to-coordinator wire form: what a report holds,
+    /// without the empty buckets around it.
+    pub fn from_recorded(
+        pairs: Vec<(u64, u64)>,
+        sum: u64,
+        sum_sq: f64,
+    ) -> Result<Self, MetricsError> {
+        let bad = |reason: String| MetricsError::Decode {
+            metric: String::new(),
+            reason,
+        };
+        if let Some(w) = pairs.windows(2).find(|w| w[0].0 >= w[1].0) {
+            return Err(bad(format!(
+                "bucket values out of order: {} then {}",
+                w[0].0, w[1].0
+            )));
+        }
+        if pairs.iter().any(|p| p.1 == 0) {
+            return Err(bad("a bucket with count 0".into()));
+        }
+        let buckets = match pairs.len() {
+            0 => Buckets::Empty,
+            n if n > SPARSE_MAX => Buckets::Dense(densify(&pairs)),
+            _ => Buckets::Sparse(pairs),
+        };
+        Ok(Self {
+            buckets,
+            sum,
+            sum_sq,
+        })
+    }
+}
+
+/// The filled buckets of `b`, ascending.
+fn recorded_of(b: &Buckets) -> Box<dyn Iterator<Item = (u64, u64)> + '_> {
+    match b {
+        Buckets::Empty => Box::new(std::iter::empty()),
+        Buckets::Sparse(pairs) => Box::new(pairs.iter().copied()),
+        Buckets::Dense(h) => Box::new(
+            h.iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value())),
+        ),
     }
 }
 
@@ -286,6 +445,122 @@ mod tests {
         let back = LatencyHistogram::decode(&h.encode(), h.sum(), h.sum_sq()).unwrap();
         assert_eq!(back, h);
         assert_eq!(back.quantile(0.99), h.quantile(0.99));
+    }
+
+    /// `n` values spread over 0 µs .. 30 s, some repeated.
+    fn values(n: u64, seed: u64) -> Vec<u64> {
+        (0..n)
+            .map(|i| match (i * 7919 + seed) % 13 {
+                0 => 0,
+                1 => 42,
+                k => ((i * 104_729 + seed * 31) % 30_000_000) / k,
+            })
+            .collect()
+    }
+
+    fn recorded(vals: &[u64]) -> LatencyHistogram {
+        let mut h = LatencyHistogram::new();
+        for &v in vals {
+            h.record(v);
+        }
+        h
+    }
+
+    /// The wire form: the same figures as the histogram it came from.
+    fn sparse(h: &LatencyHistogram) -> LatencyHistogram {
+        LatencyHistogram::from_recorded(h.recorded().collect(), h.sum(), h.sum_sq()).unwrap()
+    }
+
+    fn same_figures(a: &LatencyHistogram, b: &LatencyHistogram, what: &str) {
+        // buckets and sum exactly; the float sum of squares up to summing order
+        assert!(a.recorded().eq(b.recorded()), "{what}: buckets differ");
+        assert_eq!(a.sum(), b.sum(), "{what}: sum");
+        assert!(
+            (a.sum_sq() - b.sum_sq()).abs() <= 1e-12 * b.sum_sq(),
+            "{what}: sum_sq"
+        );
+        assert_eq!(a.count(), b.count(), "{what}: count");
+        assert_eq!((a.min(), a.max()), (b.min(), b.max()), "{what}: min, max");
+        for q in [0.0, 0.01, 0.5, 0.9, 0.99, 0.999, 1.0] {
+            assert_eq!(a.quantile(q), b.quantile(q), "{what}: q={q}");
+        }
+        assert_eq!(a.mean(), b.mean(), "{what}: mean");
+        // the export's header says how far each grew: compare what it holds
+        let export = |h: &LatencyHistogram| {
+            let back = LatencyHistogram::decode(&h.encode(), 0, 0.0).unwrap();
+            back.recorded().collect::<Vec<_>>()
+        };
+        assert!(export(a) == export(b), "{what}: V2 export");
+    }
+
+    #[test]
+    fn filled_buckets_carry_every_figure() {
+        for n in [1u64, 2, 100, 5_000] {
+            let h = recorded(&values(n, n));
+            let back = sparse(&h);
+            same_figures(&back, &h, &format!("{n} values"));
+            // bucket-sized, not value-sized: only filled buckets travel
+            assert!(back.recorded().count() as u64 <= n);
+        }
+        assert!(sparse(&LatencyHistogram::new()).is_empty());
+    }
+
+    /// However the parts arrive (dense, sparse, empty; in any order, past the
+    /// sparse limit), merging them gives the histogram of every sample.
+    #[test]
+    fn merging_any_mix_of_forms_is_exact() {
+        let parts: Vec<Vec<u64>> = (0..40).map(|k| values(10 + k * 37, k)).collect();
+        let all: Vec<u64> = parts.iter().flatten().copied().collect();
+        let want = recorded(&all);
+        type Form = fn(&LatencyHistogram) -> LatencyHistogram;
+        let forms: [(&str, Form); 3] = [
+            ("dense", |h| h.clone()),
+            ("sparse", sparse),
+            ("alternating", |h| {
+                if h.count() % 2 == 0 {
+                    sparse(h)
+                } else {
+                    h.clone()
+                }
+            }),
+        ];
+        for (name, form) in forms {
+            for start_empty in [true, false] {
+                let mut got = if start_empty {
+                    LatencyHistogram::new()
+                } else {
+                    // an allocated but empty dense array
+                    let mut h = LatencyHistogram::new();
+                    h.record_n(5, 0);
+                    let _ = h.dense_mut();
+                    h
+                };
+                for p in &parts {
+                    got.merge(&form(&recorded(p))).unwrap();
+                    got.merge(&LatencyHistogram::new()).unwrap();
+                }
+                same_figures(&got, &want, name);
+            }
+        }
+        // sparse + sparse past the limit turns dense, still exact
+        let wide = recorded(&(0..3_000u64).map(|v| v * 1_000).collect::<Vec<_>>());
+        let mut got = sparse(&recorded(&[1, 2, 3]));
+        got.merge(&sparse(&wide)).unwrap();
+        let mut want = recorded(&[1, 2, 3]);
+        want.merge(&wide).unwrap();
+        assert!(matches!(got.buckets, Buckets::Dense(_)));
+        same_figures(&got, &want, "past the sparse limit");
+        // recording into a sparse histogram keeps what it held
+        let mut got = sparse(&recorded(&[7, 9]));
+        got.record(11);
+        same_figures(&got, &recorded(&[7, 9, 11]), "record into sparse");
+    }
+
+    #[test]
+    fn malformed_buckets_are_refused() {
+        assert!(LatencyHistogram::from_recorded(vec![(5, 1), (5, 1)], 10, 50.0).is_err());
+        assert!(LatencyHistogram::from_recorded(vec![(9, 1), (5, 1)], 14, 106.0).is_err());
+        assert!(LatencyHistogram::from_recorded(vec![(5, 0)], 0, 0.0).is_err());
     }
 
     #[test]

@@ -6,7 +6,7 @@ use cicada_metrics::{
 
 use crate::v1;
 
-/// Encode one scope's measurements (histograms as V2 + deflate).
+/// Encode one scope's measurements (histograms as their filled buckets).
 pub fn encode_set(scope: Scope, set: &MetricSet) -> v1::ScopedMetrics {
     v1::ScopedMetrics {
         target: scope.target,
@@ -56,18 +56,60 @@ pub fn encode_histograms(set: &MetricSet) -> Vec<v1::Histogram> {
     set.non_empty()
         .map(|(m, h)| v1::Histogram {
             metric: m.name().to_string(),
-            v2: h.encode_plain().into(),
+            buckets: recorded_to_wire(h),
             sum: h.sum(),
             sum_sq: h.sum_sq(),
         })
         .collect()
 }
 
+/// A histogram's filled buckets as the wire's delta-coded pairs.
+fn recorded_to_wire(h: &LatencyHistogram) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut prev = 0;
+    for (value, count) in h.recorded() {
+        out.push(value - prev);
+        out.push(count);
+        prev = value;
+    }
+    out
+}
+
+/// The wire's delta-coded pairs back into a histogram.
+fn recorded_from_wire(
+    raw: &[u64],
+    sum: u64,
+    sum_sq: f64,
+) -> Result<LatencyHistogram, MetricsError> {
+    if !raw.len().is_multiple_of(2) {
+        return Err(MetricsError::Decode {
+            metric: String::new(),
+            reason: format!("{} bucket numbers, not pairs", raw.len()),
+        });
+    }
+    let mut pairs = Vec::with_capacity(raw.len() / 2);
+    let mut value = 0u64;
+    for (i, pair) in raw.chunks_exact(2).enumerate() {
+        value = match value.checked_add(pair[0]) {
+            // a 0 step after the first pair repeats a value: from_recorded refuses it
+            Some(v) => v,
+            None => {
+                return Err(MetricsError::Decode {
+                    metric: String::new(),
+                    reason: format!("bucket {i}: value overflows"),
+                });
+            }
+        };
+        pairs.push((value, pair[1]));
+    }
+    LatencyHistogram::from_recorded(pairs, sum, sum_sq)
+}
+
 /// Decode histograms into `set`.
 pub fn decode_histograms(set: &mut MetricSet, hists: &[v1::Histogram]) -> Result<(), MetricsError> {
     for h in hists {
         let metric: Metric = h.metric.parse()?;
-        let decoded = LatencyHistogram::decode(&h.v2, h.sum, h.sum_sq).map_err(|e| match e {
+        let decoded = recorded_from_wire(&h.buckets, h.sum, h.sum_sq).map_err(|e| match e {
             MetricsError::Decode { reason, .. } => MetricsError::Decode {
                 metric: h.metric.clone(),
                 reason,
@@ -193,14 +235,22 @@ mod tests {
             value: 1,
         });
         assert!(decode_set(&wire).is_err());
-        let mut wire = v1::ScopedMetrics::default();
-        wire.histograms.push(v1::Histogram {
-            metric: "ttft".into(),
-            v2: vec![1, 2, 3].into(),
-            sum: 0,
-            sum_sq: 0.0,
-        });
-        let err = decode_set(&wire).unwrap_err().to_string();
-        assert!(err.contains("ttft"), "{err}");
+        // not pairs; a value repeated (step 0); a count of 0; a value past u64
+        for buckets in [
+            vec![1, 2, 3],
+            vec![5, 1, 0, 1],
+            vec![5, 0],
+            vec![u64::MAX, 1, 1, 1],
+        ] {
+            let mut wire = v1::ScopedMetrics::default();
+            wire.histograms.push(v1::Histogram {
+                metric: "ttft".into(),
+                buckets: buckets.clone(),
+                sum: 0,
+                sum_sq: 0.0,
+            });
+            let err = decode_set(&wire).unwrap_err().to_string();
+            assert!(err.contains("ttft"), "{buckets:?}: {err}");
+        }
     }
 }

@@ -151,10 +151,10 @@ mod tests {
         assert_eq!(*start, Duration::ZERO);
         assert_eq!(*len, Duration::from_secs(1));
         assert!((max - 3.0).abs() < 0.01, "max in ms: {max}");
-        assert_eq!(hist, first.histogram(Metric::Ttft).hdr());
+        assert_eq!(hist, &*first.histogram(Metric::Ttft).hdr());
         let (tag, start, _, _, hist) = &intervals[3];
         assert_eq!(tag.as_deref(), Some("e2el"));
         assert_eq!(*start, Duration::from_secs(12));
-        assert_eq!(hist, second.histogram(Metric::E2el).hdr());
+        assert_eq!(hist, &*second.histogram(Metric::E2el).hdr());
     }
 }
