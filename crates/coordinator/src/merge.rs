@@ -101,18 +101,30 @@ pub struct WorkerUsage {
     pub peak_rss_bytes: u64,
 }
 
+/// An interval not every live worker has reported past.
+#[derive(Debug, Default)]
+struct OpenInterval {
+    /// What the workers reported for it, by scope.
+    scopes: BTreeMap<Scope, MetricSet>,
+    /// Requests in flight at its end, summed over the reports.
+    in_flight: u64,
+    /// Latest interval end reported, µs since the barrier.
+    end_us: u64,
+}
+
 /// Everything merged so far for one step.
 #[derive(Debug)]
 pub struct Aggregate {
     interval_s: f64,
-    /// Cumulative measurements per scope (target, stage, warm-up).
-    pub scopes: BTreeMap<Scope, MetricSet>,
+    /// Cumulative measurements per scope (target, stage, warm-up) of the
+    /// flushed intervals; `merged` adds the open ones.
+    flushed: BTreeMap<Scope, MetricSet>,
     /// Worker health (runtime stalls), cumulative.
     pub health: MetricSet,
     /// Each worker's own resource use.
     pub usage: BTreeMap<u32, WorkerUsage>,
-    /// Per open interval: its merged set, in-flight sum, and latest end (µs) reported.
-    open: BTreeMap<u64, (MetricSet, u64, u64)>,
+    /// Intervals some live worker has not reported past yet.
+    open: BTreeMap<u64, OpenInterval>,
     /// Highest report seq seen per worker.
     progress: BTreeMap<u32, u64>,
     live: BTreeSet<u32>,
@@ -128,7 +140,7 @@ impl Aggregate {
     pub fn new(interval_s: f64, workers: impl IntoIterator<Item = u32>) -> Self {
         Self {
             interval_s,
-            scopes: BTreeMap::new(),
+            flushed: BTreeMap::new(),
             health: MetricSet::default(),
             usage: BTreeMap::new(),
             open: BTreeMap::new(),
@@ -150,13 +162,12 @@ impl Aggregate {
     /// Merge one worker's report (or say why its measurements could not be read).
     pub fn add(&mut self, worker: u32, report: WorkerReport) -> Result<(), MetricsError> {
         let measured = report.measured?;
-        // straight into the interval's slot: no intermediate set to fill and copy
+        // once, into the interval's slot by scope: the cumulative sets take
+        // the interval when it is flushed (merging every report into both
+        // was half the coordinator's cost per report)
         let slot = self.open.entry(report.seq).or_default();
         for (scope, set) in &measured.scopes {
-            self.scopes.entry(*scope).or_default().merge(set)?;
-            if !scope.warmup {
-                slot.0.merge(set)?;
-            }
+            slot.scopes.entry(*scope).or_default().merge(set)?;
         }
         if !measured.details_jsonl.is_empty()
             && let Some(sink) = self.sink.as_mut()
@@ -169,8 +180,8 @@ impl Aggregate {
             u.cpu_us += h.cpu_us;
             u.peak_rss_bytes = u.peak_rss_bytes.max(h.peak_rss_bytes).max(h.rss_bytes);
         }
-        slot.1 += report.in_flight;
-        slot.2 = slot.2.max(report.interval_end_us);
+        slot.in_flight += report.in_flight;
+        slot.end_us = slot.end_us.max(report.interval_end_us);
         self.last_in_flight.insert(worker, report.in_flight);
         let p = self.progress.entry(worker).or_insert(0);
         *p = (*p).max(report.seq + 1);
@@ -213,7 +224,23 @@ impl Aggregate {
             if seq >= done_below {
                 break;
             }
-            if let Some((seq, (set, in_flight, end_us))) = self.open.pop_first() {
+            if let Some((seq, slot)) = self.open.pop_first() {
+                let (in_flight, end_us) = (slot.in_flight, slot.end_us);
+                let mut set = MetricSet::default();
+                for (scope, part) in slot.scopes {
+                    // reports decoded alike share one layout: merging cannot fail
+                    if !scope.warmup {
+                        let _ = set.merge(&part);
+                    }
+                    match self.flushed.entry(scope) {
+                        std::collections::btree_map::Entry::Vacant(e) => {
+                            e.insert(part);
+                        }
+                        std::collections::btree_map::Entry::Occupied(mut e) => {
+                            let _ = e.get_mut().merge(&part);
+                        }
+                    }
+                }
                 let start_s = seq as f64 * self.interval_s;
                 // the last interval of a step ends early: rates use its real length
                 let length_s = match end_us as f64 / 1e6 - start_s {
@@ -229,10 +256,11 @@ impl Aggregate {
         }
     }
 
-    /// Every scope matching `keep`, merged.
+    /// Every scope matching `keep`, merged: flushed intervals and open ones.
     pub fn merged(&self, keep: impl Fn(&Scope) -> bool) -> MetricSet {
         let mut total = MetricSet::default();
-        for (_, set) in self.scopes.iter().filter(|(s, _)| keep(s)) {
+        let open = self.open.values().flat_map(|slot| slot.scopes.iter());
+        for (_, set) in self.flushed.iter().chain(open).filter(|(s, _)| keep(s)) {
             // sets decoded from reports share one layout; merging cannot fail
             let _ = total.merge(set);
         }
@@ -273,6 +301,35 @@ mod tests {
                 ..Measured::default()
             }),
         }
+    }
+
+    /// Totals count every report received, flushed into an interval or not;
+    /// warm-up stays out of the interval rows and the measured total.
+    #[test]
+    fn totals_include_open_intervals_and_keep_warmup_apart() {
+        let mut a = Aggregate::new(1.0, [0, 1]);
+        a.add(0, report(0, 3)).unwrap();
+        let mut warm = report(1, 4);
+        if let Ok(m) = warm.measured.as_mut() {
+            m.scopes[0].0.warmup = true;
+        }
+        a.add(0, warm).unwrap();
+        assert!(a.rows.is_empty(), "worker 1 has not reported");
+        assert_eq!(a.total().outcomes.ok(), 3);
+        assert_eq!(a.warmup().outcomes.ok(), 4);
+        a.add(1, report(0, 2)).unwrap();
+        assert_eq!(a.rows.len(), 1);
+        assert_eq!(a.rows[0].ok, 5);
+        assert_eq!(a.warmup().outcomes.ok(), 4, "open, still counted");
+        a.add(1, report(1, 5)).unwrap();
+        assert_eq!(a.rows.len(), 2);
+        assert_eq!(a.total().outcomes.ok(), 10);
+        a.flush(true);
+        assert_eq!(a.rows.len(), 2);
+        assert_eq!(a.rows[1].ok, 5, "interval 1 without its warm-up");
+        assert_eq!(a.total().outcomes.ok(), 10);
+        assert_eq!(a.warmup().outcomes.ok(), 4);
+        assert_eq!(a.total().histogram(Metric::Ttft).count(), 10);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer, V2Serializer};
 
 use crate::MetricsError;
 
@@ -308,6 +308,18 @@ impl LatencyHistogram {
         // on histograms with counts that cannot be encoded, which u64 never has.
         if let Err(e) = V2DeflateSerializer::new().serialize(&*self.hdr(), &mut out) {
             unreachable!("V2 deflate serialisation into memory failed: {e:?}");
+        }
+        out
+    }
+
+    /// Serialise the histogram part as plain HdrHistogram V2 (run-length
+    /// varints, no deflate): the wire form for histograms with many filled
+    /// buckets, where inflating was most of the coordinator's cost per report.
+    pub fn encode_plain(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64);
+        // as in `encode`: writing into a Vec cannot fail
+        if let Err(e) = V2Serializer::new().serialize(&*self.hdr(), &mut out) {
+            unreachable!("V2 serialisation into memory failed: {e:?}");
         }
         out
     }

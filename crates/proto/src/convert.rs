@@ -56,23 +56,37 @@ pub fn encode_histograms(set: &MetricSet) -> Vec<v1::Histogram> {
     set.non_empty()
         .map(|(m, h)| v1::Histogram {
             metric: m.name().to_string(),
-            buckets: recorded_to_wire(h),
             sum: h.sum(),
             sum_sq: h.sum_sq(),
+            ..histogram_body(h)
         })
         .collect()
 }
 
-/// A histogram's filled buckets as the wire's delta-coded pairs.
-fn recorded_to_wire(h: &LatencyHistogram) -> Vec<u64> {
-    let mut out = Vec::new();
+/// Most filled buckets sent as pairs; beyond, plain V2 is smaller and the
+/// coordinator adds it faster (`coord selftest --fleet`).
+const WIRE_PAIRS_MAX: usize = 512;
+
+/// A histogram's buckets in the cheaper wire form: its filled buckets as
+/// delta-coded pairs when few, else plain V2.
+fn histogram_body(h: &LatencyHistogram) -> v1::Histogram {
+    let mut buckets = Vec::new();
     let mut prev = 0;
     for (value, count) in h.recorded() {
-        out.push(value - prev);
-        out.push(count);
+        if buckets.len() >= 2 * WIRE_PAIRS_MAX {
+            return v1::Histogram {
+                v2: h.encode_plain().into(),
+                ..Default::default()
+            };
+        }
+        buckets.push(value - prev);
+        buckets.push(count);
         prev = value;
     }
-    out
+    v1::Histogram {
+        buckets,
+        ..Default::default()
+    }
 }
 
 /// The wire's delta-coded pairs back into a histogram.
@@ -109,7 +123,12 @@ fn recorded_from_wire(
 pub fn decode_histograms(set: &mut MetricSet, hists: &[v1::Histogram]) -> Result<(), MetricsError> {
     for h in hists {
         let metric: Metric = h.metric.parse()?;
-        let decoded = recorded_from_wire(&h.buckets, h.sum, h.sum_sq).map_err(|e| match e {
+        let decoded = if h.v2.is_empty() {
+            recorded_from_wire(&h.buckets, h.sum, h.sum_sq)
+        } else {
+            LatencyHistogram::decode(&h.v2, h.sum, h.sum_sq)
+        };
+        let decoded = decoded.map_err(|e| match e {
             MetricsError::Decode { reason, .. } => MetricsError::Decode {
                 metric: h.metric.clone(),
                 reason,
@@ -227,6 +246,24 @@ mod tests {
         assert_eq!(back, set);
     }
 
+    /// Few filled buckets travel as pairs, many as V2; both arrive exactly.
+    #[test]
+    fn each_histogram_takes_the_cheaper_form() {
+        for (distinct, pairs) in [(40u64, true), (WIRE_PAIRS_MAX as u64, true), (3_000, false)] {
+            let mut set = MetricSet::default();
+            for v in 0..distinct {
+                set.histogram_mut(Metric::Itl)
+                    .record_n(1_000 + v * 997, 1 + v % 3);
+            }
+            let wire = encode_set(Scope::default(), &set);
+            let h = &wire.histograms[0];
+            assert_eq!(!h.buckets.is_empty(), pairs, "{distinct} buckets");
+            assert_eq!(h.v2.is_empty(), pairs, "{distinct} buckets");
+            let (_, back) = decode_set(&wire).unwrap();
+            assert_eq!(back, set, "{distinct} buckets");
+        }
+    }
+
     #[test]
     fn unknown_names_and_bad_blobs_are_errors() {
         let mut wire = v1::ScopedMetrics::default();
@@ -235,6 +272,15 @@ mod tests {
             value: 1,
         });
         assert!(decode_set(&wire).is_err());
+        // not V2
+        let mut wire = v1::ScopedMetrics::default();
+        wire.histograms.push(v1::Histogram {
+            metric: "ttft".into(),
+            v2: vec![1, 2, 3].into(),
+            ..Default::default()
+        });
+        let err = decode_set(&wire).unwrap_err().to_string();
+        assert!(err.contains("ttft"), "{err}");
         // not pairs; a value repeated (step 0); a count of 0; a value past u64
         for buckets in [
             vec![1, 2, 3],
@@ -246,8 +292,7 @@ mod tests {
             wire.histograms.push(v1::Histogram {
                 metric: "ttft".into(),
                 buckets: buckets.clone(),
-                sum: 0,
-                sum_sq: 0.0,
+                ..Default::default()
             });
             let err = decode_set(&wire).unwrap_err().to_string();
             assert!(err.contains("ttft"), "{buckets:?}: {err}");

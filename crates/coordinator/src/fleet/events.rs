@@ -209,7 +209,7 @@ mod tests {
             scopes: vec![v1::ScopedMetrics {
                 histograms: vec![v1::Histogram {
                     metric: "ttft".into(),
-                    buckets: vec![1, 2, 3],
+                    v2: b"not a histogram".to_vec().into(),
                     ..v1::Histogram::default()
                 }],
                 ..v1::ScopedMetrics::default()
