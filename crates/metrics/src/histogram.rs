@@ -13,12 +13,12 @@ pub const SIGNIFICANT_DIGITS: u8 = 3;
 /// than bucket-rounded. Buckets are kept in the cheapest form for what the
 /// histogram is: nothing until the first sample (a metric set holds one
 /// histogram per metric, most of them empty in any one report), the filled
-/// buckets alone when decoded from a report (a second of one worker fills a
-/// few dozen of the ~14,000 buckets that values up to 10 s need), and HDR's
-/// dense array once samples are recorded or many reports are merged. Adding a
-/// report then costs one record per filled bucket rather than a walk over
-/// every bucket, which was most of the coordinator's cost per report
-/// (`coord selftest --fleet`).
+/// buckets alone when a report sent them so (a second of one worker fills a
+/// few dozen of the ~14,000 buckets TTFT needs for values up to 10 s), and
+/// HDR's dense array once samples are recorded, many reports are merged, or a
+/// report sent it (ITL fills thousands). Adding a few-bucket report costs one
+/// record per filled bucket rather than a walk over every bucket, which was
+/// most of the coordinator's cost per report (`coord selftest --fleet`).
 #[derive(Debug, Clone, Default)]
 pub struct LatencyHistogram {
     buckets: Buckets,
