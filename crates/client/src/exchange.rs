@@ -53,6 +53,17 @@ impl Exchange {
         }
     }
 
+    /// A request cicada itself failed on (a panic while it was sent or read),
+    /// so it is still counted, with what went wrong.
+    pub fn client_fault(sent_us: u64, ended_us: u64, message: String) -> Self {
+        Exchange {
+            failure: Some((Outcome::ClientFault, message)),
+            sent_us,
+            ended_us,
+            ..Exchange::default()
+        }
+    }
+
     /// The final outcome.
     pub fn outcome(&self) -> (Outcome, Option<String>) {
         if let Some((o, e)) = &self.failure {

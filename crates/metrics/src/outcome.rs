@@ -25,6 +25,9 @@ pub enum Outcome {
     Empty,
     /// The run stopped while the request was in flight.
     Cancelled,
+    /// cicada itself failed on the request (a panic in the client: a bug to
+    /// report); counted so that no request goes missing from the totals.
+    ClientFault,
 }
 
 impl Outcome {
@@ -46,6 +49,7 @@ impl fmt::Display for Outcome {
             Outcome::BadPayload => f.write_str("bad_payload"),
             Outcome::Empty => f.write_str("empty"),
             Outcome::Cancelled => f.write_str("cancelled"),
+            Outcome::ClientFault => f.write_str("client_fault"),
         }
     }
 }
@@ -63,6 +67,7 @@ impl FromStr for Outcome {
             "bad_payload" => Outcome::BadPayload,
             "empty" => Outcome::Empty,
             "cancelled" => Outcome::Cancelled,
+            "client_fault" => Outcome::ClientFault,
             other => match other.strip_prefix("http_").map(str::parse::<u16>) {
                 Some(Ok(status)) => Outcome::Http(status),
                 _ => {
@@ -181,6 +186,7 @@ mod tests {
             Outcome::BadPayload,
             Outcome::Empty,
             Outcome::Cancelled,
+            Outcome::ClientFault,
         ] {
             assert_eq!(o.to_string().parse::<Outcome>().unwrap(), o);
         }

@@ -67,9 +67,20 @@ impl Recorder {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
-        shard.sets.entry(scope).or_default().observe(rec, &self.slo);
-        if let Some(ctx) = self.details {
-            append_line(&mut shard.details, ctx, scope, rec);
+        // a panic here must not take the request task (and its concurrency
+        // slot or user) with it; `observe` counts the outcome first, so the
+        // request stays in the totals
+        let observed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            shard.sets.entry(scope).or_default().observe(rec, &self.slo);
+            if let Some(ctx) = self.details {
+                append_line(&mut shard.details, ctx, scope, rec);
+            }
+        }));
+        if observed.is_err() {
+            tracing::error!(
+                index = rec.index,
+                "cicada failed while recording a request's figures (please report this bug)"
+            );
         }
     }
 

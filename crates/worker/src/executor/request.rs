@@ -1,7 +1,10 @@
 //! One request from dispatch to record.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+
+use futures::FutureExt;
 
 use cicada_metrics::{RequestRecord, Scope, TokenSource};
 use cicada_scenarios::dataset::PoolEntry;
@@ -52,10 +55,18 @@ pub(super) async fn send_one(
         timeout: step.timeout,
         keep_text: step.tokenizer.is_some(),
     };
-    let exchange = tokio::select! {
-        ex = perform(conduit, &step.endpoints[target], &request_id, &body) => ex,
-        () = cancel.cancelled() => Exchange::cancelled(sent_us, clock.now_us()),
-    };
+    let exchange = guarded(
+        async {
+            tokio::select! {
+                ex = perform(conduit, &step.endpoints[target], &request_id, &body) => ex,
+                () = cancel.cancelled() => Exchange::cancelled(sent_us, clock.now_us()),
+            }
+        },
+        slot.index,
+        sent_us,
+        || clock.now_us(),
+    )
+    .await;
     step.in_flight_by_target[target].change(exchange.ended_us, false, warmup);
     step.in_flight.fetch_sub(1, Ordering::Relaxed);
     let counting = Counting {
@@ -69,7 +80,20 @@ pub(super) async fn send_one(
         scheduled_us,
         sent_us: exchange.sent_us,
     };
-    let record = to_record(&exchange, entry, at, step.codec.streams(), counting);
+    let streamed = step.codec.streams();
+    let record = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        to_record(&exchange, entry, at, streamed, counting)
+    }))
+    .unwrap_or_else(|panic| {
+        let ex = fault(
+            slot.index,
+            exchange.sent_us,
+            exchange.ended_us,
+            "recording",
+            &*panic,
+        );
+        to_record(&ex, entry, at, streamed, Counting::default())
+    });
     let scope = Scope {
         target: target as u32,
         stage: slot.stage,
@@ -77,6 +101,43 @@ pub(super) async fn send_one(
     };
     step.recorder.record(scope, &record);
     Some(exchange.ended_us)
+}
+
+/// Run one exchange; a panic in it (in cicada's client or parsers) becomes a
+/// `client_fault` exchange ending at `now()`.
+async fn guarded(
+    exchange: impl Future<Output = Exchange>,
+    index: u64,
+    sent_us: u64,
+    now: impl FnOnce() -> u64,
+) -> Exchange {
+    AssertUnwindSafe(exchange)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| fault(index, sent_us, now(), "reading", &*panic))
+}
+
+/// A request cicada panicked on while `doing` it: logged, and kept as a
+/// `client_fault` so the totals still count it (a panic must not make a
+/// request vanish, nor leave its concurrency slot taken).
+fn fault(
+    index: u64,
+    sent_us: u64,
+    ended_us: u64,
+    doing: &str,
+    panic: &(dyn std::any::Any + Send),
+) -> Exchange {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string());
+    tracing::error!(index, panic = %what, "cicada failed while {doing} a request; counted as client_fault (please report this bug)");
+    Exchange::client_fault(
+        sent_us,
+        ended_us,
+        format!("cicada failed while {doing} the request: {what}"),
+    )
 }
 
 /// Where a request sat in the schedule.
@@ -234,6 +295,38 @@ mod tests {
             "the client's count, vLLM's dataset prompt_len"
         );
         assert_eq!(r.server_input_tokens, Some(5));
+    }
+
+    #[tokio::test]
+    async fn a_panic_while_reading_is_counted_as_a_client_fault() {
+        let index = 7u64;
+        let ex = guarded(
+            async move {
+                // a bug of the kind that once hid here: a subtraction that overflowed
+                let (first, last) = (std::hint::black_box(90u64), 100u64);
+                if first < last {
+                    panic!("attempt to subtract with overflow at request {index}");
+                }
+                Exchange::default()
+            },
+            index,
+            40,
+            || 95,
+        )
+        .await;
+        let r = to_record(&ex, &entry(), at(index, 40), true, Counting::default());
+        assert_eq!(r.outcome, Outcome::ClientFault);
+        assert_eq!((r.sent_us, r.ended_us), (40, 95));
+        let error = r.error.unwrap_or_default();
+        assert!(
+            error.contains("cicada failed while reading the request")
+                && error.contains("subtract with overflow at request 7"),
+            "{error}"
+        );
+        // and an exchange that does not panic passes through untouched
+        let ok = guarded(async { Exchange::cancelled(1, 2) }, 0, 1, || 3).await;
+        assert_eq!(ok.outcome().0, Outcome::Cancelled);
+        assert_eq!(ok.ended_us, 2);
     }
 
     #[test]
