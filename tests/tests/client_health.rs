@@ -191,5 +191,14 @@ fn selftest_prints_a_row_per_level_and_writes_json() {
         assert!(floor["cpu_us_per_token"].as_f64().unwrap() > 0.0, "{l}");
         assert!(floor["p99_itl_ms"].as_f64().unwrap() > 0.0, "{l}");
         assert!(floor["cpu_ratio"].as_f64().unwrap() > 0.0, "{l}");
+        // the first wave reached the mock after its start, for both clients
+        // (one stream has no wave to measure)
+        for burst in [&l["burst_ms"], &floor["burst_ms"]] {
+            if streams == 1 {
+                assert!(burst.is_null(), "{l}");
+            } else {
+                assert!(burst.as_f64().unwrap() > 0.0, "{l}");
+            }
+        }
     }
 }

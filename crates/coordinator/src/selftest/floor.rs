@@ -36,6 +36,8 @@ pub struct FloorFigures {
     pub p99_itl_ms: f64,
     /// The process's user+sys CPU time, µs.
     pub cpu_us: f64,
+    /// When the streams were due to start, µs since the Unix epoch.
+    pub start_unix_us: f64,
 }
 
 /// One level for the floor client.
@@ -109,6 +111,9 @@ pub async fn run(level: FloorLevel) -> anyhow::Result<FloorFigures> {
         .context("the mock's address")?;
     let body = body(&level);
     let start = Instant::now();
+    let start_unix_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e6);
     let until = start + level.duration;
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..level.streams {
@@ -150,6 +155,7 @@ pub async fn run(level: FloorLevel) -> anyhow::Result<FloorFigures> {
         ) / 1e3,
         p99_itl_ms: f64::from(p99) / 1e3,
         cpu_us: process_cpu_us(),
+        start_unix_us,
     })
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::SelftestArgs;
 use super::floor::FloorFigures;
-use super::procs::{mock_stats, pinned_floor, pinned_run, start_mock};
+use super::procs::{first_wave_ms, mock_stats, pinned_floor, pinned_run, start_mock};
 
 /// Levels up to this many streams start every stream at t=0 and count from
 /// there (the start burst is part of what is measured); larger ones ramp up
@@ -69,6 +69,10 @@ pub struct FloorLevel {
     pub p99_itl_ratio: Option<f64>,
     /// cicada's CPU per token over the floor's (target: at most 1.3).
     pub cpu_ratio: Option<f64>,
+    /// The floor's first wave: from its start to the mock's `streams`-th arrival, ms.
+    pub burst_ms: Option<f64>,
+    /// cicada's first wave over the floor's.
+    pub burst_ratio: Option<f64>,
 }
 
 /// Figures of one level.
@@ -96,6 +100,11 @@ pub struct Level {
     pub mock_p99_late_ms: f64,
     /// The run flagged itself client-bound.
     pub client_bound: bool,
+    /// How long the first wave (every stream's first request, all due at
+    /// t=0) took to reach the mock, from the start barrier to the mock's last
+    /// arrival of it, ms: what a start burst costs, seen from the server.
+    /// Levels that ramp up have none.
+    pub burst_ms: Option<f64>,
     /// The floor client at the same level (absent with `--no-floor`).
     pub floor: Option<FloorLevel>,
 }
@@ -161,8 +170,9 @@ pub(super) async fn run_level(
         let mock = start_mock(exe, a)?;
         let f = pinned_floor(exe, a, streams, &mock.url).await?;
         let stats = mock_stats(&mock.url).await?;
+        let burst = burst_ms(&mock.url, streams, f.start_unix_us).await?;
         tokio::time::sleep(Duration::from_millis(300)).await;
-        Some((f, stats))
+        Some((f, stats, burst))
     };
     let mock = start_mock(exe, a)?;
     let out = dir.join(format!("level-{streams}"));
@@ -170,6 +180,7 @@ pub(super) async fn run_level(
     let what = format!("the run at {streams} streams");
     let r = pinned_run(exe, a.worker_core, &text, &out, &what).await?;
     let stats = mock_stats(&mock.url).await?;
+    let burst = burst_ms(&mock.url, streams, num(&r, "/cicada/started_unix") * 1e6).await?;
     let first_late_ms = num(&stats, "/lateness/first_event_mean_us") / 1e3;
     let tokens = num(&r, "/total_output_tokens") + num(&r, "/cicada/warmup/output_tokens");
     let cpu_us = r
@@ -194,10 +205,20 @@ pub(super) async fn run_level(
         mock_p99_late_ms: num(&stats, "/lateness/p99_us") / 1e3,
         client_bound: r.pointer("/cicada/client/client_bound")
             == Some(&serde_json::Value::Bool(true)),
+        burst_ms: burst,
         floor: None,
     };
-    level.floor = floor.map(|(f, stats)| compare(a, &level, &f, &stats));
+    level.floor = floor.map(|(f, stats, burst)| compare(a, &level, &f, &stats, burst));
     Ok(level)
+}
+
+/// The first wave's time onto the wire at a level that starts every stream
+/// at once, from the client's start instant (Unix µs).
+async fn burst_ms(url: &str, streams: u32, start_unix_us: f64) -> anyhow::Result<Option<f64>> {
+    if start(streams, 0).spawn_rate.is_some() {
+        return Ok(None);
+    }
+    first_wave_ms(url, streams, start_unix_us).await
 }
 
 /// The floor's figures in the selftest's terms, and cicada's against them.
@@ -206,6 +227,7 @@ fn compare(
     cicada: &Level,
     f: &FloorFigures,
     stats: &serde_json::Value,
+    burst_ms: Option<f64>,
 ) -> FloorLevel {
     let first_late_ms = num(stats, "/lateness/first_event_mean_us") / 1e3;
     let tokens = num(stats, "/output_tokens");
@@ -226,6 +248,8 @@ fn compare(
             .cpu_us_per_token
             .zip(cpu)
             .and_then(|(c, f)| ratio(c, f)),
+        burst_ms,
+        burst_ratio: cicada.burst_ms.zip(burst_ms).and_then(|(c, f)| ratio(c, f)),
     }
 }
 

@@ -142,7 +142,7 @@ pub async fn selftest(a: SelftestArgs) -> anyhow::Result<i32> {
         level::BURST_UP_TO
     );
     println!(
-        "{:>8} {:>8} {:>11} {:>10} {:>8} {:>13} {:>12} {:>9} {:>10} {:>9} {:>6}",
+        "{:>8} {:>8} {:>11} {:>10} {:>8} {:>13} {:>12} {:>9} {:>10} {:>9} {:>9} {:>6}",
         "streams",
         "held",
         "tok/s",
@@ -153,13 +153,14 @@ pub async fn selftest(a: SelftestArgs) -> anyhow::Result<i32> {
         "ITL p99",
         "mock late",
         "mock p99",
+        "burst ms",
         "bound"
     );
     let mut levels = Vec::new();
     for &streams in &a.levels {
         let l = level::run_level(&exe, &a, streams, &dir).await?;
         println!(
-            "{:>8} {:>8} {:>11.0} {:>10} {:>8} {:>13.2} {:>12.2} {:>9.2} {:>10.2} {:>9.2} {:>6}",
+            "{:>8} {:>8} {:>11.0} {:>10} {:>8} {:>13.2} {:>12.2} {:>9.2} {:>10.2} {:>9.2} {:>9} {:>6}",
             l.streams,
             l.held,
             l.tokens_per_s,
@@ -170,13 +171,14 @@ pub async fn selftest(a: SelftestArgs) -> anyhow::Result<i32> {
             l.p99_itl_ms,
             l.mock_mean_late_ms,
             l.mock_p99_late_ms,
+            opt(l.burst_ms, 1),
             if l.client_bound { "client" } else { "-" },
         );
         levels.push(l);
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     println!(
-        "held: most streams the mock had open at once. TTFT err: reported mean TTFT minus (configured TTFT + the mock's own mean first-token lateness). mock late / mock p99: the mock's mean and p99 lateness behind its token schedule (its own error, not the client's; ITL p99 can be no better than gap + mock p99)."
+        "held: most streams the mock had open at once. TTFT err: reported mean TTFT minus (configured TTFT + the mock's own mean first-token lateness). mock late / mock p99: the mock's mean and p99 lateness behind its token schedule (its own error, not the client's; ITL p99 can be no better than gap + mock p99). burst ms: from the start to the mock's last arrival of the first wave (every stream's first request, all due at t=0)."
     );
     if !a.no_floor {
         print_floor_table(&levels);
@@ -194,7 +196,7 @@ fn print_floor_table(levels: &[Level]) {
     println!();
     println!("against the floor client (bare hyper, one task per stream, same mock and cores):");
     println!(
-        "{:>8} | {:>9} {:>9} {:>7} | {:>9} {:>9} {:>6} | {:>9} {:>9} {:>6} | {:>10}",
+        "{:>8} | {:>9} {:>9} {:>7} | {:>9} {:>9} {:>6} | {:>9} {:>9} {:>6} | {:>8} {:>7} {:>6} | {:>10}",
         "streams",
         "TTFT err",
         "floor",
@@ -205,12 +207,15 @@ fn print_floor_table(levels: &[Level]) {
         "cpu µs/tk",
         "floor",
         "ratio",
+        "burst ms",
+        "floor",
+        "ratio",
         "floor late"
     );
     for l in levels {
         let Some(f) = &l.floor else { continue };
         println!(
-            "{:>8} | {:>9.2} {:>9.2} {:>7.2} | {:>9.2} {:>9.2} {:>6} | {:>9} {:>9} {:>6} | {:>10.2}",
+            "{:>8} | {:>9.2} {:>9.2} {:>7.2} | {:>9.2} {:>9.2} {:>6} | {:>9} {:>9} {:>6} | {:>8} {:>7} {:>6} | {:>10.2}",
             l.streams,
             l.mean_ttft_error_ms,
             f.mean_ttft_error_ms,
@@ -221,11 +226,14 @@ fn print_floor_table(levels: &[Level]) {
             opt(l.cpu_us_per_token, 2),
             opt(f.cpu_us_per_token, 2),
             opt(f.cpu_ratio, 2),
+            opt(l.burst_ms, 1),
+            opt(f.burst_ms, 1),
+            opt(f.burst_ratio, 2),
             f.mock_mean_late_ms,
         );
     }
     println!(
-        "TTFT err in ms as above, excess = cicada's minus the floor's (target: at most 1.5 ms; at 2,048 streams at most 1.5x the floor's). ratio = cicada over the floor (CPU target: at most 1.3). floor late: the mock's mean lateness during the floor's run."
+        "TTFT err in ms as above, excess = cicada's minus the floor's (target: at most 1.5 ms; at 2,048 streams at most 1.5x the floor's). ratio = cicada over the floor (CPU target: at most 1.3). burst ms: the first wave onto the wire as above, cicada's and the floor's. floor late: the mock's mean lateness during the floor's run."
     );
 }
 

@@ -78,6 +78,34 @@ pub(super) async fn mock_stats(url: &str) -> anyhow::Result<serde_json::Value> {
         .context("reading the mock's stats")
 }
 
+/// One request as the mock logged it; only its arrival matters here.
+#[derive(serde::Deserialize)]
+struct Arrival {
+    unix_us: u64,
+}
+
+/// How long after `start_unix_us` the first `n` requests had all reached the
+/// mock, ms (`None` below two requests): the time a burst of `n` starts
+/// needs to get onto the wire, seen from the server, the same for any client.
+pub(super) async fn first_wave_ms(
+    url: &str,
+    n: u32,
+    start_unix_us: f64,
+) -> anyhow::Result<Option<f64>> {
+    let mut log: Vec<Arrival> = reqwest::get(format!("{url}/mock/requests"))
+        .await
+        .context("asking the mock for its request log")?
+        .json()
+        .await
+        .context("reading the mock's request log")?;
+    log.sort_unstable_by_key(|r| r.unix_us);
+    let n = n as usize;
+    if n < 2 || log.len() < n || start_unix_us <= 0.0 {
+        return Ok(None);
+    }
+    Ok(Some((log[n - 1].unix_us as f64 - start_unix_us) / 1e3))
+}
+
 /// Run `cmd` pinned to `core` and return its stdout, or fail with its stderr.
 async fn pinned_output(mut cmd: Command, core: usize, what: &str) -> anyhow::Result<Vec<u8>> {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -131,4 +159,51 @@ pub(super) async fn pinned_floor(
     let what = format!("the floor client at {streams} streams");
     let out = pinned_output(cmd, a.worker_core, &what).await?;
     serde_json::from_slice(&out).with_context(|| format!("reading the figures of {what}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unix_us() -> f64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+            * 1e6
+    }
+
+    #[tokio::test]
+    async fn the_first_wave_ends_at_its_last_arrival() {
+        cicada_client::tls::install_crypto_provider();
+        let mock = cicada_mock::MockServer::start(
+            cicada_mock::MockConfig {
+                ttft_ms: 0.0,
+                itl_ms: 0.0,
+                ..cicada_mock::MockConfig::default()
+            },
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .unwrap();
+        let url = mock.url();
+        let client = reqwest::Client::new();
+        let send = || {
+            client
+                .post(format!("{url}/v1/completions"))
+                .json(&serde_json::json!({"model": "m", "prompt": "a b", "max_tokens": 1}))
+                .send()
+        };
+        let start = unix_us();
+        send().await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+        send().await.unwrap();
+        send().await.unwrap();
+        let two = first_wave_ms(&url, 2, start).await.unwrap().unwrap();
+        let three = first_wave_ms(&url, 3, start).await.unwrap().unwrap();
+        assert!(two >= 40.0 && three >= two, "{two} {three}");
+        assert!(three < 40.0 + 1_000.0, "{three}");
+        assert_eq!(first_wave_ms(&url, 4, start).await.unwrap(), None);
+        assert_eq!(first_wave_ms(&url, 1, start).await.unwrap(), None);
+    }
 }
