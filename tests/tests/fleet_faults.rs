@@ -307,6 +307,64 @@ fn sigterm_writes_partial_results() {
     );
 }
 
+/// SIGTERM while the coordinator waits for remote workers that never come:
+/// it stops at once (exit 130) and says what it was doing, instead of
+/// waiting out `--wait-workers` and blaming the workers.
+#[test]
+fn sigterm_while_waiting_for_workers_stops_at_once() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let dir = scratch();
+    let sc = scenario(dir.path(), &mock.url, "num_prompts = 20");
+    let port = free_port();
+    let mut coordinator = start_coord(
+        dir.path(),
+        &[
+            "run",
+            sc.to_str().unwrap(),
+            "--expect-workers",
+            "2",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--wait-workers",
+            "120s",
+            "--output-dir",
+            dir.path().join("out").to_str().unwrap(),
+        ],
+        &[("CICADA_TOKEN", TOKEN)],
+    );
+    // bounded: the coordinator prints this before it starts waiting
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !coord_output(dir.path())
+        .1
+        .contains("waiting for 2 remote worker(s)")
+    {
+        assert!(Instant::now() < deadline, "{:?}", coord_output(dir.path()));
+        assert!(
+            coordinator.try_wait().unwrap().is_none(),
+            "{:?}",
+            coord_output(dir.path())
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let sent_at = Instant::now();
+    signal(&coordinator, libc::SIGTERM);
+    let code = wait_exit(&mut coordinator, Duration::from_secs(60));
+    let (_, stderr) = coord_output(dir.path());
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(
+        sent_at.elapsed() < Duration::from_secs(10),
+        "took {:?}: {stderr}",
+        sent_at.elapsed()
+    );
+    assert!(
+        stderr.contains("SIGTERM while waiting for workers (0 of 2 joined)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("workers joined within"), "{stderr}");
+    assert_eq!(mock.stats()["requests"], 0);
+}
+
 /// A worker with the wrong token is refused and never gets the plan; the
 /// token itself appears in no output or file.
 #[test]

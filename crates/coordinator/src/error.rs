@@ -20,6 +20,9 @@ pub enum RunError {
     /// Bad scenario or inputs: the message says what and where.
     #[error("{0}")]
     BadInput(String),
+    /// A signal stopped the run before it had anything to write.
+    #[error("{0}")]
+    Interrupted(String),
     /// Anything else.
     #[error(transparent)]
     Failed(#[from] anyhow::Error),
@@ -32,6 +35,10 @@ impl RunError {
             RunError::BadInput(msg) => {
                 eprintln!("error: {msg}");
                 EXIT_BAD_INPUT
+            }
+            RunError::Interrupted(msg) => {
+                eprintln!("coord: {msg}");
+                EXIT_INTERRUPTED
             }
             RunError::Failed(e) => {
                 eprintln!("error: {e:#}");

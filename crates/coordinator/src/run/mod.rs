@@ -32,7 +32,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     let pool = crate::pool::build(&setup.scenario, setup.tokenizer.as_ref(), args.quiet).await?;
     let target = target::resolve(&setup.scenario, setup.mock_ip(), pool.entries.first()).await?;
     let mut signals = Signals::install();
-    let mut fleet = setup.fleet(&args).await?;
+    let mut fleet = setup.fleet(&args, &mut signals).await?;
     let progress = Progress::new(
         Display::choose(args.quiet, args.headless),
         setup.live.take(),

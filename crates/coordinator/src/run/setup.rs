@@ -13,6 +13,7 @@ use crate::cli::RunArgs;
 use crate::error::RunError;
 use crate::fleet::{Fleet, FleetOptions, LocalWorkers, ServerTls, TOKEN_ENV};
 use crate::live::LiveMetrics;
+use crate::signals::Signals;
 
 /// What the command line settles before anything runs.
 pub(super) struct Setup {
@@ -97,8 +98,13 @@ impl Setup {
         }
     }
 
-    /// Start the fleet and wait until every worker joined.
-    pub(super) async fn fleet(&self, args: &RunArgs) -> Result<Fleet, RunError> {
+    /// Start the fleet and wait until every worker joined; a signal while
+    /// waiting stops the run at once (nothing was sent, nothing to write).
+    pub(super) async fn fleet(
+        &self,
+        args: &RunArgs,
+        signals: &mut Signals,
+    ) -> Result<Fleet, RunError> {
         let options = FleetOptions {
             local_workers: self.local_workers,
             expect_workers: self.workers,
@@ -124,9 +130,21 @@ impl Setup {
             );
         }
         tracing::info!(addr = %fleet.addr, workers = self.workers, "waiting for workers");
-        if let Err(e) = fleet.join().await {
+        let joined = tokio::select! {
+            r = fleet.join() => r.map_err(RunError::from),
+            name = signals.next() => Err(RunError::Interrupted(name.to_string())),
+        };
+        if let Err(e) = joined {
+            let e = match e {
+                RunError::Interrupted(name) => RunError::Interrupted(format!(
+                    "{name} while waiting for workers ({} of {} joined): stopped before any request was sent; no results to write",
+                    fleet.members().len(),
+                    self.workers
+                )),
+                e => e,
+            };
             fleet.shutdown().await;
-            return Err(e.into());
+            return Err(e);
         }
         Ok(fleet)
     }
