@@ -132,6 +132,18 @@ impl Health {
 mod tests {
     use super::*;
 
+    /// CPU time of the calling thread, µs.
+    fn thread_cpu_us() -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime only writes into the struct we pass.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+        ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn a_blocked_runtime_shows_as_a_stall_and_cpu_is_counted() {
         let health = std::sync::Arc::new(Health::new());
@@ -140,13 +152,14 @@ mod tests {
         let s = stop.clone();
         let ticker = tokio::spawn(async move { h.run_ticker(s).await });
         tokio::time::sleep(Duration::from_millis(60)).await;
-        // hog the only runtime worker thread until the process has spent 80 ms
-        // of CPU (the test body itself runs on the block_on thread, so the hog
-        // must be a task); CPU, not wall time: on a busy machine an 80 ms spin
-        // gets half of that
+        // hog the only runtime worker thread until it has spent 80 ms of CPU
+        // itself (the test body runs on the block_on thread, so the hog must
+        // be a task). Its own thread's CPU: wall time is too little on a busy
+        // machine (an 80 ms spin got 41 ms of CPU), and the process's CPU
+        // counts the tests running beside this one (it ended after 32 ms)
         tokio::spawn(async {
-            let cpu0 = process_cpu_us();
-            while process_cpu_us() < cpu0 + 80_000 {
+            let cpu0 = thread_cpu_us();
+            while thread_cpu_us() < cpu0 + 80_000 {
                 std::hint::spin_loop();
             }
         })
