@@ -19,7 +19,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::request::{Counting, Placement, to_record};
+use super::request::{Counting, Placement, guarded, guarded_record};
 use super::{Step, route};
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, Exchange, perform};
@@ -218,10 +218,18 @@ impl Session {
             timeout: step.timeout,
             keep_text: true,
         };
-        let exchange = tokio::select! {
-            ex = perform(conduit, &step.endpoints[target], &id, &body) => ex,
-            () = self.cancel.cancelled() => Exchange::cancelled(sent_us, self.clock.now_us()),
-        };
+        let exchange = guarded(
+            async {
+                tokio::select! {
+                    ex = perform(conduit, &step.endpoints[target], &id, &body) => ex,
+                    () = self.cancel.cancelled() => Exchange::cancelled(sent_us, self.clock.now_us()),
+                }
+            },
+            self.slot.index,
+            sent_us,
+            || self.clock.now_us(),
+        )
+        .await;
         step.in_flight_by_target[target].change(exchange.ended_us, false, warmup);
         step.in_flight.fetch_sub(1, Ordering::Relaxed);
         let verify_every = u64::from(plan.verify_every);
@@ -236,7 +244,7 @@ impl Session {
             scheduled_us,
             sent_us: exchange.sent_us,
         };
-        let record = to_record(&exchange, request, at, step.codec.streams(), counting);
+        let record = guarded_record(&exchange, request, at, step.codec.streams(), counting);
         (record, exchange.text.unwrap_or_default())
     }
 }

@@ -80,20 +80,7 @@ pub(super) async fn send_one(
         scheduled_us,
         sent_us: exchange.sent_us,
     };
-    let streamed = step.codec.streams();
-    let record = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        to_record(&exchange, entry, at, streamed, counting)
-    }))
-    .unwrap_or_else(|panic| {
-        let ex = fault(
-            slot.index,
-            exchange.sent_us,
-            exchange.ended_us,
-            "recording",
-            &*panic,
-        );
-        to_record(&ex, entry, at, streamed, Counting::default())
-    });
+    let record = guarded_record(&exchange, entry, at, step.codec.streams(), counting);
     let scope = Scope {
         target: target as u32,
         stage: slot.stage,
@@ -105,7 +92,7 @@ pub(super) async fn send_one(
 
 /// Run one exchange; a panic in it (in cicada's client or parsers) becomes a
 /// `client_fault` exchange ending at `now()`.
-async fn guarded(
+pub(super) async fn guarded(
     exchange: impl Future<Output = Exchange>,
     index: u64,
     sent_us: u64,
@@ -115,6 +102,23 @@ async fn guarded(
         .catch_unwind()
         .await
         .unwrap_or_else(|panic| fault(index, sent_us, now(), "reading", &*panic))
+}
+
+/// [`to_record`], with a panic in it recorded as a `client_fault`.
+pub(super) fn guarded_record(
+    ex: &Exchange,
+    entry: &PoolEntry,
+    at: Placement,
+    streamed: bool,
+    counting: Counting<'_>,
+) -> RequestRecord {
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        to_record(ex, entry, at, streamed, counting)
+    }))
+    .unwrap_or_else(|panic| {
+        let fault = fault(at.index, ex.sent_us, ex.ended_us, "recording", &*panic);
+        to_record(&fault, entry, at, streamed, Counting::default())
+    })
 }
 
 /// A request cicada panicked on while `doing` it: logged, and kept as a
