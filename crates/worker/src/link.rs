@@ -119,23 +119,48 @@ async fn dial(
         // the heartbeat judges a silent coordinator; the transport's own
         // timeout only catches dead connections, and must outlast a stall
         .keep_alive_timeout(cicada_proto::TRANSPORT_KEEPALIVE_TIMEOUT);
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = Backoff::until(deadline);
     loop {
         match endpoint.connect().await {
             Ok(ch) => return Ok(ch),
             Err(e) => {
-                if Instant::now() + backoff > deadline {
+                tracing::debug!(error = %e, "coordinator not reachable yet; retrying");
+                if !backoff.wait().await {
                     return Err(LinkError::Unreachable {
                         url: url.to_string(),
                         waited: wait,
                         reason: format!("{e}: {}", source_chain(&e)),
                     });
                 }
-                tracing::debug!(error = %e, "coordinator not reachable yet; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
             }
         }
+    }
+}
+
+/// Waits between attempts to reach the coordinator: 50 ms, doubling up to
+/// 2 s, never past the deadline.
+struct Backoff {
+    next: Duration,
+    deadline: Instant,
+}
+
+impl Backoff {
+    fn until(deadline: Instant) -> Self {
+        Self {
+            next: Duration::from_millis(50),
+            deadline,
+        }
+    }
+
+    /// Sleep before the next attempt; false (without sleeping) when that
+    /// attempt would start after the deadline.
+    async fn wait(&mut self) -> bool {
+        if Instant::now() + self.next > self.deadline {
+            return false;
+        }
+        tokio::time::sleep(self.next).await;
+        self.next = (self.next * 2).min(Duration::from_secs(2));
+        true
     }
 }
 
@@ -224,14 +249,15 @@ async fn attach_retrying(
     dial_wait: Duration,
 ) -> Result<Attached, LinkError> {
     let deadline = Instant::now() + dial_wait;
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = Backoff::until(deadline);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match attach(url, who, tls, left).await {
-            Err(LinkError::Lost(reason)) if Instant::now() + backoff < deadline => {
+            Err(LinkError::Lost(reason)) => {
                 tracing::debug!(%reason, "the link broke before the welcome; dialling again");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
+                if !backoff.wait().await {
+                    return Err(LinkError::Lost(reason));
+                }
             }
             other => return other,
         }
@@ -540,4 +566,22 @@ fn hostname() -> String {
         .map(|s| s.trim().to_string())
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| "unknown".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn backoff_doubles_to_two_seconds_and_never_sleeps_past_the_deadline() {
+        let start = Instant::now();
+        let mut b = Backoff::until(start + Duration::from_secs(10));
+        let mut woke = Vec::new();
+        while b.wait().await {
+            woke.push((Instant::now() - start).as_millis());
+        }
+        // 50, 100, 200, ... 1,600 ms apart, then 2 s; the next 2 s would pass 10 s
+        assert_eq!(woke, [50, 150, 350, 750, 1550, 3150, 5150, 7150, 9150]);
+        assert_eq!(Instant::now() - start, Duration::from_millis(9150));
+    }
 }
