@@ -19,10 +19,10 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::request::{Counting, Placement, guarded, guarded_record};
+use super::request::{Counting, Placement, exchange, guarded_record};
 use super::{Step, route};
 use cicada_client::clock::Clock;
-use cicada_client::exchange::{Conduit, Exchange, perform};
+use cicada_client::exchange::Conduit;
 
 /// Run this worker's conversations. `stop` ends starting sessions and turns
 /// (turns in flight finish); `cancel` also aborts turns in flight. Returns the
@@ -218,16 +218,12 @@ impl Session {
             timeout: step.timeout,
             keep_text: true,
         };
-        let exchange = guarded(
-            async {
-                tokio::select! {
-                    ex = perform(conduit, &step.endpoints[target], &id, &body) => ex,
-                    () = self.cancel.cancelled() => Exchange::cancelled(sent_us, self.clock.now_us()),
-                }
-            },
+        let exchange = exchange(
+            conduit,
+            (&step.endpoints[target], &id, &body),
+            &self.cancel,
             self.slot.index,
             sent_us,
-            || self.clock.now_us(),
         )
         .await;
         step.in_flight_by_target[target].change(exchange.ended_us, false, warmup);

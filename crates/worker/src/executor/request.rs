@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Step, route};
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, Exchange, perform};
+use cicada_client::http::Endpoint;
 
 /// Send one request of the schedule and record it; counted as cancelled if
 /// `cancel` fires. Returns when it ended (µs since the barrier), `None` if
@@ -55,16 +56,12 @@ pub(super) async fn send_one(
         timeout: step.timeout,
         keep_text: step.tokenizer.is_some(),
     };
-    let exchange = guarded(
-        async {
-            tokio::select! {
-                ex = perform(conduit, &step.endpoints[target], &request_id, &body) => ex,
-                () = cancel.cancelled() => Exchange::cancelled(sent_us, clock.now_us()),
-            }
-        },
+    let exchange = exchange(
+        conduit,
+        (&step.endpoints[target], &request_id, &body),
+        &cancel,
         slot.index,
         sent_us,
-        || clock.now_us(),
     )
     .await;
     step.in_flight_by_target[target].change(exchange.ended_us, false, warmup);
@@ -90,9 +87,33 @@ pub(super) async fn send_one(
     Some(exchange.ended_us)
 }
 
+/// One exchange on the wire, cut short as cancelled if `cancel` fires, a
+/// panic in it kept as a `client_fault`: what every request and turn runs.
+pub(super) async fn exchange(
+    conduit: Conduit<'_>,
+    (endpoint, request_id, body): (&Endpoint, &str, &[u8]),
+    cancel: &CancellationToken,
+    index: u64,
+    sent_us: u64,
+) -> Exchange {
+    let clock = conduit.clock;
+    guarded(
+        async {
+            tokio::select! {
+                ex = perform(conduit, endpoint, request_id, body) => ex,
+                () = cancel.cancelled() => Exchange::cancelled(sent_us, clock.now_us()),
+            }
+        },
+        index,
+        sent_us,
+        || clock.now_us(),
+    )
+    .await
+}
+
 /// Run one exchange; a panic in it (in cicada's client or parsers) becomes a
 /// `client_fault` exchange ending at `now()`.
-pub(super) async fn guarded(
+async fn guarded(
     exchange: impl Future<Output = Exchange>,
     index: u64,
     sent_us: u64,
