@@ -111,9 +111,7 @@ pub async fn run(level: FloorLevel) -> anyhow::Result<FloorFigures> {
         .context("the mock's address")?;
     let body = body(&level);
     let start = Instant::now();
-    let start_unix_us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64() * 1e6);
+    let start_unix_us = unix_now_us();
     let until = start + level.duration;
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..level.streams {
@@ -225,6 +223,14 @@ async fn stream(addr: SocketAddr, body: Bytes, w: Window) -> anyhow::Result<Seen
         sender.ready().await.context("waiting for the connection")?;
         sent = Instant::now();
     }
+}
+
+/// Now on the wall clock, µs since the Unix epoch: the one clock the mock's
+/// request log and every client on the machine share.
+pub(super) fn unix_now_us() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e6)
 }
 
 /// This process's user+sys CPU time so far, µs.

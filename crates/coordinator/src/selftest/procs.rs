@@ -163,15 +163,8 @@ pub(super) async fn pinned_floor(
 
 #[cfg(test)]
 mod tests {
+    use super::super::floor::unix_now_us;
     use super::*;
-
-    fn unix_us() -> f64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64()
-            * 1e6
-    }
 
     #[tokio::test]
     async fn the_first_wave_ends_at_its_last_arrival() {
@@ -194,7 +187,7 @@ mod tests {
                 .json(&serde_json::json!({"model": "m", "prompt": "a b", "max_tokens": 1}))
                 .send()
         };
-        let start = unix_us();
+        let start = unix_now_us();
         send().await.unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(40)).await;
         send().await.unwrap();
