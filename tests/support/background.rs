@@ -61,3 +61,28 @@ pub fn wait_requests(mock: &Mock, n: u64, limit: Duration) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// `coord run scenario` (and `extra` arguments) waiting for `workers`
+/// remote workers on a free port of `ip`, as [`start_coord`]; returns it and
+/// the port the workers dial.
+pub fn start_coord_for_remote(
+    dir: &Path,
+    scenario: &Path,
+    workers: u32,
+    ip: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Child, u16) {
+    let port = crate::free_port();
+    let (workers, listen) = (workers.to_string(), format!("{ip}:{port}"));
+    let mut args = vec![
+        "run",
+        scenario.to_str().unwrap(),
+        "--expect-workers",
+        &workers,
+        "--listen",
+        &listen,
+    ];
+    args.extend_from_slice(extra);
+    (start_coord(dir, &args, env), port)
+}

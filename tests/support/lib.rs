@@ -9,7 +9,9 @@ pub mod servers;
 pub mod shape;
 pub mod timing;
 
-pub use background::{coord_output, signal, start_coord, wait_exit, wait_requests};
+pub use background::{
+    coord_output, signal, start_coord, start_coord_for_remote, wait_exit, wait_requests,
+};
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};

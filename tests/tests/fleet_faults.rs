@@ -115,17 +115,13 @@ fn a_killed_and_a_cut_off_worker_degrade_the_run_but_lose_nothing_else() {
     let base = format!("http://{}:{}", lan.router, port_of(&mock.url));
     let dir = scratch();
     let sc = scenario(dir.path(), &base, "duration = \"8s\"\nrequest_rate = 40");
-    let port = free_port();
     let out = dir.path().join("out");
-    let mut coordinator = start_coord(
+    let (mut coordinator, port) = start_coord_for_remote(
         dir.path(),
+        &sc,
+        4,
+        "0.0.0.0",
         &[
-            "run",
-            sc.to_str().unwrap(),
-            "--expect-workers",
-            "4",
-            "--listen",
-            &format!("0.0.0.0:{port}"),
             "--heartbeat-timeout",
             "3s",
             "--output-dir",
@@ -211,16 +207,12 @@ fn a_killed_coordinator_stops_every_worker() {
     let base = format!("http://{}:{}", lan.router, port_of(&mock.url));
     let dir = scratch();
     let sc = scenario(dir.path(), &base, "duration = \"60s\"\nrequest_rate = 60");
-    let port = free_port();
-    let mut coordinator = start_coord(
+    let (mut coordinator, port) = start_coord_for_remote(
         dir.path(),
+        &sc,
+        3,
+        "0.0.0.0",
         &[
-            "run",
-            sc.to_str().unwrap(),
-            "--expect-workers",
-            "3",
-            "--listen",
-            &format!("0.0.0.0:{port}"),
             "--heartbeat-timeout",
             "3s",
             "--output-dir",
@@ -316,16 +308,12 @@ fn sigterm_while_waiting_for_workers_stops_at_once() {
     let mock = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
     let dir = scratch();
     let sc = scenario(dir.path(), &mock.url, "num_prompts = 20");
-    let port = free_port();
-    let mut coordinator = start_coord(
+    let (mut coordinator, _) = start_coord_for_remote(
         dir.path(),
+        &sc,
+        2,
+        "127.0.0.1",
         &[
-            "run",
-            sc.to_str().unwrap(),
-            "--expect-workers",
-            "2",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
             "--wait-workers",
             "120s",
             "--output-dir",
@@ -373,21 +361,13 @@ fn a_wrong_token_is_refused_and_the_token_never_leaks() {
     let mock = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
     let dir = scratch();
     let sc = scenario(dir.path(), &mock.url, "num_prompts = 20");
-    let port = free_port();
     let out = dir.path().join("out");
-    let mut coordinator = start_coord(
+    let (mut coordinator, port) = start_coord_for_remote(
         dir.path(),
-        &[
-            "run",
-            sc.to_str().unwrap(),
-            "--expect-workers",
-            "1",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--output-dir",
-            out.to_str().unwrap(),
-            "--quiet",
-        ],
+        &sc,
+        1,
+        "127.0.0.1",
+        &["--output-dir", out.to_str().unwrap(), "--quiet"],
         &[("CICADA_TOKEN", TOKEN), ("CICADA_LOG", "trace")],
     );
     let intruder = Command::new(worker())
@@ -447,20 +427,12 @@ fn a_version_mismatch_is_refused_naming_both_versions() {
     let mock = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
     let dir = scratch();
     let sc = scenario(dir.path(), &mock.url, "num_prompts = 5");
-    let port = free_port();
-    let mut coordinator = start_coord(
+    let (mut coordinator, port) = start_coord_for_remote(
         dir.path(),
-        &[
-            "run",
-            sc.to_str().unwrap(),
-            "--expect-workers",
-            "1",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--wait-workers",
-            "3s",
-            "--quiet",
-        ],
+        &sc,
+        1,
+        "127.0.0.1",
+        &["--wait-workers", "3s", "--quiet"],
         &[("CICADA_TOKEN", TOKEN)],
     );
     std::thread::sleep(Duration::from_millis(500));
@@ -545,17 +517,13 @@ fn mutual_tls_admits_only_workers_with_a_certificate() {
     );
     let mock = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
     let sc = scenario(dir.path(), &mock.url, "num_prompts = 12");
-    let port = free_port();
     let out = dir.path().join("out");
-    let mut coordinator = start_coord(
+    let (mut coordinator, port) = start_coord_for_remote(
         dir.path(),
+        &sc,
+        1,
+        "127.0.0.1",
         &[
-            "run",
-            sc.to_str().unwrap(),
-            "--expect-workers",
-            "1",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
             "--tls-cert",
             &cert,
             "--tls-key",

@@ -91,16 +91,12 @@ fn a_frozen_coordinator_is_left_after_the_heartbeat_timeout() {
         &mock.url,
         "duration = \"60s\"\nrequest_rate = 20",
     );
-    let port = free_port();
-    let mut coordinator = start_coord(
+    let (mut coordinator, port) = start_coord_for_remote(
         dir.path(),
+        &sc,
+        1,
+        "127.0.0.1",
         &[
-            "run",
-            sc.to_str().unwrap(),
-            "--expect-workers",
-            "1",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
             "--heartbeat-timeout",
             "3s",
             "--output-dir",
