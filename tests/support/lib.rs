@@ -4,6 +4,7 @@
 pub mod background;
 pub mod browser;
 pub mod netns;
+pub mod pty;
 pub mod relay;
 pub mod servers;
 pub mod shape;

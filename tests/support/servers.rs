@@ -205,6 +205,16 @@ impl LlamaServer {
     pub fn log(&self) -> String {
         log_tail(&self.log.with_extension("err"))
     }
+
+    /// Requests the server took up so far, by its own log: one
+    /// `processing task` line per request a slot started on.
+    pub fn tasks_started(&self) -> usize {
+        std::fs::read_to_string(self.log.with_extension("err"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("| processing task"))
+            .count()
+    }
 }
 
 impl Drop for LlamaServer {

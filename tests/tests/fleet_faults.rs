@@ -283,7 +283,7 @@ fn sigterm_writes_partial_results() {
         "took {:?}",
         sent_at.elapsed()
     );
-    assert_eq!(code, Some(130));
+    assert_eq!(code, Some(143));
     let j = read_json(&out.join("result.json"));
     assert_eq!(j["cicada"]["partial"], true);
     assert_eq!(j["cicada"]["interrupted_by"], "SIGTERM");
@@ -339,7 +339,7 @@ fn sigterm_while_waiting_for_workers_stops_at_once() {
     signal(&coordinator, libc::SIGTERM);
     let code = wait_exit(&mut coordinator, Duration::from_secs(60));
     let (_, stderr) = coord_output(dir.path());
-    assert_eq!(code, Some(130), "{stderr}");
+    assert_eq!(code, Some(143), "{stderr}");
     assert!(
         sent_at.elapsed() < Duration::from_secs(10),
         "took {:?}: {stderr}",

@@ -351,3 +351,57 @@ fn client_timing_sits_beside_the_servers_own_at_concurrency_one() {
         "client TPOT {client_tpot} ms vs the server's {server_tpot} ms per token"
     );
 }
+
+/// A `^C` typed in the terminal during a run against llama-server: the
+/// requests in flight are cancelled and counted, no worker is lost, and the
+/// result's `sent` equals the requests the server itself took up.
+#[test]
+fn ctrl_c_in_a_terminal_keeps_every_request_the_server_took() {
+    let _g = serial();
+    let server = LlamaServer::start(4, 1024);
+    let dir = scratch();
+    let out = dir.path().join("out");
+    let mut cmd = std::process::Command::new(coord());
+    cmd.args(["run", "--backend", "openai-chat", "--base-url", &server.url])
+        .args(["--model", "tiny", "--ready-check-timeout-sec", "0"])
+        .args(["--dataset-name", "random", "--random-input-len", "16"])
+        .args(["--random-output-len", "600", "--ignore-eos"])
+        .args([
+            "--num-prompts",
+            "40",
+            "--max-concurrency",
+            "4",
+            "--workers",
+            "2",
+        ])
+        .arg("--output-dir")
+        .arg(&out);
+    let mut term = cicada_tests::pty::Terminal::spawn(cmd);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while server.tasks_started() < 6 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never got going:\n{}",
+            term.output()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    term.ctrl_c();
+    let code = term.wait(Duration::from_secs(60));
+    let output = term.output();
+    assert_eq!(code, 130, "{output}");
+    let j = read_json(&out.join("result.json"));
+    let c = &j["cicada"];
+    assert_eq!(c["partial"], true, "{output}");
+    assert_eq!(c["degraded"], false, "{}\n{output}", c["lost_workers"]);
+    assert_eq!(
+        c["sent"].as_u64().unwrap() as usize,
+        server.tasks_started(),
+        "the result's sent against the server's own count\n{output}\n{}",
+        server.log()
+    );
+    assert!(
+        c["outcomes"]["cancelled"]["count"].as_u64().unwrap_or(0) >= 1,
+        "{output}"
+    );
+}

@@ -11,8 +11,20 @@ pub const EXIT_DEGRADED: i32 = 3;
 pub const EXIT_FAILURE_RATIO: i32 = 4;
 /// Exit code: fewer requests met the SLO than `slo.min_attainment` asks.
 pub const EXIT_SLO_GATE: i32 = 5;
-/// Exit code: interrupted by a signal; partial results were written.
-pub const EXIT_INTERRUPTED: i32 = 130;
+/// Exit code after SIGINT: 128 + its number, as shells report it; partial
+/// results were written.
+pub const EXIT_SIGINT: i32 = 130;
+/// Exit code after SIGTERM (128 + 15).
+pub const EXIT_SIGTERM: i32 = 143;
+
+/// The exit code of a run stopped by the signal named `signal`.
+pub fn exit_code_of(signal: &str) -> i32 {
+    if signal == "SIGTERM" {
+        EXIT_SIGTERM
+    } else {
+        EXIT_SIGINT
+    }
+}
 
 /// Errors with their exit codes.
 #[derive(Debug, thiserror::Error)]
@@ -21,8 +33,11 @@ pub enum RunError {
     #[error("{0}")]
     BadInput(String),
     /// A signal stopped the run before it had anything to write.
-    #[error("{0}")]
-    Interrupted(String),
+    #[error("{message}")]
+    Interrupted {
+        signal: &'static str,
+        message: String,
+    },
     /// Anything else.
     #[error(transparent)]
     Failed(#[from] anyhow::Error),
@@ -36,9 +51,9 @@ impl RunError {
                 eprintln!("error: {msg}");
                 EXIT_BAD_INPUT
             }
-            RunError::Interrupted(msg) => {
-                eprintln!("coord: {msg}");
-                EXIT_INTERRUPTED
+            RunError::Interrupted { signal, message } => {
+                eprintln!("coord: {message}");
+                exit_code_of(signal)
             }
             RunError::Failed(e) => {
                 eprintln!("error: {e:#}");

@@ -3,8 +3,7 @@
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-/// Exit code after a second signal (128 + SIGINT, as shells report).
-pub const EXIT_INTERRUPTED_TWICE: i32 = 130;
+use crate::error::exit_code_of;
 
 /// Listens for SIGINT and SIGTERM.
 pub struct Signals {
@@ -32,7 +31,7 @@ impl Signals {
         self.seen += 1;
         if self.seen >= 2 {
             eprintln!("coord: second {name}: exiting now without writing results");
-            std::process::exit(EXIT_INTERRUPTED_TWICE);
+            std::process::exit(exit_code_of(name));
         }
         name
     }

@@ -10,6 +10,7 @@ use cicada_scenarios::plan::Plan;
 use tokio::time::Instant;
 
 use crate::cap::{Admit, FleetCap};
+use crate::error::RunError;
 use crate::fleet::{Event, Fleet};
 use crate::merge::Aggregate;
 use crate::progress::Progress;
@@ -141,7 +142,10 @@ async fn wait_ready(
         let ev = tokio::select! {
             ev = fleet.next() => ev,
             () = tokio::time::sleep_until(deadline) => bail!("workers did not get ready within {READY_TIMEOUT:?}"),
-            sig = signals.next() => bail!("{sig} before the run started; nothing was sent"),
+            signal = signals.next() => return Err(RunError::Interrupted {
+                signal,
+                message: format!("{signal} before the step started: stopped before any request of it was sent"),
+            }.into()),
         };
         match ev {
             Some(Event::Ready {
@@ -217,7 +221,26 @@ impl Collect {
                     .await;
             }
         }
+        self.pending_signal(signals).await;
         Ok(())
+    }
+
+    /// A signal that arrived as the last worker finished still stops the
+    /// run: when every process got SIGTERM at once, the workers may finish
+    /// their stop (and say so) before this loop polled the coordinator's own.
+    async fn pending_signal(&mut self, signals: &mut Signals) {
+        if self.end.interrupted.is_some() {
+            return;
+        }
+        let pending = tokio::select! {
+            biased;
+            sig = signals.next() => Some(sig),
+            () = std::future::ready(()) => None,
+        };
+        if let Some(sig) = pending {
+            tracing::warn!("{sig}: the workers had stopped already; writing the results");
+            self.end.interrupted = Some(sig);
+        }
     }
 
     fn on_event(&mut self, fleet: &Fleet, agg: &mut Aggregate, ev: Event) {

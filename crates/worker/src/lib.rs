@@ -13,15 +13,18 @@
 //! The only way in is [`serve`] (the `worker` binary, or [`spawn_in_process`]
 //! for a worker that runs as a task of another process).
 
+mod attach;
 mod barrier;
 mod details;
 mod executor;
 mod health;
 mod inflight;
+mod leave;
 mod link;
 mod recorder;
 mod uplink;
 
+pub use leave::{Leave, LeaveReason, watch_signals};
 pub use link::{Identity, LinkError, Tls, serve};
 
 use std::path::PathBuf;
@@ -124,7 +127,7 @@ pub fn spawn_in_process(
     who: Identity,
     dial_wait: Duration,
 ) -> tokio::task::JoinHandle<Result<(), LinkError>> {
-    tokio::spawn(async move { serve(&url, who, &Tls::default(), dial_wait).await })
+    tokio::spawn(async move { serve(&url, who, &Tls::default(), dial_wait, Leave::new()).await })
 }
 
 /// The index a scheduler assigned through the environment, if any.

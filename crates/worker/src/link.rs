@@ -5,22 +5,19 @@ use std::time::Duration;
 
 use cicada_client::clock::Clock;
 use cicada_proto::convert::{encode_histograms, encode_set};
-use cicada_proto::v1::{
-    self, coordinator_client::CoordinatorClient, coordinator_message::Body as CBody,
-    worker_message::Body as WBody,
-};
-use cicada_proto::{MAX_MESSAGE_BYTES, VERSION};
+use cicada_proto::v1::{self, coordinator_message::Body as CBody, worker_message::Body as WBody};
 use cicada_scenarios::plan::Plan;
 use thiserror::Error;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::Streaming;
 
+use crate::attach::attach_retrying;
 use crate::executor::{self, Step};
 use crate::health::Health;
+use crate::leave::{Leave, LeaveReason};
 
 /// How a worker's life ended badly.
 #[derive(Debug, Error)]
@@ -39,6 +36,8 @@ pub enum LinkError {
     Protocol(String),
     #[error("cannot run the stage: {0}")]
     Step(String),
+    #[error("left the run: {}", .0.what)]
+    Left(LeaveReason),
 }
 
 impl LinkError {
@@ -50,6 +49,7 @@ impl LinkError {
             LinkError::Rejected(_) => 4,
             LinkError::Protocol(_) => 5,
             LinkError::Step(_) => 6,
+            LinkError::Left(r) => r.exit_code,
         }
     }
 }
@@ -76,7 +76,7 @@ pub struct Tls {
 }
 
 impl Tls {
-    fn client_config(&self) -> tonic::transport::ClientTlsConfig {
+    pub(crate) fn client_config(&self) -> tonic::transport::ClientTlsConfig {
         use tonic::transport::{Certificate, ClientTlsConfig, Identity};
         let mut c = ClientTlsConfig::new();
         c = match &self.ca_pem {
@@ -93,88 +93,7 @@ impl Tls {
     }
 }
 
-/// Dial the coordinator, retrying until `wait` has passed.
-async fn dial(
-    url: &str,
-    tls: &Tls,
-    wait: Duration,
-) -> Result<tonic::transport::Channel, LinkError> {
-    let deadline = Instant::now() + wait;
-    let unreachable = |reason: String| LinkError::Unreachable {
-        url: url.to_string(),
-        waited: Duration::ZERO,
-        reason,
-    };
-    let mut endpoint = tonic::transport::Endpoint::from_shared(url.to_string())
-        .map_err(|e| unreachable(e.to_string()))?;
-    if url.starts_with("https://") {
-        endpoint = endpoint
-            .tls_config(tls.client_config())
-            .map_err(|e| unreachable(format!("TLS setup: {e}")))?;
-    }
-    let endpoint = endpoint
-        .connect_timeout(Duration::from_secs(5))
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(2))
-        // the heartbeat judges a silent coordinator; the transport's own
-        // timeout only catches dead connections, and must outlast a stall
-        .keep_alive_timeout(cicada_proto::TRANSPORT_KEEPALIVE_TIMEOUT);
-    let mut backoff = Backoff::until(deadline);
-    loop {
-        match endpoint.connect().await {
-            Ok(ch) => return Ok(ch),
-            Err(e) => {
-                tracing::debug!(error = %e, "coordinator not reachable yet; retrying");
-                if !backoff.wait().await {
-                    return Err(LinkError::Unreachable {
-                        url: url.to_string(),
-                        waited: wait,
-                        reason: format!("{e}: {}", source_chain(&e)),
-                    });
-                }
-            }
-        }
-    }
-}
-
-/// Waits between attempts to reach the coordinator: 50 ms, doubling up to
-/// 2 s, never past the deadline.
-struct Backoff {
-    next: Duration,
-    deadline: Instant,
-}
-
-impl Backoff {
-    fn until(deadline: Instant) -> Self {
-        Self {
-            next: Duration::from_millis(50),
-            deadline,
-        }
-    }
-
-    /// Sleep before the next attempt; false (without sleeping) when that
-    /// attempt would start after the deadline.
-    async fn wait(&mut self) -> bool {
-        if Instant::now() + self.next > self.deadline {
-            return false;
-        }
-        tokio::time::sleep(self.next).await;
-        self.next = (self.next * 2).min(Duration::from_secs(2));
-        true
-    }
-}
-
-fn source_chain(e: &dyn std::error::Error) -> String {
-    let mut out = Vec::new();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        out.push(c.to_string());
-        cur = c.source();
-    }
-    out.join(": ")
-}
-
-fn msg(body: WBody) -> v1::WorkerMessage {
+pub(crate) fn msg(body: WBody) -> v1::WorkerMessage {
     v1::WorkerMessage { body: Some(body) }
 }
 
@@ -189,20 +108,41 @@ struct Running {
     task: JoinHandle<()>,
 }
 
+impl Running {
+    /// Stop dispatching (and, with `cancel`, abort what is in flight): the
+    /// step then sends its last report and Done.
+    fn halt(&self, cancel: bool) {
+        self.stop.cancel();
+        if let Some(gate) = &self.step.gate {
+            gate.close();
+        }
+        if cancel {
+            self.cancel.cancel();
+        }
+    }
+}
+
 /// An assigned step waiting for its start, with its gate's messages.
 struct Pending {
     step: Arc<Step>,
     gate: mpsc::UnboundedReceiver<executor::GateMessage>,
 }
 
-/// Serve one coordinator until it ends the run (Ok) or is lost (Err).
+/// Serve one coordinator until it ends the run (Ok), is lost, or `leave`
+/// is pulled (Err). Leaving finishes the running step first: its in-flight
+/// requests are cancelled and counted, its last report and Done go out.
 pub async fn serve(
     url: &str,
     who: Identity,
     tls: &Tls,
     dial_wait: Duration,
+    leave: Leave,
 ) -> Result<(), LinkError> {
-    let (tx, mut inbound, welcome) = attach_retrying(url, &who, tls, dial_wait).await?;
+    let attached = tokio::select! {
+        a = attach_retrying(url, &who, tls, dial_wait) => a?,
+        () = leave.requested() => return Err(left(&leave)),
+    };
+    let (tx, mut inbound, welcome) = attached;
     let silence = Duration::from_millis(u64::from(welcome.heartbeat_timeout_ms.max(1000)));
     tracing::info!(
         index = welcome.worker_index,
@@ -214,6 +154,7 @@ pub async fn serve(
         tx,
         pending: None,
         running: None,
+        leave,
     };
     let result = session.run(&mut inbound, silence).await;
     if let Some(r) = session.running.take() {
@@ -232,94 +173,12 @@ pub async fn serve(
     result
 }
 
-/// A welcomed link: our outbox, the coordinator's stream, its welcome.
-type Attached = (
-    mpsc::Sender<v1::WorkerMessage>,
-    Streaming<v1::CoordinatorMessage>,
-    v1::Welcome,
-);
-
-/// [`attach`] until welcomed, refused, or `dial_wait` is spent: a link that
-/// breaks before the welcome (a proxy or load balancer that accepts while
-/// the coordinator does not listen yet, then closes) is dialled again.
-async fn attach_retrying(
-    url: &str,
-    who: &Identity,
-    tls: &Tls,
-    dial_wait: Duration,
-) -> Result<Attached, LinkError> {
-    let deadline = Instant::now() + dial_wait;
-    let mut backoff = Backoff::until(deadline);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match attach(url, who, tls, left).await {
-            Err(LinkError::Lost(reason)) => {
-                tracing::debug!(%reason, "the link broke before the welcome; dialling again");
-                if !backoff.wait().await {
-                    return Err(LinkError::Lost(reason));
-                }
-            }
-            other => return other,
-        }
-    }
-}
-
-/// Dial the coordinator, say hello and wait for its welcome.
-async fn attach(
-    url: &str,
-    who: &Identity,
-    tls: &Tls,
-    dial_wait: Duration,
-) -> Result<Attached, LinkError> {
-    let channel = dial(url, tls, dial_wait).await?;
-    let mut client = CoordinatorClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let (tx, rx) = mpsc::channel::<v1::WorkerMessage>(256);
-    let hello = v1::Hello {
-        version: VERSION.to_string(),
-        requested_index: who.requested_index,
-        hostname: hostname(),
-        cpus: who.threads as u32,
-        auth_token: who.token.clone(),
-        pid: std::process::id(),
-    };
-    tx.send(msg(WBody::Hello(hello)))
-        .await
-        .map_err(|_| LinkError::Protocol("outgoing stream closed before hello".into()))?;
-    let mut inbound = client
-        .attach(ReceiverStream::new(rx))
-        .await
-        .map_err(|s| LinkError::Lost(format!("attach failed: {}", s.message())))?
-        .into_inner();
-    let welcome = match inbound.message().await {
-        Ok(Some(v1::CoordinatorMessage {
-            body: Some(CBody::Welcome(w)),
-        })) => w,
-        Ok(Some(v1::CoordinatorMessage {
-            body: Some(CBody::Reject(r)),
-        })) => {
-            return Err(LinkError::Rejected(r.reason));
-        }
-        Ok(other) => {
-            return Err(LinkError::Protocol(format!(
-                "expected welcome, got {other:?}"
-            )));
-        }
-        Err(s) => {
-            return Err(
-                if s.code() == tonic::Code::PermissionDenied
-                    || s.code() == tonic::Code::Unauthenticated
-                    || s.code() == tonic::Code::FailedPrecondition
-                {
-                    LinkError::Rejected(s.message().to_string())
-                } else {
-                    LinkError::Lost(s.message().to_string())
-                },
-            );
-        }
-    };
-    Ok((tx, inbound, welcome))
+/// Why the worker left on its own, as an error.
+fn left(leave: &Leave) -> LinkError {
+    LinkError::Left(leave.reason().cloned().unwrap_or(LeaveReason {
+        what: "asked to leave".into(),
+        exit_code: 1,
+    }))
 }
 
 /// A joined worker: the step it prepared and the one it runs.
@@ -328,6 +187,8 @@ struct Session {
     tx: mpsc::Sender<v1::WorkerMessage>,
     pending: Option<Pending>,
     running: Option<Running>,
+    /// Pulled when this worker's host asks it to go.
+    leave: Leave,
 }
 
 impl Session {
@@ -342,8 +203,23 @@ impl Session {
         // the coordinator pings every member from its welcome on: silence this
         // long means it is gone, whatever its TCP connection still claims
         let mut heard = Instant::now();
+        let mut leaving = false;
+        let mut finishing = tokio::time::interval(Duration::from_millis(20));
         loop {
             tokio::select! {
+                () = self.leave.requested(), if !leaving => {
+                    leaving = true;
+                    match &self.running {
+                        Some(r) if !r.task.is_finished() => r.halt(true),
+                        _ => return Err(left(&self.leave)),
+                    }
+                }
+                // leaving: out once the running step sent its last report and Done
+                _ = finishing.tick(), if leaving => {
+                    if self.running.as_ref().is_none_or(|r| r.task.is_finished()) {
+                        return Err(left(&self.leave));
+                    }
+                }
                 next = inbound.message() => {
                     let m = match next {
                         Err(s) => return Err(LinkError::Lost(s.message().to_string())),
@@ -396,18 +272,13 @@ impl Session {
                     s.step,
                     Clock::new(start),
                     self.tx.clone(),
+                    self.leave.clone(),
                 ));
             }
             Some(CBody::Stop(s)) => match self.running.take() {
                 Some(r) if !r.task.is_finished() => {
                     tracing::info!(reason = %s.reason, cancel = s.cancel_in_flight, "stopping the stage");
-                    r.stop.cancel();
-                    if let Some(gate) = &r.step.gate {
-                        gate.close();
-                    }
-                    if s.cancel_in_flight {
-                        r.cancel.cancel();
-                    }
+                    r.halt(s.cancel_in_flight);
                     self.running = Some(r);
                 }
                 _ => {
@@ -476,10 +347,11 @@ fn start_step(
     step_no: u32,
     clock: Clock,
     tx: mpsc::Sender<v1::WorkerMessage>,
+    leave: Leave,
 ) -> Running {
     let stop = CancellationToken::new();
     let cancel = CancellationToken::new();
-    let (s2, c2) = (stop.clone(), cancel.clone());
+    let (s2, c2, cancelled) = (stop.clone(), cancel.clone(), cancel.clone());
     let shared = step.clone();
     let task = tokio::spawn(async move {
         let interval = Duration::from_millis(step.plan.report_interval_ms.max(100));
@@ -516,7 +388,8 @@ fn start_step(
             .send(msg(WBody::Done(v1::Done {
                 step: step_no,
                 sent,
-                cancelled: false,
+                cancelled: cancelled.is_cancelled(),
+                stopped_by: leave.reason().map(|r| r.what.clone()).unwrap_or_default(),
             })))
             .await;
     });
@@ -558,30 +431,5 @@ fn build_report(
         health: Some(health),
         in_flight: step.in_flight(),
         details_jsonl: step.recorder.take_details().into(),
-    }
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| "unknown".to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn backoff_doubles_to_two_seconds_and_never_sleeps_past_the_deadline() {
-        let start = Instant::now();
-        let mut b = Backoff::until(start + Duration::from_secs(10));
-        let mut woke = Vec::new();
-        while b.wait().await {
-            woke.push((Instant::now() - start).as_millis());
-        }
-        // 50, 100, 200, ... 1,600 ms apart, then 2 s; the next 2 s would pass 10 s
-        assert_eq!(woke, [50, 150, 350, 750, 1550, 3150, 5150, 7150, 9150]);
-        assert_eq!(Instant::now() - start, Duration::from_millis(9150));
     }
 }

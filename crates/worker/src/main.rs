@@ -48,12 +48,12 @@ fn main() {
         token,
         threads,
     };
-    let result = runtime.block_on(cicada_worker::serve(
-        &args.coordinator,
-        who,
-        &tls,
-        args.dial_timeout,
-    ));
+    let result = runtime.block_on(async {
+        // SIGINT/SIGTERM (a Ctrl-C, a pod deletion): finish, report, leave
+        let leave = cicada_worker::Leave::new();
+        tokio::spawn(cicada_worker::watch_signals(leave.clone()));
+        cicada_worker::serve(&args.coordinator, who, &tls, args.dial_timeout, leave).await
+    });
     if let Err(e) = result {
         eprintln!("worker: {e}");
         std::process::exit(e.exit_code());

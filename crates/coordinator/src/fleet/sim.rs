@@ -329,6 +329,7 @@ async fn report_loop(
         step: plan.step,
         sent: 0,
         cancelled: false,
+        stopped_by: String::new(),
     };
     tx.send(msg(WBody::Done(done))).await?;
     Ok(sent)

@@ -58,6 +58,11 @@ fn spawn_process(
         cmd.arg("--tls-ca").arg(&tls.cert_path);
     }
     cmd.env(TOKEN_ENV, &options.token)
+        // a process group of its own: a Ctrl-C in the terminal (SIGINT to
+        // the foreground group) or `timeout`'s SIGTERM to coord's group is
+        // meant for the run, which stops its workers itself and keeps what
+        // they measured; a worker that dies with coord loses it
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .kill_on_drop(true)

@@ -13,7 +13,7 @@ use cicada_scenarios::shape::Warmup;
 use cicada_scenarios::{Scenario, sharding};
 
 use crate::cli::RunArgs;
-use crate::error::{EXIT_DEGRADED, EXIT_INTERRUPTED, RunError};
+use crate::error::{EXIT_DEGRADED, RunError, exit_code_of};
 use crate::fleet::Fleet;
 use crate::merge::Aggregate;
 use crate::progress::{Display, Progress};
@@ -28,10 +28,16 @@ use crate::target::{self, Target};
 
 /// Run a scenario; returns the process exit code.
 pub async fn run(args: RunArgs) -> Result<i32, RunError> {
-    let mut setup = setup::prepare(&args).await?;
-    let pool = crate::pool::build(&setup.scenario, setup.tokenizer.as_ref(), args.quiet).await?;
-    let target = target::resolve(&setup.scenario, setup.mock_ip(), pool.entries.first()).await?;
+    // from the first moment: a Ctrl-C while the pool is built or the target
+    // probed stops with a word, not by the default action
     let mut signals = Signals::install();
+    let (mut setup, pool, target) = tokio::select! {
+        r = prepare(&args) => r?,
+        signal = signals.next() => return Err(RunError::Interrupted {
+            signal,
+            message: format!("{signal} while preparing the run: stopped before any request was sent; no results to write"),
+        }),
+    };
     let mut fleet = setup.fleet(&args, &mut signals).await?;
     let progress = Progress::new(
         Display::choose(args.quiet, args.headless),
@@ -59,8 +65,17 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     let outcome = steps.run_all(&env, &mut fleet, &mut signals).await;
     fleet.shutdown().await;
     drop(target.mock);
-    outcome?;
+    // a signal before a step started travels as a RunError inside anyhow
+    outcome.map_err(|e| e.downcast::<RunError>().unwrap_or_else(RunError::Failed))?;
     Ok(steps.finish())
+}
+
+/// The run's settings, its request pool and its target, ready to go.
+async fn prepare(args: &RunArgs) -> Result<(setup::Setup, Pool, Target), RunError> {
+    let setup = setup::prepare(args).await?;
+    let pool = crate::pool::build(&setup.scenario, setup.tokenizer.as_ref(), args.quiet).await?;
+    let target = target::resolve(&setup.scenario, setup.mock_ip(), pool.entries.first()).await?;
+    Ok((setup, pool, target))
 }
 
 /// What every step of the run shares.
@@ -212,8 +227,8 @@ impl Steps {
         } else if !self.stage_results.is_empty() {
             print!("{}", stages::render("Stages", &self.stage_results, None));
         }
-        if self.finished.iter().any(RunResult::partial) {
-            EXIT_INTERRUPTED
+        if let Some(signal) = self.finished.iter().find_map(|r| r.interrupted) {
+            exit_code_of(signal)
         } else if self.finished.iter().any(RunResult::degraded) {
             EXIT_DEGRADED
         } else {

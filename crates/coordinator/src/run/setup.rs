@@ -132,15 +132,18 @@ impl Setup {
         tracing::info!(addr = %fleet.addr, workers = self.workers, "waiting for workers");
         let joined = tokio::select! {
             r = fleet.join() => r.map_err(RunError::from),
-            name = signals.next() => Err(RunError::Interrupted(name.to_string())),
+            signal = signals.next() => Err(RunError::Interrupted { signal, message: String::new() }),
         };
         if let Err(e) = joined {
             let e = match e {
-                RunError::Interrupted(name) => RunError::Interrupted(format!(
-                    "{name} while waiting for workers ({} of {} joined): stopped before any request was sent; no results to write",
-                    fleet.members().len(),
-                    self.workers
-                )),
+                RunError::Interrupted { signal, .. } => RunError::Interrupted {
+                    signal,
+                    message: format!(
+                        "{signal} while waiting for workers ({} of {} joined): stopped before any request was sent; no results to write",
+                        fleet.members().len(),
+                        self.workers
+                    ),
+                },
                 e => e,
             };
             fleet.shutdown().await;
