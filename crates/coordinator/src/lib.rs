@@ -22,13 +22,17 @@
 //! - `target`, `server_metrics`: the server side: resolve and probe the
 //!   target (or start the embedded mock), scrape its `/metrics`.
 //! - `cap`: the fleet-wide `max_concurrency` (sums the workers' progress,
-//!   admits waiting workers in global request order).
+//!   admits waiting workers in global request order; a gone worker's
+//!   requests count as ended).
+//! - `audit`: reports checked against the coordinator's own plan before
+//!   they are merged.
 //! - `pool`, `sweep`, `signals`, `selftest`, `error`: leaves (request pool,
 //!   sweep values, SIGINT/SIGTERM, `coord selftest`, exit codes).
 //!
 //! HTTP to inference servers goes through `cicada-client`; the worker is
 //! reached only through its entry point (`cicada_worker::serve`).
 
+mod audit;
 mod cap;
 pub mod cli;
 mod error;

@@ -26,7 +26,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 
 #[cfg(test)]
 pub use events::Measured;
-pub use events::{Event, WorkerReport};
+pub use events::{Event, Health, WorkerReport};
 use server::{FleetService, Inbound, Outbox};
 
 /// Environment variable that carries the worker token to local workers.
@@ -89,7 +89,16 @@ pub struct Member {
     /// When it was last heard from.
     pub last_seen: Instant,
     conn: u64,
-    outbox: Outbox,
+    /// Messages to it; `None` once the fleet let go of it (lost, or
+    /// dropped for a failed check): its stream ends, nothing of it is read.
+    outbox: Option<Outbox>,
+}
+
+impl Member {
+    /// Still part of the fleet (not let go of).
+    pub fn active(&self) -> bool {
+        self.outbox.is_some()
+    }
 }
 
 /// A step's start barrier, as the coordinator placed it.
@@ -109,6 +118,9 @@ pub struct Fleet {
     /// Worker index by connection.
     by_conn: HashMap<u64, u32>,
     locals: spawn::Locals,
+    /// Members whose outbox filled up (they do not read their stream),
+    /// let go of, with why: the run loop counts them lost.
+    unreadable: Vec<(u32, String)>,
     server: tokio::task::JoinHandle<()>,
     /// Where the gRPC server listens.
     pub addr: SocketAddr,
@@ -143,6 +155,7 @@ impl Fleet {
             members: BTreeMap::new(),
             by_conn: HashMap::new(),
             locals,
+            unreadable: Vec::new(),
             server,
             addr,
             options,
@@ -250,7 +263,7 @@ impl Fleet {
                 local,
                 last_seen: Instant::now(),
                 conn,
-                outbox,
+                outbox: Some(outbox),
             },
         );
     }
@@ -296,8 +309,31 @@ impl Fleet {
         }
     }
 
+    /// The members still in the fleet, by index.
+    pub fn active(&self) -> impl Iterator<Item = (u32, &Member)> {
+        self.members
+            .iter()
+            .filter(|(_, m)| m.active())
+            .map(|(i, m)| (*i, m))
+    }
+
+    /// Let go of member `index` for the rest of the run: its stream is
+    /// closed (a worker still running stops on its own), and nothing it
+    /// sends is read any more.
+    pub fn let_go(&mut self, index: u32) {
+        if let Some(m) = self.members.get_mut(&index) {
+            m.outbox = None;
+            self.by_conn.remove(&m.conn);
+        }
+    }
+
+    /// Members let go of since the last call because they stopped reading.
+    pub fn take_unreadable(&mut self) -> Vec<(u32, String)> {
+        std::mem::take(&mut self.unreadable)
+    }
+
     /// Send worker `index` its plan for `step`.
-    pub async fn assign(&self, index: u32, step: u32, plan: &Plan) {
+    pub fn assign(&mut self, index: u32, step: u32, plan: &Plan) {
         self.send(
             index,
             CBody::Assign(v1::Assign {
@@ -305,14 +341,13 @@ impl Fleet {
                 plan: plan.encode().into(),
                 plan_format: PLAN_FORMAT,
             }),
-        )
-        .await;
+        );
     }
 
     /// Start `step` on every member at one instant `delay` from now (the
     /// shared start barrier): named on the wall clock, so workers that
     /// receive Start at different moments still start together.
-    pub async fn start_step(&self, step: u32, delay: Duration) -> Barrier {
+    pub fn start_step(&mut self, step: u32, delay: Duration) -> Barrier {
         let at = Instant::now() + delay;
         let unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -322,8 +357,7 @@ impl Fleet {
             step,
             delay_us: delay.as_micros() as u64,
             start_unix_ns: unix.as_nanos() as u64,
-        }))
-        .await;
+        }));
         Barrier {
             at,
             unix_s: unix.as_secs_f64(),
@@ -331,20 +365,19 @@ impl Fleet {
     }
 
     /// Stop `step` on every member, cancelling what is in flight.
-    pub async fn stop_step(&self, step: u32, reason: String) {
+    pub fn stop_step(&mut self, step: u32, reason: String) {
         self.broadcast(CBody::Stop(v1::Stop {
             step,
             cancel_in_flight: true,
             reason,
-        }))
-        .await;
+        }));
     }
 
     /// Tell worker `index` that `fleet_completed` requests of `step` ended
     /// fleet-wide, `mine_included` of them its own: its waiting request's
     /// turn under the fleet cap has come.
-    pub async fn admit_waiting(
-        &self,
+    pub fn admit_waiting(
+        &mut self,
         index: u32,
         step: u32,
         fleet_completed: u64,
@@ -355,20 +388,34 @@ impl Fleet {
             fleet_completed,
             mine_included,
         };
-        self.send(index, CBody::CapAdmit(admit)).await;
+        self.send(index, CBody::CapAdmit(admit));
     }
 
-    /// Send a message to one worker (a closed outbox means it is gone; the run loop notices).
-    async fn send(&self, index: u32, body: CBody) {
-        if let Some(m) = self.members.get(&index) {
-            let _ = m.outbox.send(Ok(message(body))).await;
+    /// Send a message to one worker without waiting: the run loop never
+    /// waits on one worker. A worker whose outbox is full does not read its
+    /// stream: it is let go of and reported by [`Fleet::take_unreadable`].
+    /// (A closed outbox means it is gone; the run loop notices that anyway.)
+    fn send(&mut self, index: u32, body: CBody) {
+        let Some(outbox) = self.members.get(&index).and_then(|m| m.outbox.as_ref()) else {
+            return;
+        };
+        if let Err(mpsc::error::TrySendError::Full(_)) = outbox.try_send(Ok(message(body))) {
+            self.let_go(index);
+            self.unreadable.push((
+                index,
+                format!(
+                    "it stopped reading its stream ({} messages to it were waiting)",
+                    server::OUTBOX_CAPACITY
+                ),
+            ));
         }
     }
 
-    /// Send a message to every worker.
-    async fn broadcast(&self, body: CBody) {
-        for i in self.members.keys() {
-            self.send(*i, body.clone()).await;
+    /// Send a message to every member still in the fleet.
+    fn broadcast(&mut self, body: CBody) {
+        let active: Vec<u32> = self.active().map(|(i, _)| i).collect();
+        for i in active {
+            self.send(i, body.clone());
         }
     }
 
@@ -377,14 +424,16 @@ impl Fleet {
     /// would break its stream before it sees the stop, and it would count
     /// itself lost (exit 3: a failed pod in a Kubernetes Job).
     pub async fn shutdown(mut self) {
-        self.stop_step(u32::MAX, "the run is over".into()).await;
+        self.stop_step(u32::MAX, "the run is over".into());
         let deadline = Instant::now() + Duration::from_secs(5);
         // workers already silent for the heartbeat timeout were lost: no need to wait for them
         let silence = self.options.heartbeat_timeout;
         let mut open: HashSet<u64> = self
             .members
             .values()
-            .filter(|m| self.by_conn.contains_key(&m.conn) && m.last_seen.elapsed() < silence)
+            .filter(|m| {
+                m.active() && self.by_conn.contains_key(&m.conn) && m.last_seen.elapsed() < silence
+            })
             .map(|m| m.conn)
             .collect();
         while !open.is_empty() {
@@ -413,8 +462,10 @@ impl Fleet {
 /// Ping one worker every [`cicada_proto::PING_INTERVAL`] from its welcome
 /// until its stream closes: in every phase (waiting for the rest of the
 /// fleet, preparing, running) it hears from us, so its silence check means
-/// what it says. Holds the outbox weakly, so the stream still ends when the
-/// fleet lets go of the member.
+/// what it says. Holds the outbox weakly and never waits on it, so the
+/// stream still ends when the fleet lets go of the member, even one that
+/// stopped reading (a full outbox skips the ping: the worker hears nothing
+/// either way, and the fleet's own sends find it out).
 async fn ping(outbox: mpsc::WeakSender<Result<v1::CoordinatorMessage, tonic::Status>>) {
     let mut tick = tokio::time::interval(cicada_proto::PING_INTERVAL);
     let mut seq = 0u64;
@@ -424,11 +475,8 @@ async fn ping(outbox: mpsc::WeakSender<Result<v1::CoordinatorMessage, tonic::Sta
             return;
         };
         seq += 1;
-        if outbox
-            .send(Ok(message(CBody::Ping(v1::Ping { seq }))))
-            .await
-            .is_err()
-        {
+        let ping = Ok(message(CBody::Ping(v1::Ping { seq })));
+        if let Err(mpsc::error::TrySendError::Closed(_)) = outbox.try_send(ping) {
             return;
         }
     }

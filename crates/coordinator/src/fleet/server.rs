@@ -15,6 +15,11 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
+/// Messages queued to one worker before it counts as not reading its
+/// stream (pings come once a second, the rest per step or per waiting
+/// request: a worker stalled for a minute queues a few dozen).
+pub(super) const OUTBOX_CAPACITY: usize = 1024;
+
 /// Messages to one worker.
 pub(super) type Outbox = mpsc::Sender<Result<v1::CoordinatorMessage, Status>>;
 
@@ -86,7 +91,7 @@ impl Coordinator for FleetService {
         let peer = request.remote_addr();
         let local = request.local_addr();
         let mut inbound = request.into_inner();
-        let (outbox, rx) = mpsc::channel(64);
+        let (outbox, rx) = mpsc::channel(OUTBOX_CAPACITY);
         let first = tokio::time::timeout(Duration::from_secs(10), inbound.message()).await;
         let hello = match first {
             Ok(Ok(Some(v1::WorkerMessage {

@@ -135,14 +135,19 @@ impl Steps {
         signals: &mut Signals,
         (step_no, step): (u32, sweep::Step),
     ) -> anyhow::Result<bool> {
-        let workers = env.setup.workers;
         let plans = self.plans(env, fleet, &step.scenario, step_no);
-        let windows = plans.first().map(|p| p.stages.clone()).unwrap_or_default();
+        if plans.is_empty() {
+            anyhow::bail!("every worker was lost: no worker is left for the next step");
+        }
+        let windows = plans
+            .first()
+            .map(|(_, p)| p.stages.clone())
+            .unwrap_or_default();
         let interval_s = step.scenario.load.report_interval.get().as_secs_f64();
-        let mut agg = Aggregate::new(interval_s, 0..workers);
+        let mut agg = Aggregate::new(interval_s, plans.iter().map(|(m, _)| *m));
         agg.sink = Some(outputs.step_sink(step_no, &step.scenario));
-        self.progress
-            .step(step_no, workers, plans.first().and_then(Plan::duration));
+        let duration = plans.first().and_then(|(_, p)| p.duration());
+        self.progress.step(step_no, plans.len() as u32, duration);
         if self.sweeper.is_sweep() {
             eprintln!("stage {step_no}: {}", step.name);
         }
@@ -173,17 +178,35 @@ impl Steps {
         self.record(outputs, results)
     }
 
-    /// Each worker's plan for a step.
-    fn plans(&self, env: &Env<'_>, fleet: &Fleet, scenario: &Scenario, step_no: u32) -> Vec<Plan> {
-        let mut plans = plan::plans_for(
+    /// Each member's plan for a step, by member index: the step's load
+    /// striped over the members still in the fleet (the same global load
+    /// for any count, so a sweep goes on after a worker was lost).
+    fn plans(
+        &self,
+        env: &Env<'_>,
+        fleet: &Fleet,
+        scenario: &Scenario,
+        step_no: u32,
+    ) -> Vec<(u32, Plan)> {
+        let members: Vec<u32> = fleet.active().map(|(i, _)| i).collect();
+        let plans = plan::plans_for(
             scenario,
             &env.target.resolved,
             env.pool,
             env.setup.tokenizer.as_ref(),
             &self.run_id,
             step_no,
-            env.setup.workers,
+            members.len() as u32,
         );
+        let mut plans: Vec<(u32, Plan)> = members
+            .into_iter()
+            .zip(plans)
+            .map(|(member, mut p)| {
+                // the stripe stays the plan's; records name the member
+                p.worker_index = member;
+                (member, p)
+            })
+            .collect();
         if env.setup.remote && env.target.mock.is_some() {
             reach_embedded_mock(&mut plans, fleet);
         }
@@ -238,11 +261,11 @@ impl Steps {
 }
 
 /// Remote workers reach the embedded mock at the address they reached us at.
-fn reach_embedded_mock(plans: &mut [Plan], fleet: &Fleet) {
-    for p in plans {
+fn reach_embedded_mock(plans: &mut [(u32, Plan)], fleet: &Fleet) {
+    for (member, p) in plans {
         let Some(ip) = fleet
             .members()
-            .get(&p.worker_index)
+            .get(member)
             .and_then(|m| m.local)
             .map(|a| a.ip())
         else {

@@ -234,7 +234,9 @@ fn stderr_of(child: &mut Child) -> String {
     s.trim().to_string()
 }
 
-/// The scenario the coordinator runs: open-ended, a target nobody calls.
+/// The scenario the coordinator runs: open-ended (closed-loop users for a
+/// duration: no planned count for the coordinator to hold the simulated
+/// reports to), a target nobody calls.
 fn scenario(k: u32, seconds: u64) -> String {
     format!(
         r#"name = "fleet-{k}"
@@ -250,9 +252,8 @@ input_len = 8
 output_len = 8
 [load]
 duration = "{seconds}s"
-request_rate = {rate}
-"#,
-        rate = k * REQUESTS_PER_REPORT
+users = {k}
+"#
     )
 }
 

@@ -1,0 +1,395 @@
+//! Collecting a step's events: who is ready, who finished, what each
+//! reported (checked before it is merged), and who was lost.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use anyhow::bail;
+use tokio::time::Instant;
+
+use super::{LostWorker, STOP_GRACE, StepEnd, WorkerShare};
+use crate::audit::Audit;
+use crate::cap::{Admit, FleetCap};
+use crate::fleet::{Event, Fleet, WorkerReport};
+use crate::merge::Aggregate;
+use crate::progress::Progress;
+use crate::signals::Signals;
+
+/// A worker that ended its share before it was done, and why.
+#[derive(Debug)]
+struct EarlyEnd {
+    worker: u32,
+    reason: String,
+}
+
+/// One step's events, as they come.
+pub(super) struct Collect {
+    pub(super) step: u32,
+    /// The start barrier, once placed.
+    start: Option<Instant>,
+    /// Every member the step was assigned to.
+    all: BTreeSet<u32>,
+    /// Members that said they are ready.
+    ready: BTreeSet<u32>,
+    /// Members done or lost.
+    finished: BTreeSet<u32>,
+    /// The coordinator's plan per member, and what each has accounted for.
+    audit: Audit,
+    /// Set once the workers were told to stop: who has not finished by then is lost.
+    stop_deadline: Option<Instant>,
+    /// The fleet-wide `max_concurrency`, when workers share it.
+    cap: Option<FleetCap>,
+    /// Waiting workers whose turn came, to be told.
+    admits: Vec<Admit>,
+    /// Workers that ended their share early (lost unless the run was interrupted).
+    early: Vec<EarlyEnd>,
+    pub(super) end: StepEnd,
+}
+
+impl Collect {
+    /// Collecting a step planned as `planned` (requests per member).
+    pub(super) fn new(step: u32, planned: &BTreeMap<u32, u64>, cap: Option<FleetCap>) -> Self {
+        Collect {
+            step,
+            start: None,
+            all: planned.keys().copied().collect(),
+            ready: BTreeSet::new(),
+            finished: BTreeSet::new(),
+            audit: Audit::new(planned.iter().map(|(w, p)| (*w, *p))),
+            stop_deadline: None,
+            cap,
+            admits: Vec::new(),
+            early: Vec::new(),
+            end: StepEnd {
+                planned: planned.values().sum(),
+                ..StepEnd::default()
+            },
+        }
+    }
+
+    /// Some member neither ready nor lost.
+    pub(super) fn waiting_for_ready(&self) -> bool {
+        self.all
+            .iter()
+            .any(|w| !self.ready.contains(w) && !self.finished.contains(w))
+    }
+
+    /// Every member was lost.
+    pub(super) fn all_lost(&self) -> bool {
+        self.all.iter().all(|w| self.finished.contains(w))
+    }
+
+    /// Member `worker` is ready, saying it planned `claimed` requests.
+    pub(super) fn ready(
+        &mut self,
+        fleet: &mut Fleet,
+        agg: &mut Aggregate,
+        worker: u32,
+        claimed: u64,
+    ) {
+        if !self.all.contains(&worker) || self.finished.contains(&worker) {
+            return;
+        }
+        match self.audit.check_ready(worker, claimed) {
+            Ok(()) => {
+                self.ready.insert(worker);
+            }
+            Err(refusal) => self.lose(fleet, agg, worker, refusal.to_string()),
+        }
+    }
+
+    /// The barrier was placed at `at`.
+    pub(super) fn started(&mut self, at: Instant) {
+        self.start = Some(at);
+    }
+
+    /// Until every worker is done or lost: reports, heartbeats, signals.
+    pub(super) async fn run(
+        &mut self,
+        fleet: &mut Fleet,
+        signals: &mut Signals,
+        agg: &mut Aggregate,
+        progress: &mut Progress,
+    ) -> anyhow::Result<()> {
+        let start = self.start.unwrap_or_else(Instant::now);
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        while self.finished.len() < self.all.len() {
+            tokio::select! {
+                ev = fleet.next() => match ev {
+                    Some(ev) => self.on_event(fleet, agg, ev),
+                    None => bail!("the gRPC server stopped"),
+                },
+                _ = tick.tick() => {
+                    self.on_tick(fleet, agg);
+                    progress.tick(agg, start);
+                }
+                sig = signals.next() => {
+                    tracing::warn!("{sig}: stopping the workers and writing the results collected so far");
+                    self.end.interrupted = Some(sig);
+                    fleet.stop_step(self.step, format!("coordinator received {sig}"));
+                    self.stop_deadline = Some(Instant::now() + STOP_GRACE);
+                }
+            }
+            for a in std::mem::take(&mut self.admits) {
+                fleet.admit_waiting(a.worker, self.step, a.fleet_completed, a.mine_included);
+            }
+            self.lose_unreadable(fleet, agg);
+        }
+        self.pending_signal(signals).await;
+        Ok(())
+    }
+
+    /// A signal that arrived as the last worker finished still stops the
+    /// run: when every process got SIGTERM at once, the workers may finish
+    /// their stop (and say so) before this loop polled the coordinator's own.
+    async fn pending_signal(&mut self, signals: &mut Signals) {
+        if self.end.interrupted.is_some() {
+            return;
+        }
+        let pending = tokio::select! {
+            biased;
+            sig = signals.next() => Some(sig),
+            () = std::future::ready(()) => None,
+        };
+        if let Some(sig) = pending {
+            tracing::warn!("{sig}: the workers had stopped already; writing the results");
+            self.end.interrupted = Some(sig);
+        }
+    }
+
+    fn on_event(&mut self, fleet: &mut Fleet, agg: &mut Aggregate, ev: Event) {
+        match ev {
+            Event::Report { worker, report } if report.step == self.step => {
+                self.report(fleet, agg, worker, *report);
+            }
+            Event::Done {
+                worker,
+                step,
+                stopped_by,
+            } if step == self.step && !self.finished.contains(&worker) => {
+                self.done(agg, worker, stopped_by);
+            }
+            Event::Failed {
+                worker,
+                message,
+                fatal: true,
+            } if !self.finished.contains(&worker) => {
+                self.lose(fleet, agg, worker, format!("worker error: {message}"));
+            }
+            Event::Left { worker, reason } if !self.finished.contains(&worker) => {
+                self.lose(fleet, agg, worker, reason);
+            }
+            Event::CapProgress {
+                worker,
+                step,
+                completed,
+                sent,
+            } if step == self.step && !self.finished.contains(&worker) => {
+                let verdict = self
+                    .cap
+                    .as_mut()
+                    .map(|c| c.progress(worker, completed, sent));
+                self.on_cap(fleet, agg, worker, verdict);
+            }
+            Event::Heartbeat { worker, in_flight } => agg.heartbeat(worker, in_flight),
+            Event::CapWaiting {
+                worker,
+                step,
+                index,
+            } if step == self.step && !self.finished.contains(&worker) => {
+                let verdict = self.cap.as_mut().map(|c| c.waiting(worker, index));
+                self.on_cap(fleet, agg, worker, verdict);
+            }
+            _ => {}
+        }
+    }
+
+    /// Merge a report that passes the checks; a worker whose report fails
+    /// one is lost (its earlier reports stay counted).
+    fn report(&mut self, fleet: &mut Fleet, agg: &mut Aggregate, worker: u32, r: WorkerReport) {
+        if self.finished.contains(&worker) {
+            return;
+        }
+        let elapsed_us = self.start.map_or(0, |s| {
+            Instant::now().saturating_duration_since(s).as_micros() as u64
+        });
+        match self.audit.check(worker, &r, elapsed_us) {
+            Ok(()) => {
+                if let Err(e) = agg.add(worker, r) {
+                    // checked already: a report that decoded cannot fail to merge
+                    tracing::error!(worker, error = %e, "a checked report did not merge");
+                }
+            }
+            Err(refusal) => {
+                let why = format!("a report failed a check: {refusal}");
+                self.lose(fleet, agg, worker, why);
+            }
+        }
+    }
+
+    /// The worker finished the step. Short of its planned share (said so,
+    /// or left on a signal of its own host), it ended early: its share is
+    /// lost unless the whole run was stopped.
+    fn done(&mut self, agg: &mut Aggregate, worker: u32, stopped_by: Option<String>) {
+        self.finished.insert(worker);
+        agg.retire(worker);
+        if let Some(cap) = &mut self.cap {
+            self.admits.extend(cap.gone(worker));
+        }
+        let (planned, reported) = (self.audit.planned(worker), self.audit.reported(worker));
+        let short = planned > 0 && reported < planned;
+        if short || stopped_by.is_some() {
+            let reason = match stopped_by {
+                Some(by) => format!("ended its share early: stopped by {by}"),
+                None => "ended its share early".to_string(),
+            };
+            self.early.push(EarlyEnd { worker, reason });
+        }
+    }
+
+    /// A cap message's verdict: admits to pass on, or a refusal that loses the worker.
+    fn on_cap(
+        &mut self,
+        fleet: &mut Fleet,
+        agg: &mut Aggregate,
+        worker: u32,
+        verdict: Option<Result<Vec<Admit>, crate::cap::CapViolation>>,
+    ) {
+        match verdict {
+            Some(Ok(admits)) => self.admits.extend(admits),
+            Some(Err(v)) => self.lose(
+                fleet,
+                agg,
+                worker,
+                format!("a cap message failed a check: {v}"),
+            ),
+            // no shared cap in this step: such messages mean nothing
+            None => {}
+        }
+    }
+
+    /// Once a second: workers silent too long, or not stopped in time, are lost.
+    fn on_tick(&mut self, fleet: &mut Fleet, agg: &mut Aggregate) {
+        let now = Instant::now();
+        let silence = fleet.options.heartbeat_timeout;
+        let silent: Vec<u32> = fleet
+            .active()
+            .filter(|(i, m)| {
+                self.all.contains(i)
+                    && !self.finished.contains(i)
+                    && now.saturating_duration_since(m.last_seen) > silence
+            })
+            .map(|(i, _)| i)
+            .collect();
+        for i in silent {
+            self.lose(fleet, agg, i, format!("no heartbeat for {silence:?}"));
+        }
+        if let Some(d) = self.stop_deadline
+            && now >= d
+        {
+            let late: Vec<u32> = self.all.difference(&self.finished).copied().collect();
+            for i in late {
+                self.lose(fleet, agg, i, "did not stop in time".into());
+            }
+        }
+    }
+
+    /// Members the fleet let go of for not reading their stream are lost.
+    pub(super) fn lose_unreadable(&mut self, fleet: &mut Fleet, agg: &mut Aggregate) {
+        for (worker, why) in fleet.take_unreadable() {
+            if self.all.contains(&worker) && !self.finished.contains(&worker) {
+                self.lose(fleet, agg, worker, why);
+            }
+        }
+    }
+
+    /// Lose `worker`: the fleet lets go of it, its reports so far stay
+    /// counted, everything it held in the cap counts as ended.
+    pub(super) fn lose(
+        &mut self,
+        fleet: &mut Fleet,
+        agg: &mut Aggregate,
+        worker: u32,
+        reason: String,
+    ) {
+        if self.finished.contains(&worker) {
+            return;
+        }
+        let host = fleet
+            .members()
+            .get(&worker)
+            .map(|m| m.host.clone())
+            .unwrap_or_default();
+        tracing::warn!(worker, %host, %reason, "lost a worker");
+        self.end.lost.push(LostWorker {
+            index: worker,
+            host,
+            at_s: self.since_start(),
+            reason,
+            planned: self.audit.planned(worker),
+            reported: self.audit.reported(worker),
+        });
+        fleet.let_go(worker);
+        agg.retire(worker);
+        self.finished.insert(worker);
+        if let Some(cap) = &mut self.cap {
+            self.admits.extend(cap.gone(worker));
+        }
+    }
+
+    /// Seconds since the start barrier (0 before it).
+    fn since_start(&self) -> f64 {
+        self.start.map_or(0.0, |s| {
+            Instant::now().saturating_duration_since(s).as_secs_f64()
+        })
+    }
+
+    /// The step's end: last intervals flushed, early ends judged, every
+    /// worker's share.
+    pub(super) fn finish(
+        mut self,
+        fleet: &mut Fleet,
+        agg: &mut Aggregate,
+        progress: &mut Progress,
+    ) -> StepEnd {
+        agg.flush(true);
+        let start = self.start.unwrap_or_else(Instant::now);
+        progress.finish(agg, start);
+        self.end.elapsed_s = self.since_start();
+        if self.end.interrupted.is_none() {
+            for e in std::mem::take(&mut self.early) {
+                let host = fleet
+                    .members()
+                    .get(&e.worker)
+                    .map(|m| m.host.clone())
+                    .unwrap_or_default();
+                tracing::warn!(worker = e.worker, %host, reason = %e.reason, "lost a worker");
+                self.end.lost.push(LostWorker {
+                    index: e.worker,
+                    host,
+                    at_s: self.end.elapsed_s,
+                    reason: e.reason,
+                    planned: self.audit.planned(e.worker),
+                    reported: self.audit.reported(e.worker),
+                });
+                // its stripe of the next step would go unserved
+                fleet.let_go(e.worker);
+            }
+        }
+        self.end.workers = fleet
+            .members()
+            .iter()
+            .filter(|(i, _)| self.all.contains(i))
+            .map(|(i, m)| WorkerShare {
+                index: *i,
+                host: m.host.clone(),
+                planned: self.audit.planned(*i),
+                reported: self.audit.reported(*i),
+                lost: self.end.lost.iter().any(|l| l.index == *i),
+                threads: m.threads,
+                version: m.version.clone(),
+            })
+            .collect();
+        self.end
+    }
+}

@@ -1,0 +1,202 @@
+//! Running one step of the run (the run itself, or one value of a `[sweep]`)
+//! over the fleet: assign the plans, wait until every worker is ready, start
+//! them at one barrier, then collect their reports until each is done or lost.
+//!
+//! One rule for loss, wherever it happens: a worker that goes silent, breaks
+//! its stream, fails a check, stops reading, leaves before the start, or ends
+//! its share early is **lost**: the fleet lets go of it for the rest of the
+//! run, what it reported stays counted, everything it held in the fleet cap
+//! counts as ended (`cap`), the survivors run on, and the result is degraded
+//! with the lost share stated. The next step of a sweep is planned over the
+//! survivors.
+
+mod collect;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::bail;
+use cicada_scenarios::plan::{Drive, Plan};
+use tokio::time::Instant;
+
+use crate::cap::{FleetCap, Share};
+use crate::error::RunError;
+use crate::fleet::{Event, Fleet};
+use crate::merge::Aggregate;
+use crate::progress::Progress;
+use crate::signals::Signals;
+
+use collect::Collect;
+
+/// Delay from Start to the shared start instant: long enough for every worker to receive it.
+const START_DELAY: Duration = Duration::from_millis(250);
+/// Longest a worker may take to prepare a step.
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long stopped workers get to report what they have.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// A worker that stopped reporting mid-step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LostWorker {
+    pub index: u32,
+    pub host: String,
+    /// Seconds after the start barrier when the loss was noticed.
+    pub at_s: f64,
+    pub reason: String,
+    /// Requests the worker was to send in the step (0 if open-ended).
+    pub planned: u64,
+    /// Requests it reported before it was lost (these stay counted).
+    pub reported: u64,
+}
+
+/// How a step ended.
+#[derive(Debug, Default)]
+pub struct StepEnd {
+    pub lost: Vec<LostWorker>,
+    /// Interrupted by a signal: results cover only what was collected.
+    pub interrupted: Option<&'static str>,
+    /// Requests planned over the fleet (0 if open-ended).
+    pub planned: u64,
+    /// Wall-clock time of the start barrier (Unix seconds).
+    pub started_unix: f64,
+    /// Every worker's share: planned and reported requests.
+    pub workers: Vec<WorkerShare>,
+    /// Seconds from the start barrier to the end of the step.
+    pub elapsed_s: f64,
+}
+
+/// One worker's part of a step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerShare {
+    pub index: u32,
+    pub host: String,
+    /// Requests it was to send (0 if open-ended).
+    pub planned: u64,
+    /// Requests it reported (every outcome).
+    pub reported: u64,
+    /// It was lost before finishing.
+    pub lost: bool,
+    /// Runtime threads it runs (its share of the machine).
+    pub threads: u32,
+    /// The worker binary's version (from its Hello).
+    pub version: String,
+}
+
+/// What a step runs and where its figures go.
+pub struct Step<'a> {
+    /// The step's number (0 without a sweep).
+    pub number: u32,
+    /// One plan per member of the fleet, by member index.
+    pub plans: &'a [(u32, Plan)],
+    /// The merge of the step's reports.
+    pub agg: &'a mut Aggregate,
+    /// The live progress.
+    pub progress: &'a mut Progress,
+    /// Called at the start barrier with its instant.
+    pub on_start: &'a mut dyn FnMut(Instant),
+}
+
+/// Run one step: every member gets its plan, then the barrier, then reports.
+pub async fn run_step(
+    fleet: &mut Fleet,
+    signals: &mut Signals,
+    step: Step<'_>,
+) -> anyhow::Result<StepEnd> {
+    for (member, plan) in step.plans {
+        fleet.assign(*member, step.number, plan);
+    }
+    let planned: BTreeMap<u32, u64> = step
+        .plans
+        .iter()
+        .map(|(m, p)| (*m, p.planned_requests()))
+        .collect();
+    let mut collect = Collect::new(step.number, &planned, fleet_cap(step.plans));
+    collect.wait_ready(fleet, signals, step.agg).await?;
+    // the barrier: one start instant for every worker
+    let barrier = fleet.start_step(step.number, START_DELAY);
+    collect.started(barrier.at);
+    (step.on_start)(barrier.at);
+    collect.end.started_unix = barrier.unix_s;
+    step.progress.begin(collect.end.planned);
+    step.agg.begin(collect.end.started_unix);
+    fleet.mark_all_seen();
+    collect.run(fleet, signals, step.agg, step.progress).await?;
+    Ok(collect.finish(fleet, step.agg, step.progress))
+}
+
+/// The fleet-wide cap the step's workers share, when more than one does,
+/// with each member's part of the global order.
+fn fleet_cap(plans: &[(u32, Plan)]) -> Option<FleetCap> {
+    let (cap, _) = plans
+        .iter()
+        .find_map(|(_, p)| p.fleet_cap().filter(|(_, shared)| *shared))?;
+    let shares = plans
+        .iter()
+        .filter_map(|(member, p)| match &p.drive {
+            Drive::Open {
+                stripe: Some(st), ..
+            } => {
+                let planned = p.planned_requests();
+                let share = Share {
+                    first: u64::from(st.index),
+                    every: u64::from(st.count),
+                    planned: (planned > 0).then_some(planned),
+                };
+                Some((*member, share))
+            }
+            _ => None,
+        })
+        .collect();
+    Some(FleetCap::new(cap, shares))
+}
+
+impl Collect {
+    /// Wait until every member is ready for the step. A member that leaves
+    /// (or says it planned other than the coordinator did) is lost before
+    /// the start; one that cannot run the step stops the run.
+    async fn wait_ready(
+        &mut self,
+        fleet: &mut Fleet,
+        signals: &mut Signals,
+        agg: &mut Aggregate,
+    ) -> anyhow::Result<()> {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while self.waiting_for_ready() {
+            let ev = tokio::select! {
+                ev = fleet.next() => ev,
+                () = tokio::time::sleep_until(deadline) => bail!("workers did not get ready within {READY_TIMEOUT:?}"),
+                signal = signals.next() => return Err(RunError::Interrupted {
+                    signal,
+                    message: format!("{signal} before the step started: stopped before any request of it was sent"),
+                }.into()),
+            };
+            match ev {
+                Some(Event::Ready {
+                    worker,
+                    step,
+                    planned,
+                }) if step == self.step => self.ready(fleet, agg, worker, planned),
+                Some(Event::Failed {
+                    worker, message, ..
+                }) => {
+                    bail!("worker {worker} cannot run the stage: {message}")
+                }
+                Some(Event::Left { worker, reason }) => {
+                    self.lose(
+                        fleet,
+                        agg,
+                        worker,
+                        format!("left before the start: {reason}"),
+                    );
+                }
+                Some(_) => {}
+                None => bail!("the gRPC server stopped"),
+            }
+            self.lose_unreadable(fleet, agg);
+        }
+        if self.all_lost() {
+            bail!("every worker was lost before the step started");
+        }
+        Ok(())
+    }
+}
