@@ -5,6 +5,7 @@ pub mod background;
 pub mod browser;
 pub mod netns;
 pub mod relay;
+pub mod scripted;
 pub mod servers;
 pub mod shape;
 pub mod timing;
