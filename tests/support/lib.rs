@@ -9,6 +9,7 @@ pub mod scripted;
 pub mod servers;
 pub mod shape;
 pub mod timing;
+pub mod tty;
 
 pub use background::{
     coord_output, signal, start_coord, start_coord_for_remote, wait_exit, wait_requests,
