@@ -96,3 +96,66 @@ fn a_terminal_gets_colour_unless_no_color_is_set() {
         }
     }
 }
+
+/// Run the scenario with `extra` and flags; returns the run and result.json.
+fn run_mock(extra: &str, flags: &[&str]) -> (Run, serde_json::Value) {
+    let dir = scratch();
+    let sc = write(dir.path(), "s.toml", &scenario(dir.path(), extra));
+    let mut args = vec!["run", sc.to_str().unwrap(), "--workers", "2", "--quiet"];
+    args.extend_from_slice(flags);
+    let run = coord_run(&args, LIMIT);
+    let j = read_json(&dir.path().join("out").join("result.json"));
+    (run, j)
+}
+
+fn last_line(text: &str) -> &str {
+    text.lines().last().unwrap_or_default()
+}
+
+#[test]
+fn a_run_whose_requests_mostly_failed_says_so_on_its_last_line() {
+    let _g = serial();
+    let faults = "[mock.faults]\nhttp_500 = 0.96\n";
+    let (run, j) = run_mock(faults, &[]);
+    let (failed, sent) = (j["failed"].as_u64().unwrap(), 40);
+    assert_eq!(j["completed"].as_u64().unwrap() + failed, sent);
+    assert!(failed * 2 > sent, "the mock failed only {failed} of {sent}");
+    // 0.96 of 40 may fail them all
+    let said = if failed == sent {
+        format!("RUN FAILED: all {sent} requests failed (http_500: {sent})")
+    } else {
+        format!("RUN MOSTLY FAILED: {failed} of {sent} requests failed (http_500: {failed})")
+    };
+    assert_eq!(
+        last_line(&run.stdout),
+        format!(
+            "{said}; exit code 4 (more than half failed; output.max_failure_ratio sets another limit)"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(run.code, Some(4), "{}", run.stderr);
+
+    // an explicit limit decides the exit code; the last line still says it
+    let (run, j) = run_mock(faults, &["--max-failure-ratio", "1"]);
+    assert_ok(&run);
+    let failed = j["failed"].as_u64().unwrap();
+    assert!(
+        last_line(&run.stdout).starts_with("RUN ")
+            && last_line(&run.stdout).contains(&format!("(http_500: {failed})"))
+            && !last_line(&run.stdout).contains("exit code"),
+        "{}",
+        run.stdout
+    );
+
+    // a few failures: the result block ends the output, exit 0
+    let (run, j) = run_mock("[mock.faults]\nhttp_500 = 0.1\n", &[]);
+    assert_ok(&run);
+    assert!(j["failed"].as_u64().unwrap() < 20);
+    assert!(!run.stdout.contains("RUN "), "{}", run.stdout);
+    assert!(
+        last_line(&run.stdout).starts_with("====="),
+        "{}",
+        run.stdout
+    );
+}
