@@ -120,7 +120,7 @@ impl Check {
                 // loading a large model takes minutes: say why nothing happens
                 eprintln!(
                     "{what} yet ({why}); waiting up to {} (target.ready_timeout)",
-                    Span(self.deadline - now)
+                    Span(whole_seconds(self.deadline - now))
                 );
                 told = true;
             }
@@ -306,6 +306,11 @@ impl Check {
     }
 }
 
+/// `d` rounded up to whole seconds, for a message (`3s`, not `2s 999ms 834us`).
+fn whole_seconds(d: Duration) -> Duration {
+    Duration::from_secs(d.as_secs() + u64::from(d.subsec_nanos() > 0))
+}
+
 /// A hint for a server that refuses a sampling field cicada sent.
 fn field_hint(error: &str, sampling: &ResolvedSampling) -> String {
     if sampling.ignore_eos && error.contains("ignore_eos") {
@@ -323,5 +328,20 @@ fn key_hint(status: u16) -> String {
         " (check target.api_key_env: the variable must hold the key in the coordinator's and every worker's environment)".to_string()
     } else {
         String::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_are_said_in_whole_seconds() {
+        let d = Duration::from_nanos(2_999_834_553);
+        assert_eq!(Span(whole_seconds(d)).to_string(), "3s");
+        assert_eq!(
+            whole_seconds(Duration::from_secs(40)),
+            Duration::from_secs(40)
+        );
     }
 }
