@@ -6,9 +6,11 @@ pub mod browser;
 pub mod netns;
 pub mod pty;
 pub mod relay;
+pub mod scripted;
 pub mod servers;
 pub mod shape;
 pub mod timing;
+pub mod tty;
 
 pub use background::{
     coord_output, signal, start_coord, start_coord_for_remote, wait_exit, wait_requests,

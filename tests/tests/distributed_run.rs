@@ -175,7 +175,8 @@ fn unreachable_target_is_counted_not_fatal() {
         ],
         LIMIT,
     );
-    assert_ok(&run);
+    // counted and reported; no request succeeded, so the run exits 4 and says why last
+    assert_eq!(run.code, Some(4), "{}", run.stderr);
     let j = read_json(&out.join("result.json"));
     assert_eq!(j["completed"].as_u64(), Some(0));
     assert_eq!(j["failed"].as_u64(), Some(96));
@@ -184,6 +185,14 @@ fn unreachable_target_is_counted_not_fatal() {
         Some(96)
     );
     assert!(run.stdout.contains("connect:"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with("RUN FAILED: all 96 requests failed (connect: 96)")),
+        "{}",
+        run.stdout
+    );
 }
 
 /// A target answering 500: counted as http_500 with the server's error text.
@@ -206,7 +215,8 @@ fn server_errors_are_counted_by_class() {
         ],
         LIMIT,
     );
-    assert_ok(&run);
+    // every request failed: exit 4 by default (README, "Exit codes")
+    assert_eq!(run.code, Some(4), "{}", run.stderr);
     let j = read_json(&out.join("result.json"));
     assert_eq!(j["failed"].as_u64(), Some(96));
     let c = &j["cicada"]["outcomes"]["http_500"];

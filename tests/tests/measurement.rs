@@ -164,7 +164,8 @@ max_concurrency = 64
         "model = \"cicada-mock\"",
         "model = \"cicada-mock\"\ntimeout = \"1500ms\"",
     );
-    let (r, j) = run(dir.path(), &text, "3", &[]);
+    // most requests fail on purpose: no failure limit, so exit 0
+    let (r, j) = run(dir.path(), &text, "3", &["--max-failure-ratio", "1"]);
     assert_ok(&r);
     let stats = mock.stats();
     let expected = stats["expected_outcomes"].as_object().unwrap();
@@ -370,7 +371,13 @@ num_prompts = 6
         dir.path(),
         &text,
         "1",
-        &["--goodput", "ttft:500", "tpot:50"],
+        &[
+            "--goodput",
+            "ttft:500",
+            "tpot:50",
+            "--max-failure-ratio",
+            "1",
+        ],
     );
     assert_ok(&r);
     assert_eq!(

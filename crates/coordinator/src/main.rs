@@ -10,6 +10,7 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(cicada_client::sys::stderr_colour())
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

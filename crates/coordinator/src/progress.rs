@@ -66,8 +66,8 @@ struct Figures {
     in_flight: u64,
     req_s: f64,
     tok_s: f64,
-    ttft_p50_ms: f64,
-    ttft_p99_ms: f64,
+    /// TTFT p50 and p99 so far; `None` before the first sample (no figure).
+    ttft_ms: Option<(f64, f64)>,
 }
 
 impl Figures {
@@ -84,16 +84,25 @@ impl Figures {
             in_flight: agg.in_flight(),
             req_s,
             tok_s,
-            ttft_p50_ms: ttft.quantile(0.5) as f64 / 1e3,
-            ttft_p99_ms: ttft.quantile(0.99) as f64 / 1e3,
+            ttft_ms: (!ttft.is_empty()).then(|| {
+                (
+                    ttft.quantile(0.5) as f64 / 1e3,
+                    ttft.quantile(0.99) as f64 / 1e3,
+                )
+            }),
         }
     }
 
-    /// The part shared by the bar's message and the log line.
+    /// The part shared by the bar's message and the log line; TTFT reads
+    /// `n/a` until a first token has arrived (no samples, no figure).
     fn rates(&self) -> String {
+        let ttft = match self.ttft_ms {
+            Some((p50, p99)) => format!("TTFT p50 {p50:.1} ms p99 {p99:.1} ms"),
+            None => "TTFT n/a".to_string(),
+        };
         format!(
-            "{:.1} req/s  {:.0} out tok/s  in-flight {}  failed {}  TTFT p50 {:.1} ms p99 {:.1} ms",
-            self.req_s, self.tok_s, self.in_flight, self.failed, self.ttft_p50_ms, self.ttft_p99_ms
+            "{:.1} req/s  {:.0} out tok/s  in-flight {}  failed {}  {ttft}",
+            self.req_s, self.tok_s, self.in_flight, self.failed
         )
     }
 }
@@ -258,6 +267,20 @@ mod tests {
         assert_eq!(clock(Duration::from_secs_f64(83.4)), "1:23");
         assert_eq!(clock(Duration::from_secs(3725)), "1:02:05");
         assert_eq!(clock(Duration::ZERO), "0:00");
+    }
+
+    #[test]
+    fn ttft_has_no_figure_before_its_first_sample() {
+        let agg = Aggregate::new(1.0, 0..1);
+        let mut total = MetricSet::default();
+        total.outcomes.add(cicada_metrics::Outcome::Timeout, None);
+        let line = Figures::of(&agg, &total).rates();
+        assert!(line.ends_with("failed 1  TTFT n/a"), "{line}");
+        assert!(!line.contains("0.0 ms"), "{line}");
+        total.histogram_mut(Metric::Ttft).record(2_000);
+        total.histogram_mut(Metric::Ttft).record(9_000);
+        let line = Figures::of(&agg, &total).rates();
+        assert!(line.contains("TTFT p50 2.0 ms p99 9.0 ms"), "{line}");
     }
 
     #[test]

@@ -368,7 +368,8 @@ pub struct Output {
     #[serde(skip_serializing_if = "is_false")]
     pub save_detailed: bool,
     /// Run gate: the highest share of failed requests (0..1) before `coord run`
-    /// exits non-zero.
+    /// exits non-zero (4). Unset, a run exits 4 when more than half of its
+    /// requests failed; `1.0` never fails on failures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_failure_ratio: Option<f64>,
     /// Write the self-contained `report.html`.

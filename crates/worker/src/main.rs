@@ -12,6 +12,7 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(cicada_client::sys::stderr_colour())
         .init();
     tls::install_crypto_provider();
     cicada_client::sys::raise_fd_limit();

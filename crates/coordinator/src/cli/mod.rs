@@ -91,7 +91,8 @@ pub struct RunArgs {
     /// text format at http://ADDR/metrics while the run goes.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
-    /// Exit with code 4 when more than this share of requests fail (output.max_failure_ratio).
+    /// Exit with code 4 when more than this share of requests fail
+    /// (output.max_failure_ratio; unset: when more than half of the run's fail).
     #[arg(long, value_name = "RATIO")]
     pub max_failure_ratio: Option<f64>,
     /// Exit with code 5 when fewer than this share of requests meet every

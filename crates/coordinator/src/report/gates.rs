@@ -1,6 +1,7 @@
 //! Run gates for CI: a run "fails" when too many requests failed
-//! (`output.max_failure_ratio`) or too few met the SLO (`slo.min_attainment`),
-//! and `coord run` then exits with a code of its own.
+//! (`output.max_failure_ratio`; without it, more than half of the run's),
+//! or too few met the SLO (`slo.min_attainment`), and `coord run` then
+//! exits with a code of its own.
 
 use std::fmt;
 
@@ -129,15 +130,25 @@ pub fn evaluate(r: &RunResult) -> Vec<Gate> {
     out
 }
 
-/// The exit code for a run whose results are `results`: the failure-ratio
-/// code if any result failed that gate, else the SLO code, else None.
-pub fn exit_code<'a>(results: impl IntoIterator<Item = &'a RunResult>) -> Option<i32> {
-    let failed: Vec<GateKind> = results
-        .into_iter()
+/// The exit code for a run whose results are `results` (its steps): the
+/// failure-ratio code if any result failed that gate, or, with no
+/// `output.max_failure_ratio` set, if more than half of the run's requests
+/// failed ([`super::verdict`]); else the SLO code; else None.
+pub fn exit_code<'a, I>(results: I) -> Option<i32>
+where
+    I: IntoIterator<Item = &'a RunResult>,
+    I::IntoIter: Clone,
+{
+    let results = results.into_iter();
+    let mut failed: Vec<GateKind> = results
+        .clone()
         .flat_map(evaluate)
         .filter(|g| !g.passed)
         .map(|g| g.kind)
         .collect();
+    if super::verdict::mostly_failed(results).is_some_and(|v| v.sets_exit_code) {
+        failed.push(GateKind::MaxFailureRatio);
+    }
     [GateKind::MaxFailureRatio, GateKind::MinSloAttainment]
         .into_iter()
         .find(|k| failed.contains(k))
@@ -183,5 +194,29 @@ mod tests {
         let empty = result(s, 0, 0, 0);
         let g = evaluate(&empty);
         assert!(g[0].passed && !g[1].passed, "{g:?}");
+    }
+
+    #[test]
+    fn a_mostly_failed_run_exits_4_unless_a_failure_limit_is_set() {
+        let mut s = Scenario::default();
+        assert_eq!(exit_code([&result(s.clone(), 5, 5, 5)]), None);
+        assert_eq!(
+            exit_code([&result(s.clone(), 4, 4, 6)]),
+            Some(EXIT_FAILURE_RATIO)
+        );
+        // over the whole run: a failing step among good ones is not enough
+        let good = result(s.clone(), 10, 10, 0);
+        assert_eq!(exit_code([&good, &result(s.clone(), 1, 1, 9)]), None);
+        // before the SLO gate's code, as an explicit failure gate would be
+        s.slo.ttft_ms = Some(100.0);
+        s.slo.min_attainment = Some(0.9);
+        assert_eq!(
+            exit_code([&result(s.clone(), 1, 0, 9)]),
+            Some(EXIT_FAILURE_RATIO)
+        );
+        // an explicit limit replaces the default one
+        s.slo = Default::default();
+        s.output.max_failure_ratio = Some(1.0);
+        assert_eq!(exit_code([&result(s, 0, 0, 10)]), None);
     }
 }

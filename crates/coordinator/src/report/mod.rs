@@ -1,7 +1,8 @@
 //! Results: what one finished step (or `[[stages]]` window) measured, and
 //! everything that turns it into output: the console block, `result.json`,
 //! `summary.csv`, the streamed files, `report.html`, the run gates, the
-//! client's health verdict and `coord report`'s tables.
+//! run's last-line verdict, the client's health verdict and `coord report`'s
+//! tables.
 
 pub mod client_health;
 pub mod compare;
@@ -21,6 +22,7 @@ pub mod streams;
 pub mod svg;
 pub mod table;
 pub mod timeseries;
+pub mod verdict;
 
 use cicada_metrics::{LatencyHistogram, Metric, MetricSet, Summary};
 use cicada_scenarios::Scenario;

@@ -19,7 +19,7 @@ use crate::merge::Aggregate;
 use crate::progress::{Display, Progress};
 use crate::report::outputs::{Outputs, StepDone};
 use crate::report::results::{FinishedStep, RunContext, step_results, write_step};
-use crate::report::{RunResult, stages};
+use crate::report::{RunResult, stages, verdict};
 use crate::server_metrics::Watch;
 use crate::signals::Signals;
 use crate::step::{Step, run_step};
@@ -240,7 +240,8 @@ impl Steps {
         Ok(stop)
     }
 
-    /// Print the sweep's or the stages' table; the run's exit code.
+    /// Print the sweep's or the stages' table, then, last, whether the run
+    /// mostly failed; the run's exit code.
     fn finish(&self) -> i32 {
         if self.sweeper.is_sweep() {
             print!(
@@ -249,6 +250,9 @@ impl Steps {
             );
         } else if !self.stage_results.is_empty() {
             print!("{}", stages::render("Stages", &self.stage_results, None));
+        }
+        if let Some(v) = verdict::mostly_failed(&self.finished) {
+            println!("{v}");
         }
         if let Some(signal) = self.finished.iter().find_map(|r| r.interrupted) {
             exit_code_of(signal)

@@ -11,6 +11,7 @@ use cicada_scenarios::scenario::{Backend, MockApi};
 
 mod mock;
 mod ready;
+mod redirect;
 
 pub use mock::mock_config;
 

@@ -4,10 +4,15 @@
 //! 671B model on TP16 take half an hour to load; this is where that wait goes,
 //! not into the measured run. `ready_timeout = "0s"` skips the waiting and
 //! the test request (model discovery then gets one attempt).
+//!
+//! `ready_timeout` bounds the whole check: no single request outlives it,
+//! so a server that accepts connections and never answers costs at most
+//! that long (not `target.timeout`). A redirect stops the check at once
+//! (see [`super::redirect`]).
 
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use cicada_client::backend::ApiCodec;
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, perform};
@@ -20,16 +25,22 @@ use cicada_scenarios::units::Span;
 use tokio::time::Instant;
 
 use super::join_url;
+use super::redirect::{self, Replay};
 
 /// Longest pause between attempts.
 const RETRY_EVERY: Duration = Duration::from_secs(2);
 /// Timeout of one health or model-list request.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+/// Why a request got nothing: the readiness deadline came first.
+const NO_ANSWER: &str = "no answer before the readiness deadline";
+/// Longest wait for the second look at a redirect's `Location`.
+const REPLAY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One readiness check: a client for the target and the deadline.
 pub struct Check {
     http: Client,
     headers: Headers,
+    replay: Replay,
     ready_timeout: Duration,
     deadline: Instant,
 }
@@ -47,6 +58,7 @@ impl Check {
             http: http::client(target).context("preparing the readiness check")?,
             headers: http::headers(target, ApiKey::IfSet)
                 .context("preparing the readiness check")?,
+            replay: Replay::new(target),
             ready_timeout,
             deadline: Instant::now() + ready_timeout,
         })
@@ -55,6 +67,34 @@ impl Check {
     /// Whether to wait for health and send the test request.
     pub fn enabled(&self) -> bool {
         !self.ready_timeout.is_zero()
+    }
+
+    /// `work`, cut off at the readiness deadline when waiting is enabled
+    /// (`None`: the deadline came first).
+    async fn by_deadline<F: std::future::Future>(&self, work: F) -> Option<F::Output> {
+        if !self.enabled() {
+            return Some(work.await);
+        }
+        tokio::time::timeout_at(self.deadline, work).await.ok()
+    }
+
+    /// The error for a readiness request to `url` answered with redirect
+    /// `status`, naming its `Location` (`request` is sent once more to read it).
+    async fn redirected(
+        &self,
+        what: &str,
+        status: u16,
+        request: (Method, &str, Option<&[u8]>),
+        extra: &[(&str, &str)],
+    ) -> anyhow::Error {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let within = if self.enabled() {
+            REPLAY_TIMEOUT.min(left).max(Duration::from_millis(500))
+        } else {
+            REPLAY_TIMEOUT
+        };
+        let location = self.replay.location(request, extra, within).await;
+        anyhow!("{what}: {}", redirect::explain(request.1, status, location))
     }
 
     /// Repeat `attempt` until it is done or the deadline passes.
@@ -80,7 +120,7 @@ impl Check {
                 // loading a large model takes minutes: say why nothing happens
                 eprintln!(
                     "{what} yet ({why}); waiting up to {} (target.ready_timeout)",
-                    Span(self.deadline - now)
+                    Span(whole_seconds(self.deadline - now))
                 );
                 told = true;
             }
@@ -89,19 +129,42 @@ impl Check {
         }
     }
 
-    async fn get(&self, url: &str, post: bool) -> Result<Fetched, String> {
-        let endpoint = self.http.endpoint(url).map_err(|e| e.to_string())?;
+    /// One health or model-list request. `Err`: a redirect, which waiting
+    /// will not change; `Ok(Err)`: no answer (yet), the text says why.
+    async fn get(
+        &self,
+        what: &str,
+        url: &str,
+        post: bool,
+    ) -> anyhow::Result<Result<Fetched, String>> {
+        let endpoint = match self.http.endpoint(url) {
+            Ok(e) => e,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        let method = if post { Method::Post } else { Method::Get };
+        let json = post.then_some(b"{}".as_slice());
         let request = Request {
-            method: if post { Method::Post } else { Method::Get },
+            method,
             endpoint: &endpoint,
             headers: &self.headers,
             request_id: None,
-            json: post.then_some(b"{}".as_slice()),
+            json,
         };
-        self.http
-            .fetch(request, CHECK_TIMEOUT)
-            .await
-            .map_err(|e| e.to_string())
+        Ok(
+            match self
+                .by_deadline(self.http.fetch(request, CHECK_TIMEOUT))
+                .await
+            {
+                None => Err(NO_ANSWER.to_string()),
+                Some(Err(e)) => Err(e.to_string()),
+                Some(Ok(r)) if redirect::is_redirect(r.status) => {
+                    return Err(self
+                        .redirected(what, r.status, (method, url, json), &[])
+                        .await);
+                }
+                Some(Ok(r)) => Ok(r),
+            },
+        )
     }
 
     /// Wait until `base` answers its health route (`/health`, or `/v1/models`
@@ -115,11 +178,11 @@ impl Check {
         let what = format!("the target {base} is not ready");
         self.until_ready(&what, || async {
             let url = join_url(base, primary);
-            Ok(match self.get(&url, false).await {
+            Ok(match self.get(&what, &url, false).await? {
                 Ok(r) if r.ok() => Attempt::Done(()),
                 Ok(r) if api != WireApi::Triton && matches!(r.status, 404 | 405) => {
                     let models = join_url(base, "/v1/models");
-                    match self.get(&models, false).await {
+                    match self.get(&what, &models, false).await? {
                         Ok(r) if r.ok() => Attempt::Done(()),
                         Ok(r) => Attempt::Retry(format!("{models} answered HTTP {}", r.status)),
                         Err(e) => Attempt::Retry(format!("{models}: {e}")),
@@ -147,7 +210,7 @@ impl Check {
         let url = join_url(base, route);
         let what = format!("cannot discover the model id from {url}; set target.model");
         self.until_ready(&what, || async {
-            let resp = match self.get(&url, post).await {
+            let resp = match self.get(&what, &url, post).await? {
                 Ok(r) if r.ok() => r,
                 // refused (key, route): waiting will not help
                 Ok(r) if (400..500).contains(&r.status) && !matches!(r.status, 408 | 429) => {
@@ -216,11 +279,19 @@ impl Check {
                     timeout: Duration::from_millis(target.timeout_ms),
                     keep_text: false,
                 };
-                let ex = perform(conduit, &endpoint, "cicada-probe", &body).await;
+                let sent = perform(conduit, &endpoint, "cicada-probe", &body);
+                let Some(ex) = self.by_deadline(sent).await else {
+                    return Ok(Attempt::Retry(NO_ANSWER.to_string()));
+                };
                 let (outcome, error) = ex.outcome();
                 let why = format!("{outcome}: {}", error.unwrap_or_default());
                 match outcome {
                     Outcome::Ok => Ok(Attempt::Done(())),
+                    Outcome::Http(c) if redirect::is_redirect(c) => {
+                        let request = (Method::Post, url.as_str(), Some(body.as_slice()));
+                        let probe = [(PROBE_HEADER, "ready")];
+                        Err(self.redirected(&what, c, request, &probe).await)
+                    }
                     // the request itself is wrong (route, model, key): waiting will not help
                     Outcome::Http(c) if (400..500).contains(&c) && c != 408 && c != 429 => {
                         bail!("{what}: {why}{}{}", key_hint(c), field_hint(&why, sampling))
@@ -233,6 +304,11 @@ impl Check {
         }
         Ok(())
     }
+}
+
+/// `d` rounded up to whole seconds, for a message (`3s`, not `2s 999ms 834us`).
+fn whole_seconds(d: Duration) -> Duration {
+    Duration::from_secs(d.as_secs() + u64::from(d.subsec_nanos() > 0))
 }
 
 /// A hint for a server that refuses a sampling field cicada sent.
@@ -252,5 +328,20 @@ fn key_hint(status: u16) -> String {
         " (check target.api_key_env: the variable must hold the key in the coordinator's and every worker's environment)".to_string()
     } else {
         String::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_are_said_in_whole_seconds() {
+        let d = Duration::from_nanos(2_999_834_553);
+        assert_eq!(Span(whole_seconds(d)).to_string(), "3s");
+        assert_eq!(
+            whole_seconds(Duration::from_secs(40)),
+            Duration::from_secs(40)
+        );
     }
 }
