@@ -1,5 +1,7 @@
 //! `coord`: the cicada coordinator.
 
+use std::io::IsTerminal as _;
+
 use clap::Parser;
 
 fn main() {
@@ -10,6 +12,8 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // colour codes only for a terminal: a log file holds no escape sequences
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

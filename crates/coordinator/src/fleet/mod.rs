@@ -4,10 +4,13 @@
 //! send comes out as domain [`Event`]s (`events`); the rest of the
 //! coordinator never reads a gRPC message.
 
+mod connections;
 mod events;
+mod hello_limit;
 mod server;
 pub mod sim;
 mod spawn;
+pub mod wire_text;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -22,7 +25,6 @@ use cicada_scenarios::plan::{PLAN_FORMAT, Plan};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_stream::wrappers::TcpListenerStream;
 
 #[cfg(test)]
 pub use events::Measured;
@@ -78,11 +80,11 @@ pub struct ServerTls {
 /// One joined worker.
 #[derive(Debug)]
 pub struct Member {
-    /// Its host name, as it said.
+    /// Its host name, as it said (escaped: [`wire_text::wire_text`]).
     pub host: String,
     /// Runtime threads it runs (its share of the machine).
     pub threads: u32,
-    /// Its binary's version.
+    /// Its binary's version (escaped).
     pub version: String,
     /// Our address as this worker reached it (a route back to this host).
     pub local: Option<SocketAddr>,
@@ -159,6 +161,7 @@ impl Fleet {
         let n = self.options.expect_workers;
         let deadline = Instant::now() + self.options.wait_workers;
         let mut check = tokio::time::interval(Duration::from_millis(250));
+        let mut refused = Refusals::default();
         while (self.members.len() as u32) < n {
             let ev = tokio::select! {
                 ev = self.inbound.recv() => Some(ev),
@@ -172,7 +175,8 @@ impl Fleet {
                     } else {
                         format!("; local workers exited: {}", exited.join(", "))
                     };
-                    bail!("only {joined} of {n} workers joined within {waited:?}{note}");
+                    let refusals = refused.note();
+                    bail!("only {joined} of {n} workers joined within {waited:?}{note}{refusals}");
                 }
             };
             match ev {
@@ -192,9 +196,7 @@ impl Fleet {
                         tracing::warn!(worker = i, %reason, "a worker left before the run started");
                     }
                 }
-                Some(Some(Inbound::Refused { peer, reason })) => {
-                    tracing::warn!(?peer, %reason, "refused a worker");
-                }
+                Some(Some(Inbound::Refused { peer, reason })) => refused.add(peer, reason),
                 Some(Some(Inbound::Message { .. })) => {}
                 Some(None) => bail!("the gRPC server stopped"),
             }
@@ -410,6 +412,32 @@ impl Fleet {
     }
 }
 
+/// Workers refused while the fleet assembles (each logged where refused),
+/// for the message when it does not assemble.
+#[derive(Default)]
+struct Refusals {
+    count: u32,
+    last: Option<(Option<SocketAddr>, String)>,
+}
+
+impl Refusals {
+    fn add(&mut self, peer: Option<SocketAddr>, reason: String) {
+        self.count += 1;
+        self.last = Some((peer, reason));
+    }
+
+    /// `; N refused (the last from PEER: REASON)`, or nothing.
+    fn note(&self) -> String {
+        match &self.last {
+            None => String::new(),
+            Some((peer, reason)) => {
+                let from = peer.map(|p| format!(" from {p}")).unwrap_or_default();
+                format!("; {} refused (the last{from}: {reason})", self.count)
+            }
+        }
+    }
+}
+
 /// Ping one worker every [`cicada_proto::PING_INTERVAL`] from its welcome
 /// until its stream closes: in every phase (waiting for the rest of the
 /// fleet, preparing, running) it hears from us, so its silence check means
@@ -438,7 +466,19 @@ fn message(body: CBody) -> v1::CoordinatorMessage {
     v1::CoordinatorMessage { body: Some(body) }
 }
 
+/// Most concurrent streams on one connection: a worker attaches once per
+/// connection; more would only let a stranger open hellos in parallel.
+const MAX_STREAMS_PER_CONNECTION: u32 = 2;
+
+/// Most bytes of request headers: gRPC's are a few hundred.
+const MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;
+
 /// Serve the gRPC endpoint on `listener`, its inbound messages into `tx`.
+/// Before a worker proved the token it may hold one of
+/// [`connections::UNAUTHENTICATED_MAX`] connections for a while, two
+/// streams on it, 16 KiB of headers and a hello of at most
+/// [`hello_limit::HELLO_MAX_BYTES`]; after, messages up to
+/// [`cicada_proto::MAX_MESSAGE_BYTES`].
 fn serve(
     options: &FleetOptions,
     listener: TcpListener,
@@ -461,11 +501,12 @@ fn serve(
     }
     Ok(tokio::spawn(async move {
         let result = builder
-            .tcp_nodelay(true)
+            .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
+            .http2_max_header_list_size(MAX_HEADER_LIST_BYTES)
             .http2_keepalive_interval(Some(Duration::from_secs(2)))
             .http2_keepalive_timeout(Some(cicada_proto::TRANSPORT_KEEPALIVE_TIMEOUT))
-            .add_service(service)
-            .serve_with_incoming(TcpListenerStream::new(listener))
+            .add_service(hello_limit::HelloLimit(service))
+            .serve_with_incoming(connections::Incoming::new(listener))
             .await;
         if let Err(e) = result {
             tracing::error!(error = %e, "the coordinator's gRPC server stopped");
