@@ -10,6 +10,7 @@ mod hello_limit;
 mod server;
 pub mod sim;
 mod spawn;
+pub mod tls;
 pub mod wire_text;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -30,6 +31,7 @@ use tokio::time::Instant;
 pub use events::Measured;
 pub use events::{Event, WorkerReport};
 use server::{FleetService, Inbound, Outbox};
+pub use tls::ServerTls;
 
 /// Environment variable that carries the worker token to local workers.
 pub const TOKEN_ENV: &str = "CICADA_TOKEN";
@@ -64,17 +66,6 @@ pub enum LocalWorkers {
     /// gRPC server like any worker: for tests that need no binaries.
     #[cfg(test)]
     InProcess,
-}
-
-/// TLS settings of the worker port (PEM text).
-#[derive(Debug, Clone)]
-pub struct ServerTls {
-    pub cert_pem: String,
-    pub key_pem: String,
-    /// CA that signs worker client certificates (mutual TLS).
-    pub client_ca_pem: Option<String>,
-    /// Path of the server certificate, handed to local workers as their CA.
-    pub cert_path: PathBuf,
 }
 
 /// One joined worker.
@@ -118,6 +109,15 @@ pub struct Fleet {
     pub options: FleetOptions,
 }
 
+/// The address local workers dial to reach a server listening on `listen`.
+pub fn local_dial(listen: SocketAddr) -> SocketAddr {
+    if listen.ip().is_unspecified() {
+        SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), listen.port())
+    } else {
+        listen
+    }
+}
+
 impl Fleet {
     /// Start the server and spawn the local workers.
     pub async fn start(options: FleetOptions) -> anyhow::Result<Self> {
@@ -129,11 +129,7 @@ impl Fleet {
             .context("reading the listening address")?;
         let (tx, inbound) = mpsc::channel(4096);
         let server = serve(&options, listener, tx)?;
-        let dial = if addr.ip().is_unspecified() {
-            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
-        } else {
-            addr
-        };
+        let dial = local_dial(addr);
         let scheme = if options.tls.is_some() {
             "https"
         } else {
@@ -489,14 +485,8 @@ fn serve(
         .max_encoding_message_size(cicada_proto::MAX_MESSAGE_BYTES);
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = &options.tls {
-        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
-        let mut config =
-            ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
-        if let Some(ca) = &tls.client_ca_pem {
-            config = config.client_ca_root(Certificate::from_pem(ca));
-        }
         builder = builder
-            .tls_config(config)
+            .tls_config(tls.server_config())
             .context("configuring TLS for the worker port")?;
     }
     Ok(tokio::spawn(async move {
