@@ -62,6 +62,10 @@ pub struct RunArgs {
     /// Require workers to present a client certificate signed by this CA (mutual TLS).
     #[arg(long, requires = "tls_cert")]
     pub tls_client_ca: Option<PathBuf>,
+    /// The CA (PEM) that signed --tls-cert, for local workers to verify the
+    /// coordinator (default: the certificates in --tls-cert).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_ca: Option<PathBuf>,
     /// Directory for result files (overrides output.dir).
     #[arg(long)]
     pub output_dir: Option<PathBuf>,

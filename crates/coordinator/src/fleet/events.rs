@@ -106,9 +106,7 @@ pub(super) fn decode(worker: u32, msg: v1::WorkerMessage) -> Option<Event> {
         WBody::Done(d) => Event::Done {
             worker,
             step: d.step,
-            stopped_by: Some(d.stopped_by)
-                .filter(|s| !s.is_empty())
-                .map(|s| shown(&s)),
+            stopped_by: Some(d.stopped_by).filter(|s| !s.is_empty()),
         },
         WBody::Error(e) => Event::Failed {
             worker,
@@ -132,27 +130,6 @@ pub(super) fn decode(worker: u32, msg: v1::WorkerMessage) -> Option<Event> {
         },
         WBody::Hello(_) => return None,
     })
-}
-
-/// Text from a worker as it may be shown: control characters escaped, at
-/// most 200 characters (a worker's words never forge a log line).
-fn shown(s: &str) -> String {
-    let mut out: String = s
-        .chars()
-        .take(200)
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect();
-    if s.chars().nth(200).is_some() {
-        out.push('…');
-    }
-    out
 }
 
 pub(super) fn report(r: v1::Report) -> WorkerReport {

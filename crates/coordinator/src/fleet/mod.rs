@@ -4,10 +4,14 @@
 //! send comes out as domain [`Event`]s (`events`); the rest of the
 //! coordinator never reads a gRPC message.
 
+mod connections;
 mod events;
+mod hello_limit;
 mod server;
 pub mod sim;
 mod spawn;
+pub mod tls;
+pub mod wire_text;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -22,12 +26,12 @@ use cicada_scenarios::plan::{PLAN_FORMAT, Plan};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_stream::wrappers::TcpListenerStream;
 
 #[cfg(test)]
 pub use events::Measured;
 pub use events::{Event, Health, WorkerReport};
 use server::{FleetService, Inbound, Outbox};
+pub use tls::ServerTls;
 
 /// Environment variable that carries the worker token to local workers.
 pub const TOKEN_ENV: &str = "CICADA_TOKEN";
@@ -64,25 +68,14 @@ pub enum LocalWorkers {
     InProcess,
 }
 
-/// TLS settings of the worker port (PEM text).
-#[derive(Debug, Clone)]
-pub struct ServerTls {
-    pub cert_pem: String,
-    pub key_pem: String,
-    /// CA that signs worker client certificates (mutual TLS).
-    pub client_ca_pem: Option<String>,
-    /// Path of the server certificate, handed to local workers as their CA.
-    pub cert_path: PathBuf,
-}
-
 /// One joined worker.
 #[derive(Debug)]
 pub struct Member {
-    /// Its host name, as it said.
+    /// Its host name, as it said (escaped: [`wire_text::wire_text`]).
     pub host: String,
     /// Runtime threads it runs (its share of the machine).
     pub threads: u32,
-    /// Its binary's version.
+    /// Its binary's version (escaped).
     pub version: String,
     /// Our address as this worker reached it (a route back to this host).
     pub local: Option<SocketAddr>,
@@ -128,6 +121,15 @@ pub struct Fleet {
     pub options: FleetOptions,
 }
 
+/// The address local workers dial to reach a server listening on `listen`.
+pub fn local_dial(listen: SocketAddr) -> SocketAddr {
+    if listen.ip().is_unspecified() {
+        SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), listen.port())
+    } else {
+        listen
+    }
+}
+
 impl Fleet {
     /// Start the server and spawn the local workers.
     pub async fn start(options: FleetOptions) -> anyhow::Result<Self> {
@@ -139,11 +141,7 @@ impl Fleet {
             .context("reading the listening address")?;
         let (tx, inbound) = mpsc::channel(4096);
         let server = serve(&options, listener, tx)?;
-        let dial = if addr.ip().is_unspecified() {
-            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
-        } else {
-            addr
-        };
+        let dial = local_dial(addr);
         let scheme = if options.tls.is_some() {
             "https"
         } else {
@@ -172,6 +170,7 @@ impl Fleet {
         let n = self.options.expect_workers;
         let deadline = Instant::now() + self.options.wait_workers;
         let mut check = tokio::time::interval(Duration::from_millis(250));
+        let mut refused = Refusals::default();
         while (self.members.len() as u32) < n {
             let ev = tokio::select! {
                 ev = self.inbound.recv() => Some(ev),
@@ -185,7 +184,8 @@ impl Fleet {
                     } else {
                         format!("; local workers exited: {}", exited.join(", "))
                     };
-                    bail!("only {joined} of {n} workers joined within {waited:?}{note}");
+                    let refusals = refused.note();
+                    bail!("only {joined} of {n} workers joined within {waited:?}{note}{refusals}");
                 }
             };
             match ev {
@@ -205,9 +205,7 @@ impl Fleet {
                         tracing::warn!(worker = i, %reason, "a worker left before the run started");
                     }
                 }
-                Some(Some(Inbound::Refused { peer, reason })) => {
-                    tracing::warn!(?peer, %reason, "refused a worker");
-                }
+                Some(Some(Inbound::Refused { peer, reason })) => refused.add(peer, reason),
                 Some(Some(Inbound::Message { .. })) => {}
                 Some(None) => bail!("the gRPC server stopped"),
             }
@@ -459,6 +457,32 @@ impl Fleet {
     }
 }
 
+/// Workers refused while the fleet assembles (each logged where refused),
+/// for the message when it does not assemble.
+#[derive(Default)]
+struct Refusals {
+    count: u32,
+    last: Option<(Option<SocketAddr>, String)>,
+}
+
+impl Refusals {
+    fn add(&mut self, peer: Option<SocketAddr>, reason: String) {
+        self.count += 1;
+        self.last = Some((peer, reason));
+    }
+
+    /// `; N refused (the last from PEER: REASON)`, or nothing.
+    fn note(&self) -> String {
+        match &self.last {
+            None => String::new(),
+            Some((peer, reason)) => {
+                let from = peer.map(|p| format!(" from {p}")).unwrap_or_default();
+                format!("; {} refused (the last{from}: {reason})", self.count)
+            }
+        }
+    }
+}
+
 /// Ping one worker every [`cicada_proto::PING_INTERVAL`] from its welcome
 /// until its stream closes: in every phase (waiting for the rest of the
 /// fleet, preparing, running) it hears from us, so its silence check means
@@ -486,7 +510,19 @@ fn message(body: CBody) -> v1::CoordinatorMessage {
     v1::CoordinatorMessage { body: Some(body) }
 }
 
+/// Most concurrent streams on one connection: a worker attaches once per
+/// connection; more would only let a stranger open hellos in parallel.
+const MAX_STREAMS_PER_CONNECTION: u32 = 2;
+
+/// Most bytes of request headers: gRPC's are a few hundred.
+const MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;
+
 /// Serve the gRPC endpoint on `listener`, its inbound messages into `tx`.
+/// Before a worker proved the token it may hold one of
+/// [`connections::UNAUTHENTICATED_MAX`] connections for a while, two
+/// streams on it, 16 KiB of headers and a hello of at most
+/// [`hello_limit::HELLO_MAX_BYTES`]; after, messages up to
+/// [`cicada_proto::MAX_MESSAGE_BYTES`].
 fn serve(
     options: &FleetOptions,
     listener: TcpListener,
@@ -497,23 +533,18 @@ fn serve(
         .max_encoding_message_size(cicada_proto::MAX_MESSAGE_BYTES);
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = &options.tls {
-        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
-        let mut config =
-            ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
-        if let Some(ca) = &tls.client_ca_pem {
-            config = config.client_ca_root(Certificate::from_pem(ca));
-        }
         builder = builder
-            .tls_config(config)
+            .tls_config(tls.server_config())
             .context("configuring TLS for the worker port")?;
     }
     Ok(tokio::spawn(async move {
         let result = builder
-            .tcp_nodelay(true)
+            .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
+            .http2_max_header_list_size(MAX_HEADER_LIST_BYTES)
             .http2_keepalive_interval(Some(Duration::from_secs(2)))
             .http2_keepalive_timeout(Some(cicada_proto::TRANSPORT_KEEPALIVE_TIMEOUT))
-            .add_service(service)
-            .serve_with_incoming(TcpListenerStream::new(listener))
+            .add_service(hello_limit::HelloLimit(service))
+            .serve_with_incoming(connections::Incoming::new(listener))
             .await;
         if let Err(e) = result {
             tracing::error!(error = %e, "the coordinator's gRPC server stopped");

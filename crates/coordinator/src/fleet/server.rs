@@ -1,11 +1,10 @@
 //! The gRPC endpoint workers attach to. It checks each worker's version and
 //! token, then hands its stream to the fleet as raw inbound messages (the
-//! fleet turns them into domain events).
+//! fleet turns them into domain events), their text escaped.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use cicada_proto::v1::{
     self, coordinator_message::Body as CBody, coordinator_server::Coordinator,
@@ -14,6 +13,9 @@ use cicada_proto::v1::{
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
+
+use super::connections::{ConnInfo, HELLO_TIMEOUT};
+use super::wire_text::wire_text;
 
 /// Messages queued to one worker before it counts as not reading its
 /// stream (pings come once a second, the rest per step or per waiting
@@ -39,7 +41,8 @@ pub(super) enum Inbound {
     Message { conn: u64, msg: v1::WorkerMessage },
     /// A worker's stream ended.
     Left { conn: u64, reason: String },
-    /// A worker was refused (wrong token or version); it never saw the plan.
+    /// A worker was refused (no hello, wrong token or version; logged where
+    /// refused); it never saw the plan.
     Refused {
         peer: Option<SocketAddr>,
         reason: String,
@@ -80,6 +83,59 @@ fn reject(reason: String) -> v1::CoordinatorMessage {
     }
 }
 
+/// Why an attach that sent no usable hello is turned away.
+fn no_hello(
+    first: Result<Result<Option<v1::WorkerMessage>, Status>, tokio::time::error::Elapsed>,
+) -> Result<v1::Hello, Status> {
+    match first {
+        Ok(Ok(Some(v1::WorkerMessage {
+            body: Some(WBody::Hello(h)),
+        }))) => Ok(h),
+        Ok(Ok(Some(_))) => Err(Status::invalid_argument(
+            "the first message must be a hello",
+        )),
+        Ok(Ok(None)) => Err(Status::invalid_argument("the stream ended before a hello")),
+        Ok(Err(s)) => Err(Status::new(s.code(), wire_text(s.message()))),
+        Err(_) => Err(Status::deadline_exceeded(format!(
+            "no hello within {HELLO_TIMEOUT:?}"
+        ))),
+    }
+}
+
+/// A hello's text escaped ([`wire_text`]) and its token dropped, before it goes further.
+fn escape_hello(mut hello: v1::Hello) -> v1::Hello {
+    hello.hostname = wire_text(&hello.hostname);
+    hello.version = wire_text(&hello.version);
+    hello.auth_token = String::new();
+    hello
+}
+
+/// A worker's message with its text escaped before it goes further: error
+/// messages, and the names in reports (a name the coordinator does not know
+/// is logged).
+fn escape_message(mut msg: v1::WorkerMessage) -> v1::WorkerMessage {
+    match &mut msg.body {
+        Some(WBody::Error(e)) => e.message = wire_text(&e.message),
+        Some(WBody::Done(d)) => d.stopped_by = wire_text(&d.stopped_by),
+        Some(WBody::Hello(h)) => *h = escape_hello(std::mem::take(h)),
+        Some(WBody::Report(r)) => {
+            for s in &mut r.scopes {
+                for h in &mut s.histograms {
+                    h.metric = wire_text(&h.metric);
+                }
+                for c in &mut s.counters {
+                    c.name = wire_text(&c.name);
+                }
+                for o in &mut s.outcomes {
+                    o.class = wire_text(&o.class);
+                }
+            }
+        }
+        _ => {}
+    }
+    msg
+}
+
 #[tonic::async_trait]
 impl Coordinator for FleetService {
     type AttachStream = ReceiverStream<Result<v1::CoordinatorMessage, Status>>;
@@ -88,26 +144,27 @@ impl Coordinator for FleetService {
         &self,
         request: Request<Streaming<v1::WorkerMessage>>,
     ) -> Result<Response<Self::AttachStream>, Status> {
-        let peer = request.remote_addr();
-        let local = request.local_addr();
+        let conn_info = request.extensions().get::<ConnInfo>().cloned();
+        let peer = conn_info.as_ref().map(|c| c.peer);
+        let local = conn_info.as_ref().and_then(|c| c.local);
+        if let Some(c) = &conn_info {
+            c.attached();
+        }
         let mut inbound = request.into_inner();
         let (outbox, rx) = mpsc::channel(OUTBOX_CAPACITY);
-        let first = tokio::time::timeout(Duration::from_secs(10), inbound.message()).await;
-        let hello = match first {
-            Ok(Ok(Some(v1::WorkerMessage {
-                body: Some(WBody::Hello(h)),
-            }))) => h,
-            _ => {
-                return Err(Status::invalid_argument(
-                    "the first message must be a hello",
-                ));
+        let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.message()).await;
+        let hello = match no_hello(first) {
+            Ok(h) => h,
+            Err(status) => {
+                self.refused(peer, None, status.message().to_string());
+                return Err(status);
             }
         };
         let expected = cicada_proto::VERSION;
         let refusal = if hello.version != expected {
             Some(format!(
                 "version mismatch: worker is cicada {}, coordinator is cicada {expected}",
-                hello.version
+                wire_text(&hello.version)
             ))
         } else if !same_secret(&hello.auth_token, &self.token) {
             Some("authentication failed: wrong or missing worker token".to_string())
@@ -115,17 +172,14 @@ impl Coordinator for FleetService {
             None
         };
         if let Some(reason) = refusal {
-            tracing::warn!(?peer, host = %hello.hostname, %reason, "refused a worker");
-            let _ = self
-                .events
-                .send(Inbound::Refused {
-                    peer,
-                    reason: reason.clone(),
-                })
-                .await;
+            self.refused(peer, Some(&hello.hostname), reason.clone());
             let _ = outbox.send(Ok(reject(reason))).await;
             return Ok(Response::new(ReceiverStream::new(rx)));
         }
+        if let Some(c) = &conn_info {
+            c.authenticated();
+        }
+        let hello = escape_hello(hello);
         let conn = self.next_conn.fetch_add(1, Ordering::Relaxed);
         let events = self.events.clone();
         if events
@@ -145,17 +199,30 @@ impl Coordinator for FleetService {
             let reason = loop {
                 match inbound.message().await {
                     Ok(Some(msg)) => {
+                        let msg = escape_message(msg);
                         if events.send(Inbound::Message { conn, msg }).await.is_err() {
                             break "the coordinator stopped listening".to_string();
                         }
                     }
                     Ok(None) => break "the worker closed its stream".to_string(),
-                    Err(s) => break format!("stream error: {}", s.message()),
+                    Err(s) => break format!("stream error: {}", wire_text(s.message())),
                 }
             };
             let _ = events.send(Inbound::Left { conn, reason }).await;
         });
         Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+impl FleetService {
+    /// Log a refusal (one line) and tell the fleet, never waiting for it:
+    /// a stranger must not hold its stream open by flooding a busy fleet.
+    /// `host` is what its hello said, if it said one.
+    fn refused(&self, peer: Option<SocketAddr>, host: Option<&str>, reason: String) {
+        let host = host.map_or_else(|| "-".to_string(), wire_text);
+        let from = peer.map_or_else(|| "-".to_string(), |p| p.to_string());
+        tracing::warn!(peer = %from, %host, %reason, "refused a worker");
+        let _ = self.events.try_send(Inbound::Refused { peer, reason });
     }
 }
 

@@ -217,6 +217,51 @@ fn msg(body: WBody) -> v1::WorkerMessage {
     v1::WorkerMessage { body: Some(body) }
 }
 
+/// Dial the coordinator and attach with `hello`; again, after a pause, when
+/// the connection is turned away before the hello is read (the coordinator
+/// holds at most [`super::connections::UNAUTHENTICATED_MAX`] connections
+/// that have not proved the token, and a fleet of simulated workers joins
+/// all at once), as a real worker does, for up to a minute.
+async fn attach(
+    url: &str,
+    hello: v1::Hello,
+) -> anyhow::Result<(
+    mpsc::Sender<v1::WorkerMessage>,
+    tonic::Streaming<v1::CoordinatorMessage>,
+)> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut pause = Duration::from_millis(20);
+    loop {
+        let attempt = async {
+            let channel = tonic::transport::Endpoint::from_shared(url.to_string())?
+                .tcp_nodelay(true)
+                .connect()
+                .await
+                .context("dialling the coordinator")?;
+            let mut client = CoordinatorClient::new(channel)
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES);
+            let (tx, rx) = mpsc::channel::<v1::WorkerMessage>(64);
+            tx.send(msg(WBody::Hello(hello.clone()))).await?;
+            let inbound = client
+                .attach(ReceiverStream::new(rx))
+                .await
+                .map_err(|s| anyhow::anyhow!("attach refused: {}", s.message()))?
+                .into_inner();
+            anyhow::Ok((tx, inbound))
+        };
+        match attempt.await {
+            Ok(attached) => return Ok(attached),
+            Err(e) if tokio::time::Instant::now() + pause < deadline => {
+                tracing::debug!(error = %e, "attaching again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// One simulated worker, from hello to the end of the run.
 async fn one(
     url: &str,
@@ -226,15 +271,6 @@ async fn one(
     samples: &Arc<SampleReports>,
     started: StartSignal,
 ) -> anyhow::Result<Sent> {
-    let channel = tonic::transport::Endpoint::from_shared(url.to_string())?
-        .tcp_nodelay(true)
-        .connect()
-        .await
-        .context("dialling the coordinator")?;
-    let mut client = CoordinatorClient::new(channel)
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let (tx, rx) = mpsc::channel::<v1::WorkerMessage>(64);
     let hello = v1::Hello {
         version: VERSION.to_string(),
         requested_index: Some(index),
@@ -243,12 +279,7 @@ async fn one(
         auth_token: token.to_string(),
         pid: std::process::id(),
     };
-    tx.send(msg(WBody::Hello(hello))).await?;
-    let mut inbound = client
-        .attach(ReceiverStream::new(rx))
-        .await
-        .map_err(|s| anyhow::anyhow!("attach refused: {}", s.message()))?
-        .into_inner();
+    let (tx, mut inbound) = attach(url, hello).await?;
     let mut reporter: Option<tokio::task::JoinHandle<anyhow::Result<Sent>>> = None;
     loop {
         let m = match inbound.message().await {

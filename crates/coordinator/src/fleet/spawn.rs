@@ -54,8 +54,14 @@ fn spawn_process(
         .arg("--index")
         .arg(index.to_string());
     if let Some(tls) = &options.tls {
-        // local workers trust the server's own certificate
-        cmd.arg("--tls-ca").arg(&tls.cert_path);
+        let trust = tls
+            .local
+            .as_ref()
+            .context("TLS for local workers was not settled")?;
+        cmd.arg("--tls-ca").arg(&trust.ca_path);
+        if let Some(domain) = &trust.domain {
+            cmd.arg("--tls-domain").arg(domain);
+        }
     }
     cmd.env(TOKEN_ENV, &options.token)
         // a process group of its own: a Ctrl-C in the terminal (SIGINT to

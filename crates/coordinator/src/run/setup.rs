@@ -2,7 +2,7 @@
 //! command line describes, how many workers and where, the shared token and
 //! TLS, the tokenizer and live metrics; then the fleet itself, joined.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 use cicada_scenarios::Scenario;
@@ -11,6 +11,7 @@ use rand::Rng;
 
 use crate::cli::RunArgs;
 use crate::error::RunError;
+use crate::fleet::tls::TlsFiles;
 use crate::fleet::{Fleet, FleetOptions, LocalWorkers, ServerTls, TOKEN_ENV};
 use crate::live::LiveMetrics;
 use crate::signals::Signals;
@@ -58,7 +59,7 @@ pub(super) async fn prepare(args: &RunArgs) -> Result<Setup, RunError> {
     check_streams_per_worker(&scenario, workers)?;
     let remote = workers > local_workers;
     let token = worker_token(args, remote)?;
-    let tls = server_tls(args)?;
+    let tls = server_tls(args, local_workers > 0)?;
     let tokenizer = match &scenario.tokenizer {
         Some(spec) => {
             Some(Tokenizer::load(&spec.source).map_err(|e| RunError::BadInput(e.to_string()))?)
@@ -194,20 +195,22 @@ fn worker_token(args: &RunArgs, remote: bool) -> Result<String, RunError> {
     }
 }
 
-/// TLS for the worker port from the `--tls-*` files.
-fn server_tls(args: &RunArgs) -> Result<Option<ServerTls>, RunError> {
+/// TLS for the worker port from the `--tls-*` files; with `local` workers,
+/// checked as they will check it.
+fn server_tls(args: &RunArgs, local: bool) -> Result<Option<ServerTls>, RunError> {
     let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
         return Ok(None);
     };
-    let read = |p: &Path| {
-        std::fs::read_to_string(p).map_err(|e| RunError::BadInput(format!("{}: {e}", p.display())))
+    let files = TlsFiles {
+        cert,
+        key,
+        client_ca: args.tls_client_ca.as_deref(),
+        ca: args.tls_ca.as_deref(),
     };
-    Ok(Some(ServerTls {
-        cert_pem: read(cert)?,
-        key_pem: read(key)?,
-        client_ca_pem: args.tls_client_ca.as_deref().map(read).transpose()?,
-        cert_path: cert.clone(),
-    }))
+    let dial = local.then(|| crate::fleet::local_dial(args.listen).ip());
+    ServerTls::load(files, dial)
+        .map(Some)
+        .map_err(|e| RunError::BadInput(e.to_string()))
 }
 
 /// Most concurrent streams one worker is given: each is a connection and a
