@@ -588,4 +588,54 @@ mod tests {
             assert!(matches!(t.await, Ok(Ok(()))));
         }
     }
+
+    /// The run loop never waits on one worker: a member that stops reading
+    /// fills its outbox, and the next send lets go of it at once instead of
+    /// waiting (before, `send` awaited room in the outbox, stalling every
+    /// worker's heartbeats and admissions behind it).
+    #[tokio::test]
+    async fn a_member_that_stops_reading_is_let_go_without_waiting() {
+        cicada_client::tls::install_crypto_provider();
+        let options = FleetOptions {
+            local_workers: 0,
+            expect_workers: 1,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            wait_workers: Duration::from_secs(1),
+            local: LocalWorkers::InProcess,
+            token: "t".into(),
+            heartbeat_timeout: Duration::from_secs(10),
+            tls: None,
+        };
+        let mut fleet = Fleet::start(options).await.unwrap();
+        // a member whose stream nobody reads
+        let (outbox, _unread) = mpsc::channel(server::OUTBOX_CAPACITY);
+        fleet.members.insert(
+            7,
+            Member {
+                host: "stuck".into(),
+                threads: 1,
+                version: cicada_proto::VERSION.into(),
+                local: None,
+                last_seen: Instant::now(),
+                conn: 70,
+                outbox: Some(outbox),
+            },
+        );
+        fleet.by_conn.insert(70, 7);
+        let sending = async {
+            for i in 0..=server::OUTBOX_CAPACITY as u64 {
+                fleet.admit_waiting(7, 0, i, 0);
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), sending)
+            .await
+            .expect("a send waited on a worker that does not read");
+        let unreadable = fleet.take_unreadable();
+        assert_eq!(unreadable.len(), 1);
+        assert_eq!(unreadable[0].0, 7);
+        assert!(unreadable[0].1.contains("stopped reading"));
+        assert!(!fleet.members()[&7].active());
+        assert_eq!(fleet.active().count(), 0);
+        fleet.shutdown().await;
+    }
 }
