@@ -306,6 +306,7 @@ mod tests {
             routing: Routing::default(),
             tls: TlsSettings::default(),
             keep_alive: true,
+            max_event_bytes: 16 << 20,
         };
         let plan = plans_for(&s, &target, &pool, None, "run1", 0, 1).remove(0);
         assert_eq!(plan.planned_requests(), 5);
