@@ -6,7 +6,8 @@ use cicada_metrics::{ContentEvent, Outcome};
 
 use crate::backend::{ApiCodec, ServerTiming, Usage};
 use crate::clock::Clock;
-use crate::http::{Client, Endpoint, Headers, Method, Request, Response};
+use crate::http::wire::WireError;
+use crate::http::{Client, Endpoint, Headers, HttpError, Method, Request, Response};
 use crate::sse::{SseEvent, SseFramer};
 
 /// Longest error body kept from a failed response.
@@ -152,7 +153,7 @@ async fn run(
     let mut resp = match c.http.send(request).await {
         Ok(r) => r,
         Err(e) => {
-            ex.fail(Outcome::Connect, e.to_string());
+            ex.fail(send_failure(&e), e.to_string());
             return;
         }
     };
@@ -208,6 +209,19 @@ async fn run(
                 return;
             }
         }
+    }
+}
+
+/// How a failed send is classed: a response head that broke HTTP or
+/// passed a limit came from a server that answered (badly); anything else
+/// is no response at all.
+fn send_failure(e: &HttpError) -> Outcome {
+    match e {
+        HttpError::HeadTooLarge(_) | HttpError::Wire(WireError::TooManyHeaders(_)) => {
+            Outcome::ResponseTooLarge
+        }
+        HttpError::Wire(_) => Outcome::BadPayload,
+        _ => Outcome::Connect,
     }
 }
 

@@ -81,6 +81,8 @@ pub enum HttpError {
     ClosedInBody,
     #[error("{0}")]
     Wire(#[from] wire::WireError),
+    #[error("the response head passed {0} bytes")]
+    HeadTooLarge(usize),
     #[error("{0}")]
     Io(String),
     #[error("no complete response within {0:?}")]
