@@ -17,11 +17,12 @@ fn frame(reads: &[&[u8]], limit: Option<usize>) -> Events {
         limit.is_none_or(|l| out.len() < l)
     };
     for read in reads {
-        if !framer.push(read, &mut on_event) {
+        // a framer without a limit never refuses
+        if framer.push(read, &mut on_event) != Ok(true) {
             return out;
         }
     }
-    framer.finish(&mut on_event);
+    let _ = framer.finish(&mut on_event);
     out
 }
 

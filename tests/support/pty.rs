@@ -6,10 +6,35 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::FromRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
+
+/// A new pseudo-terminal: its master end, and its slave end for a child's
+/// standard streams. Neither descriptor is inherited by children except as
+/// the streams given to them.
+pub fn open() -> (File, File) {
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two new file descriptors into the integers we
+    // pass; name, termios and window size may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty failed: {}", std::io::Error::last_os_error());
+    for fd in [master, slave] {
+        // SAFETY: fcntl on a descriptor we own
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    // SAFETY: both descriptors are new, open and owned by nobody else.
+    unsafe { (File::from_raw_fd(master), File::from_raw_fd(slave)) }
+}
 
 /// A child running on a pseudo-terminal, and what it printed there.
 pub struct Terminal {
@@ -23,23 +48,8 @@ impl Terminal {
     /// Run `cmd` as the session leader of a new terminal (stdin, stdout and
     /// stderr on it); its process group is the terminal's foreground group.
     pub fn spawn(mut cmd: Command) -> Terminal {
-        let (mut master, mut slave) = (0, 0);
-        // SAFETY: openpty writes two descriptors into the given ints; the
-        // name, termios and winsize arguments may be null
-        let rc = unsafe {
-            libc::openpty(
-                &mut master,
-                &mut slave,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                std::ptr::null(),
-            )
-        };
-        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-        // SAFETY: openpty just returned these descriptors, owned by nobody else
-        let (master, slave) =
-            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
-        let stdio = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup of the terminal"));
+        let (master, slave) = open();
+        let stdio = |fd: &File| Stdio::from(fd.try_clone().expect("dup of the terminal"));
         cmd.stdin(stdio(&slave))
             .stdout(stdio(&slave))
             .stderr(stdio(&slave));
@@ -53,8 +63,10 @@ impl Terminal {
             });
         }
         let child = cmd.spawn().expect("starting a program on a terminal");
+        // the command keeps copies of the slave end: both must close, or
+        // reading the master never ends
         drop(slave);
-        let master = File::from(master);
+        drop(cmd);
         let output = Arc::new(Mutex::new(Vec::new()));
         let reader = {
             let (mut m, out) = (

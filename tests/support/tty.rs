@@ -2,9 +2,7 @@
 //! runs it: what it writes there when it knows a person is reading (colour,
 //! a progress bar) can be checked, beside what it writes to a pipe or file.
 
-use std::fs::File;
 use std::io::Read;
-use std::os::fd::FromRawFd;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -17,7 +15,7 @@ use crate::{Run, coord, wait_with_limit};
 /// own environment (`NO_COLOR`, `CLICOLOR`, `CLICOLOR_FORCE`) are not passed
 /// on: only `env` sets them.
 pub fn coord_run_on_tty(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
-    let (mut master, slave) = open_pty();
+    let (mut master, slave) = crate::pty::open();
     let mut cmd = Command::new(coord());
     cmd.args(args)
         .stdout(Stdio::piped())
@@ -44,28 +42,4 @@ pub fn coord_run_on_tty(args: &[&str], env: &[(&str, &str)], limit: Duration) ->
     let shown = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_default();
     run.stderr = String::from_utf8_lossy(&shown).replace("\r\n", "\n");
     run
-}
-
-/// A pseudo-terminal: its master end, and its slave end for a child's stderr.
-fn open_pty() -> (File, File) {
-    let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty writes two new file descriptors into the integers we
-    // pass; name, termios and window size may be null.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "openpty failed: {}", std::io::Error::last_os_error());
-    for fd in [master, slave] {
-        // SAFETY: fcntl on a descriptor we own; children get the slave end
-        // only as their stderr, never these copies
-        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-    }
-    // SAFETY: both descriptors are new, open and owned by nobody else.
-    unsafe { (File::from_raw_fd(master), File::from_raw_fd(slave)) }
 }

@@ -2,12 +2,14 @@
 
 use std::time::Duration;
 
-use cicada_metrics::{ContentEvent, Outcome};
+use cicada_metrics::{EventLog, Outcome};
+use cicada_scenarios::units::ByteSize;
 
 use crate::backend::{ApiCodec, ServerTiming, Usage};
 use crate::clock::Clock;
-use crate::http::{Client, Endpoint, Headers, Method, Request, Response};
-use crate::sse::{SseEvent, SseFramer};
+use crate::http::wire::WireError;
+use crate::http::{Client, Endpoint, Headers, HttpError, Method, Request, Response};
+use crate::sse::{SseEvent, SseFramer, TooLarge};
 
 /// Longest error body kept from a failed response.
 const MAX_ERROR_BODY: usize = 2048;
@@ -17,8 +19,8 @@ const MAX_ERROR_BODY: usize = 2048;
 pub struct Exchange {
     /// How it ended (None = ok so far; decided by `finish`).
     pub failure: Option<(Outcome, String)>,
-    /// Content events in arrival order.
-    pub events: Vec<ContentEvent>,
+    /// Content events in arrival order, in bounded memory.
+    pub events: EventLog,
     /// The last usage the server reported.
     pub usage: Usage,
     /// Per-event token counts came from continuous usage.
@@ -152,7 +154,7 @@ async fn run(
     let mut resp = match c.http.send(request).await {
         Ok(r) => r,
         Err(e) => {
-            ex.fail(Outcome::Connect, e.to_string());
+            ex.fail(send_failure(&e), e.to_string());
             return;
         }
     };
@@ -178,25 +180,31 @@ async fn run(
         );
         return;
     }
+    let limit = c.http.max_event();
     if !codec.streams() {
-        return read_whole(resp, codec, clock, ex).await;
+        return read_whole(resp, codec, clock, limit, ex).await;
     }
-    let mut framer = SseFramer::new();
-    let mut last_completion: u64 = 0;
+    let mut framer = SseFramer::with_limit(limit);
+    let mut state = StreamState {
+        last_completion: 0,
+        max_text: limit,
+    };
     loop {
         match resp.chunk().await {
             Ok(Some((bytes, at))) => {
                 let now = clock.us(at);
-                let go_on = framer.push(bytes, &mut |e| {
-                    on_event(e, now, codec, ex, &mut last_completion)
-                });
-                if !go_on {
-                    return;
+                match framer.push(bytes, &mut |e| on_event(e, now, codec, ex, &mut state)) {
+                    Ok(true) => {}
+                    Ok(false) => return,
+                    Err(e) => return ex.fail(Outcome::ResponseTooLarge, sse_over(e)),
                 }
             }
             Ok(None) => {
                 let now = clock.now_us();
-                framer.finish(&mut |e| on_event(e, now, codec, ex, &mut last_completion));
+                let finished = framer.finish(&mut |e| on_event(e, now, codec, ex, &mut state));
+                if let Err(e) = finished {
+                    return ex.fail(Outcome::ResponseTooLarge, sse_over(e));
+                }
                 if codec.ends_on_close() {
                     // no end marker in this API: a complete body is the end
                     ex.completed = true;
@@ -211,14 +219,49 @@ async fn run(
     }
 }
 
+/// How a failed send is classed: a response head that broke HTTP or
+/// passed a limit came from a server that answered (badly); anything else
+/// is no response at all.
+fn send_failure(e: &HttpError) -> Outcome {
+    match e {
+        HttpError::HeadTooLarge(_) | HttpError::Wire(WireError::TooManyHeaders(_)) => {
+            Outcome::ResponseTooLarge
+        }
+        HttpError::Wire(_) => Outcome::BadPayload,
+        _ => Outcome::Connect,
+    }
+}
+
+/// The error text of a `response_too_large`: what passed the limit.
+fn over(what: &str, limit: usize) -> String {
+    format!(
+        "{what} passed {} (target.max_event_size)",
+        ByteSize(limit as u64)
+    )
+}
+
+/// [`over`] for what the SSE framer refused.
+fn sse_over(e: TooLarge) -> String {
+    over(&format!("an SSE {}", e.what), e.limit)
+}
+
+/// What one stream's events carry over from one to the next.
+struct StreamState {
+    /// The server's running count of output tokens, by the latest usage.
+    last_completion: u64,
+    /// Longest generated text kept.
+    max_text: usize,
+}
+
 /// Handle one SSE event; returns false to stop reading.
 fn on_event(
     e: SseEvent<'_>,
     now_us: u64,
     codec: &ApiCodec,
     ex: &mut Exchange,
-    last_completion: &mut u64,
+    state: &mut StreamState,
 ) -> bool {
+    let last_completion = &mut state.last_completion;
     if e.event == b"error" {
         ex.fail(
             Outcome::ServerErrorEvent,
@@ -252,11 +295,15 @@ fn on_event(
         ex.usage = merge_usage(ex.usage, u);
     }
     if let Some(content) = &info.content {
-        ex.events.push(ContentEvent {
-            at_us: now_us,
-            tokens,
-        });
+        ex.events.push(now_us, tokens);
         if let Some(text) = &mut ex.text {
+            if text.len() + content.len() > state.max_text {
+                ex.fail(
+                    Outcome::ResponseTooLarge,
+                    over("the generated text kept", state.max_text),
+                );
+                return false;
+            }
             text.push_str(content);
         }
     }
@@ -274,10 +321,19 @@ fn merge_usage(old: Usage, new: Usage) -> Usage {
     }
 }
 
-async fn read_whole(mut resp: Response, codec: &ApiCodec, clock: &Clock, ex: &mut Exchange) {
+async fn read_whole(
+    mut resp: Response,
+    codec: &ApiCodec,
+    clock: &Clock,
+    limit: usize,
+    ex: &mut Exchange,
+) {
     let mut body = Vec::new();
     loop {
         match resp.chunk().await {
+            Ok(Some((piece, _))) if body.len() + piece.len() > limit => {
+                return ex.fail(Outcome::ResponseTooLarge, over("the response body", limit));
+            }
             Ok(Some((piece, _))) => body.extend_from_slice(piece),
             Ok(None) => break,
             Err(e) => {
@@ -307,7 +363,7 @@ async fn read_whole(mut resp: Response, codec: &ApiCodec, clock: &Clock, ex: &mu
                     .completion_tokens
                     .unwrap_or(1)
                     .min(u64::from(u32::MAX)) as u32;
-                ex.events.push(ContentEvent { at_us: now, tokens });
+                ex.events.push(now, tokens);
                 ex.counted_per_event = ex.usage.completion_tokens.is_some();
             }
             ex.completed = info.done;

@@ -10,6 +10,10 @@
 //! to a read, and a final event without its blank line flushed at the end.
 //! One server quirk is kept: llama.cpp's old `error: {json}` line is an
 //! `error` event.
+//!
+//! Memory is bounded: a line, or an event's joined data, longer than the
+//! framer's limit stops it with [`TooLarge`] instead of growing a buffer for
+//! as long as a server cares to send.
 
 /// One dispatched event: its type (`event:` field, empty if none) and data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,8 +22,18 @@ pub struct SseEvent<'a> {
     pub data: &'a [u8],
 }
 
+/// A line or an event passed the framer's limit; nothing more is parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("an SSE {what} passed {limit} bytes")]
+pub struct TooLarge {
+    /// `line` or `event`.
+    pub what: &'static str,
+    /// The limit, in bytes.
+    pub limit: usize,
+}
+
 /// Incremental SSE parser.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SseFramer {
     /// Bytes of an incomplete line carried over from the previous read.
     line: Vec<u8>,
@@ -28,24 +42,45 @@ pub struct SseFramer {
     has_data: bool,
     /// The previous read ended in `\r`: a leading `\n` now belongs to it.
     after_cr: bool,
+    /// Longest line, and longest joined event data, accepted.
+    limit: usize,
+}
+
+impl Default for SseFramer {
+    fn default() -> Self {
+        Self::with_limit(usize::MAX)
+    }
 }
 
 impl SseFramer {
-    /// A framer with empty buffers.
+    /// A framer with empty buffers and no limit.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// A framer that refuses a line or an event's data over `limit` bytes.
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            line: Vec::new(),
+            data: Vec::new(),
+            event: Vec::new(),
+            has_data: false,
+            after_cr: false,
+            limit,
+        }
+    }
+
     /// Feed one read; `on_event` is called for every complete event. If it
-    /// returns `false`, parsing stops and the rest of the read is dropped.
+    /// returns `false`, parsing stops and the rest of the read is dropped
+    /// (`Ok(false)`). A line or event over the limit stops it too, with the error.
     pub fn push(
         &mut self,
         mut chunk: &[u8],
         on_event: &mut impl FnMut(SseEvent<'_>) -> bool,
-    ) -> bool {
+    ) -> Result<bool, TooLarge> {
         if chunk.is_empty() {
             // an empty read says nothing, not even whether a `\n` follows a `\r`
-            return true;
+            return Ok(true);
         }
         if self.after_cr {
             self.after_cr = false;
@@ -63,46 +98,62 @@ impl SseFramer {
                     self.after_cr = true;
                 }
             }
+            self.check_line(line_part.len())?;
             let keep_going = if self.line.is_empty() {
-                self.process_line(line_part, on_event)
+                self.process_line(line_part, on_event)?
             } else {
                 let mut line = std::mem::take(&mut self.line);
                 line.extend_from_slice(line_part);
                 let r = self.process_line(&line, on_event);
                 line.clear();
                 self.line = line;
-                r
+                r?
             };
             if !keep_going {
-                return false;
+                return Ok(false);
             }
             chunk = rest;
         }
+        self.check_line(chunk.len())?;
         self.line.extend_from_slice(chunk);
-        true
+        Ok(true)
+    }
+
+    /// The line carried over, with `more` bytes added, stays within the limit.
+    fn check_line(&self, more: usize) -> Result<(), TooLarge> {
+        if self.line.len().saturating_add(more) > self.limit {
+            return Err(TooLarge {
+                what: "line",
+                limit: self.limit,
+            });
+        }
+        Ok(())
     }
 
     /// End of stream: dispatch a final event that lacked its blank line.
-    pub fn finish(&mut self, on_event: &mut impl FnMut(SseEvent<'_>) -> bool) -> bool {
+    pub fn finish(
+        &mut self,
+        on_event: &mut impl FnMut(SseEvent<'_>) -> bool,
+    ) -> Result<bool, TooLarge> {
         if !self.line.is_empty() {
             let line = std::mem::take(&mut self.line);
-            if !self.process_line(&line, on_event) {
-                return false;
+            if !self.process_line(&line, on_event)? {
+                return Ok(false);
             }
         }
-        self.dispatch(on_event)
+        Ok(self.dispatch(on_event))
     }
 
     fn process_line(
         &mut self,
         line: &[u8],
         on_event: &mut impl FnMut(SseEvent<'_>) -> bool,
-    ) -> bool {
+    ) -> Result<bool, TooLarge> {
         if line.is_empty() {
-            return self.dispatch(on_event);
+            return Ok(self.dispatch(on_event));
         }
         if line[0] == b':' {
-            return true;
+            return Ok(true);
         }
         let (field, value) = match memchr::memchr(b':', line) {
             Some(i) => {
@@ -112,13 +163,7 @@ impl SseFramer {
             None => (line, &b""[..]),
         };
         match field {
-            b"data" => {
-                if self.has_data {
-                    self.data.push(b'\n');
-                }
-                self.data.extend_from_slice(value);
-                self.has_data = true;
-            }
+            b"data" => self.add_data(value)?,
             b"event" => {
                 self.event.clear();
                 self.event.extend_from_slice(value);
@@ -128,15 +173,28 @@ impl SseFramer {
             b"error" => {
                 self.event.clear();
                 self.event.extend_from_slice(b"error");
-                if self.has_data {
-                    self.data.push(b'\n');
-                }
-                self.data.extend_from_slice(value);
-                self.has_data = true;
+                self.add_data(value)?;
             }
             _ => {}
         }
-        true
+        Ok(true)
+    }
+
+    /// Join one `data` value to the event's data, within the limit.
+    fn add_data(&mut self, value: &[u8]) -> Result<(), TooLarge> {
+        let joined = self.data.len() + usize::from(self.has_data) + value.len();
+        if joined > self.limit {
+            return Err(TooLarge {
+                what: "event",
+                limit: self.limit,
+            });
+        }
+        if self.has_data {
+            self.data.push(b'\n');
+        }
+        self.data.extend_from_slice(value);
+        self.has_data = true;
+        Ok(())
     }
 
     fn dispatch(&mut self, on_event: &mut impl FnMut(SseEvent<'_>) -> bool) -> bool {
@@ -170,9 +228,9 @@ mod tests {
             true
         };
         for c in chunks {
-            f.push(c, &mut cb);
+            f.push(c, &mut cb).unwrap();
         }
-        f.finish(&mut cb);
+        f.finish(&mut cb).unwrap();
         out
     }
 
@@ -247,7 +305,46 @@ mod tests {
             n += 1;
             false
         });
-        assert!(!go_on);
+        assert_eq!(go_on, Ok(false));
         assert_eq!(n, 1);
+    }
+
+    /// Events up to the limit pass; a longer line (in one read or carried
+    /// across many) or longer joined data stops the framer, and its buffers
+    /// never hold more than the limit.
+    #[test]
+    fn lines_and_events_over_the_limit_are_refused() {
+        let mut seen = Vec::new();
+        let mut f = SseFramer::with_limit(16);
+        let mut cb = |e: SseEvent<'_>| {
+            seen.push(e.data.len());
+            true
+        };
+        assert_eq!(f.push(b"data: 0123456789\n\n", &mut cb), Ok(true));
+        let line = TooLarge {
+            what: "line",
+            limit: 16,
+        };
+        assert_eq!(f.push(b"data: 0123456789a\n\n", &mut cb), Err(line));
+        let mut f = SseFramer::with_limit(16);
+        let mut refused = None;
+        for _ in 0..100 {
+            if let Err(e) = f.push(b"data: 01", &mut cb) {
+                refused = Some(e);
+                break;
+            }
+            assert!(f.line.len() <= 16);
+        }
+        assert_eq!(refused, Some(line));
+        let mut f = SseFramer::with_limit(16);
+        let event = TooLarge {
+            what: "event",
+            limit: 16,
+        };
+        assert_eq!(
+            f.push(b"data: 01234567\ndata: 01234567\n\n", &mut cb),
+            Err(event)
+        );
+        assert_eq!(seen, [10]);
     }
 }

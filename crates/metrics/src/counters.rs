@@ -41,11 +41,14 @@ pub enum Counter {
     ServerInputTokens,
     /// Successful requests whose server reported its prompt token count.
     ServerInputRequests,
+    /// Successful requests whose content events far outnumbered the output
+    /// tokens the server's usage counted (see `RequestRecord::events_over_usage`).
+    EventsOverUsage,
 }
 
 impl Counter {
     /// Every counter, in storage order.
-    pub const ALL: [Counter; 16] = [
+    pub const ALL: [Counter; 17] = [
         Counter::InputTokens,
         Counter::OutputTokens,
         Counter::CachedTokens,
@@ -62,6 +65,7 @@ impl Counter {
         Counter::ClientInputTokens,
         Counter::ServerInputTokens,
         Counter::ServerInputRequests,
+        Counter::EventsOverUsage,
     ];
 
     /// Stable wire and file name.
@@ -83,6 +87,7 @@ impl Counter {
             Counter::ClientInputTokens => "client_input_tokens",
             Counter::ServerInputTokens => "server_input_tokens",
             Counter::ServerInputRequests => "server_input_requests",
+            Counter::EventsOverUsage => "events_over_usage",
         }
     }
 }

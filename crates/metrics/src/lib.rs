@@ -8,10 +8,12 @@
 mod concurrency;
 mod counters;
 mod error;
+mod event_log;
 mod histogram;
 mod metric;
 mod observe;
 mod outcome;
+mod record;
 mod scope;
 mod seconds;
 mod set;
@@ -21,10 +23,14 @@ mod summary;
 pub use concurrency::{Concurrency, SLICE_US};
 pub use counters::{Counter, Counters};
 pub use error::MetricsError;
+pub use event_log::{EXACT_EVENTS, EventLog, Stretch};
 pub use histogram::{LatencyHistogram, SIGNIFICANT_DIGITS};
 pub use metric::{Metric, Unit};
-pub use observe::{ContentEvent, RequestRecord, TokenSource};
 pub use outcome::{Outcome, OutcomeCount, Outcomes};
+pub use record::{
+    ContentEvent, EVENTS_OVER_USAGE_MIN, EVENTS_OVER_USAGE_RATIO, Events, RequestRecord,
+    TokenSource,
+};
 pub use scope::Scope;
 pub use seconds::{SecondBucket, Seconds};
 pub use set::{MetricSet, Span};

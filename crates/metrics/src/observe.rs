@@ -1,150 +1,16 @@
-use serde::{Deserialize, Serialize};
+//! The metric definitions: one finished request turned into samples and counts.
 
-use crate::{Counter, Metric, MetricSet, Outcome, Slo};
-
-/// Where a request's output token count came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TokenSource {
-    /// The server's `usage.completion_tokens` (or the backend's equivalent).
-    Usage,
-    /// The tokenizer's count of the generated text.
-    Tokenizer,
-    /// The number of content events (one token per event assumed).
-    Events,
-}
-
-impl TokenSource {
-    /// Stable name for files and the console.
-    pub fn name(self) -> &'static str {
-        match self {
-            TokenSource::Usage => "usage",
-            TokenSource::Tokenizer => "tokenizer",
-            TokenSource::Events => "events",
-        }
-    }
-}
-
-/// One content event: an SSE event (or chunk) that carried generated text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContentEvent {
-    /// Arrival time, µs since the start barrier.
-    pub at_us: u64,
-    /// Tokens this event carried (1 when unknown).
-    pub tokens: u32,
-}
-
-/// Everything the worker learned about one request, in µs since the start barrier.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RequestRecord {
-    /// Global request index in the run's schedule.
-    pub index: u64,
-    /// Target (replica) index the request went to.
-    pub target: u32,
-    /// How it ended.
-    #[serde(with = "outcome_name")]
-    pub outcome: Outcome,
-    /// Error text for failures.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Intended send time from the schedule.
-    pub scheduled_us: u64,
-    /// When the request was written.
-    pub sent_us: u64,
-    /// When the response ended (last byte, error or timeout).
-    pub ended_us: u64,
-    /// Content events in arrival order.
-    pub events: Vec<ContentEvent>,
-    /// Output tokens and where the count came from.
-    pub output_tokens: u64,
-    /// Source of `output_tokens`.
-    pub token_source: TokenSource,
-    /// Prompt tokens as the client counted them (the tokenizer's count of the
-    /// prompt, or the dataset's length): vLLM's dataset `prompt_len`.
-    pub input_tokens: u64,
-    /// Prompt tokens as the server counted them (`usage.prompt_tokens`: the
-    /// chat template and BOS included), when it said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_input_tokens: Option<u64>,
-    /// Prompt tokens the server served from cache, when it said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cached_tokens: Option<u64>,
-    /// Output tokens the request asked for, when it asked for a number.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requested_output_tokens: Option<u64>,
-    /// Usage and tokenizer counts disagreed by more than 2 %.
-    #[serde(default)]
-    pub token_count_mismatch: bool,
-    /// The response streamed; without streaming only E2EL and tokens are measured.
-    #[serde(default = "yes")]
-    pub streamed: bool,
-    /// The server had closed the reused connection the request was first
-    /// written to, and it went again on a fresh one (`sent_us` is the retry's).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub reconnects: u32,
-    /// The server's own prompt processing time, µs, when its API reports it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_prompt_us: Option<u64>,
-    /// The server's own time per generated token, µs, when its API reports it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_per_token_us: Option<u64>,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
-fn yes() -> bool {
-    true
-}
-
-mod outcome_name {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    use crate::Outcome;
-
-    pub fn serialize<S: Serializer>(o: &Outcome, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(o)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Outcome, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
+use crate::record::tpot_us;
+use crate::{Counter, EventLog, Events, Metric, MetricSet, RequestRecord, Slo};
 
 const MICROS_PER_SECOND: u64 = 1_000_000;
-
-impl RequestRecord {
-    /// Time to first token, µs (None without content).
-    pub fn ttft_us(&self) -> Option<u64> {
-        self.events
-            .first()
-            .map(|e| e.at_us.saturating_sub(self.sent_us))
-    }
-
-    /// End-to-end latency to the last content event, µs (None without content).
-    pub fn e2el_us(&self) -> Option<u64> {
-        self.events
-            .last()
-            .map(|e| e.at_us.saturating_sub(self.sent_us))
-    }
-
-    /// Time per output token after the first, µs, for two or more output tokens.
-    pub fn tpot_us(&self) -> Option<u64> {
-        let (ttft, e2el) = (self.ttft_us()?, self.e2el_us()?);
-        (self.output_tokens >= 2).then(|| {
-            (e2el.saturating_sub(ttft) as f64 / (self.output_tokens - 1) as f64).round() as u64
-        })
-    }
-}
 
 impl MetricSet {
     /// Turn one finished request into samples and counts (the metric definitions live here).
     ///
     /// Every request counts towards its outcome class and schedule lag; only
     /// successful requests enter latency histograms and token counters.
-    pub fn observe(&mut self, rec: &RequestRecord, slo: &Slo) {
+    pub fn observe<E: Events>(&mut self, rec: &RequestRecord<E>, slo: &Slo) {
         self.count_outcome(rec.outcome, rec.error.as_deref());
         self.counters
             .add(Counter::Reconnects, u64::from(rec.reconnects));
@@ -155,21 +21,22 @@ impl MetricSet {
         if !rec.outcome.is_ok() {
             return;
         }
-        let (Some(first), Some(last)) = (rec.events.first(), rec.events.last()) else {
+        let log = rec.events.log();
+        let (Some(first), Some(last_at)) = (log.first(), log.last_at()) else {
             return;
         };
         let ttft = first.at_us.saturating_sub(rec.sent_us);
-        let e2el = last.at_us.saturating_sub(rec.sent_us);
+        let e2el = last_at.saturating_sub(rec.sent_us);
         self.histogram_mut(Metric::E2el).record(e2el);
         self.histogram_mut(Metric::E2elCo)
-            .record(last.at_us.saturating_sub(rec.scheduled_us));
+            .record(last_at.saturating_sub(rec.scheduled_us));
         if rec.streamed {
             self.histogram_mut(Metric::Ttft).record(ttft);
             self.histogram_mut(Metric::TtftCo)
                 .record(first.at_us.saturating_sub(rec.scheduled_us));
         }
 
-        let tpot = rec.tpot_us().filter(|_| rec.streamed);
+        let tpot = tpot_us(&log, rec.sent_us, rec.output_tokens).filter(|_| rec.streamed);
         if let Some(tpot) = tpot {
             self.histogram_mut(Metric::Tpot).record(tpot);
             if tpot > 0 {
@@ -178,52 +45,86 @@ impl MetricSet {
                     .record((1e9 / tpot as f64).round() as u64);
             }
         }
-        self.observe_server_timing(rec, ttft);
+        self.observe_server_timing(
+            rec.server_prompt_us,
+            rec.server_per_token_us,
+            rec.streamed,
+            ttft,
+        );
         if rec.output_tokens > 0 {
             self.histogram_mut(Metric::TokenLatency)
                 .record((e2el as f64 / rec.output_tokens as f64).round() as u64);
         }
-
-        let mut max_itl: Option<u64> = None;
-        let mut event_tokens: u64 = 0;
-        let gaps = if rec.streamed {
-            rec.events.windows(2)
+        let max_itl = if rec.streamed {
+            self.observe_gaps(&log)
         } else {
-            [].windows(2)
+            None
         };
-        for pair in gaps {
-            let gap = pair[1].at_us.saturating_sub(pair[0].at_us);
-            let n = u64::from(pair[1].tokens.max(1));
-            self.histogram_mut(Metric::Icl).record(gap);
+        self.observe_seconds(&log, rec);
+        self.observe_counts(rec, log.len());
+        if slo.is_set() && slo.met(if rec.streamed { ttft } else { e2el }, tpot, e2el, max_itl) {
+            self.counters.add(Counter::Goodput, 1);
+        }
+    }
+
+    /// ICL and ITL from the gaps between content events; returns the
+    /// largest per-token ITL. An entry standing for several events (a log
+    /// past its exact length) spreads its gap evenly over them.
+    fn observe_gaps(&mut self, log: &EventLog) -> Option<u64> {
+        let mut max_itl: Option<u64> = None;
+        let mut prev_at = log.first()?.at_us;
+        for s in log.stretches() {
+            let gap = s.at_us.saturating_sub(prev_at);
+            prev_at = s.at_us;
+            if s.events <= 1 {
+                self.histogram_mut(Metric::Icl).record(gap);
+            } else {
+                let n = u64::from(s.events);
+                self.histogram_mut(Metric::Icl)
+                    .record_n((gap as f64 / n as f64).round() as u64, n);
+            }
+            let n = u64::from(s.weight.max(1));
             let per_token = (gap as f64 / n as f64).round() as u64;
             self.histogram_mut(Metric::Itl).record_n(per_token, n);
             max_itl = Some(max_itl.map_or(per_token, |m| m.max(per_token)));
         }
-        for e in &rec.events {
-            event_tokens += u64::from(e.tokens);
+        max_itl
+    }
+
+    /// Output tokens by the second they arrived in, completions, and
+    /// vLLM's per-second activity.
+    fn observe_seconds<E>(&mut self, log: &EventLog, rec: &RequestRecord<E>) {
+        let (Some(first), Some(last_at)) = (log.first(), log.last_at()) else {
+            return;
+        };
+        self.seconds
+            .bucket(first.at_us / MICROS_PER_SECOND)
+            .output_tokens += u64::from(first.tokens);
+        for s in log.stretches() {
             self.seconds
-                .bucket(e.at_us / MICROS_PER_SECOND)
-                .output_tokens += u64::from(e.tokens);
+                .bucket(s.at_us / MICROS_PER_SECOND)
+                .output_tokens += u64::from(s.tokens);
         }
         // Tokens the events did not account for (usage said more) land with the last event.
-        if rec.output_tokens > event_tokens {
+        if rec.output_tokens > log.tokens() {
             self.seconds
-                .bucket(last.at_us / MICROS_PER_SECOND)
-                .output_tokens += rec.output_tokens - event_tokens;
+                .bucket(last_at / MICROS_PER_SECOND)
+                .output_tokens += rec.output_tokens - log.tokens();
         }
         self.seconds
             .bucket(rec.ended_us / MICROS_PER_SECOND)
             .completed += 1;
         // vLLM's per-second concurrency: active from the send to the end of
         // its E2EL (the last content event), in every second it touches
-        let active_until = rec.sent_us
-            + rec
-                .e2el_us()
-                .unwrap_or(rec.ended_us.saturating_sub(rec.sent_us));
+        let active_until = last_at.max(rec.sent_us);
         for second in rec.sent_us / MICROS_PER_SECOND..=active_until / MICROS_PER_SECOND {
             self.seconds.bucket(second).active_requests += 1;
         }
+    }
 
+    /// Token and request counters of a successful request with `events` content events.
+    fn observe_counts<E: Events>(&mut self, rec: &RequestRecord<E>, events: u64) {
+        let over_usage = rec.events_over_usage();
         let c = &mut self.counters;
         // vLLM's total: the server's count when it says, else the client's
         c.add(
@@ -236,7 +137,10 @@ impl MetricSet {
             c.add(Counter::ServerInputRequests, 1);
         }
         c.add(Counter::OutputTokens, rec.output_tokens);
-        c.add(Counter::ContentEvents, rec.events.len() as u64);
+        c.add(Counter::ContentEvents, events);
+        if over_usage {
+            c.add(Counter::EventsOverUsage, 1);
+        }
         c.add(
             match rec.token_source {
                 crate::TokenSource::Usage => Counter::TokensFromUsage,
@@ -257,9 +161,6 @@ impl MetricSet {
         if rec.token_count_mismatch {
             c.add(Counter::TokenCountMismatch, 1);
         }
-        if slo.is_set() && slo.met(if rec.streamed { ttft } else { e2el }, tpot, e2el, max_itl) {
-            c.add(Counter::Goodput, 1);
-        }
     }
 }
 
@@ -267,10 +168,16 @@ impl MetricSet {
     /// The server's own timing beside the client's (successful requests):
     /// TTFT minus the server's prompt time is what queueing, the network
     /// and the client added (only streamed requests have a TTFT).
-    fn observe_server_timing(&mut self, rec: &RequestRecord, ttft: u64) {
-        if let Some(prompt) = rec.server_prompt_us {
+    fn observe_server_timing(
+        &mut self,
+        prompt_us: Option<u64>,
+        per_token_us: Option<u64>,
+        streamed: bool,
+        ttft: u64,
+    ) {
+        if let Some(prompt) = prompt_us {
             self.histogram_mut(Metric::ServerPromptTime).record(prompt);
-            if rec.streamed {
+            if streamed {
                 self.histogram_mut(Metric::TtftMinusServerPrompt)
                     .record(ttft.saturating_sub(prompt));
                 if ttft < prompt {
@@ -278,7 +185,7 @@ impl MetricSet {
                 }
             }
         }
-        if let Some(per_token) = rec.server_per_token_us {
+        if let Some(per_token) = per_token_us {
             self.histogram_mut(Metric::ServerTpot).record(per_token);
         }
     }
@@ -287,6 +194,7 @@ impl MetricSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{ContentEvent, Outcome, TokenSource};
 
     /// A request sent at 1 s (scheduled at 0.9 s) with TTFT 50 ms, then events every
     /// `gap` µs carrying `per_event` tokens each.
@@ -433,8 +341,84 @@ mod tests {
 }
 
 #[cfg(test)]
+mod long_stream_tests {
+    use super::*;
+    use crate::{EVENTS_OVER_USAGE_MIN, EXACT_EVENTS, Outcome, TokenSource};
+
+    /// A record holding `events` single-token events `gap` µs apart in a log.
+    fn logged(events: u64, gap: u64, output_tokens: u64) -> RequestRecord<EventLog> {
+        let mut log = EventLog::new();
+        for k in 0..events {
+            log.push(1_000_000 + k * gap, 1);
+        }
+        RequestRecord {
+            index: 0,
+            target: 0,
+            outcome: Outcome::Ok,
+            error: None,
+            scheduled_us: 1_000_000,
+            sent_us: 1_000_000,
+            ended_us: 1_000_000 + events * gap,
+            events: log,
+            output_tokens,
+            token_source: TokenSource::Usage,
+            input_tokens: 8,
+            server_input_tokens: None,
+            cached_tokens: None,
+            requested_output_tokens: None,
+            token_count_mismatch: false,
+            streamed: true,
+            reconnects: 0,
+            server_prompt_us: None,
+            server_per_token_us: None,
+        }
+    }
+
+    /// Past the exact bound the log merges entries, yet every count, the
+    /// ends and (for evenly spaced events) every gap come out as before.
+    #[test]
+    fn a_stream_past_the_exact_bound_keeps_counts_and_means() {
+        let n = 5 * EXACT_EVENTS as u64 + 3;
+        let rec = logged(n, 10, n);
+        assert!(rec.events.merged());
+        let mut set = MetricSet::default();
+        set.observe(&rec, &Slo::default());
+        assert_eq!(set.histogram(Metric::Icl).count(), n - 1);
+        assert_eq!(set.histogram(Metric::Itl).count(), n - 1);
+        assert_eq!(set.histogram(Metric::Icl).mean(), 10.0);
+        assert_eq!(set.histogram(Metric::Itl).max(), 10);
+        assert_eq!(set.histogram(Metric::Ttft).mean(), 0.0);
+        assert_eq!(set.histogram(Metric::E2el).mean(), ((n - 1) * 10) as f64);
+        assert_eq!(set.counter(Counter::ContentEvents), n);
+        let tokens: u64 = set.seconds.iter().map(|(_, b)| b.output_tokens).sum();
+        assert_eq!(tokens, n);
+        assert_eq!(set.counter(Counter::EventsOverUsage), 0);
+    }
+
+    /// Millions of events for a usage of 8 tokens are flagged; a stream of
+    /// a few events more than tokens, or a short one, is not.
+    #[test]
+    fn events_far_beyond_the_usage_count_are_flagged() {
+        let mut set = MetricSet::default();
+        let flood = logged(EVENTS_OVER_USAGE_MIN + 1, 10, 8);
+        assert!(flood.events_over_usage());
+        set.observe(&flood, &Slo::default());
+        assert_eq!(set.counter(Counter::EventsOverUsage), 1);
+        assert!(!logged(EVENTS_OVER_USAGE_MIN, 10, 8).events_over_usage());
+        assert!(!logged(4_000, 10, 1_000).events_over_usage());
+        let mut by_events = logged(4_000, 10, 8);
+        by_events.token_source = TokenSource::Events;
+        assert!(
+            !by_events.events_over_usage(),
+            "no usage count to compare with"
+        );
+    }
+}
+
+#[cfg(test)]
 mod non_streaming_tests {
     use super::*;
+    use crate::{ContentEvent, Outcome, TokenSource};
 
     #[test]
     fn non_streamed_requests_record_only_e2el_and_tokens() {

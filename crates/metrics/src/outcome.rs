@@ -19,8 +19,12 @@ pub enum Outcome {
     StreamTruncated,
     /// The server sent an in-band error event, even inside a 200 stream.
     ServerErrorEvent,
-    /// The response could not be parsed as the backend's format.
+    /// The response could not be parsed as the backend's format (or, for
+    /// its head, as HTTP).
     BadPayload,
+    /// The server answered beyond a size cicada holds to keep its memory
+    /// bounded: a response head, an SSE line or event, a body, or the text kept.
+    ResponseTooLarge,
     /// The request completed but carried no content.
     Empty,
     /// The run stopped while the request was in flight.
@@ -47,6 +51,7 @@ impl fmt::Display for Outcome {
             Outcome::StreamTruncated => f.write_str("stream_truncated"),
             Outcome::ServerErrorEvent => f.write_str("server_error_event"),
             Outcome::BadPayload => f.write_str("bad_payload"),
+            Outcome::ResponseTooLarge => f.write_str("response_too_large"),
             Outcome::Empty => f.write_str("empty"),
             Outcome::Cancelled => f.write_str("cancelled"),
             Outcome::ClientFault => f.write_str("client_fault"),
@@ -65,6 +70,7 @@ impl FromStr for Outcome {
             "stream_truncated" => Outcome::StreamTruncated,
             "server_error_event" => Outcome::ServerErrorEvent,
             "bad_payload" => Outcome::BadPayload,
+            "response_too_large" => Outcome::ResponseTooLarge,
             "empty" => Outcome::Empty,
             "cancelled" => Outcome::Cancelled,
             "client_fault" => Outcome::ClientFault,
@@ -184,6 +190,7 @@ mod tests {
             Outcome::StreamTruncated,
             Outcome::ServerErrorEvent,
             Outcome::BadPayload,
+            Outcome::ResponseTooLarge,
             Outcome::Empty,
             Outcome::Cancelled,
             Outcome::ClientFault,

@@ -218,7 +218,7 @@ mod tests {
                             at_us: i * 1000 + 50_000 + k * 10_000,
                             tokens: 2,
                         })
-                        .collect(),
+                        .collect::<Vec<_>>(),
                     output_tokens: 10,
                     token_source: TokenSource::Usage,
                     input_tokens: 30,

@@ -124,10 +124,17 @@ pub struct ResolvedTarget {
     /// Reuse connections (HTTP keep-alive); off opens a fresh connection per request.
     #[serde(default = "yes")]
     pub keep_alive: bool,
+    /// `target.max_event_size` in bytes: the most held of one response at once.
+    #[serde(default = "default_max_event_bytes")]
+    pub max_event_bytes: u64,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn default_max_event_bytes() -> u64 {
+    crate::scenario::DEFAULT_MAX_EVENT_SIZE.get()
 }
 
 /// Sampling parameters with defaults applied.

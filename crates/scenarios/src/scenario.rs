@@ -13,7 +13,7 @@ pub use crate::dataset_spec::{
 pub use crate::mock::{MockApi, MockFaults, MockSettings};
 use crate::plan::Routing;
 use crate::shape::{Cooldown, Ramp, StageSpec, Sweep, ThinkTime, Warmup};
-use crate::units::{Rate, Span};
+use crate::units::{ByteSize, Rate, Span};
 
 /// A whole load test: what to send, where, how fast, and what to report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -224,7 +224,19 @@ pub struct Target {
     pub keep_alive: bool,
     /// Scrape each replica's Prometheus `/metrics` before, during and after the run.
     pub server_metrics: bool,
+    /// The most cicada holds of one response at once: an SSE line or event,
+    /// a non-streamed body, the generated text it keeps. More ends the
+    /// request as `response_too_large`, so a server cannot exhaust memory.
+    pub max_event_size: ByteSize,
 }
+
+/// Default of `target.max_event_size`: far above any real event (a
+/// 128k-token answer with logprobs is a few MiB), far below a worker's memory.
+pub const DEFAULT_MAX_EVENT_SIZE: ByteSize = ByteSize::mib(16);
+/// Smallest `target.max_event_size` accepted: a real event must fit.
+pub const MIN_MAX_EVENT_SIZE: ByteSize = ByteSize(1 << 10);
+/// Largest `target.max_event_size` accepted.
+pub const MAX_MAX_EVENT_SIZE: ByteSize = ByteSize(4 << 30);
 
 impl Default for Target {
     fn default() -> Self {
@@ -244,6 +256,7 @@ impl Default for Target {
             tls_insecure: false,
             keep_alive: true,
             server_metrics: true,
+            max_event_size: DEFAULT_MAX_EVENT_SIZE,
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Value checks beyond types: ranges, required keys, combinations.
 
-use crate::scenario::{Backend, Dataset, DatasetKind, Scenario};
+use crate::scenario::{
+    Backend, Dataset, DatasetKind, MAX_MAX_EVENT_SIZE, MIN_MAX_EVENT_SIZE, Scenario,
+};
 use crate::units::Rate;
 
 const KNOWN_PERCENTILE_METRICS: [&str; 9] = [
@@ -90,6 +92,15 @@ fn target_problems(s: &Scenario) -> Vec<(String, String)> {
     }
     if t.timeout.get().is_zero() {
         bad("target.timeout", "must be greater than zero".into());
+    }
+    if !(MIN_MAX_EVENT_SIZE..=MAX_MAX_EVENT_SIZE).contains(&t.max_event_size) {
+        bad(
+            "target.max_event_size",
+            format!(
+                "must be from {MIN_MAX_EVENT_SIZE} to {MAX_MAX_EVENT_SIZE}, got {}",
+                t.max_event_size
+            ),
+        );
     }
     if t.tls_ca.is_some() && t.tls_insecure {
         bad(

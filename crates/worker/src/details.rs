@@ -2,7 +2,7 @@
 //! request, buffered per interval and shipped in the report's `details_jsonl`,
 //! so neither side ever holds a whole run's records.
 
-use cicada_metrics::{RequestRecord, Scope};
+use cicada_metrics::{EXACT_EVENTS, Events, RequestRecord, Scope};
 use serde::Serialize;
 
 /// Where the records of this worker come from.
@@ -14,12 +14,17 @@ pub struct DetailContext {
     pub worker: u32,
 }
 
+/// Entries a line's `events` holds at most: the first event and the event
+/// log's [`EXACT_EVENTS`] entries after it.
+pub const EVENTS_CAP: u64 = EXACT_EVENTS as u64 + 1;
+
 /// One line of `requests.jsonl`: where the request ran, the raw record, and
 /// its derived latencies in milliseconds (null where they do not apply). The
 /// file's keys predate the code's words: the sweep step is `stage`, the
-/// `[[stages]]` window `phase`.
+/// `[[stages]]` window `phase`. `events` holds at most [`EVENTS_CAP`]
+/// entries; a line whose events were merged to fit says `events_cap`.
 #[derive(Serialize)]
-struct Line<'a> {
+struct Line<'a, E> {
     #[serde(rename = "stage")]
     step: u32,
     worker: u32,
@@ -27,7 +32,10 @@ struct Line<'a> {
     stage: u32,
     warmup: bool,
     #[serde(flatten)]
-    record: &'a RequestRecord,
+    record: &'a RequestRecord<E>,
+    content_events: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    events_cap: Option<u64>,
     ttft_ms: Option<f64>,
     tpot_ms: Option<f64>,
     e2el_ms: Option<f64>,
@@ -38,7 +46,12 @@ fn ms(us: Option<u64>) -> Option<f64> {
 }
 
 /// Append one request's line (with its newline) to `buf`.
-pub fn append_line(buf: &mut Vec<u8>, ctx: DetailContext, scope: Scope, rec: &RequestRecord) {
+pub fn append_line<E: Events + Serialize>(
+    buf: &mut Vec<u8>,
+    ctx: DetailContext,
+    scope: Scope,
+    rec: &RequestRecord<E>,
+) {
     let ok = rec.outcome.is_ok();
     let line = Line {
         step: ctx.step,
@@ -46,6 +59,8 @@ pub fn append_line(buf: &mut Vec<u8>, ctx: DetailContext, scope: Scope, rec: &Re
         stage: scope.stage,
         warmup: scope.warmup,
         record: rec,
+        content_events: rec.events.count(),
+        events_cap: rec.events.log().merged().then_some(EVENTS_CAP),
         ttft_ms: ms(rec.ttft_us().filter(|_| ok && rec.streamed)),
         tpot_ms: ms(rec.tpot_us().filter(|_| ok && rec.streamed)),
         e2el_ms: ms(rec.e2el_us().filter(|_| ok)),
@@ -59,7 +74,7 @@ pub fn append_line(buf: &mut Vec<u8>, ctx: DetailContext, scope: Scope, rec: &Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cicada_metrics::{ContentEvent, Outcome, TokenSource};
+    use cicada_metrics::{ContentEvent, EventLog, Outcome, TokenSource};
 
     #[test]
     fn a_line_carries_the_record_and_its_latencies() {
@@ -113,8 +128,61 @@ mod tests {
         assert_eq!(v["e2el_ms"], 30.0);
         assert_eq!(v["tpot_ms"], 10.0);
         assert_eq!(v["events"][1]["tokens"], 2);
+        assert_eq!(v["content_events"], 2);
+        assert!(v.get("events_cap").is_none(), "every event is there");
         // the line reads back as the record it came from
         let back: RequestRecord = serde_json::from_value(v).unwrap();
         assert_eq!(back, rec);
+    }
+
+    /// A request with more events than a line holds gets merged entries
+    /// that say how many events each stands for, and the cap.
+    #[test]
+    fn a_line_caps_its_events_and_says_so() {
+        let n = 3 * EVENTS_CAP;
+        let mut log = EventLog::new();
+        for k in 0..n {
+            log.push(1_000 + k, 1);
+        }
+        let rec = RequestRecord {
+            index: 1,
+            target: 0,
+            outcome: Outcome::Ok,
+            error: None,
+            scheduled_us: 0,
+            sent_us: 0,
+            ended_us: 1_000 + n,
+            events: log,
+            output_tokens: n,
+            token_source: TokenSource::Events,
+            input_tokens: 1,
+            server_input_tokens: None,
+            cached_tokens: None,
+            requested_output_tokens: None,
+            token_count_mismatch: false,
+            streamed: true,
+            reconnects: 0,
+            server_prompt_us: None,
+            server_per_token_us: None,
+        };
+        let mut buf = Vec::new();
+        append_line(
+            &mut buf,
+            DetailContext { step: 0, worker: 0 },
+            Scope::default(),
+            &rec,
+        );
+        let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
+        assert_eq!(v["content_events"], n);
+        assert_eq!(v["events_cap"], EVENTS_CAP);
+        let entries = v["events"].as_array().unwrap();
+        assert!(entries.len() as u64 <= EVENTS_CAP);
+        let events: u64 = entries
+            .iter()
+            .map(|e| e["events"].as_u64().unwrap_or(1))
+            .sum();
+        let tokens: u64 = entries.iter().map(|e| e["tokens"].as_u64().unwrap()).sum();
+        assert_eq!((events, tokens), (n, n));
+        assert_eq!(entries.last().unwrap()["at_us"], 1_000 + n - 1);
     }
 }

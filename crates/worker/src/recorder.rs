@@ -4,9 +4,12 @@
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use cicada_metrics::{MetricSet, RequestRecord, Scope, Slo};
+use cicada_metrics::{
+    EVENTS_OVER_USAGE_MIN, EVENTS_OVER_USAGE_RATIO, Events, MetricSet, RequestRecord, Scope, Slo,
+};
+use serde::Serialize;
 
 use crate::details::{DetailContext, append_line};
 
@@ -24,6 +27,9 @@ pub struct Recorder {
     slo: Slo,
     /// Set when every request's record is kept for `requests.jsonl`.
     details: Option<DetailContext>,
+    /// A request with far more content events than its usage counted was
+    /// logged already (once per step is enough; the counter counts them all).
+    warned_events_over_usage: AtomicBool,
 }
 
 thread_local! {
@@ -46,6 +52,7 @@ impl Recorder {
             next_shard: AtomicUsize::new(0),
             slo,
             details,
+            warned_events_over_usage: AtomicBool::new(false),
         }
     }
 
@@ -61,7 +68,8 @@ impl Recorder {
     }
 
     /// Record one finished request in `scope`.
-    pub fn record(&self, scope: Scope, rec: &RequestRecord) {
+    pub fn record<E: Events + Serialize>(&self, scope: Scope, rec: &RequestRecord<E>) {
+        self.warn_events_over_usage(rec);
         let i = self.shard_index();
         let mut shard = match self.shards[i].lock() {
             Ok(g) => g,
@@ -80,6 +88,24 @@ impl Recorder {
             tracing::error!(
                 index = rec.index,
                 "cicada failed while recording a request's figures (please report this bug)"
+            );
+        }
+    }
+
+    /// Say once per step that a server sent far more content events than
+    /// its usage counted tokens: its ITL, ICL and token timing mean little.
+    fn warn_events_over_usage<E: Events>(&self, rec: &RequestRecord<E>) {
+        if rec.outcome.is_ok()
+            && rec.events_over_usage()
+            && !self.warned_events_over_usage.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(
+                index = rec.index,
+                content_events = rec.events.count(),
+                usage_output_tokens = rec.output_tokens,
+                "a request got more than {EVENTS_OVER_USAGE_RATIO} content events per output token its usage counted \
+                 (and over {EVENTS_OVER_USAGE_MIN}): the server splits its text oddly or sends what it does not count; \
+                 counted in events_over_usage (said once per step)"
             );
         }
     }
@@ -203,6 +229,52 @@ mod tests {
         );
         assert!(r.take().is_empty());
         assert!(r.take_details().is_empty(), "details are off by default");
+    }
+
+    /// A log line's bytes, kept for the test to read.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Requests with far more content events than their usage counted are
+    /// all counted, and the worker says so once per step.
+    #[test]
+    fn events_over_usage_are_counted_and_warned_once() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let r = Recorder::new(1, Slo::default());
+        let mut flood = rec();
+        flood.events = (0..2_000)
+            .map(|k| ContentEvent {
+                at_us: k,
+                tokens: 1,
+            })
+            .collect();
+        flood.output_tokens = 8;
+        flood.token_source = TokenSource::Usage;
+        tracing::subscriber::with_default(subscriber, || {
+            for _ in 0..3 {
+                r.record(Scope::default(), &flood);
+            }
+            r.record(Scope::default(), &rec());
+        });
+        let set = &r.take()[&Scope::default()];
+        assert_eq!(set.counter(cicada_metrics::Counter::EventsOverUsage), 3);
+        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(log.matches("events_over_usage").count(), 1, "{log}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::{HttpError, ResponsePhase};
 /// First size of a connection's read buffer; it grows for large bodies.
 const READ_BUF: usize = 8 * 1024;
 /// Largest response head accepted.
-const MAX_HEAD: usize = 64 * 1024;
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
 /// Buffers larger than this are shrunk back when the connection goes idle.
 const KEEP_BUF: usize = 64 * 1024;
 
@@ -115,6 +115,9 @@ impl Conn {
             } else {
                 ResponsePhase::NotStarted
             };
+            if self.len - self.pos >= MAX_HEAD {
+                return Err((phase, HttpError::HeadTooLarge(MAX_HEAD)));
+            }
             match self.fill(MAX_HEAD).await {
                 Ok(0) => {
                     return Err((phase, HttpError::ClosedBeforeResponse { partial: received }));

@@ -81,6 +81,8 @@ pub enum HttpError {
     ClosedInBody,
     #[error("{0}")]
     Wire(#[from] wire::WireError),
+    #[error("the response head passed {0} bytes")]
+    HeadTooLarge(usize),
     #[error("{0}")]
     Io(String),
     #[error("no complete response within {0:?}")]
@@ -175,9 +177,11 @@ pub fn headers(target: &ResolvedTarget, key: ApiKey) -> Result<Headers, SetupErr
     Ok(h)
 }
 
-/// A client for the target's connections.
+/// A client for the target's connections, holding at most
+/// `target.max_event_bytes` of one response at once.
 pub fn client(target: &ResolvedTarget) -> Result<Client, SetupError> {
-    Client::new(&target.tls, target.keep_alive)
+    let max_event = usize::try_from(target.max_event_bytes).unwrap_or(usize::MAX);
+    Client::with_max_event(&target.tls, target.keep_alive, max_event)
 }
 
 /// Connections to any number of origins; cheap to clone (shared pools).
@@ -188,6 +192,8 @@ pub struct Client {
 
 struct Inner {
     keep_alive: bool,
+    /// The most of one response held at once (an SSE line or event, a body).
+    max_event: usize,
     tls_settings: TlsSettings,
     tls: OnceLock<Result<Arc<TlsConnector>, String>>,
     origins: Mutex<HashMap<(bool, String, u16), Arc<Origin>>>,
@@ -207,19 +213,41 @@ pub struct Request<'a> {
 
 impl Client {
     /// A client with the target's TLS trust; `keep_alive = false` opens a
-    /// fresh connection for every request.
+    /// fresh connection for every request. Responses are read with the
+    /// default `target.max_event_size`.
     pub fn new(tls: &TlsSettings, keep_alive: bool) -> Result<Self, SetupError> {
+        let default = cicada_scenarios::scenario::DEFAULT_MAX_EVENT_SIZE.get();
+        Self::with_max_event(
+            tls,
+            keep_alive,
+            usize::try_from(default).unwrap_or(usize::MAX),
+        )
+    }
+
+    /// [`Client::new`], holding at most `max_event` bytes of one response at once.
+    pub fn with_max_event(
+        tls: &TlsSettings,
+        keep_alive: bool,
+        max_event: usize,
+    ) -> Result<Self, SetupError> {
         if let Some(pem) = &tls.ca_pem {
             crate::tls::extra_roots(pem).map_err(SetupError::BadCa)?;
         }
         Ok(Self {
             inner: Arc::new(Inner {
                 keep_alive,
+                max_event,
                 tls_settings: tls.clone(),
                 tls: OnceLock::new(),
                 origins: Mutex::new(HashMap::new()),
             }),
         })
+    }
+
+    /// The most of one response held at once: the longest SSE line or
+    /// event, non-streamed body or kept text an exchange accepts.
+    pub fn max_event(&self) -> usize {
+        self.inner.max_event
     }
 
     /// The endpoint for an absolute URL; endpoints of one origin share its

@@ -6,7 +6,7 @@
 use std::ops::Range;
 
 /// Most header lines accepted in a response head.
-const MAX_HEADERS: usize = 96;
+pub const MAX_HEADERS: usize = 96;
 
 /// Longest chunk-size line (with extensions) accepted.
 const MAX_SIZE_LINE: usize = 4096;
@@ -135,6 +135,8 @@ pub struct Head {
 pub enum WireError {
     #[error("the response head is not HTTP/1.x: {0}")]
     BadHead(String),
+    #[error("the response head has more than {0} header lines")]
+    TooManyHeaders(usize),
     #[error("the response's Content-Length is not a number: {0:?}")]
     BadLength(String),
     #[error("bad chunk framing: {0}")]
@@ -151,6 +153,9 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, WireError> {
         let n = match resp.parse(&buf[skipped..]) {
             Ok(httparse::Status::Complete(n)) => n,
             Ok(httparse::Status::Partial) => return Ok(None),
+            Err(httparse::Error::TooManyHeaders) => {
+                return Err(WireError::TooManyHeaders(MAX_HEADERS));
+            }
             Err(e) => return Err(WireError::BadHead(e.to_string())),
         };
         let status = resp.code.unwrap_or(0);
@@ -416,7 +421,17 @@ mod tests {
                 .unwrap();
         assert_eq!((old_ka.framing, old_ka.keep_alive), (Framing::Done, true));
         assert_eq!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Le"), Ok(None));
-        assert!(parse_head(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
+        assert!(matches!(
+            parse_head(b"SSH-2.0-OpenSSH\r\n\r\n"),
+            Err(WireError::BadHead(_))
+        ));
+        let many: String = (0..=MAX_HEADERS)
+            .map(|i| format!("x-{i}: {i}\r\n"))
+            .collect();
+        assert_eq!(
+            parse_head(format!("HTTP/1.1 200 OK\r\n{many}\r\n").as_bytes()),
+            Err(WireError::TooManyHeaders(MAX_HEADERS))
+        );
         assert!(matches!(
             parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n"),
             Err(WireError::BadLength(_))

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use cicada_metrics::{Counter, Metric, Summary};
+use cicada_metrics::{Counter, EVENTS_OVER_USAGE_RATIO, Metric, Summary};
 
 use super::{RunResult, percentile_word};
 use crate::server_metrics::ServerFigures;
@@ -322,6 +322,13 @@ fn warnings(out: &mut String, r: &RunResult) {
             out,
             "warning: for {} requests the server's usage and the tokenizer disagreed by more than 2 %",
             t.counter(Counter::TokenCountMismatch)
+        );
+    }
+    if t.counter(Counter::EventsOverUsage) > 0 {
+        let _ = writeln!(
+            out,
+            "warning: {} requests got more than {EVENTS_OVER_USAGE_RATIO} content events per output token the server's usage counted: ITL, ICL and token timing mean little for such a server",
+            t.counter(Counter::EventsOverUsage)
         );
     }
     for l in &r.lost {

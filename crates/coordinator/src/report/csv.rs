@@ -121,7 +121,7 @@ const FIXED: [Column; 23] = [
 ];
 
 /// cicada's own columns.
-const CICADA: [Column; 36] = [
+const CICADA: [Column; 37] = [
     ("scenario_hash", |x| x.r.scenario_hash.clone()),
     ("stage", |x| x.r.stage.to_string()),
     ("stage_name", |x| x.r.stage_name.clone()),
@@ -157,6 +157,9 @@ const CICADA: [Column; 36] = [
         x.count(Outcome::ServerErrorEvent)
     }),
     ("failed_bad_payload", |x| x.count(Outcome::BadPayload)),
+    ("failed_response_too_large", |x| {
+        x.count(Outcome::ResponseTooLarge)
+    }),
     ("failed_empty", |x| x.count(Outcome::Empty)),
     ("failed_cancelled", |x| x.count(Outcome::Cancelled)),
     ("failed_client_fault", |x| x.count(Outcome::ClientFault)),

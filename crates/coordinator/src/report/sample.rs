@@ -40,6 +40,7 @@ pub(crate) fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> Run
             routing: Default::default(),
             tls: Default::default(),
             keep_alive: true,
+            max_event_bytes: 16 << 20,
         },
         workers: 1,
         per_target: vec![total.clone()],

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use cicada_metrics::{RequestRecord, Scope};
+use cicada_metrics::{EventLog, RequestRecord, Scope};
 use cicada_scenarios::dataset::{ChatMessage, Conversation, PoolEntry, Prompt};
 use cicada_scenarios::plan::Drive;
 use cicada_scenarios::schedule::Slot;
@@ -198,7 +198,7 @@ impl Session {
         turn: usize,
         target: usize,
         scheduled_us: u64,
-    ) -> (RequestRecord, String) {
+    ) -> (RequestRecord<EventLog>, String) {
         let step = &self.step;
         let plan = &step.plan;
         let id = format!(
@@ -306,6 +306,7 @@ mod tests {
             routing: Routing::default(),
             tls: TlsSettings::default(),
             keep_alive: true,
+            max_event_bytes: 16 << 20,
         };
         let plan = plans_for(&s, &target, &pool, None, "run1", 0, 1).remove(0);
         assert_eq!(plan.planned_requests(), 5);

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use futures::FutureExt;
 
-use cicada_metrics::{RequestRecord, Scope, TokenSource};
+use cicada_metrics::{EventLog, RequestRecord, Scope, TokenSource};
 use cicada_scenarios::dataset::PoolEntry;
 use cicada_scenarios::schedule::Slot;
 use cicada_scenarios::tokenizer::Tokenizer;
@@ -132,7 +132,7 @@ pub(super) fn guarded_record(
     at: Placement,
     streamed: bool,
     counting: Counting<'_>,
-) -> RequestRecord {
+) -> RequestRecord<EventLog> {
     std::panic::catch_unwind(AssertUnwindSafe(|| {
         to_record(ex, entry, at, streamed, counting)
     }))
@@ -196,7 +196,7 @@ pub(super) fn to_record(
     at: Placement,
     streamed: bool,
     counting: Counting<'_>,
-) -> RequestRecord {
+) -> RequestRecord<EventLog> {
     let Placement {
         index,
         target,
@@ -215,10 +215,7 @@ pub(super) fn to_record(
     let (output_tokens, token_source) = match (ex.usage.completion_tokens, counted) {
         (Some(c), _) => (c, TokenSource::Usage),
         (None, Some(n)) => (n, TokenSource::Tokenizer),
-        (None, None) => (
-            events.iter().map(|e| u64::from(e.tokens)).sum(),
-            TokenSource::Events,
-        ),
+        (None, None) => (events.tokens(), TokenSource::Events),
     };
     let token_count_mismatch = match (token_source, counted) {
         (TokenSource::Usage, Some(n)) if counting.verify => {
@@ -227,7 +224,8 @@ pub(super) fn to_record(
         _ => false,
     };
     if !ex.counted_per_event && token_source != TokenSource::Events && !events.is_empty() {
-        spread_evenly(&mut events, output_tokens);
+        // with only a total known, every event is taken to carry an even share
+        events.spread_evenly(output_tokens);
     }
     RequestRecord {
         index,
@@ -252,21 +250,11 @@ pub(super) fn to_record(
     }
 }
 
-/// With only a total known, assume every event carried the same number of
-/// tokens (exact when they did, e.g. fixed-size speculative bursts).
-fn spread_evenly(events: &mut [cicada_metrics::ContentEvent], total: u64) {
-    let n = events.len() as u64;
-    let (base, extra) = (total / n, total % n);
-    for (i, e) in events.iter_mut().enumerate() {
-        e.tokens = (base + u64::from((i as u64) < extra)) as u32;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use cicada_client::backend::Usage;
-    use cicada_metrics::{ContentEvent, Outcome};
+    use cicada_metrics::Outcome;
     use cicada_scenarios::dataset::Prompt;
 
     fn entry() -> PoolEntry {
@@ -288,13 +276,12 @@ mod tests {
         }
     }
 
-    fn events(n: u64) -> Vec<ContentEvent> {
-        (0..n)
-            .map(|k| ContentEvent {
-                at_us: 100 + k * 10,
-                tokens: 1,
-            })
-            .collect()
+    fn events(n: u64) -> EventLog {
+        let mut log = EventLog::new();
+        for k in 0..n {
+            log.push(100 + k * 10, 1);
+        }
+        log
     }
 
     #[test]
@@ -314,7 +301,8 @@ mod tests {
         assert_eq!(r.outcome, Outcome::Ok);
         assert_eq!(r.output_tokens, 8);
         assert_eq!(r.token_source, TokenSource::Usage);
-        assert!(r.events.iter().all(|e| e.tokens == 2));
+        assert_eq!(r.events.first().map(|e| e.tokens), Some(2));
+        assert!(r.events.stretches().iter().all(|e| e.tokens == 2));
         assert_eq!(
             r.input_tokens, 3,
             "the client's count, vLLM's dataset prompt_len"
