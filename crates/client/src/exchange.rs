@@ -39,6 +39,8 @@ pub struct Exchange {
     pub reconnects: u32,
     /// The server's own timing of the request, when its API reports it.
     pub server: Option<ServerTiming>,
+    /// Where a redirect pointed (its `Location`), when the answer was one.
+    pub location: Option<String>,
 }
 
 impl Exchange {
@@ -170,6 +172,7 @@ async fn run(
         }
         text.truncate(MAX_ERROR_BODY);
         let text = String::from_utf8_lossy(&text).trim().to_string();
+        ex.location = resp.location.take();
         ex.fail(
             Outcome::Http(resp.status),
             if text.is_empty() {

@@ -36,13 +36,6 @@ fn provider() -> Arc<CryptoProvider> {
 
 /// A connector that offers HTTP/1.1 and trusts what `settings` say.
 pub(crate) fn connector(settings: &TlsSettings) -> Result<TlsConnector, String> {
-    client_config(settings).map(|config| TlsConnector::from(Arc::new(config)))
-}
-
-/// The client configuration behind [`connector`] (HTTP/1.1, the trust
-/// `settings` say), for a caller that needs another HTTP stack to trust
-/// exactly what cicada's connections trust.
-pub fn client_config(settings: &TlsSettings) -> Result<ClientConfig, String> {
     let provider = provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -67,7 +60,7 @@ pub fn client_config(settings: &TlsSettings) -> Result<ClientConfig, String> {
         builder.with_root_certificates(roots).with_no_client_auth()
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
+    Ok(TlsConnector::from(Arc::new(config)))
 }
 
 /// Accepts any certificate (`target.tls_insecure`), still checking that the

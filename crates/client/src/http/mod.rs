@@ -350,6 +350,7 @@ impl Client {
                     let mut resp = Response {
                         status: head.status,
                         content_type: head.content_type,
+                        location: head.location,
                         sent,
                         reconnected,
                         conn: Some(conn),
@@ -388,6 +389,7 @@ impl Client {
             Ok(Fetched {
                 status: resp.status,
                 content_type: resp.content_type.take(),
+                location: resp.location.take(),
                 body,
             })
         };
@@ -420,6 +422,8 @@ async fn exchange_head(
 pub struct Fetched {
     pub status: u16,
     pub content_type: Option<String>,
+    /// The `Location` header (a redirect's target).
+    pub location: Option<String>,
     pub body: Vec<u8>,
 }
 
@@ -440,6 +444,8 @@ impl Fetched {
 pub struct Response {
     pub status: u16,
     pub content_type: Option<String>,
+    /// The `Location` header (a redirect's target).
+    pub location: Option<String>,
     /// When the attempt that got this response began (before its connect, if
     /// it needed one): the request's send time.
     pub sent: Instant,

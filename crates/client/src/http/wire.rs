@@ -128,6 +128,8 @@ pub struct Head {
     pub keep_alive: bool,
     /// The `Content-Type` value, if any.
     pub content_type: Option<String>,
+    /// The `Location` value, if any (a redirect's target, named in errors).
+    pub location: Option<String>,
 }
 
 /// Why bytes are not an HTTP/1.x response.
@@ -168,6 +170,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, WireError> {
         let mut chunked = false;
         let mut close = !http11;
         let mut content_type = None;
+        let mut location = None;
         for h in resp.headers.iter() {
             let value = || String::from_utf8_lossy(h.value).trim().to_string();
             if h.name.eq_ignore_ascii_case("content-length") {
@@ -190,6 +193,8 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, WireError> {
                 }
             } else if h.name.eq_ignore_ascii_case("content-type") {
                 content_type = Some(value());
+            } else if h.name.eq_ignore_ascii_case("location") {
+                location = Some(value());
             }
         }
         // we never send HEAD, so only the status says a body is absent
@@ -213,6 +218,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, WireError> {
             keep_alive: !close && framing != Framing::UntilClose,
             framing,
             content_type,
+            location,
         }));
     }
 }

@@ -25,7 +25,7 @@ use cicada_scenarios::units::Span;
 use tokio::time::Instant;
 
 use super::join_url;
-use super::redirect::{self, Replay};
+use super::redirect;
 
 /// Longest pause between attempts.
 const RETRY_EVERY: Duration = Duration::from_secs(2);
@@ -33,14 +33,11 @@ const RETRY_EVERY: Duration = Duration::from_secs(2);
 const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 /// Why a request got nothing: the readiness deadline came first.
 const NO_ANSWER: &str = "no answer before the readiness deadline";
-/// Longest wait for the second look at a redirect's `Location`.
-const REPLAY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One readiness check: a client for the target and the deadline.
 pub struct Check {
     http: Client,
     headers: Headers,
-    replay: Replay,
     ready_timeout: Duration,
     deadline: Instant,
 }
@@ -58,7 +55,6 @@ impl Check {
             http: http::client(target).context("preparing the readiness check")?,
             headers: http::headers(target, ApiKey::IfSet)
                 .context("preparing the readiness check")?,
-            replay: Replay::new(target),
             ready_timeout,
             deadline: Instant::now() + ready_timeout,
         })
@@ -79,22 +75,15 @@ impl Check {
     }
 
     /// The error for a readiness request to `url` answered with redirect
-    /// `status`, naming its `Location` (`request` is sent once more to read it).
-    async fn redirected(
+    /// `status` pointing at `location`: cicada never follows one.
+    fn redirected(
         &self,
         what: &str,
+        url: &str,
         status: u16,
-        request: (Method, &str, Option<&[u8]>),
-        extra: &[(&str, &str)],
+        location: Option<&str>,
     ) -> anyhow::Error {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        let within = if self.enabled() {
-            REPLAY_TIMEOUT.min(left).max(Duration::from_millis(500))
-        } else {
-            REPLAY_TIMEOUT
-        };
-        let location = self.replay.location(request, extra, within).await;
-        anyhow!("{what}: {}", redirect::explain(request.1, status, location))
+        anyhow!("{what}: {}", redirect::explain(url, status, location))
     }
 
     /// Repeat `attempt` until it is done or the deadline passes.
@@ -158,9 +147,7 @@ impl Check {
                 None => Err(NO_ANSWER.to_string()),
                 Some(Err(e)) => Err(e.to_string()),
                 Some(Ok(r)) if redirect::is_redirect(r.status) => {
-                    return Err(self
-                        .redirected(what, r.status, (method, url, json), &[])
-                        .await);
+                    return Err(self.redirected(what, url, r.status, r.location.as_deref()));
                 }
                 Some(Ok(r)) => Ok(r),
             },
@@ -288,9 +275,7 @@ impl Check {
                 match outcome {
                     Outcome::Ok => Ok(Attempt::Done(())),
                     Outcome::Http(c) if redirect::is_redirect(c) => {
-                        let request = (Method::Post, url.as_str(), Some(body.as_slice()));
-                        let probe = [(PROBE_HEADER, "ready")];
-                        Err(self.redirected(&what, c, request, &probe).await)
+                        Err(self.redirected(&what, url, c, ex.location.as_deref()))
                     }
                     // the request itself is wrong (route, model, key): waiting will not help
                     Outcome::Http(c) if (400..500).contains(&c) && c != 408 && c != 429 => {
