@@ -225,3 +225,40 @@ fn sigterm_to_every_process_at_once_keeps_every_request() {
         &format!("{stdout}\n{stderr}"),
     );
 }
+
+/// A second `^C` stops at once, even while the first stop still waits for a
+/// worker (here one frozen with SIGSTOP, which the first stop would wait
+/// out for its grace period), and ends the local workers with coord.
+#[test]
+fn a_second_ctrl_c_exits_at_once() {
+    let _g = serial();
+    let mock = slow_mock();
+    let dir = scratch();
+    let sc = scenario(dir.path(), &mock.url);
+    let mut term = Terminal::spawn(coord_command(dir.path(), &sc));
+    wait_in_flight(&mock, 16);
+    let workers = children(term.child.id());
+    assert_eq!(workers.len(), 2, "coord's children: {workers:?}");
+    kill(workers[0], libc::SIGSTOP);
+    term.ctrl_c();
+    std::thread::sleep(Duration::from_millis(300));
+    let second = std::time::Instant::now();
+    term.ctrl_c();
+    let code = term.wait(Duration::from_secs(30));
+    let took = second.elapsed();
+    let output = term.output();
+    assert_eq!(code, 130, "{output}");
+    // the local workers went with it (their own process groups are spared
+    // the terminal's signal; coord ends them)
+    std::thread::sleep(Duration::from_millis(200));
+    for w in &workers {
+        let alive =
+            std::fs::read_to_string(format!("/proc/{w}/stat")).is_ok_and(|s| !s.contains(") Z "));
+        assert!(!alive, "worker {w} outlived a second ^C");
+    }
+    assert!(output.contains("second SIGINT: exiting now"), "{output}");
+    assert!(
+        took < Duration::from_secs(2),
+        "took {took:?} after the second ^C\n{output}"
+    );
+}

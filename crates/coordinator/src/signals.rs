@@ -1,5 +1,7 @@
 //! SIGINT / SIGTERM: the first asks the run to stop and keep its results; the
-//! second exits at once.
+//! second exits at once, taking the local workers down with it.
+
+use std::sync::Mutex;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
@@ -31,9 +33,38 @@ impl Signals {
         self.seen += 1;
         if self.seen >= 2 {
             eprintln!("coord: second {name}: exiting now without writing results");
+            kill_local_workers();
             std::process::exit(exit_code_of(name));
         }
         name
+    }
+}
+
+/// Local worker processes, by pid. They run in process groups of their own
+/// (a terminal's signal is meant for the run, which stops them itself), so a
+/// second signal, which exits at once, must end them too.
+static LOCAL_WORKERS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+fn local_workers() -> std::sync::MutexGuard<'static, Vec<u32>> {
+    LOCAL_WORKERS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Remember a local worker process to end on a second signal.
+pub fn end_with_coord(pid: u32) {
+    local_workers().push(pid);
+}
+
+/// Forget a local worker that was reaped (its pid may be reused).
+pub fn reaped(pid: u32) {
+    local_workers().retain(|p| *p != pid);
+}
+
+fn kill_local_workers() {
+    for pid in local_workers().iter() {
+        if let Ok(pid) = i32::try_from(*pid) {
+            // SAFETY: plain FFI call; the pid is our own child, not yet reaped
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
     }
 }
 

@@ -74,6 +74,11 @@ fn spawn_process(
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("cannot start the worker {}", bin.display()))
+        .inspect(|child| {
+            if let Some(pid) = child.id() {
+                crate::signals::end_with_coord(pid);
+            }
+        })
 }
 
 impl Locals {
@@ -95,9 +100,13 @@ impl Locals {
     /// Wait until `deadline` for every local worker to end, then end the rest.
     pub(super) async fn reap(&mut self, deadline: tokio::time::Instant) {
         for child in &mut self.children {
+            let pid = child.id();
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if tokio::time::timeout(left, child.wait()).await.is_err() {
                 let _ = child.kill().await;
+            }
+            if let Some(pid) = pid {
+                crate::signals::reaped(pid);
             }
         }
         for task in &mut self.tasks {
