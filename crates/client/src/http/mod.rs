@@ -20,6 +20,7 @@
 
 mod conn;
 mod endpoint;
+mod io;
 mod rx_time;
 mod stream;
 pub mod wire;

@@ -45,10 +45,21 @@ pub(crate) fn enable(fd: RawFd) -> io::Result<()> {
 
 /// `recv` into `buf`; the bytes read and, when the kernel stamped them, the
 /// instant the latest of them arrived.
+#[cfg(test)]
 pub(crate) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<Instant>)> {
+    recv_raw(fd, buf.as_mut_ptr(), buf.len())
+}
+
+/// [`recv`] into `len` bytes at `ptr`, which may be uninitialised memory
+/// (the kernel writes it; nothing reads it first).
+pub(crate) fn recv_raw(
+    fd: RawFd,
+    ptr: *mut u8,
+    len: usize,
+) -> io::Result<(usize, Option<Instant>)> {
     let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
+        iov_base: ptr.cast(),
+        iov_len: len,
     };
     // room for one timespec control message, aligned for cmsghdr
     let mut control = [0u64; 8];
@@ -58,8 +69,8 @@ pub(crate) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<Insta
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // SAFETY: recvmsg writes at most iov_len bytes into `buf` and at most
-    // msg_controllen bytes into `control`, both ours.
+    // SAFETY: recvmsg writes at most iov_len bytes at `ptr` (the caller's
+    // memory of that length) and at most msg_controllen bytes into `control`.
     let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
     if n < 0 {
         return Err(io::Error::last_os_error());

@@ -6,7 +6,7 @@
 //! handshake has completed when `connect` returns, and the request leaves at
 //! once instead of after the runtime comes back to this task (which, while
 //! hundreds of requests start together, is milliseconds later). Its reads
-//! carry the kernel's receive stamps (see `rx_time`).
+//! carry the kernel's receive stamps, under TLS too (see `io`).
 
 use std::io;
 use std::net::SocketAddr;
@@ -14,7 +14,7 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
 use socket2::{Domain, Protocol, Socket, Type};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
@@ -22,13 +22,14 @@ use tokio_rustls::client::TlsStream;
 
 use super::HttpError;
 use super::endpoint::Origin;
+use super::io::StampedTcp;
 use super::rx_time;
 
-/// Plain TCP or TLS.
+/// Plain TCP or TLS, both over a stamped socket.
 #[derive(Debug)]
 pub(crate) enum Stream {
-    Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
+    Plain(StampedTcp),
+    Tls(Box<TlsStream<StampedTcp>>),
 }
 
 /// A TCP connection, and how much of the first request went out with the connect.
@@ -92,7 +93,7 @@ impl Stream {
         let addr = origin.next_addr().await?;
         if !origin.tls {
             let opened = connect_and_send(addr, first).await?;
-            return Ok((Stream::Plain(opened.tcp), opened.written));
+            return Ok((Stream::Plain(StampedTcp::new(opened.tcp)), opened.written));
         }
         let Opened { tcp, .. } = connect_and_send(addr, &[]).await?;
         let (Some(connector), Some(name)) = (tls, origin.server_name.clone()) else {
@@ -102,7 +103,7 @@ impl Stream {
             });
         };
         let stream = connector
-            .connect(name, tcp)
+            .connect(name, StampedTcp::new(tcp))
             .await
             .map_err(|e| HttpError::Tls {
                 host: origin.host.clone(),
@@ -122,39 +123,18 @@ impl Stream {
     }
 
     /// Read into `buf`: the bytes read and the instant they arrived (the
-    /// kernel's receive stamp on plain TCP, else when the read returned).
+    /// kernel's receive stamp of the socket read that completed them, under
+    /// TLS too: rustls hands plaintext up only from the record the latest
+    /// socket read completed).
     pub async fn read(&mut self, buf: &mut [u8]) -> io::Result<(usize, Instant)> {
         match self {
-            Stream::Plain(s) => loop {
-                s.readable().await?;
-                let fd = s.as_raw_fd();
-                let mut got = None;
-                // A short read emptied the socket: answering WouldBlock from
-                // inside the same `try_io` clears the readiness event taken
-                // *before* the read, so the next read waits for the next event
-                // instead of paying a read that finds nothing (tokio's own
-                // reads do the same). Clearing from a second `try_io` would
-                // take the event current *after* the read and could forget
-                // bytes that arrived meanwhile, leaving them unread for good.
-                let r = s.try_io(Interest::READABLE, || {
-                    let (n, at) = rx_time::recv(fd, buf)?;
-                    got = Some((n, at));
-                    if n > 0 && n < buf.len() {
-                        Err(io::Error::from(io::ErrorKind::WouldBlock))
-                    } else {
-                        Ok(())
-                    }
-                });
-                match (got, r) {
-                    (Some((n, at)), _) => return Ok((n, at.unwrap_or_else(Instant::now))),
-                    (None, Err(e)) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    (None, Err(e)) => return Err(e),
-                    (None, Ok(())) => continue,
-                }
-            },
+            Stream::Plain(s) => {
+                let n = s.read(buf).await?;
+                Ok((n, s.link().latest().0))
+            }
             Stream::Tls(s) => {
                 let n = s.read(buf).await?;
-                Ok((n, Instant::now()))
+                Ok((n, s.get_ref().0.link().latest().0))
             }
         }
     }
@@ -165,8 +145,8 @@ impl Stream {
     /// may be a session ticket, so only a close counts.
     pub fn looks_open(&self) -> bool {
         let (fd, tls) = match self {
-            Stream::Plain(s) => (s.as_raw_fd(), false),
-            Stream::Tls(s) => (s.get_ref().0.as_raw_fd(), true),
+            Stream::Plain(s) => (s.tcp().as_raw_fd(), false),
+            Stream::Tls(s) => (s.get_ref().0.tcp().as_raw_fd(), true),
         };
         let mut byte = 0u8;
         // SAFETY: recv into one byte we own, on a socket we own; MSG_PEEK
@@ -221,7 +201,7 @@ mod tests {
             }
         });
         let Opened { tcp, .. } = connect_and_send(addr, &[]).await.unwrap();
-        let mut stream = Stream::Plain(tcp);
+        let mut stream = Stream::Plain(StampedTcp::new(tcp));
         let mut buf = vec![0u8; 16 * 1024];
         for burst in 0..BURSTS {
             let mut got = 0;
@@ -242,5 +222,62 @@ mod tests {
             stream.write_all(b"k").await.unwrap();
         }
         server.join().unwrap();
+    }
+
+    /// Under TLS a read is stamped with the kernel's receive stamp of the
+    /// socket read that completed its record, not with the instant the read
+    /// returned: bytes that waited 30 ms in the socket say so.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tls_reads_carry_the_instant_their_record_arrived() {
+        use std::sync::Arc;
+        crate::tls::install_crypto_provider();
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let key =
+            rustls::pki_types::PrivateKeyDer::try_from(cert.signing_key.serialize_der()).unwrap();
+        let server_config = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.cert.der().clone()], key)
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server_config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (written_tx, written_rx) = tokio::sync::oneshot::channel();
+        let server = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut tls = acceptor.accept(tcp).await.unwrap();
+            // stamping is switched on system-wide from a work queue: let it settle
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            tls.write_all(b"hello").await.unwrap();
+            tls.flush().await.unwrap();
+            let _ = written_tx.send(Instant::now());
+            let mut rest = Vec::new();
+            let _ = tls.read_to_end(&mut rest).await;
+        });
+        let Opened { tcp, .. } = connect_and_send(addr, &[]).await.unwrap();
+        let settings = cicada_scenarios::plan::TlsSettings {
+            ca_pem: None,
+            insecure: true,
+        };
+        let connector = crate::tls::connector(&settings).unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let tls = connector.connect(name, StampedTcp::new(tcp)).await.unwrap();
+        let mut stream = Stream::Tls(Box::new(tls));
+        let written = written_rx.await.unwrap();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let mut buf = [0u8; 64];
+        let (n, at) = stream.read(&mut buf).await.unwrap();
+        let read = Instant::now();
+        assert_eq!(&buf[..n], b"hello");
+        assert!(
+            at >= written - Duration::from_millis(1),
+            "stamped before it was written"
+        );
+        assert!(
+            read.duration_since(at) >= Duration::from_millis(25),
+            "stamped {:?} before the read returned: the read's own instant",
+            read.duration_since(at)
+        );
+        drop(stream);
+        server.await.unwrap();
     }
 }
