@@ -1,8 +1,9 @@
 //! Servers that end connections: the built-in mock closing after every
 //! response as llama-server does, or after an idle keep-alive timeout as
-//! uvicorn does in front of vLLM and SGLang. A reused connection the server
-//! closed must cost a reconnect at most, never a failed request (real
-//! llama-server: `tests/tests/real_llamacpp.rs`).
+//! uvicorn does in front of vLLM and SGLang. A connection the server closes
+//! must never cost a request, and no request may be sent twice unless it
+//! provably never reached the server (real llama-server:
+//! `tests/tests/real_llamacpp.rs`). Each runs with both HTTP/1.1 readers.
 
 use std::time::Duration;
 
@@ -11,7 +12,10 @@ use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(180);
 
-fn run(mock: &Mock, backend: &str, load: &str) -> (Run, Value) {
+/// Both HTTP/1.1 readers, by their `CICADA_HTTP1` name.
+const READERS: [&str; 2] = ["wire", "hyper"];
+
+fn run(mock: &Mock, backend: &str, load: &str, reader: &str) -> (Run, Value) {
     let dir = scratch();
     let text = format!(
         r#"
@@ -32,7 +36,7 @@ ignore_eos = true
     );
     let sc = write(dir.path(), "s.toml", &text);
     let out = dir.path().join("out");
-    let r = coord_run(
+    let r = coord_run_env(
         &[
             "run",
             sc.to_str().unwrap(),
@@ -42,6 +46,7 @@ ignore_eos = true
             out.to_str().unwrap(),
             "--quiet",
         ],
+        &[("CICADA_HTTP1", reader)],
         LIMIT,
     );
     assert_ok(&r);
@@ -62,23 +67,24 @@ fn check_all_ok(j: &Value, n: u64, what: &str) -> u64 {
         "{what}: {}",
         j["cicada"]["outcomes"]
     );
-    let reconnects = j["cicada"]["reconnects"].as_u64().unwrap();
-    assert!(
-        reconnects <= n,
-        "{what}: {reconnects} reconnects for {n} requests"
-    );
-    reconnects
+    // every resend is of a request that never reached the server
+    let resends = j["cicada"]["resends"].as_u64().unwrap();
+    assert!(resends <= n, "{what}: {resends} resends for {n} requests");
+    resends
 }
 
 #[test]
 fn closing_after_every_response_costs_no_request_on_any_api() {
     let _g = serial();
-    for (backend, api) in [
+    for ((backend, api), reader) in [
         ("openai", "openai"),
         ("openai-chat", "openai-chat"),
         ("llamacpp", "llamacpp"),
         ("llamacpp-chat", "llamacpp-chat"),
-    ] {
+    ]
+    .into_iter()
+    .zip(READERS.into_iter().cycle())
+    {
         let mock = Mock::start(&[
             "--ttft-ms",
             "5",
@@ -93,12 +99,16 @@ fn closing_after_every_response_costs_no_request_on_any_api() {
             &mock,
             backend,
             "[load]\nnum_prompts = 160\nmax_concurrency = 24",
+            reader,
         );
-        let reconnects = check_all_ok(&j, 160, backend);
+        let what = format!("{backend} ({reader})");
+        let resends = check_all_ok(&j, 160, &what);
         // every request needed a connection of its own (plus the readiness check's)
         let connections = mock.stats()["connections"].as_u64().unwrap();
-        assert!(connections >= 160, "{backend}: {connections} connections");
-        eprintln!("{backend}: 160 of 160, {reconnects} reconnects, {connections} connections");
+        assert!(connections >= 160, "{what}: {connections} connections");
+        // the pool learned not to reuse: the server saw each request once
+        assert_eq!(mock.stats()["requests"].as_u64(), Some(160), "{what}");
+        eprintln!("{what}: 160 of 160, {resends} resends, {connections} connections");
     }
 }
 
@@ -108,17 +118,23 @@ fn an_idle_timeout_shorter_than_the_think_time_costs_no_request() {
     // one user per worker, thinking 80 ms between requests; the server drops
     // idle connections after 30 ms, so every reuse finds its connection
     // closed (seen before reuse, or as a counted reconnect)
-    let mock = Mock::start(&["--ttft-ms", "3", "--itl-ms", "1", "--idle-timeout-ms", "30"]);
-    let (_, j) = run(
-        &mock,
-        "openai-chat",
-        "[load]\nusers = 2\nspawn_rate = 1000\nthink_time = \"80ms\"\nnum_prompts = 96",
-    );
-    let reconnects = check_all_ok(&j, 96, "idle timeout");
-    let connections = mock.stats()["connections"].as_u64().unwrap();
-    assert!(
-        connections >= 96,
-        "{connections} connections: idle ones were reused?"
-    );
-    eprintln!("idle timeout: 96 of 96, {reconnects} reconnects, {connections} connections");
+    for reader in READERS {
+        let mock = Mock::start(&["--ttft-ms", "3", "--itl-ms", "1", "--idle-timeout-ms", "30"]);
+        let (_, j) = run(
+            &mock,
+            "openai-chat",
+            "[load]\nusers = 2\nspawn_rate = 1000\nthink_time = \"80ms\"\nnum_prompts = 96",
+            reader,
+        );
+        let resends = check_all_ok(&j, 96, reader);
+        let connections = mock.stats()["connections"].as_u64().unwrap();
+        assert!(
+            connections >= 96,
+            "{reader}: {connections} connections: idle ones were reused?"
+        );
+        assert_eq!(mock.stats()["requests"].as_u64(), Some(96), "{reader}");
+        eprintln!(
+            "idle timeout ({reader}): 96 of 96, {resends} resends, {connections} connections"
+        );
+    }
 }

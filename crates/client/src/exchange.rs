@@ -8,7 +8,7 @@ use cicada_scenarios::units::ByteSize;
 use crate::backend::{ApiCodec, ServerTiming, Usage};
 use crate::clock::Clock;
 use crate::http::wire::WireError;
-use crate::http::{Client, Endpoint, Headers, HttpError, Method, Request, Response};
+use crate::http::{Client, Endpoint, Headers, HttpError, Method, Protocol, Request, Response};
 use crate::sse::{SseEvent, SseFramer, TooLarge};
 
 /// Longest error body kept from a failed response.
@@ -32,11 +32,17 @@ pub struct Exchange {
     /// Generated text, kept only when a tokenizer will count it.
     pub text: Option<String>,
     /// When the request went out, µs since the barrier: the start of the
-    /// attempt that got the response (a reconnect's, if there was one).
+    /// attempt that got the response (a resend's, if there was one).
     pub sent_us: u64,
-    /// 1 when a reused connection had been closed by the server and the
-    /// request went again on a fresh one (not a failure, not a new request).
-    pub reconnects: u32,
+    /// Times it went again because it provably never reached the server
+    /// (not failures, not new requests), by reason.
+    pub resends: cicada_metrics::Resends,
+    /// It went over HTTP/2.
+    pub http2: bool,
+    /// It went on a connection that had carried an earlier request.
+    pub reused: bool,
+    /// Body pieces whose arrival instant is an upper bound (HTTP/2).
+    pub inexact_stamps: u32,
     /// The server's own timing of the request, when its API reports it.
     pub server: Option<ServerTiming>,
     /// Where a redirect pointed (its `Location`), when the answer was one.
@@ -161,7 +167,9 @@ async fn run(
         }
     };
     ex.sent_us = clock.us(resp.sent);
-    ex.reconnects = u32::from(resp.reconnected);
+    ex.resends = resp.resends;
+    ex.http2 = resp.protocol == Protocol::Http2;
+    ex.reused = resp.reused;
     if !resp.ok() {
         let mut text = Vec::new();
         while let Ok(Some((piece, _))) = resp.chunk().await {
@@ -203,6 +211,7 @@ async fn run(
                 }
             }
             Ok(None) => {
+                ex.inexact_stamps = resp.inexact_stamps;
                 let now = clock.now_us();
                 let finished = framer.finish(&mut |e| on_event(e, now, codec, ex, &mut state));
                 if let Err(e) = finished {
@@ -230,7 +239,8 @@ fn send_failure(e: &HttpError) -> Outcome {
         HttpError::HeadTooLarge(_) | HttpError::Wire(WireError::TooManyHeaders(_)) => {
             Outcome::ResponseTooLarge
         }
-        HttpError::Wire(_) => Outcome::BadPayload,
+        HttpError::Wire(_) | HttpError::BadHead(_) => Outcome::BadPayload,
+        HttpError::NoResponse(_) => Outcome::NoResponse,
         _ => Outcome::Connect,
     }
 }

@@ -34,8 +34,9 @@ fn provider() -> Arc<CryptoProvider> {
         .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()))
 }
 
-/// A connector that offers HTTP/1.1 and trusts what `settings` say.
-pub(crate) fn connector(settings: &TlsSettings) -> Result<TlsConnector, String> {
+/// A connector that offers `alpn` (e.g. `h2`, `http/1.1`) and trusts what
+/// `settings` say.
+pub(crate) fn connector(settings: &TlsSettings, alpn: &[&[u8]]) -> Result<TlsConnector, String> {
     let provider = provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -59,7 +60,7 @@ pub(crate) fn connector(settings: &TlsSettings) -> Result<TlsConnector, String> 
         }
         builder.with_root_certificates(roots).with_no_client_auth()
     };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(TlsConnector::from(Arc::new(config)))
 }
 

@@ -4,14 +4,15 @@
 //! connection, answer and close without `Connection: close` like
 //! llama-server, read the request and close without a word as a server does
 //! when its idle timeout fires just as the request arrives, break off inside
-//! the head or the body).
+//! the head or the body). Every test runs with both HTTP/1.1 readers (our
+//! own and hyper's).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cicada_client::http::{Client, Headers, HttpError, Method, Request};
+use cicada_client::http::{Client, H1Impl, Headers, HttpError, Method, Request};
 use cicada_scenarios::plan::TlsSettings;
 
 /// What the server does with one request on a connection.
@@ -122,8 +123,15 @@ impl Scripted {
     }
 }
 
-/// Send one request and read its body; Ok((reconnected, body)).
-async fn exchange(client: &Client, url: &str) -> Result<(bool, Vec<u8>), HttpError> {
+/// What one exchange gave: the response's resends and reuse, and the body.
+struct Got {
+    resends: u32,
+    reused: bool,
+    body: Vec<u8>,
+}
+
+/// Send one request and read its body.
+async fn exchange(client: &Client, url: &str) -> Result<Got, HttpError> {
     let endpoint = client.endpoint(url)?;
     let headers = Headers::default();
     let mut resp = client
@@ -139,107 +147,135 @@ async fn exchange(client: &Client, url: &str) -> Result<(bool, Vec<u8>), HttpErr
     while let Some((piece, _)) = resp.chunk().await? {
         body.extend_from_slice(piece);
     }
-    Ok((resp.reconnected, body))
+    Ok(Got {
+        resends: resp.resends.total(),
+        reused: resp.reused,
+        body,
+    })
 }
 
-fn client() -> Client {
-    Client::new(&TlsSettings::default(), true).unwrap()
+/// A client of each HTTP/1.1 reader.
+fn clients(keep_alive: bool) -> [(H1Impl, Client); 2] {
+    [H1Impl::Wire, H1Impl::Hyper].map(|h| {
+        let c = Client::new(&TlsSettings::default(), keep_alive)
+            .unwrap()
+            .reading_http1_with(h);
+        (h, c)
+    })
+}
+
+/// Past the pool's settle window: what the server does with a connection
+/// after a response is known, and reuse may begin.
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(40)).await;
 }
 
 #[tokio::test]
-async fn a_keep_alive_server_gets_one_connection_for_many_requests() {
-    let server = Scripted::start(vec![vec![Act::Answer; 10]]);
-    let c = client();
-    for _ in 0..10 {
-        let (reconnected, body) = exchange(&c, &server.url).await.unwrap();
-        assert!(!reconnected);
-        assert_eq!(body, BODY);
+async fn a_keep_alive_server_gets_one_connection_once_it_showed_it_keeps_them() {
+    for (h, c) in clients(true) {
+        let server = Scripted::start(vec![vec![Act::Answer; 10]]);
+        let first = exchange(&c, &server.url).await.unwrap();
+        assert!(!first.reused, "{h:?}");
+        settle().await;
+        for _ in 0..9 {
+            let got = exchange(&c, &server.url).await.unwrap();
+            assert!(got.reused, "{h:?}");
+            assert_eq!(got.resends, 0, "{h:?}");
+            assert_eq!(got.body, BODY);
+        }
+        assert_eq!(server.accepted(), 1, "{h:?}");
     }
-    assert_eq!(server.accepted(), 1);
 }
 
 #[tokio::test]
 async fn a_server_that_closes_after_every_response_costs_connections_not_failures() {
-    // llama-server: answers as if keep-alive, closes anyway
-    let server = Scripted::start(vec![vec![Act::AnswerAndClose]]);
-    let c = client();
-    for _ in 0..20 {
-        let (_, body) = exchange(&c, &server.url).await.unwrap();
-        assert_eq!(body, BODY);
+    for (h, c) in clients(true) {
+        // llama-server: answers as if keep-alive, closes anyway
+        let server = Scripted::start(vec![vec![Act::AnswerAndClose]]);
+        for i in 0..20 {
+            let got = exchange(&c, &server.url).await.unwrap();
+            assert_eq!(got.body, BODY);
+            assert!(!got.reused && got.resends == 0, "{h:?} request {i}");
+            if i == 0 {
+                settle().await;
+            }
+        }
+        assert_eq!(server.accepted(), 20, "{h:?}");
     }
-    assert_eq!(server.accepted(), 20);
 }
 
+/// A reused connection the server closes as the request arrives, having
+/// read it (an idle timeout racing the request): the request may have
+/// reached the server, so it is a failure, never sent a second time.
 #[tokio::test]
-async fn a_reused_connection_closed_under_the_request_is_retried_once_on_a_fresh_one() {
-    // the first connection answers once, then closes when the next request
-    // arrives (an idle timeout racing the request); the second answers
-    let server = Scripted::start(vec![vec![Act::Answer, Act::Close], vec![Act::Answer]]);
-    let c = client();
-    let (first, _) = exchange(&c, &server.url).await.unwrap();
-    assert!(!first);
-    let (second, body) = exchange(&c, &server.url).await.unwrap();
-    assert!(second, "the second request should have been resent");
-    assert_eq!(body, BODY);
-    assert_eq!(server.accepted(), 2);
+async fn a_request_the_server_read_before_closing_is_never_sent_again() {
+    for (h, c) in clients(true) {
+        let server = Scripted::start(vec![vec![Act::Answer, Act::Close], vec![Act::Answer]]);
+        exchange(&c, &server.url).await.unwrap();
+        settle().await;
+        let e = exchange(&c, &server.url).await.err();
+        assert!(matches!(e, Some(HttpError::NoResponse(_))), "{h:?}: {e:?}");
+        assert_eq!(server.accepted(), 1, "{h:?}: not sent again");
+    }
 }
 
 #[tokio::test]
 async fn a_fresh_connection_that_closes_is_a_failure_not_a_retry() {
-    let server = Scripted::start(vec![vec![Act::Close]]);
-    let c = client();
-    let e = exchange(&c, &server.url).await.unwrap_err();
-    assert_eq!(e, HttpError::ClosedBeforeResponse { partial: false });
-    assert_eq!(server.accepted(), 1, "no second connection");
+    for (h, c) in clients(true) {
+        let server = Scripted::start(vec![vec![Act::Close]]);
+        let e = exchange(&c, &server.url).await.err();
+        assert!(matches!(e, Some(HttpError::NoResponse(_))), "{h:?}: {e:?}");
+        assert_eq!(server.accepted(), 1, "{h:?}: no second connection");
+    }
 }
 
 #[tokio::test]
 async fn a_reused_connection_that_broke_after_response_bytes_is_not_retried() {
-    for act in [Act::HalfHead, Act::HalfBody] {
-        let server = Scripted::start(vec![vec![Act::Answer, act], vec![Act::Answer]]);
-        let c = client();
-        exchange(&c, &server.url).await.unwrap();
-        let e = exchange(&c, &server.url).await.unwrap_err();
-        let expected = match act {
-            Act::HalfHead => HttpError::ClosedBeforeResponse { partial: true },
-            _ => HttpError::ClosedInBody,
-        };
-        assert_eq!(e, expected, "{act:?}");
-        assert_eq!(server.accepted(), 1, "{act:?}: never resent");
+    for (h, c) in clients(true) {
+        for act in [Act::HalfHead, Act::HalfBody] {
+            let server = Scripted::start(vec![vec![Act::Answer, act], vec![Act::Answer]]);
+            exchange(&c, &server.url).await.unwrap();
+            settle().await;
+            assert!(exchange(&c, &server.url).await.is_err(), "{h:?} {act:?}");
+            assert_eq!(server.accepted(), 1, "{h:?} {act:?}: never resent");
+        }
     }
 }
 
 #[tokio::test]
 async fn a_connection_the_server_closed_while_idle_is_not_reused() {
-    // answers once, then closes while idle (uvicorn's keep-alive timeout)
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut s) = conn else { return };
-            std::thread::spawn(move || {
-                if read_request(&mut s) && answer(&mut s).is_ok() {
-                    std::thread::sleep(Duration::from_millis(50));
-                    let _ = s.shutdown(std::net::Shutdown::Both);
-                }
-            });
-        }
-    });
-    let c = client();
-    exchange(&c, &url).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    // the close was seen before reuse: a fresh connection, no retry needed
-    let (reconnected, body) = exchange(&c, &url).await.unwrap();
-    assert!(!reconnected);
-    assert_eq!(body, BODY);
+    for (h, c) in clients(true) {
+        // answers once, then closes while idle (uvicorn's keep-alive timeout)
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut s) = conn else { return };
+                std::thread::spawn(move || {
+                    if read_request(&mut s) && answer(&mut s).is_ok() {
+                        std::thread::sleep(Duration::from_millis(50));
+                        let _ = s.shutdown(std::net::Shutdown::Both);
+                    }
+                });
+            }
+        });
+        exchange(&c, &url).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // the close was seen before reuse: a fresh connection, nothing resent
+        let got = exchange(&c, &url).await.unwrap();
+        assert!(!got.reused && got.resends == 0, "{h:?}");
+        assert_eq!(got.body, BODY);
+    }
 }
 
 #[tokio::test]
 async fn without_keep_alive_every_request_opens_its_own_connection() {
-    let server = Scripted::start(vec![vec![Act::Answer; 5]]);
-    let c = Client::new(&TlsSettings::default(), false).unwrap();
-    for _ in 0..3 {
-        exchange(&c, &server.url).await.unwrap();
+    for (h, c) in clients(false) {
+        let server = Scripted::start(vec![vec![Act::Answer; 5]]);
+        for _ in 0..3 {
+            exchange(&c, &server.url).await.unwrap();
+            settle().await;
+        }
+        assert_eq!(server.accepted(), 3, "{h:?}");
     }
-    assert_eq!(server.accepted(), 3);
 }

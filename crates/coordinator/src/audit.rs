@@ -23,14 +23,15 @@ const PER_REQUEST: u64 = 1 << 32;
 const MAX_IN_FLIGHT: u64 = 10_000_000;
 
 /// Counters that count requests (at most one per request of the report).
-const REQUEST_COUNTERS: [Counter; 9] = [
+const REQUEST_COUNTERS: [Counter; 10] = [
     Counter::Goodput,
     Counter::TokensFromUsage,
     Counter::TokensFromTokenizer,
     Counter::TokensFromEvents,
     Counter::TokenCountMismatch,
     Counter::ShortOutputs,
-    Counter::Reconnects,
+    Counter::RequestsHttp2,
+    Counter::RequestsReused,
     Counter::TtftBelowServerPrompt,
     Counter::ServerInputRequests,
 ];

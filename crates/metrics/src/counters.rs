@@ -29,9 +29,25 @@ pub enum Counter {
     RequestedOutputTokens,
     /// Content events received by successful requests.
     ContentEvents,
-    /// Requests sent again on a fresh connection because the server had
-    /// closed the reused one before any response byte (every outcome).
-    Reconnects,
+    /// Times requests went again because they provably never reached the
+    /// server (every outcome; the reasons below sum to it).
+    Resends,
+    /// Resends of requests the client got back unwritten (or none of whose
+    /// bytes the socket took).
+    ResendsUnsent,
+    /// Resends of requests the server reset unread after closing the reused
+    /// connection first.
+    ResendsCrossedClose,
+    /// Resends after HTTP/2 `REFUSED_STREAM`.
+    ResendsRefusedStream,
+    /// Resends after an HTTP/2 GOAWAY below the request's stream.
+    ResendsGoAway,
+    /// Requests that went over HTTP/2 (every outcome).
+    RequestsHttp2,
+    /// Requests that went on a connection that had carried an earlier one.
+    RequestsReused,
+    /// Content events whose arrival instant is an upper bound (HTTP/2).
+    InexactStamps,
     /// Successful requests whose client TTFT was shorter than the server's
     /// own prompt time: impossible unless a clock or a report is wrong.
     TtftBelowServerPrompt,
@@ -48,7 +64,7 @@ pub enum Counter {
 
 impl Counter {
     /// Every counter, in storage order.
-    pub const ALL: [Counter; 17] = [
+    pub const ALL: [Counter; 24] = [
         Counter::InputTokens,
         Counter::OutputTokens,
         Counter::CachedTokens,
@@ -60,7 +76,14 @@ impl Counter {
         Counter::ShortOutputs,
         Counter::RequestedOutputTokens,
         Counter::ContentEvents,
-        Counter::Reconnects,
+        Counter::Resends,
+        Counter::ResendsUnsent,
+        Counter::ResendsCrossedClose,
+        Counter::ResendsRefusedStream,
+        Counter::ResendsGoAway,
+        Counter::RequestsHttp2,
+        Counter::RequestsReused,
+        Counter::InexactStamps,
         Counter::TtftBelowServerPrompt,
         Counter::ClientInputTokens,
         Counter::ServerInputTokens,
@@ -82,7 +105,14 @@ impl Counter {
             Counter::ShortOutputs => "short_outputs",
             Counter::RequestedOutputTokens => "requested_output_tokens",
             Counter::ContentEvents => "content_events",
-            Counter::Reconnects => "reconnects",
+            Counter::Resends => "resends",
+            Counter::ResendsUnsent => "resends_unsent",
+            Counter::ResendsCrossedClose => "resends_crossed_close",
+            Counter::ResendsRefusedStream => "resends_refused_stream",
+            Counter::ResendsGoAway => "resends_goaway",
+            Counter::RequestsHttp2 => "requests_http2",
+            Counter::RequestsReused => "requests_reused_connection",
+            Counter::InexactStamps => "inexact_stamps",
             Counter::TtftBelowServerPrompt => "ttft_below_server_prompt",
             Counter::ClientInputTokens => "client_input_tokens",
             Counter::ServerInputTokens => "server_input_tokens",

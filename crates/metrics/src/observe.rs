@@ -12,8 +12,19 @@ impl MetricSet {
     /// successful requests enter latency histograms and token counters.
     pub fn observe<E: Events>(&mut self, rec: &RequestRecord<E>, slo: &Slo) {
         self.count_outcome(rec.outcome, rec.error.as_deref());
-        self.counters
-            .add(Counter::Reconnects, u64::from(rec.reconnects));
+        let r = &rec.resends;
+        for (counter, n) in [
+            (Counter::Resends, r.total()),
+            (Counter::ResendsUnsent, r.unsent),
+            (Counter::ResendsCrossedClose, r.crossed_close),
+            (Counter::ResendsRefusedStream, r.refused_stream),
+            (Counter::ResendsGoAway, r.goaway),
+            (Counter::RequestsHttp2, u32::from(rec.http2)),
+            (Counter::RequestsReused, u32::from(rec.reused)),
+            (Counter::InexactStamps, rec.inexact_stamps),
+        ] {
+            self.counters.add(counter, u64::from(n));
+        }
         self.histogram_mut(Metric::ScheduleLag)
             .record(rec.sent_us.saturating_sub(rec.scheduled_us));
         self.span
@@ -223,7 +234,10 @@ mod tests {
             requested_output_tokens: Some(events as u64 * u64::from(per_event)),
             token_count_mismatch: false,
             streamed: true,
-            reconnects: 0,
+            resends: Default::default(),
+            http2: false,
+            reused: false,
+            inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
             events: evs,
@@ -368,7 +382,10 @@ mod long_stream_tests {
             requested_output_tokens: None,
             token_count_mismatch: false,
             streamed: true,
-            reconnects: 0,
+            resends: Default::default(),
+            http2: false,
+            reused: false,
+            inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
         }
@@ -444,7 +461,10 @@ mod non_streaming_tests {
                 requested_output_tokens: Some(40),
                 token_count_mismatch: false,
                 streamed: false,
-                reconnects: 0,
+                resends: Default::default(),
+                http2: false,
+                reused: false,
+                inexact_stamps: 0,
                 server_prompt_us: None,
                 server_per_token_us: None,
             },
@@ -481,7 +501,10 @@ mod non_streaming_tests {
             requested_output_tokens: Some(40),
             token_count_mismatch: false,
             streamed: false,
-            reconnects: 0,
+            resends: Default::default(),
+            http2: false,
+            reused: false,
+            inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
         };

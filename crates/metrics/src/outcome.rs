@@ -25,6 +25,9 @@ pub enum Outcome {
     /// The server answered beyond a size cicada holds to keep its memory
     /// bounded: a response head, an SSE line or event, a body, or the text kept.
     ResponseTooLarge,
+    /// The request was written and the connection ended before any response
+    /// byte: it may have reached the server, so it was not sent again.
+    NoResponse,
     /// The request completed but carried no content.
     Empty,
     /// The run stopped while the request was in flight.
@@ -52,6 +55,7 @@ impl fmt::Display for Outcome {
             Outcome::ServerErrorEvent => f.write_str("server_error_event"),
             Outcome::BadPayload => f.write_str("bad_payload"),
             Outcome::ResponseTooLarge => f.write_str("response_too_large"),
+            Outcome::NoResponse => f.write_str("no_response"),
             Outcome::Empty => f.write_str("empty"),
             Outcome::Cancelled => f.write_str("cancelled"),
             Outcome::ClientFault => f.write_str("client_fault"),
@@ -71,6 +75,7 @@ impl FromStr for Outcome {
             "server_error_event" => Outcome::ServerErrorEvent,
             "bad_payload" => Outcome::BadPayload,
             "response_too_large" => Outcome::ResponseTooLarge,
+            "no_response" => Outcome::NoResponse,
             "empty" => Outcome::Empty,
             "cancelled" => Outcome::Cancelled,
             "client_fault" => Outcome::ClientFault,
@@ -191,6 +196,7 @@ mod tests {
             Outcome::ServerErrorEvent,
             Outcome::BadPayload,
             Outcome::ResponseTooLarge,
+            Outcome::NoResponse,
             Outcome::Empty,
             Outcome::Cancelled,
             Outcome::ClientFault,

@@ -120,10 +120,20 @@ pub struct RequestRecord<E = Vec<ContentEvent>> {
     /// The response streamed; without streaming only E2EL and tokens are measured.
     #[serde(default = "yes")]
     pub streamed: bool,
-    /// The server had closed the reused connection the request was first
-    /// written to, and it went again on a fresh one (`sent_us` is the retry's).
+    /// Times the request went again because it provably never reached the
+    /// server, by reason (`sent_us` is the last attempt's).
+    #[serde(default, skip_serializing_if = "Resends::is_none")]
+    pub resends: Resends,
+    /// It went over HTTP/2 (else HTTP/1.1).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub http2: bool,
+    /// It went on a connection that had carried an earlier request.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub reused: bool,
+    /// Content events whose arrival instant is an upper bound, not the
+    /// exact read (HTTP/2: a frame queued while its reader was busy).
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub reconnects: u32,
+    pub inexact_stamps: u32,
     /// The server's own prompt processing time, µs, when its API reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_prompt_us: Option<u64>,
@@ -134,6 +144,41 @@ pub struct RequestRecord<E = Vec<ContentEvent>> {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Why a request went again: each time, it provably never reached the
+/// server (docs/METRICS.md, "Resends").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Resends {
+    /// It never left: the client got it back unwritten, or the socket took none of it.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unsent: u32,
+    /// The server had closed the reused connection and reset our bytes unread.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub crossed_close: u32,
+    /// HTTP/2 `REFUSED_STREAM`: closed before any processing.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub refused_stream: u32,
+    /// HTTP/2 GOAWAY naming a last stream below ours: not processed.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub goaway: u32,
+}
+
+impl Resends {
+    /// Every resend.
+    pub fn total(&self) -> u32 {
+        self.unsent + self.crossed_close + self.refused_stream + self.goaway
+    }
+
+    /// No resend at all.
+    pub fn is_none(&self) -> bool {
+        self.total() == 0
+    }
 }
 
 fn yes() -> bool {

@@ -88,6 +88,71 @@ impl Routing {
     }
 }
 
+/// Which HTTP version requests go out in (`target.http`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpVersion {
+    /// HTTP/2 where an https server offers it (ALPN), else HTTP/1.1.
+    #[default]
+    Auto,
+    /// HTTP/1.1 only.
+    Http1,
+    /// HTTP/2 only: over TLS by ALPN, over plain TCP with prior knowledge (h2c).
+    Http2,
+}
+
+impl HttpVersion {
+    /// The name written in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            HttpVersion::Auto => "auto",
+            HttpVersion::Http1 => "1.1",
+            HttpVersion::Http2 => "2",
+        }
+    }
+}
+
+impl Serialize for HttpVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for HttpVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = HttpVersion;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("\"auto\", \"1.1\" or \"2\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<HttpVersion, E> {
+                match v {
+                    "auto" => Ok(HttpVersion::Auto),
+                    "1.1" | "1" | "http/1.1" => Ok(HttpVersion::Http1),
+                    "2" | "h2" | "http/2" => Ok(HttpVersion::Http2),
+                    other => Err(E::custom(format!(
+                        "unknown HTTP version \"{other}\": use \"auto\", \"1.1\" or \"2\""
+                    ))),
+                }
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<HttpVersion, E> {
+                self.visit_str(&v.to_string())
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<HttpVersion, E> {
+                self.visit_str(&v.to_string())
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<HttpVersion, E> {
+                if (v - 1.1).abs() < 1e-9 {
+                    Ok(HttpVersion::Http1)
+                } else {
+                    self.visit_str(&v.to_string())
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// TLS settings for the target's HTTPS connections.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TlsSettings {
@@ -124,6 +189,9 @@ pub struct ResolvedTarget {
     /// Reuse connections (HTTP keep-alive); off opens a fresh connection per request.
     #[serde(default = "yes")]
     pub keep_alive: bool,
+    /// The HTTP version requests go out in.
+    #[serde(default)]
+    pub http: HttpVersion,
     /// `target.max_event_size` in bytes: the most held of one response at once.
     #[serde(default = "default_max_event_bytes")]
     pub max_event_bytes: u64,

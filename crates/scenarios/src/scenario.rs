@@ -222,6 +222,9 @@ pub struct Target {
     pub tls_insecure: bool,
     /// Reuse connections (HTTP keep-alive); false opens a fresh connection per request.
     pub keep_alive: bool,
+    /// HTTP version: "auto" (HTTP/2 where an https server offers it by
+    /// ALPN, else HTTP/1.1), "1.1", or "2" (h2c with prior knowledge on http).
+    pub http: crate::plan::HttpVersion,
     /// Scrape each replica's Prometheus `/metrics` before, during and after the run.
     pub server_metrics: bool,
     /// The most cicada holds of one response at once: an SSE line or event,
@@ -255,6 +258,7 @@ impl Default for Target {
             tls_ca: None,
             tls_insecure: false,
             keep_alive: true,
+            http: crate::plan::HttpVersion::Auto,
             server_metrics: true,
             max_event_size: DEFAULT_MAX_EVENT_SIZE,
         }

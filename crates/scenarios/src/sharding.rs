@@ -329,6 +329,7 @@ mod tests {
             routing: Routing::default(),
             tls: TlsSettings::default(),
             keep_alive: true,
+            http: crate::plan::HttpVersion::Auto,
             max_event_bytes: 16 << 20,
         }
     }

@@ -104,7 +104,10 @@ mod tests {
             requested_output_tokens: Some(3),
             token_count_mismatch: false,
             streamed: true,
-            reconnects: 0,
+            resends: Default::default(),
+            http2: false,
+            reused: false,
+            inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
         };
@@ -161,7 +164,10 @@ mod tests {
             requested_output_tokens: None,
             token_count_mismatch: false,
             streamed: true,
-            reconnects: 0,
+            resends: Default::default(),
+            http2: false,
+            reused: false,
+            inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
         };

@@ -176,7 +176,10 @@ mod tests {
             requested_output_tokens: None,
             token_count_mismatch: false,
             streamed: true,
-            reconnects: 0,
+            resends: Default::default(),
+            http2: false,
+            reused: false,
+            inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
         }

@@ -58,13 +58,24 @@ impl Conn {
         }
     }
 
-    /// Write a whole request (or the rest of one the connect began to write).
-    pub async fn send(&mut self, request: &[u8]) -> io::Result<()> {
+    /// Write a whole request (or the rest of one the connect began to
+    /// write); on failure, the bytes that went out first.
+    pub async fn send(&mut self, request: &[u8]) -> (usize, io::Result<()>) {
         self.uses += 1;
         if request.is_empty() {
-            return Ok(());
+            return (0, Ok(()));
         }
-        self.stream.write_all(request).await
+        self.stream.write_counted(request).await
+    }
+
+    /// The socket's descriptor, for checks that read nothing.
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.stream.fd()
+    }
+
+    /// Whether the connection is TLS.
+    pub fn is_tls(&self) -> bool {
+        self.stream.is_tls()
     }
 
     /// Read more bytes; `Ok(0)` is the end of the stream.

@@ -1,6 +1,6 @@
 //! Where requests go: a URL parsed once into its origin (scheme, host, port:
 //! what a connection is to) and its path. Every endpoint of one origin shares
-//! that origin's idle connections and resolved addresses.
+//! that origin's connections (`pool`) and resolved addresses.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -10,7 +10,7 @@ use rustls::pki_types::ServerName;
 use tokio::time::Instant;
 
 use super::HttpError;
-use super::conn::Conn;
+use super::pool::Pool;
 
 /// How long resolved addresses are trusted before the name is looked up again.
 const DNS_TTL: Duration = Duration::from_secs(30);
@@ -29,8 +29,8 @@ impl Endpoint {
     }
 }
 
-/// The (scheme, host, port) a connection is made to, with its idle
-/// connections and cached addresses.
+/// The (scheme, host, port) a connection is made to, with its connections
+/// and cached addresses.
 #[derive(Debug)]
 pub(crate) struct Origin {
     pub tls: bool,
@@ -41,16 +41,9 @@ pub(crate) struct Origin {
     pub host_header: String,
     /// Name to verify a TLS certificate against.
     pub server_name: Option<ServerName<'static>>,
-    /// Idle keep-alive connections, most recently used last.
-    pub idle: Mutex<Vec<Idle>>,
+    /// Its connections and what its server taught about reusing them.
+    pub pool: Pool,
     addrs: Mutex<Addrs>,
-}
-
-/// A keep-alive connection waiting for its next request.
-#[derive(Debug)]
-pub(crate) struct Idle {
-    pub conn: Conn,
-    pub since: Instant,
 }
 
 #[derive(Debug, Default)]
@@ -126,7 +119,7 @@ impl Origin {
             port: parts.port,
             host_header: parts.host_header.clone(),
             server_name,
-            idle: Mutex::new(Vec::new()),
+            pool: Pool::default(),
             addrs: Mutex::new(Addrs::default()),
         })
     }

@@ -17,9 +17,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
+use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+use tokio_rustls::client::TlsStream;
 
 use super::rx_time;
 
@@ -199,6 +201,73 @@ impl hyper::rt::Write for StampedTcp {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}
+
+/// A connection as hyper reads it: plain, or TLS over a stamped socket.
+#[derive(Debug)]
+pub(crate) enum HyperIo {
+    Plain(StampedTcp),
+    Tls(TokioIo<Box<TlsStream<StampedTcp>>>),
+}
+
+impl HyperIo {
+    /// The stamped socket underneath.
+    fn tcp(&self) -> &StampedTcp {
+        match self {
+            HyperIo::Plain(t) => t,
+            HyperIo::Tls(t) => t.inner().get_ref().0,
+        }
+    }
+
+    /// The connection's shared read record.
+    pub fn link(&self) -> &std::sync::Arc<Link> {
+        self.tcp().link()
+    }
+
+    /// The socket's descriptor, for checks that read nothing.
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.tcp().tcp().as_raw_fd()
+    }
+}
+
+impl hyper::rt::Read for HyperIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            HyperIo::Plain(t) => hyper::rt::Read::poll_read(Pin::new(t), cx, buf),
+            HyperIo::Tls(t) => hyper::rt::Read::poll_read(Pin::new(t), cx, buf),
+        }
+    }
+}
+
+impl hyper::rt::Write for HyperIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            HyperIo::Plain(t) => hyper::rt::Write::poll_write(Pin::new(t), cx, buf),
+            HyperIo::Tls(t) => hyper::rt::Write::poll_write(Pin::new(t), cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            HyperIo::Plain(t) => hyper::rt::Write::poll_flush(Pin::new(t), cx),
+            HyperIo::Tls(t) => hyper::rt::Write::poll_flush(Pin::new(t), cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            HyperIo::Plain(t) => hyper::rt::Write::poll_shutdown(Pin::new(t), cx),
+            HyperIo::Tls(t) => hyper::rt::Write::poll_shutdown(Pin::new(t), cx),
+        }
     }
 }
 

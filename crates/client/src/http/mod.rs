@@ -1,27 +1,28 @@
 //! Connections to a target, and one request over them.
 //!
-//! Our own HTTP/1.1 client rather than reqwest, for two measured reasons:
-//! it knows whether a request rode a *reused* connection (so a server that
-//! closed it, as llama-server does after every streamed response or uvicorn
-//! after 5 s idle, costs one counted reconnect instead of a failed request),
-//! and a body is read by the task that waits for it, straight from the
-//! connection's buffer, stamped with the instant its bytes arrived (the
-//! kernel's receive stamp on plain TCP; no connection task, no body channel,
-//! no header map per request). It speaks HTTP/1.1
-//! over TCP or TLS (rustls), like `vllm bench serve`'s aiohttp.
+//! HTTP/1.1 and HTTP/2 (`target.http`: "auto" takes HTTP/2 where an https
+//! server offers it by ALPN; "2" on plain http is h2c with prior knowledge),
+//! over TCP or TLS (rustls). Every read carries the kernel's receive stamp,
+//! under TLS too (`io`), and every body piece the instant its bytes arrived
+//! (`h1`, `h2`). HTTP/1.1 is read either by our own reader (`conn`, `wire`)
+//! or by hyper driven in the request's task (`h1`): `CICADA_HTTP1=hyper`
+//! picks the latter, for the selftest's comparison of the two.
 //!
-//! Connection reuse: an idle connection is taken from its origin's pool
-//! (most recent first) after a non-blocking check that the server has not
-//! closed it. A request that fails on a reused connection before any
-//! response byte arrives is sent again, once, on a fresh connection; the
-//! response says so ([`Response::reconnected`]) and its [`Response::sent`]
-//! is the retry's start. A failure on a fresh connection, or after response
-//! bytes arrived, is the request's failure.
+//! Connection reuse is learned per origin before anything is reused
+//! (`pool`), and a request goes again only when it provably never reached
+//! the server (`send`); [`Response::resends`] says how often and why.
 
+mod attempt;
 mod conn;
+mod dial;
 mod endpoint;
+mod h1;
+mod h2;
 mod io;
+mod pool;
+mod response;
 mod rx_time;
+mod send;
 mod stream;
 pub mod wire;
 
@@ -29,24 +30,21 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use cicada_scenarios::plan::{ResolvedTarget, TlsSettings};
+use cicada_scenarios::plan::{HttpVersion, ResolvedTarget, TlsSettings};
 use http::{HeaderName, HeaderValue};
 use thiserror::Error;
-use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
+pub use cicada_metrics::Resends;
 pub use endpoint::Endpoint;
+pub use response::{Protocol, Response};
+pub use send::Resend;
 pub use wire::Method;
 
-use conn::Conn;
-use endpoint::{Idle, Origin, split_url};
-use stream::Stream;
-use wire::Framing;
+use endpoint::{Origin, split_url};
 
 /// How long a connection may wait for the TCP (and TLS) handshake.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Idle connections older than this are closed rather than reused.
-const MAX_IDLE: Duration = Duration::from_secs(90);
 /// Longest body [`Client::fetch`] keeps.
 const MAX_FETCH_BODY: usize = 256 * 1024 * 1024;
 
@@ -88,6 +86,10 @@ pub enum HttpError {
     Io(String),
     #[error("no complete response within {0:?}")]
     Timeout(Duration),
+    #[error("the request was written and the connection ended before any response: {0}")]
+    NoResponse(String),
+    #[error("the response head is not valid HTTP: {0}")]
+    BadHead(String),
 }
 
 /// Whether any byte of the response had arrived when a request failed.
@@ -106,10 +108,12 @@ pub enum ApiKey {
     IfSet,
 }
 
-/// Header lines sent with every request, rendered once (`Name: value\r\n`).
+/// Headers sent with every request, built once: as HTTP/1.1 lines
+/// (`Name: value\r\n`) for our own writer and as a map for hyper.
 #[derive(Clone, Default)]
 pub struct Headers {
     lines: Vec<u8>,
+    map: http::HeaderMap,
     names: Vec<String>,
 }
 
@@ -135,6 +139,10 @@ impl Headers {
         self.lines.extend_from_slice(v.as_bytes());
         self.lines.extend_from_slice(b"\r\n");
         self.names.push(n.as_str().to_string());
+        // connection options are HTTP/1.1's alone (HTTP/2 forbids them)
+        if n != http::header::CONNECTION {
+            self.map.append(n, v);
+        }
         Ok(())
     }
 
@@ -143,11 +151,6 @@ impl Headers {
         let mut h = self.clone();
         h.push(name, value)?;
         Ok(h)
-    }
-
-    /// Whether a header of this (lower-case) name is set.
-    pub fn has(&self, name: &str) -> bool {
-        self.names.iter().any(|n| n == name)
     }
 }
 
@@ -183,6 +186,27 @@ pub fn headers(target: &ResolvedTarget, key: ApiKey) -> Result<Headers, SetupErr
 pub fn client(target: &ResolvedTarget) -> Result<Client, SetupError> {
     let max_event = usize::try_from(target.max_event_bytes).unwrap_or(usize::MAX);
     Client::with_max_event(&target.tls, target.keep_alive, max_event)
+        .map(|c| c.speaking(target.http))
+}
+
+/// Who reads HTTP/1.1 responses (both are measured against each other by
+/// `coord selftest`; see docs/PERFORMANCE.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum H1Impl {
+    /// Our own reader (`conn`, `wire`).
+    Wire,
+    /// hyper, driven in the request's task (`h1`).
+    Hyper,
+}
+
+impl H1Impl {
+    /// `CICADA_HTTP1=hyper` or `wire` (the default).
+    fn from_env() -> Self {
+        match std::env::var("CICADA_HTTP1").as_deref() {
+            Ok("hyper") => H1Impl::Hyper,
+            _ => H1Impl::Wire,
+        }
+    }
 }
 
 /// Connections to any number of origins; cheap to clone (shared pools).
@@ -193,6 +217,10 @@ pub struct Client {
 
 struct Inner {
     keep_alive: bool,
+    /// `target.http`.
+    http: HttpVersion,
+    /// Who reads HTTP/1.1.
+    h1: H1Impl,
     /// The most of one response held at once (an SSE line or event, a body).
     max_event: usize,
     tls_settings: TlsSettings,
@@ -237,12 +265,40 @@ impl Client {
         Ok(Self {
             inner: Arc::new(Inner {
                 keep_alive,
+                http: HttpVersion::Auto,
+                h1: H1Impl::from_env(),
                 max_event,
                 tls_settings: tls.clone(),
                 tls: OnceLock::new(),
                 origins: Mutex::new(HashMap::new()),
             }),
         })
+    }
+
+    /// This client speaking `http` (see `target.http`); its connections are
+    /// its own.
+    pub fn speaking(self, http: HttpVersion) -> Self {
+        self.rebuilt(http, self.inner.h1)
+    }
+
+    /// This client reading HTTP/1.1 with `h1`; its connections are its own.
+    pub fn reading_http1_with(self, h1: H1Impl) -> Self {
+        self.rebuilt(self.inner.http, h1)
+    }
+
+    fn rebuilt(&self, http: HttpVersion, h1: H1Impl) -> Self {
+        let inner = &self.inner;
+        Self {
+            inner: Arc::new(Inner {
+                keep_alive: inner.keep_alive,
+                http,
+                h1,
+                max_event: inner.max_event,
+                tls_settings: inner.tls_settings.clone(),
+                tls: OnceLock::new(),
+                origins: Mutex::new(HashMap::new()),
+            }),
+        }
     }
 
     /// The most of one response held at once: the longest SSE line or
@@ -274,104 +330,19 @@ impl Client {
     fn tls(&self) -> Result<Arc<TlsConnector>, HttpError> {
         self.inner
             .tls
-            .get_or_init(|| crate::tls::connector(&self.inner.tls_settings).map(Arc::new))
+            .get_or_init(|| {
+                let alpn: &[&[u8]] = match self.inner.http {
+                    HttpVersion::Auto => &[b"h2", b"http/1.1"],
+                    HttpVersion::Http1 => &[b"http/1.1"],
+                    HttpVersion::Http2 => &[b"h2"],
+                };
+                crate::tls::connector(&self.inner.tls_settings, alpn).map(Arc::new)
+            })
             .clone()
             .map_err(|reason| HttpError::Tls {
                 host: String::new(),
                 reason,
             })
-    }
-
-    /// An idle connection of `origin` that still looks open, if any.
-    fn take_idle(&self, origin: &Origin) -> Option<Conn> {
-        if !self.inner.keep_alive {
-            return None;
-        }
-        let mut idle = origin.idle.lock().unwrap_or_else(|p| p.into_inner());
-        while let Some(Idle { conn, since }) = idle.pop() {
-            if since.elapsed() < MAX_IDLE && conn.looks_open() {
-                return Some(conn);
-            }
-        }
-        None
-    }
-
-    /// A fresh connection to `origin`, with as much of `first` written as
-    /// went out with the connect; returns the connection and that count.
-    async fn connect(&self, origin: &Origin, first: &[u8]) -> Result<(Conn, usize), HttpError> {
-        let tls = if origin.tls { Some(self.tls()?) } else { None };
-        let open = Stream::open(origin, tls.as_ref(), first);
-        match tokio::time::timeout(CONNECT_TIMEOUT, open).await {
-            Ok(opened) => {
-                let (stream, written) = opened?;
-                Ok((Conn::new(stream), written))
-            }
-            Err(_) => Err(HttpError::ConnectTimeout(CONNECT_TIMEOUT)),
-        }
-    }
-
-    /// Send a request and read its response head; the body is then read
-    /// from the [`Response`]. A reused connection found closed before any
-    /// response byte is replaced by a fresh one once (see the module docs).
-    pub async fn send(&self, req: Request<'_>) -> Result<Response, HttpError> {
-        let origin = &req.endpoint.origin;
-        let mut bytes =
-            Vec::with_capacity(192 + req.headers.lines.len() + req.json.map_or(0, <[u8]>::len));
-        let mut extra: [(&str, &str); 2] = [("", ""); 2];
-        let mut n = 0;
-        if req.json.is_some() {
-            extra[n] = ("Content-Type", "application/json");
-            n += 1;
-        }
-        if let Some(id) = req.request_id {
-            extra[n] = ("x-request-id", id);
-            n += 1;
-        }
-        wire::render_request(
-            &mut bytes,
-            req.method,
-            &req.endpoint.path,
-            &origin.host_header,
-            &req.headers.lines,
-            &extra[..n],
-            req.json,
-        );
-        let mut sent = Instant::now();
-        let mut reconnected = false;
-        let mut idle = self.take_idle(origin);
-        loop {
-            let reused = idle.is_some();
-            let (mut conn, written) = match idle.take() {
-                Some(c) => (c, 0),
-                None => self.connect(origin, &bytes).await?,
-            };
-            match exchange_head(&mut conn, &bytes[written..]).await {
-                Ok(head) => {
-                    let keep_alive = self.inner.keep_alive && head.keep_alive;
-                    let mut resp = Response {
-                        status: head.status,
-                        content_type: head.content_type,
-                        location: head.location,
-                        sent,
-                        reconnected,
-                        conn: Some(conn),
-                        framing: head.framing,
-                        keep_alive,
-                        origin: origin.clone(),
-                    };
-                    if resp.framing == Framing::Done {
-                        resp.finish();
-                    }
-                    return Ok(resp);
-                }
-                Err((ResponsePhase::NotStarted, e)) if reused && !reconnected => {
-                    tracing::debug!(origin = %origin.base(), error = %e, "a reused connection was closed; sending again on a fresh one");
-                    reconnected = true;
-                    sent = Instant::now();
-                }
-                Err((_, e)) => return Err(e),
-            }
-        }
     }
 
     /// Send a request and read its whole body, within `timeout`.
@@ -400,24 +371,6 @@ impl Client {
     }
 }
 
-/// Write the request and read the response head. A write that fails may
-/// still have a response waiting (a server that answered early and closed),
-/// so the head is read either way.
-async fn exchange_head(
-    conn: &mut Conn,
-    bytes: &[u8],
-) -> Result<wire::Head, (ResponsePhase, HttpError)> {
-    let written = conn.send(bytes).await;
-    match (written, conn.read_head().await) {
-        (_, Ok(head)) => Ok(head),
-        (Err(w), Err((ResponsePhase::NotStarted, _))) => Err((
-            ResponsePhase::NotStarted,
-            HttpError::Io(format!("sending the request: {w}")),
-        )),
-        (_, Err(e)) => Err(e),
-    }
-}
-
 /// A whole response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fetched {
@@ -437,81 +390,5 @@ impl Fetched {
     /// The body as text (lossy UTF-8).
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-/// A response whose head has arrived; its body is read with [`Response::chunk`].
-#[derive(Debug)]
-pub struct Response {
-    pub status: u16,
-    pub content_type: Option<String>,
-    /// The `Location` header (a redirect's target).
-    pub location: Option<String>,
-    /// When the attempt that got this response began (before its connect, if
-    /// it needed one): the request's send time.
-    pub sent: Instant,
-    /// A reused connection had been closed, and the request went again on a
-    /// fresh one.
-    pub reconnected: bool,
-    conn: Option<Conn>,
-    framing: Framing,
-    keep_alive: bool,
-    origin: Arc<Origin>,
-}
-
-impl Response {
-    /// Whether the status is 2xx.
-    pub fn ok(&self) -> bool {
-        (200..300).contains(&self.status)
-    }
-
-    /// The next piece of the body and the instant its bytes were read;
-    /// `None` once the body is complete.
-    pub async fn chunk(&mut self) -> Result<Option<(&[u8], Instant)>, HttpError> {
-        let piece = match self.conn.as_mut() {
-            Some(conn) => conn.next_piece(&mut self.framing, MAX_FETCH_BODY).await,
-            None => return Ok(None),
-        };
-        match piece {
-            Ok(Some((range, at))) => Ok(self.conn.as_ref().map(|c| (c.bytes(range), at))),
-            Ok(None) => {
-                self.finish();
-                Ok(None)
-            }
-            Err(e) => {
-                self.conn = None;
-                Err(e)
-            }
-        }
-    }
-
-    /// The body is complete: the connection waits in its origin's pool if it
-    /// may carry another request.
-    fn finish(&mut self) {
-        if let Some(mut conn) = self.conn.take()
-            && self.keep_alive
-            && self.framing == Framing::Done
-            && conn.drained()
-        {
-            conn.park();
-            self.origin
-                .idle
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(Idle {
-                    conn,
-                    since: Instant::now(),
-                });
-        }
-    }
-}
-
-impl Drop for Response {
-    fn drop(&mut self) {
-        // a body read to its end goes back to the pool; one abandoned midway
-        // (an error event, a cancel) leaves the connection to close
-        if self.framing == Framing::Done {
-            self.finish();
-        }
     }
 }

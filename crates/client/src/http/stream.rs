@@ -1,29 +1,15 @@
-//! A connection's byte stream: plain TCP or TLS over it, opened with
-//! `TCP_NODELAY`, and a cheap check that an idle one is still open.
-//!
-//! A plain connection is opened by hand (socket2) so that the request can be
-//! written in the same step as the connect: on loopback or a fast LAN the
-//! handshake has completed when `connect` returns, and the request leaves at
-//! once instead of after the runtime comes back to this task (which, while
-//! hundreds of requests start together, is milliseconds later). Its reads
-//! carry the kernel's receive stamps, under TLS too (see `io`).
+//! A connection's byte stream for our own HTTP/1.1 reader: plain TCP or
+//! TLS over a stamped socket (see `io`), and a cheap check that an idle one
+//! is still open.
 
 use std::io;
-use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
 
-use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::Instant;
-use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
-use super::HttpError;
-use super::endpoint::Origin;
 use super::io::StampedTcp;
-use super::rx_time;
 
 /// Plain TCP or TLS, both over a stamped socket.
 #[derive(Debug)]
@@ -32,94 +18,40 @@ pub(crate) enum Stream {
     Tls(Box<TlsStream<StampedTcp>>),
 }
 
-/// A TCP connection, and how much of the first request went out with the connect.
-struct Opened {
-    tcp: TcpStream,
-    written: usize,
-}
-
-/// Connect to `addr` without waiting for the runtime between the connect and
-/// the first write: `first` is sent at once when the handshake is done.
-async fn connect_and_send(addr: SocketAddr, first: &[u8]) -> Result<Opened, HttpError> {
-    let fail = |e: io::Error| HttpError::Connect {
-        addr: addr.to_string(),
-        reason: e.to_string(),
-    };
-    let socket = Socket::new(
-        Domain::for_address(addr),
-        Type::STREAM.nonblocking().cloexec(),
-        Some(Protocol::TCP),
-    )
-    .map_err(fail)?;
-    // a token is a few bytes: never let Nagle hold our request back
-    let _ = socket.set_tcp_nodelay(true);
-    if let Err(e) = rx_time::enable(socket.as_raw_fd()) {
-        tracing::debug!(error = %e, "no kernel receive stamps; reads are stamped when they return");
-    }
-    match socket.connect(&addr.into()) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-        Err(e) => return Err(fail(e)),
-    }
-    let written = if first.is_empty() {
-        0
-    } else {
-        match socket.send(first) {
-            Ok(n) => n,
-            // the handshake is still under way
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
-            Err(e) => return Err(fail(e)),
-        }
-    };
-    let tcp = TcpStream::from_std(std::net::TcpStream::from(socket)).map_err(fail)?;
-    if written == 0 {
-        tcp.writable().await.map_err(fail)?;
-        if let Some(e) = tcp.take_error().map_err(fail)? {
-            return Err(fail(e));
-        }
-    }
-    Ok(Opened { tcp, written })
-}
-
 impl Stream {
-    /// Connect to `origin` (one of its addresses), with TLS when it is https.
-    /// On plain TCP the request `first` is written with the connect as far as
-    /// the socket takes it; returns the stream and the bytes of `first` written.
-    pub async fn open(
-        origin: &Origin,
-        tls: Option<&Arc<TlsConnector>>,
-        first: &[u8],
-    ) -> Result<(Self, usize), HttpError> {
-        let addr = origin.next_addr().await?;
-        if !origin.tls {
-            let opened = connect_and_send(addr, first).await?;
-            return Ok((Stream::Plain(StampedTcp::new(opened.tcp)), opened.written));
-        }
-        let Opened { tcp, .. } = connect_and_send(addr, &[]).await?;
-        let (Some(connector), Some(name)) = (tls, origin.server_name.clone()) else {
-            return Err(HttpError::Tls {
-                host: origin.host.clone(),
-                reason: "no TLS settings for an https target".into(),
-            });
-        };
-        let stream = connector
-            .connect(name, StampedTcp::new(tcp))
-            .await
-            .map_err(|e| HttpError::Tls {
-                host: origin.host.clone(),
-                reason: e.to_string(),
-            })?;
-        Ok((Stream::Tls(Box::new(stream)), 0))
-    }
-
-    pub async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        match self {
-            Stream::Plain(s) => s.write_all(bytes).await,
-            Stream::Tls(s) => {
-                s.write_all(bytes).await?;
-                s.flush().await
+    /// Write all of `bytes`; on failure, how many went to the socket first
+    /// (on TLS, counted in plaintext handed to rustls).
+    pub async fn write_counted(&mut self, bytes: &[u8]) -> (usize, io::Result<()>) {
+        let mut done = 0;
+        while done < bytes.len() {
+            let n = match self {
+                Stream::Plain(s) => s.write(&bytes[done..]).await,
+                Stream::Tls(s) => s.write(&bytes[done..]).await,
+            };
+            match n {
+                Ok(0) => return (done, Err(io::ErrorKind::WriteZero.into())),
+                Ok(n) => done += n,
+                Err(e) => return (done, Err(e)),
             }
         }
+        let flushed = match self {
+            Stream::Plain(_) => Ok(()),
+            Stream::Tls(s) => s.flush().await,
+        };
+        (done, flushed)
+    }
+
+    /// The socket's descriptor, for checks that read nothing.
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Stream::Plain(s) => s.tcp().as_raw_fd(),
+            Stream::Tls(s) => s.get_ref().0.tcp().as_raw_fd(),
+        }
+    }
+
+    /// Whether it is TLS.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Stream::Tls(_))
     }
 
     /// Read into `buf`: the bytes read and the instant they arrived (the
@@ -170,6 +102,7 @@ impl Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::dial::{Opened, connect_and_send};
     use std::io::{Read, Write};
     use std::time::Duration;
 
@@ -219,7 +152,7 @@ mod tests {
                     ),
                 }
             }
-            stream.write_all(b"k").await.unwrap();
+            assert!(stream.write_counted(b"k").await.1.is_ok());
         }
         server.join().unwrap();
     }
@@ -258,7 +191,7 @@ mod tests {
             ca_pem: None,
             insecure: true,
         };
-        let connector = crate::tls::connector(&settings).unwrap();
+        let connector = crate::tls::connector(&settings, &[b"http/1.1"]).unwrap();
         let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
         let tls = connector.connect(name, StampedTcp::new(tcp)).await.unwrap();
         let mut stream = Stream::Tls(Box::new(tls));

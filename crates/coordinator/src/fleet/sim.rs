@@ -154,7 +154,10 @@ fn request(rng: &mut StdRng, index: u64, target: u32) -> RequestRecord {
         requested_output_tokens: Some(tokens),
         token_count_mismatch: false,
         streamed: true,
-        reconnects: 0,
+        resends: Default::default(),
+        http2: false,
+        reused: false,
+        inexact_stamps: 0,
         server_prompt_us: None,
         server_per_token_us: None,
     }

@@ -261,7 +261,43 @@ fn run_lines(out: &mut String, r: &RunResult, s: &Summary) {
             t.counter(Counter::CachedTokens),
         );
     }
-    int(out, "Reconnects:", t.counter(Counter::Reconnects));
+    int(
+        out,
+        "Requests on reused connections:",
+        t.counter(Counter::RequestsReused),
+    );
+    if t.counter(Counter::RequestsHttp2) > 0 {
+        int(
+            out,
+            "Requests over HTTP/2:",
+            t.counter(Counter::RequestsHttp2),
+        );
+    }
+    int(
+        out,
+        "Resends (never reached the server):",
+        t.counter(Counter::Resends),
+    );
+    for (label, c) in [
+        ("  unsent:", Counter::ResendsUnsent),
+        (
+            "  crossed the server's close:",
+            Counter::ResendsCrossedClose,
+        ),
+        ("  HTTP/2 stream refused:", Counter::ResendsRefusedStream),
+        ("  HTTP/2 GOAWAY:", Counter::ResendsGoAway),
+    ] {
+        if t.counter(c) > 0 {
+            int(out, label, t.counter(c));
+        }
+    }
+    if t.counter(Counter::InexactStamps) > 0 {
+        int(
+            out,
+            "Events stamped by an upper bound:",
+            t.counter(Counter::InexactStamps),
+        );
+    }
 }
 
 /// Metrics beyond vLLM's block that the console does not list already.

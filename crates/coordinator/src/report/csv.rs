@@ -121,7 +121,7 @@ const FIXED: [Column; 23] = [
 ];
 
 /// cicada's own columns.
-const CICADA: [Column; 37] = [
+const CICADA: [Column; 38] = [
     ("scenario_hash", |x| x.r.scenario_hash.clone()),
     ("stage", |x| x.r.stage.to_string()),
     ("stage_name", |x| x.r.stage_name.clone()),
@@ -149,6 +149,7 @@ const CICADA: [Column; 37] = [
     ("failed_http_5xx", |x| x.http().1.to_string()),
     ("failed_http_other", |x| x.http().2.to_string()),
     ("failed_connect", |x| x.count(Outcome::Connect)),
+    ("failed_no_response", |x| x.count(Outcome::NoResponse)),
     ("failed_timeout", |x| x.count(Outcome::Timeout)),
     ("failed_stream_truncated", |x| {
         x.count(Outcome::StreamTruncated)

@@ -240,7 +240,7 @@ pub struct Cicada {
     pub sent: u64,
     pub client_input_tokens: u64,
     pub server_input_tokens: Option<u64>,
-    pub reconnects: u64,
+    pub resends: u64,
     pub achieved_request_rate: Option<f64>,
     pub mean_concurrent_requests: Option<f64>,
     pub peak_concurrent_requests_100ms: Option<f64>,

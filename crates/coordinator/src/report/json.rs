@@ -216,7 +216,7 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
         sent: s.sent,
         client_input_tokens: s.client_input_tokens,
         server_input_tokens: s.server_input_tokens,
-        reconnects: t.counter(Counter::Reconnects),
+        resends: t.counter(Counter::Resends),
         achieved_request_rate: s.achieved_request_rate,
         mean_concurrent_requests: Some(s.mean_concurrent_requests),
         peak_concurrent_requests_100ms: Some(s.peak_concurrent_requests_100ms),

@@ -40,6 +40,7 @@ pub(crate) fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> Run
             routing: Default::default(),
             tls: Default::default(),
             keep_alive: true,
+            http: cicada_scenarios::plan::HttpVersion::Auto,
             max_event_bytes: 16 << 20,
         },
         workers: 1,
@@ -78,7 +79,8 @@ fn measured(set: &mut MetricSet, n: u64, scale: u64) {
     set.counters.add(Counter::ServerInputRequests, n);
     set.counters.add(Counter::TokensFromUsage, n);
     set.counters.add(Counter::RequestedOutputTokens, n * 12);
-    set.counters.add(Counter::Reconnects, 2);
+    set.counters.add(Counter::Resends, 2);
+    set.counters.add(Counter::ResendsUnsent, 2);
 }
 
 /// A two-replica step of a sweep with a lost worker, a warm-up, gates,

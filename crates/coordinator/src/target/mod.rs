@@ -129,6 +129,7 @@ pub async fn resolve(
             insecure: t.tls_insecure,
         },
         keep_alive: t.keep_alive,
+        http: t.http,
         max_event_bytes: t.max_event_size.get(),
     };
     let check = ready::Check::new(&resolved, t.ready_timeout.get())?;

@@ -306,6 +306,7 @@ mod tests {
             routing: Routing::default(),
             tls: TlsSettings::default(),
             keep_alive: true,
+            http: cicada_scenarios::plan::HttpVersion::Auto,
             max_event_bytes: 16 << 20,
         };
         let plan = plans_for(&s, &target, &pool, None, "run1", 0, 1).remove(0);

@@ -244,7 +244,10 @@ pub(super) fn to_record(
         requested_output_tokens: entry.output_tokens.map(u64::from),
         token_count_mismatch,
         streamed,
-        reconnects: ex.reconnects,
+        resends: ex.resends,
+        http2: ex.http2,
+        reused: ex.reused,
+        inexact_stamps: ex.inexact_stamps,
         server_prompt_us: ex.server.and_then(|t| t.prompt_us),
         server_per_token_us: ex.server.and_then(|t| t.per_token_us),
     }

@@ -1,0 +1,151 @@
+//! Opening a connection: a socket set up for timing (no Nagle, kernel
+//! receive stamps), the TCP handshake, TLS with the protocols we offer.
+//!
+//! A plain connection is opened by hand (socket2) so that a request can be
+//! written in the same step as the connect: on loopback or a fast LAN the
+//! handshake has completed when `connect` returns, and the request leaves at
+//! once instead of after the runtime comes back to this task (which, while
+//! hundreds of requests start together, is milliseconds later).
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use super::HttpError;
+use super::endpoint::Origin;
+use super::io::StampedTcp;
+use super::rx_time;
+use super::stream::Stream;
+
+/// A TCP connection, and how much of the first request went out with the connect.
+pub(crate) struct Opened {
+    pub tcp: TcpStream,
+    pub written: usize,
+}
+
+/// The kernel's view of the TCP connection on `fd`.
+fn tcp_info(fd: RawFd) -> Option<libc::tcp_info> {
+    // SAFETY: an all-zero tcp_info is valid plain data
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: getsockopt writes into `info` we own, within `len`
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(info)
+}
+
+/// The kernel's TCP state of `fd` (`TCP_ESTABLISHED`, `TCP_CLOSE`, ...).
+pub(crate) fn tcp_state(fd: RawFd) -> Option<u8> {
+    tcp_info(fd).map(|i| i.tcpi_state)
+}
+
+/// The smoothed round-trip time the kernel measured on `fd`.
+pub(crate) fn rtt(fd: RawFd) -> Option<std::time::Duration> {
+    tcp_info(fd)
+        .filter(|i| i.tcpi_rtt > 0)
+        .map(|i| std::time::Duration::from_micros(u64::from(i.tcpi_rtt)))
+}
+
+/// The pending error of `fd` (`SO_ERROR`), cleared by reading it.
+pub(crate) fn socket_error(fd: RawFd) -> Option<i32> {
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes an int into `err`, within `len`
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut err as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && err != 0).then_some(err)
+}
+
+/// Connect to `addr` without waiting for the runtime between the connect and
+/// the first write: `first` is sent at once when the handshake is done (an
+/// empty `first` returns at once when the handshake is already done).
+pub(crate) async fn connect_and_send(addr: SocketAddr, first: &[u8]) -> Result<Opened, HttpError> {
+    let fail = |e: io::Error| HttpError::Connect {
+        addr: addr.to_string(),
+        reason: e.to_string(),
+    };
+    let socket = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM.nonblocking().cloexec(),
+        Some(Protocol::TCP),
+    )
+    .map_err(fail)?;
+    // a token is a few bytes: never let Nagle hold our request back
+    let _ = socket.set_tcp_nodelay(true);
+    if let Err(e) = rx_time::enable(socket.as_raw_fd()) {
+        tracing::debug!(error = %e, "no kernel receive stamps; reads are stamped when they return");
+    }
+    match socket.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(fail(e)),
+    }
+    let established = tcp_state(socket.as_raw_fd()) == Some(super::send::TCP_ESTABLISHED);
+    let written = if first.is_empty() {
+        0
+    } else {
+        match socket.send(first) {
+            Ok(n) => n,
+            // the handshake is still under way
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(fail(e)),
+        }
+    };
+    let tcp = TcpStream::from_std(std::net::TcpStream::from(socket)).map_err(fail)?;
+    if written == 0 && !established {
+        tcp.writable().await.map_err(fail)?;
+        if let Some(e) = tcp.take_error().map_err(fail)? {
+            return Err(fail(e));
+        }
+    }
+    Ok(Opened { tcp, written })
+}
+
+/// Connect to `origin` (one of its addresses), with TLS when it is https.
+/// On plain TCP the request `first` is written with the connect as far as
+/// the socket takes it; returns the stream and the bytes of `first` written.
+pub(crate) async fn open(
+    origin: &Origin,
+    tls: Option<&Arc<TlsConnector>>,
+    first: &[u8],
+) -> Result<(Stream, usize), HttpError> {
+    let addr = origin.next_addr().await?;
+    if !origin.tls {
+        let opened = connect_and_send(addr, first).await?;
+        return Ok((Stream::Plain(StampedTcp::new(opened.tcp)), opened.written));
+    }
+    let Opened { tcp, .. } = connect_and_send(addr, &[]).await?;
+    let (Some(connector), Some(name)) = (tls, origin.server_name.clone()) else {
+        return Err(HttpError::Tls {
+            host: origin.host.clone(),
+            reason: "no TLS settings for an https target".into(),
+        });
+    };
+    let stream = connector
+        .connect(name, StampedTcp::new(tcp))
+        .await
+        .map_err(|e| HttpError::Tls {
+            host: origin.host.clone(),
+            reason: e.to_string(),
+        })?;
+    Ok((Stream::Tls(Box::new(stream)), 0))
+}
