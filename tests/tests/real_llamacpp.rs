@@ -67,7 +67,7 @@ fn counter(j: &Value, name: &str) -> u64 {
 }
 
 /// Every request completed with exactly the asked length, token counts as
-/// METRICS.md defines them; returns the reconnects.
+/// METRICS.md defines them; returns the resends.
 fn check_complete(j: &Value, what: &str, chat: bool) -> u64 {
     assert_eq!(
         j["completed"], PROMPTS,
@@ -93,12 +93,12 @@ fn check_complete(j: &Value, what: &str, chat: bool) -> u64 {
     }
     assert_eq!(j["total_input_tokens"], server, "{what}");
     assert_eq!(j["cicada"]["token_sources"]["usage"], PROMPTS, "{what}");
-    let reconnects = j["cicada"]["reconnects"].as_u64().unwrap();
+    let resends = j["cicada"]["resends"].as_u64().unwrap();
     assert!(
-        reconnects <= PROMPTS,
-        "{what}: {reconnects} reconnects, more than one per request"
+        resends <= PROMPTS,
+        "{what}: {resends} resends, more than one per request"
     );
-    reconnects
+    resends
 }
 
 /// One backend, streamed and not, keep-alive on and off, at the slot count;
@@ -121,18 +121,18 @@ fn every_way(backend: &str, chat: bool) {
             out.path(),
         );
         let what = format!("{backend} stream={stream} keep_alive={keep_alive}");
-        let reconnects = check_complete(&j, &what, chat);
+        let resends = check_complete(&j, &what, chat);
         if stream {
             assert!(j["mean_ttft_ms"].as_f64().unwrap() > 0.0, "{what}");
         }
-        seen.push(format!("{what}: {reconnects} reconnects"));
+        seen.push(format!("{what}: {resends} resends"));
     }
     for concurrency in [1, 3 * SLOTS] {
         let out = scratch();
         let j = run(&server, backend, concurrency, &[], out.path());
         let what = format!("{backend} at concurrency {concurrency}");
-        let reconnects = check_complete(&j, &what, chat);
-        seen.push(format!("{what}: {reconnects} reconnects"));
+        let resends = check_complete(&j, &what, chat);
+        seen.push(format!("{what}: {resends} resends"));
     }
     eprintln!("{}", seen.join("\n"));
 }

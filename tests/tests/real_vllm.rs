@@ -123,8 +123,8 @@ fn every_backend_completes_every_request_streamed_and_not() {
             let what = format!("{backend} stream={stream}");
             check_complete(&j, PROMPTS, &what);
             seen.push(format!(
-                "{what}: {} reconnects",
-                j["cicada"]["reconnects"].as_u64().unwrap()
+                "{what}: {} resends",
+                j["cicada"]["resends"].as_u64().unwrap()
             ));
         }
     }

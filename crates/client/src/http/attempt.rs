@@ -59,7 +59,7 @@ impl Client {
         if let Some(h2) = *lock(&pool.speaks_h2) {
             return Ok(if h2 { Route::H2 } else { Route::H1(None) });
         }
-        let (stream, _) = dial::open(origin, Some(&self.tls()?), &[]).await?;
+        let (stream, _) = dial::open(origin, Some(&self.tls()?), &[], self.inner.spread).await?;
         let h2 = alpn(&stream) == Some(ALPN_H2);
         *lock(&pool.speaks_h2) = Some(h2);
         if !h2 {
@@ -227,7 +227,7 @@ impl Client {
         let tls = if origin.tls { Some(self.tls()?) } else { None };
         match tokio::time::timeout(
             super::CONNECT_TIMEOUT,
-            dial::open(origin, tls.as_ref(), first),
+            dial::open(origin, tls.as_ref(), first, self.inner.spread),
         )
         .await
         {

@@ -11,12 +11,14 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
+use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use super::HttpError;
+use super::addresses::{AddressBook, Spread};
 use super::endpoint::Origin;
 use super::io::StampedTcp;
 use super::rx_time;
@@ -120,20 +122,100 @@ pub(crate) async fn connect_and_send(addr: SocketAddr, first: &[u8]) -> Result<O
     Ok(Opened { tcp, written })
 }
 
-/// Connect to `origin` (one of its addresses), with TLS when it is https.
-/// On plain TCP the request `first` is written with the connect as far as
-/// the socket takes it; returns the stream and the bytes of `first` written.
+/// RFC 8305's "Connection Attempt Delay": the next address is tried when
+/// the previous has not connected within it.
+const ATTEMPT_DELAY: Duration = Duration::from_millis(250);
+
+/// Connect to one of `candidates` (in order, see `addresses`): alone, the
+/// first writes `first` with its connect; several race, the next starting
+/// when the previous fails or after [`ATTEMPT_DELAY`], and the first to
+/// connect wins (then nothing of `first` is written: only the winner may
+/// carry the request). Refusals and attempts outrun by a later one are
+/// remembered as dead for a while.
+async fn connect_any(
+    book: &AddressBook,
+    candidates: Vec<SocketAddr>,
+    first: &[u8],
+) -> Result<(Opened, SocketAddr), HttpError> {
+    if let [addr] = candidates[..] {
+        let r = connect_and_send(addr, first).await;
+        match &r {
+            Ok(_) => book.worked(addr),
+            Err(_) => book.failed(addr),
+        }
+        return r.map(|o| (o, addr));
+    }
+    let mut waiting = candidates.into_iter();
+    let mut racing = tokio::task::JoinSet::new();
+    let mut started: Vec<SocketAddr> = Vec::new();
+    let start = |set: &mut tokio::task::JoinSet<_>, addr: SocketAddr, started: &mut Vec<_>| {
+        started.push(addr);
+        set.spawn(async move { (addr, connect_and_send(addr, &[]).await) });
+    };
+    if let Some(a) = waiting.next() {
+        start(&mut racing, a, &mut started);
+    }
+    let mut last_error = None;
+    let delay = tokio::time::sleep(ATTEMPT_DELAY);
+    tokio::pin!(delay);
+    loop {
+        let more = waiting.len() > 0;
+        tokio::select! {
+            done = racing.join_next() => match done {
+                Some(Ok((addr, Ok(opened)))) => {
+                    book.worked(addr);
+                    // attempts started before it and still pending were slower
+                    for a in started.iter().take_while(|a| **a != addr) {
+                        book.failed(*a);
+                    }
+                    return Ok((opened, addr));
+                }
+                Some(Ok((addr, Err(e)))) => {
+                    book.failed(addr);
+                    last_error = Some(e);
+                    match waiting.next() {
+                        Some(a) => {
+                            start(&mut racing, a, &mut started);
+                            delay.as_mut().reset(tokio::time::Instant::now() + ATTEMPT_DELAY);
+                        }
+                        None if racing.is_empty() => break,
+                        None => {}
+                    }
+                }
+                Some(Err(join)) => last_error = Some(HttpError::Io(join.to_string())),
+                None => break,
+            },
+            () = &mut delay, if more => {
+                if let Some(a) = waiting.next() {
+                    start(&mut racing, a, &mut started);
+                }
+                delay.as_mut().reset(tokio::time::Instant::now() + ATTEMPT_DELAY);
+            }
+        }
+    }
+    Err(last_error.unwrap_or_else(|| HttpError::Io("no address to connect to".into())))
+}
+
+/// Connect to `origin` (one of its addresses, see `addresses`), with TLS
+/// when it is https. On plain TCP the request `first` is written with the
+/// connect as far as the socket takes it (one address only); returns the
+/// stream and the bytes of `first` written.
 pub(crate) async fn open(
     origin: &Origin,
     tls: Option<&Arc<TlsConnector>>,
     first: &[u8],
+    spread: Spread,
 ) -> Result<(Stream, usize), HttpError> {
-    let addr = origin.next_addr().await?;
+    let candidates = origin
+        .addresses
+        .candidates(&origin.host, origin.port, spread)
+        .await?;
+    let first = if origin.tls { &[][..] } else { first };
+    let (opened, _addr) = connect_any(&origin.addresses, candidates, first).await?;
     if !origin.tls {
-        let opened = connect_and_send(addr, first).await?;
         return Ok((Stream::Plain(StampedTcp::new(opened.tcp)), opened.written));
     }
-    let Opened { tcp, .. } = connect_and_send(addr, &[]).await?;
+    let Opened { tcp, .. } = opened;
     let (Some(connector), Some(name)) = (tls, origin.server_name.clone()) else {
         return Err(HttpError::Tls {
             host: origin.host.clone(),

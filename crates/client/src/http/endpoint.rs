@@ -2,18 +2,13 @@
 //! what a connection is to) and its path. Every endpoint of one origin shares
 //! that origin's connections (`pool`) and resolved addresses.
 
-use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use rustls::pki_types::ServerName;
-use tokio::time::Instant;
 
 use super::HttpError;
+use super::addresses::AddressBook;
 use super::pool::Pool;
-
-/// How long resolved addresses are trusted before the name is looked up again.
-const DNS_TTL: Duration = Duration::from_secs(30);
 
 /// A request target: one origin and a path (with query).
 #[derive(Debug, Clone)]
@@ -43,14 +38,8 @@ pub(crate) struct Origin {
     pub server_name: Option<ServerName<'static>>,
     /// Its connections and what its server taught about reusing them.
     pub pool: Pool,
-    addrs: Mutex<Addrs>,
-}
-
-#[derive(Debug, Default)]
-struct Addrs {
-    list: Vec<SocketAddr>,
-    fetched: Option<Instant>,
-    next: usize,
+    /// Its addresses and which of them answer.
+    pub addresses: AddressBook,
 }
 
 /// The parts of an absolute http(s) URL.
@@ -120,7 +109,7 @@ impl Origin {
             host_header: parts.host_header.clone(),
             server_name,
             pool: Pool::default(),
-            addrs: Mutex::new(Addrs::default()),
+            addresses: AddressBook::default(),
         })
     }
 
@@ -131,39 +120,6 @@ impl Origin {
             if self.tls { "https" } else { "http" },
             self.host_header
         )
-    }
-
-    /// The next address to connect to: the literal IP, or the resolved
-    /// addresses in turn (looked up again after [`DNS_TTL`]).
-    pub async fn next_addr(&self) -> Result<SocketAddr, HttpError> {
-        if let Ok(ip) = self.host.parse::<IpAddr>() {
-            return Ok(SocketAddr::new(ip, self.port));
-        }
-        {
-            let mut a = self.addrs.lock().unwrap_or_else(|p| p.into_inner());
-            if a.fetched.is_some_and(|t| t.elapsed() < DNS_TTL) && !a.list.is_empty() {
-                a.next = a.next.wrapping_add(1);
-                return Ok(a.list[a.next % a.list.len()]);
-            }
-        }
-        let list: Vec<SocketAddr> = tokio::net::lookup_host((self.host.as_str(), self.port))
-            .await
-            .map_err(|e| HttpError::Resolve {
-                host: self.host.clone(),
-                reason: e.to_string(),
-            })?
-            .collect();
-        let first = *list.first().ok_or_else(|| HttpError::Resolve {
-            host: self.host.clone(),
-            reason: "no addresses".into(),
-        })?;
-        let mut a = self.addrs.lock().unwrap_or_else(|p| p.into_inner());
-        *a = Addrs {
-            list,
-            fetched: Some(Instant::now()),
-            next: 0,
-        };
-        Ok(first)
     }
 }
 

@@ -12,6 +12,7 @@
 //! (`pool`), and a request goes again only when it provably never reached
 //! the server (`send`); [`Response::resends`] says how often and why.
 
+mod addresses;
 mod attempt;
 mod conn;
 mod dial;
@@ -35,6 +36,7 @@ use http::{HeaderName, HeaderValue};
 use thiserror::Error;
 use tokio_rustls::TlsConnector;
 
+pub use addresses::Spread;
 pub use cicada_metrics::Resends;
 pub use endpoint::Endpoint;
 pub use response::{Protocol, Response};
@@ -221,6 +223,8 @@ struct Inner {
     http: HttpVersion,
     /// Who reads HTTP/1.1.
     h1: H1Impl,
+    /// How new connections choose among a name's addresses.
+    spread: Spread,
     /// The most of one response held at once (an SSE line or event, a body).
     max_event: usize,
     tls_settings: TlsSettings,
@@ -267,6 +271,7 @@ impl Client {
                 keep_alive,
                 http: HttpVersion::Auto,
                 h1: H1Impl::from_env(),
+                spread: Spread::First,
                 max_event,
                 tls_settings: tls.clone(),
                 tls: OnceLock::new(),
@@ -293,6 +298,7 @@ impl Client {
                 keep_alive: inner.keep_alive,
                 http,
                 h1,
+                spread: inner.spread,
                 max_event: inner.max_event,
                 tls_settings: inner.tls_settings.clone(),
                 tls: OnceLock::new(),
