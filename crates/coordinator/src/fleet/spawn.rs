@@ -14,7 +14,8 @@ use super::{FleetOptions, LocalWorkers, TOKEN_ENV};
 pub(super) struct Locals {
     /// `worker` processes.
     pub children: Vec<Child>,
-    /// In-process workers.
+    /// In-process workers (the fleet's unit tests).
+    #[cfg(test)]
     pub tasks: Vec<tokio::task::JoinHandle<Result<(), cicada_worker::LinkError>>>,
 }
 
@@ -109,6 +110,7 @@ impl Locals {
                 crate::signals::reaped(pid);
             }
         }
+        #[cfg(test)]
         for task in &mut self.tasks {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if tokio::time::timeout(left, &mut *task).await.is_err() {
