@@ -55,7 +55,7 @@ pub struct WorkerArgs {
     #[arg(long)]
     pub threads: Option<usize>,
     /// How long to keep dialling a coordinator that is not up yet.
-    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    #[arg(long, default_value = "2m", value_parser = cicada_scenarios::units::parse_duration)]
     pub dial_timeout: Duration,
     /// CA certificate (PEM) to verify an https coordinator (default: system roots).
     #[arg(long)]
@@ -91,34 +91,6 @@ impl WorkerArgs {
     }
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime_like(s)
-}
-
-/// Parse "500ms", "30s", "2m", "1h" (what scheduler manifests use).
-fn humantime_like(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = s.split_at(
-        s.find(|c: char| !c.is_ascii_digit() && c != '.')
-            .unwrap_or(s.len()),
-    );
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration \"{s}\""))?;
-    let secs = match unit {
-        "ms" => v / 1000.0,
-        "" | "s" => v,
-        "m" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => {
-            return Err(format!(
-                "invalid duration unit in \"{s}\" (use ms, s, m or h)"
-            ));
-        }
-    };
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("invalid duration \"{s}\": {e}"))
-}
-
 /// Run a worker as a task of this process, dialling `url` like the `worker`
 /// binary does: a fleet without a process boundary, for tests and
 /// single-process runs.
@@ -143,17 +115,4 @@ pub fn read_token(args: &WorkerArgs) -> std::io::Result<String> {
         return Ok(std::fs::read_to_string(path)?.trim().to_string());
     }
     Ok(std::env::var(&args.token_env).unwrap_or_default())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(humantime_like("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(humantime_like("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(humantime_like("3").unwrap(), Duration::from_secs(3));
-        assert!(humantime_like("3 weeks").is_err());
-    }
 }

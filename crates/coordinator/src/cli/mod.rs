@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cicada_mock::MockConfig;
+use cicada_scenarios::units::parse_duration;
 use clap::{Args, Parser, Subcommand};
 
 /// cicada: a distributed load generator for LLM inference servers.
@@ -149,12 +150,4 @@ pub struct ValidateArgs {
     /// Overrides to apply before validating.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
-}
-
-/// Parse "500ms", "30s", "5m", "1h" or plain seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    if let Ok(secs) = s.trim().parse::<f64>() {
-        return Duration::try_from_secs_f64(secs).map_err(|e| e.to_string());
-    }
-    humantime::parse_duration(s.trim()).map_err(|e| format!("invalid duration \"{s}\": {e}"))
 }
