@@ -152,7 +152,7 @@ pub async fn run(level: FloorLevel) -> anyhow::Result<FloorFigures> {
             all.gaps_us.len(),
         ) / 1e3,
         p99_itl_ms: f64::from(p99) / 1e3,
-        cpu_us: process_cpu_us(),
+        cpu_us: cicada_client::sys::resource_usage().cpu_us as f64,
         start_unix_us,
     })
 }
@@ -231,18 +231,6 @@ pub(super) fn unix_now_us() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64() * 1e6)
-}
-
-/// This process's user+sys CPU time so far, µs.
-fn process_cpu_us() -> f64 {
-    // SAFETY: getrusage writes the struct we own.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
-    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
-    us(ru.ru_utime) + us(ru.ru_stime)
 }
 
 #[cfg(test)]
