@@ -41,7 +41,6 @@ mod live;
 mod merge;
 mod pool;
 mod progress;
-mod report;
 mod run;
 mod selftest;
 mod server_metrics;
@@ -52,7 +51,7 @@ mod target;
 
 use cicada_mock::{MockServer, TlsFiles};
 
-use crate::cli::{Cli, Command, MockArgs, ReportArgs, ValidateArgs};
+use crate::cli::{Cli, Command, MockArgs, ValidateArgs};
 use crate::error::EXIT_BAD_INPUT;
 
 /// Run the command line; returns the process exit code.
@@ -70,21 +69,7 @@ pub async fn main(cli: Cli) -> i32 {
                 1
             }
         },
-        Command::Report(args) => report(&args),
-    }
-}
-
-/// `coord report`: print the table; 2 for unusable files.
-fn report(args: &ReportArgs) -> i32 {
-    match report::table::build(&args.files, args.format, args.merge) {
-        Ok(text) => {
-            print!("{text}");
-            0
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            EXIT_BAD_INPUT
-        }
+        Command::Report(args) => cicada_results::cli::report(&args),
     }
 }
 

@@ -35,7 +35,7 @@ pub enum Command {
     /// error against the built-in mock, one core each.
     Selftest(crate::selftest::SelftestArgs),
     /// Compare result files side by side, or merge them into one row.
-    Report(ReportArgs),
+    Report(cicada_results::cli::ReportArgs),
 }
 
 /// `coord run`.
@@ -125,21 +125,6 @@ pub struct MockArgs {
     pub tls_key: Option<PathBuf>,
     #[command(flatten)]
     pub config: MockConfig,
-}
-
-/// `coord report`.
-#[derive(Debug, Args)]
-pub struct ReportArgs {
-    /// Result files written by `coord run` (result.json, result-stage<n>.json, ...).
-    #[arg(required = true, value_name = "RESULT.json")]
-    pub files: Vec<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "markdown")]
-    pub format: crate::report::table::Format,
-    /// Merge the runs into one row: histograms re-merged exactly, counts added,
-    /// throughputs over the wall-clock span the runs cover together.
-    #[arg(long)]
-    pub merge: bool,
 }
 
 /// `coord validate`.

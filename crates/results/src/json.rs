@@ -11,7 +11,7 @@ use super::document::{
     TokenSources, Warmup, WorkerShare, WorkerUse,
 };
 use super::{RunResult, compact_date, rfc3339};
-use crate::server_metrics::ServerFigures;
+use crate::server::ServerFigures;
 
 /// Metrics with vLLM-named fields (`mean_ttft_ms`, ...).
 const VLLM_METRICS: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
@@ -202,7 +202,7 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
     let t = &r.total;
     let output_tokens = s.total_output_tokens + r.warmup.counter(Counter::OutputTokens);
     Cicada {
-        version: cicada_proto::VERSION.to_string(),
+        version: crate::VERSION.to_string(),
         scenario_name: r.scenario.name.clone(),
         scenario_hash: r.scenario_hash.clone(),
         scenario_origin: r.scenario_origin.clone(),
@@ -301,7 +301,7 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::sample::result;
+    use crate::sample::result;
     use cicada_scenarios::Scenario;
 
     #[test]

@@ -212,7 +212,7 @@ pub fn build(files: &[std::path::PathBuf], format: Format, merged: bool) -> anyh
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::compare::Latency;
+    use crate::compare::Latency;
 
     fn row(run: &str) -> Row {
         Row {
@@ -282,7 +282,7 @@ mod tests {
     /// and a footnote say so. Between cicada files alone ITL stays per token.
     #[test]
     fn a_comparison_with_vllm_files_keeps_one_itl_definition() {
-        use crate::report::sample::result;
+        use crate::sample::result;
         use cicada_metrics::Metric;
         let dir = tempfile::tempdir().unwrap();
         let mut r = result(cicada_scenarios::Scenario::default(), 3, 0, 0);
@@ -293,7 +293,7 @@ mod tests {
         let ours = dir.path().join("cicada.json");
         std::fs::write(
             &ours,
-            serde_json::to_vec(&crate::report::json::document(&r)).unwrap(),
+            serde_json::to_vec(&crate::json::document(&r)).unwrap(),
         )
         .unwrap();
         let vllm = dir.path().join("vllm.json");

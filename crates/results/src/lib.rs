@@ -1,38 +1,48 @@
 //! Results: what one finished step (or `[[stages]]` window) measured, and
 //! everything that turns it into output: the console block, `result.json`,
 //! `summary.csv`, the streamed files, `report.html`, the run gates, the
-//! run's last-line verdict, the client's health verdict and `coord report`'s
-//! tables.
+//! run's last-line verdict, the client's health verdict, the exit codes, and
+//! `coord report`, which reads result files back.
+//!
+//! The coordinator builds a [`RunResult`] per finished step (from its merged
+//! aggregate, the fleet's shares and the servers' view) and hands it here;
+//! nothing in this crate runs a fleet or talks to a server.
 
+pub mod cli;
 pub mod client_health;
 pub mod compare;
 pub mod console;
 pub mod csv;
 pub mod document;
+pub mod exit;
 pub mod gates;
 pub mod hlog;
 pub mod html;
+pub mod interval;
 pub mod json;
 pub mod outputs;
-pub mod results;
 #[cfg(test)]
-pub(crate) mod sample;
+mod sample;
+pub mod server;
 pub mod stages;
 pub mod streams;
 pub mod svg;
 pub mod table;
 pub mod timeseries;
 pub mod verdict;
+pub mod write;
 
 use cicada_metrics::{LatencyHistogram, Metric, MetricSet, Summary};
 use cicada_scenarios::Scenario;
 use cicada_scenarios::dataset::DatasetReport;
 use cicada_scenarios::plan::ResolvedTarget;
 
-use crate::merge::IntervalRow;
-use crate::server_metrics::ServerView;
-use crate::step::{LostWorker, WorkerShare};
+use crate::interval::IntervalRow;
+use crate::server::ServerView;
 use client_health::ClientHealth;
+
+/// The cicada version every result file names (the workspace's one version).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Percentiles computed for every metric in files, beside the console's own choice.
 pub const FILE_PERCENTILES: [f64; 4] = [50.0, 90.0, 99.0, 99.9];
@@ -53,6 +63,37 @@ pub fn hide(set: &mut MetricSet, hidden: &[Metric]) {
     for m in hidden {
         set.set_histogram(*m, LatencyHistogram::default());
     }
+}
+
+/// A worker that stopped reporting mid-step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LostWorker {
+    pub index: u32,
+    pub host: String,
+    /// Seconds after the start barrier when the loss was noticed.
+    pub at_s: f64,
+    pub reason: String,
+    /// Requests the worker was to send in the step (0 if open-ended).
+    pub planned: u64,
+    /// Requests it reported before it was lost (these stay counted).
+    pub reported: u64,
+}
+
+/// One worker's part of a step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerShare {
+    pub index: u32,
+    pub host: String,
+    /// Requests it was to send (0 if open-ended).
+    pub planned: u64,
+    /// Requests it reported (every outcome).
+    pub reported: u64,
+    /// It was lost before finishing.
+    pub lost: bool,
+    /// Runtime threads it runs (its share of the machine).
+    pub threads: u32,
+    /// The worker binary's version (from its Hello).
+    pub version: String,
 }
 
 /// Everything known about one finished step, or one `[[stages]]` window of it.

@@ -8,9 +8,6 @@
 //! `[[stages]]` window. A replica without `/metrics`, or a metric a server
 //! does not expose, is skipped silently.
 
-mod figures;
-pub(crate) mod prom;
-
 use std::time::Duration;
 
 use cicada_client::http::{self, ApiKey, Client, Headers, Method, Request};
@@ -20,51 +17,12 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-pub use figures::ServerFigures;
-use figures::{GaugeTrack, Raw};
-use prom::Exposition;
+use cicada_results::server::{Exposition, GaugeTrack, Raw, ServerView, StepServerViews};
 
 use crate::target::{Target, join_url};
 
 /// Longest a scrape may take.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Server-side figures per target (in `target.urls` order) and for the fleet.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ServerView {
-    pub targets: Vec<Option<ServerFigures>>,
-    pub total: Option<ServerFigures>,
-}
-
-impl ServerView {
-    /// Figures of each replica's changes, and of their sum for the fleet.
-    fn of(raws: &[Option<Raw>], replicas: usize) -> ServerView {
-        let mut view = ServerView {
-            targets: vec![None; replicas],
-            total: None,
-        };
-        let mut fleet: Option<Raw> = None;
-        for (slot, raw) in view.targets.iter_mut().zip(raws) {
-            if let Some(raw) = raw {
-                *slot = Some(raw.figures());
-                fleet.get_or_insert_with(Raw::default).merge(raw);
-            }
-        }
-        view.total = fleet.map(|f| f.figures());
-        view
-    }
-}
-
-/// What the servers did over the stage and over each `[[stages]]` window.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct StepServerViews {
-    /// The whole step, from the scrape before the barrier to the one after.
-    pub whole: ServerView,
-    /// One per window, in order: window `i` runs from the scrape at its start
-    /// (the one before the barrier for the first) to the scrape at the next
-    /// window's start (the one after the run for the last).
-    pub windows: Vec<ServerView>,
-}
 
 struct Scraper {
     http: Client,

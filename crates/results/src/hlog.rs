@@ -70,7 +70,7 @@ impl HlogWriter {
 
 fn write_header(w: &mut impl Write, base_unix: f64) -> std::io::Result<()> {
     let when = super::rfc3339(base_unix);
-    writeln!(w, "#[Logged with cicada {}]", cicada_proto::VERSION)?;
+    writeln!(w, "#[Logged with cicada {}]", crate::VERSION)?;
     writeln!(w, "#[Histogram log format version 1.3]")?;
     writeln!(
         w,

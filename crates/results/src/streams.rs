@@ -14,7 +14,7 @@ use cicada_scenarios::Scenario;
 
 use super::hlog::HlogWriter;
 use super::timeseries::{IntervalPlace, TimeseriesWriter};
-use crate::merge::IntervalSink;
+use crate::interval::IntervalSink;
 
 /// The name of a file written beside the result: `result.json` gives plain
 /// `name`; another `output.result_filename` prefixes its stem

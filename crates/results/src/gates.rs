@@ -9,7 +9,7 @@ use cicada_metrics::Counter;
 use serde::Serialize;
 
 use super::RunResult;
-use crate::error::{EXIT_FAILURE_RATIO, EXIT_SLO_GATE};
+use crate::exit::{EXIT_FAILURE_RATIO, EXIT_SLO_GATE};
 
 /// Which gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -158,7 +158,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::sample::result;
+    use crate::sample::result;
     use cicada_scenarios::Scenario;
 
     #[test]

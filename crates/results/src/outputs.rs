@@ -9,8 +9,8 @@ use cicada_scenarios::Scenario;
 use super::RunResult;
 use super::html::{self, Page};
 use super::streams::{RunFiles, companion};
-use crate::merge::IntervalSink;
-use crate::sweep::Search;
+use crate::interval::IntervalSink;
+use crate::stages::Search;
 
 /// The run's extra outputs.
 #[derive(Debug)]

@@ -8,8 +8,7 @@
 
 use cicada_metrics::{Metric, MetricSet};
 
-use crate::merge::WorkerUsage;
-use crate::step::WorkerShare;
+use crate::WorkerShare;
 
 /// Runtime stall p99 above which the client could not run when it had to, ms.
 pub const STALL_P99_MS: f64 = 10.0;
@@ -17,6 +16,15 @@ pub const STALL_P99_MS: f64 = 10.0;
 pub const CPU_SATURATED: f64 = 0.9;
 /// Schedule lag p99 (uncapped open loop) above which requests left late, ms.
 pub const LAG_P99_MS: f64 = 10.0;
+
+/// One worker's resource use over a step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerUsage {
+    /// CPU time (user + system) of the worker process, µs.
+    pub cpu_us: u64,
+    /// Most resident memory it reported, bytes.
+    pub peak_rss_bytes: u64,
+}
 
 /// One worker's resource use, judged.
 #[derive(Debug, Clone, PartialEq)]

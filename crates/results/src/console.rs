@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use cicada_metrics::{Counter, EVENTS_OVER_USAGE_RATIO, Metric, Summary};
 
 use super::{RunResult, percentile_word};
-use crate::server_metrics::ServerFigures;
+use crate::server::ServerFigures;
 
 const WIDTH: usize = 50;
 

@@ -92,7 +92,7 @@ impl fmt::Display for MostlyFailed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::sample::result;
+    use crate::sample::result;
     use cicada_scenarios::Scenario;
 
     #[test]

@@ -11,7 +11,7 @@ use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::server_metrics::ServerFigures;
+use crate::server::ServerFigures;
 use cicada_scenarios::dataset::DatasetReport;
 
 /// Version of the `result.json` layout; bumped on incompatible changes.

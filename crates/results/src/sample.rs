@@ -9,11 +9,11 @@ use cicada_scenarios::Scenario;
 
 use super::RunResult;
 use super::client_health::{ClientHealth, WorkerHealth};
-use crate::server_metrics::{ServerFigures, ServerView};
-use crate::step::{LostWorker, WorkerShare};
+use crate::server::{ServerFigures, ServerView};
+use crate::{LostWorker, WorkerShare};
 
 /// A result with `ok` successes (of which `good` met the SLO) and `failed` failures.
-pub(crate) fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult {
+pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult {
     let mut total = MetricSet::default();
     total.outcomes.add_n(Outcome::Ok, ok, None);
     if failed > 0 {
@@ -83,7 +83,7 @@ fn measured(set: &mut MetricSet, n: u64, scale: u64) {
 
 /// A two-replica step of a sweep with a lost worker, a warm-up, gates,
 /// client health, server figures and a secret header: every branch of the writers.
-pub(crate) fn rich() -> RunResult {
+pub fn rich() -> RunResult {
     let mut s = Scenario {
         name: "rich".into(),
         ..Scenario::default()

@@ -1,11 +1,22 @@
-//! The table of stages printed at the end of a sweep or a `[[stages]]` run.
+//! The table of stages printed at the end of a sweep or a `[[stages]]` run,
+//! and where an `slo` sweep's search ended.
 
 use std::fmt::Write as _;
 
 use cicada_metrics::{Counter, Metric};
 
 use super::RunResult;
-use crate::sweep::Search;
+
+/// The SLO search's bracket and answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Search {
+    /// Highest rate that met the SLO (None: none did).
+    pub passed: Option<f64>,
+    /// Lowest rate that missed it (None: the top of the range passed).
+    pub failed: Option<f64>,
+    pub resolution: f64,
+    pub fraction: f64,
+}
 
 fn ms(r: &RunResult, m: Metric, pick: fn(&cicada_metrics::DistributionStats) -> f64) -> String {
     r.summary()

@@ -13,8 +13,8 @@ use cicada_metrics::{Metric, Outcomes, Summary};
 use super::stages::search_line;
 use super::svg::{LineChart, Series, XAxis, bar_chart, esc};
 use super::{RunResult, rfc3339};
-use crate::merge::IntervalRow;
-use crate::sweep::Search;
+use crate::interval::IntervalRow;
+use crate::stages::Search;
 
 /// Most points drawn per series over time; longer runs are averaged into buckets.
 const MAX_POINTS: usize = 1500;
@@ -107,7 +107,7 @@ pub fn render(page: &Page<'_>) -> String {
             esc(r.scenario.target.backend.name()),
             r.workers,
             esc(&r.target.urls.join(", ")),
-            esc(cicada_proto::VERSION)
+            esc(crate::VERSION)
         );
     }
     for r in page.steps {
@@ -424,7 +424,7 @@ fn outcomes(out: &mut String, steps: &[&RunResult]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::sample::result;
+    use crate::sample::result;
     use cicada_metrics::{Counter, Outcome};
     use cicada_scenarios::Scenario;
 

@@ -425,7 +425,7 @@ mod tests {
     /// of one histogram fed both runs' samples.
     #[test]
     fn merging_result_files_equals_one_histogram_of_every_sample() {
-        use crate::report::sample::result;
+        use crate::sample::result;
         use cicada_scenarios::Scenario;
         let dir = tempfile::tempdir().unwrap();
         let mut all = MetricSet::default();
