@@ -15,7 +15,7 @@ WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p cicada-coordinator -p cicada-worker --bins \
+    cargo build --release --locked -p cicada -p cicada-worker --bins \
  && install -D -m 0755 target/release/coord /out/coord \
  && install -D -m 0755 target/release/worker /out/worker
 

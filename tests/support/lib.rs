@@ -48,7 +48,7 @@ pub fn bin_dir() -> PathBuf {
             cmd.args([
                 "build",
                 "-p",
-                "cicada-coordinator",
+                "cicada",
                 "-p",
                 "cicada-worker",
                 "--bins",

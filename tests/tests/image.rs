@@ -79,7 +79,7 @@ fn the_dockerfile_builds_both_binaries_into_a_slim_non_root_image() {
     for want in [
         "--release",
         "--locked",
-        "cicada-coordinator",
+        "-p cicada ",
         "cicada-worker",
     ] {
         assert!(cargo.contains(want), "cargo build lacks {want}: {cargo}");

@@ -42,7 +42,6 @@ mod merge;
 mod pool;
 mod progress;
 mod run;
-mod selftest;
 mod server_metrics;
 mod signals;
 mod step;
@@ -51,29 +50,18 @@ mod target;
 
 use cicada_mock::{MockServer, TlsFiles};
 
-use crate::cli::{Cli, Command, MockArgs, ValidateArgs};
+use crate::cli::{MockArgs, RunArgs, ValidateArgs};
 use crate::error::EXIT_BAD_INPUT;
 
-/// Run the command line; returns the process exit code.
-pub async fn main(cli: Cli) -> i32 {
-    cicada_client::tls::install_crypto_provider();
-    cicada_client::sys::raise_fd_limit();
-    match cli.command {
-        Command::Run(args) => run::run(*args).await.unwrap_or_else(|e| e.report()),
-        Command::Mock(args) => serve_mock(*args).await,
-        Command::Validate(args) => validate(&args),
-        Command::Selftest(args) => match selftest::selftest(args).await {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                1
-            }
-        },
-        Command::Report(args) => cicada_results::cli::report(&args),
-    }
+pub use merge::{MergeError, ReportMerge};
+
+/// `coord run`: run the scenario over a fleet; returns the process exit code.
+pub async fn run(args: RunArgs) -> i32 {
+    run::run(args).await.unwrap_or_else(|e| e.report())
 }
 
-fn validate(args: &ValidateArgs) -> i32 {
+/// `coord validate`: check a scenario file; returns the process exit code.
+pub fn validate(args: &ValidateArgs) -> i32 {
     match cli::scenario::load(&args.scenario, &args.sets) {
         Ok(l) => {
             println!("{}: ok ({})", l.origin, l.scenario.name);
@@ -97,7 +85,8 @@ fn read_tls(args: &MockArgs) -> Result<Option<TlsFiles>, String> {
     }))
 }
 
-async fn serve_mock(args: MockArgs) -> i32 {
+/// `coord mock`: serve the built-in mock until a signal; returns the exit code.
+pub async fn mock(args: MockArgs) -> i32 {
     let tls = match read_tls(&args) {
         Ok(t) => t,
         Err(e) => {

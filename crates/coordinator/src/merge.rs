@@ -188,6 +188,43 @@ impl Aggregate {
     }
 }
 
+/// Worker reports, from their wire bytes, decoded and merged exactly as a
+/// run merges them: what `coord selftest --fleet` times to show the merge's
+/// own cost per report.
+#[derive(Debug)]
+pub struct ReportMerge {
+    agg: Aggregate,
+}
+
+/// Why a report could not be merged.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error("the report does not decode: {0}")]
+    Decode(#[from] prost::DecodeError),
+    #[error(transparent)]
+    Merge(#[from] MetricsError),
+}
+
+impl ReportMerge {
+    /// An empty merge for `workers` workers reporting every `interval_s` seconds.
+    pub fn new(interval_s: f64, workers: u32) -> Self {
+        Self {
+            agg: Aggregate::new(interval_s, 0..workers),
+        }
+    }
+
+    /// Decode worker `worker`'s report from its protobuf bytes and merge it.
+    pub fn add_encoded(&mut self, worker: u32, bytes: &[u8]) -> Result<(), MergeError> {
+        let report = crate::fleet::decode_report(bytes)?;
+        Ok(self.agg.add(worker, report)?)
+    }
+
+    /// Everything merged so far (every target, without warm-up).
+    pub fn total(&self) -> MetricSet {
+        self.agg.total()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,31 +12,7 @@ use std::time::Duration;
 
 use cicada_mock::MockConfig;
 use cicada_scenarios::units::parse_duration;
-use clap::{Args, Parser, Subcommand};
-
-/// cicada: a distributed load generator for LLM inference servers.
-#[derive(Debug, Parser)]
-#[command(name = "coord", version, about, long_about = None)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// What `coord` can do.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run a scenario over a fleet of workers and report the results.
-    Run(Box<RunArgs>),
-    /// Serve the built-in mock inference server.
-    Mock(Box<MockArgs>),
-    /// Check a scenario file without running it.
-    Validate(ValidateArgs),
-    /// Measure this machine's client: throughput, CPU per token and timing
-    /// error against the built-in mock, one core each.
-    Selftest(crate::selftest::SelftestArgs),
-    /// Compare result files side by side, or merge them into one row.
-    Report(cicada_results::cli::ReportArgs),
-}
+use clap::Args;
 
 /// `coord run`.
 #[derive(Debug, Args)]

@@ -16,6 +16,7 @@ mod fleet;
 mod floor;
 mod level;
 mod procs;
+mod sim;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -99,8 +100,19 @@ async fn floor_process(a: &SelftestArgs, url: &str) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// Run every level and print the tables; returns the exit code.
-pub async fn selftest(a: SelftestArgs) -> anyhow::Result<i32> {
+/// `coord selftest`: run every level and print the tables; returns the
+/// process exit code (1, with the error on stderr, when a level fails).
+pub async fn selftest(a: SelftestArgs) -> i32 {
+    match levels(a).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
+}
+
+async fn levels(a: SelftestArgs) -> anyhow::Result<i32> {
     if let Some(url) = &a.floor_url {
         return floor_process(&a, url).await;
     }

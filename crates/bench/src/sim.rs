@@ -24,8 +24,6 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::events::{WorkerReport, report};
-
 /// Replicas every simulated worker reports on.
 const REPLICAS: u32 = 2;
 
@@ -95,12 +93,9 @@ impl SampleReports {
         r
     }
 
-    /// Variant `i` as report `seq`, decoded from its wire bytes the way the
-    /// coordinator decodes a worker's report.
-    pub fn decode(&self, i: usize, seq: u64) -> anyhow::Result<WorkerReport> {
-        let bytes = self.message(i, seq).encode_to_vec();
-        let r = v1::Report::decode(bytes.as_slice()).context("decoding a sample report")?;
-        Ok(report(r))
+    /// Variant `i` as report `seq`, in its wire bytes.
+    pub fn encoded(&self, i: usize, seq: u64) -> Vec<u8> {
+        self.message(i, seq).encode_to_vec()
     }
 
     /// What merging `counts[i]` copies of each variant `i` gives.
@@ -219,7 +214,7 @@ fn msg(body: WBody) -> v1::WorkerMessage {
 
 /// Dial the coordinator and attach with `hello`; again, after a pause, when
 /// the connection is turned away before the hello is read (the coordinator
-/// holds at most [`super::connections::UNAUTHENTICATED_MAX`] connections
+/// holds at most 64 connections
 /// that have not proved the token, and a fleet of simulated workers joins
 /// all at once), as a real worker does, for up to a minute.
 async fn attach(
@@ -373,15 +368,12 @@ mod tests {
     #[test]
     fn a_decoded_sample_merges_to_what_was_encoded() {
         let s = SampleReports::new(3, 50, 1);
-        let mut merged = MetricSet::default();
+        let mut merge = cicada_coordinator::ReportMerge::new(1.0, 3);
         for i in 0..3 {
-            let r = s.decode(i, 4).unwrap();
-            assert_eq!(r.seq, 4);
-            assert_eq!(r.sent, 50);
-            for (_, set) in &r.measured.unwrap().scopes {
-                merged.merge(set).unwrap();
-            }
+            merge.add_encoded(i as u32, &s.encoded(i, 4)).unwrap();
         }
+        let merged = merge.total();
+        assert_eq!(merged.outcomes.sent(), 150);
         let want = s.expected(&[1, 1, 1]).unwrap();
         for m in cicada_metrics::Metric::ALL {
             let (got, want) = (merged.histogram(m), want.histogram(m));

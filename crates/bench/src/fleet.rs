@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use super::SelftestArgs;
 use super::procs::pin;
-use crate::fleet::sim::{self, SampleReports};
-use crate::merge::Aggregate;
+use crate::sim::{self, SampleReports};
+use cicada_coordinator::ReportMerge;
 
 /// Distinct sample reports the simulated workers take turns sending.
 const VARIANTS: usize = 16;
@@ -378,12 +378,14 @@ fn matches_result(expected: &MetricSet, result: &Path) -> anyhow::Result<bool> {
 /// (every worker's report of an interval, then the next interval).
 fn merge_cost(samples: &SampleReports, k: u32) -> anyhow::Result<f64> {
     let intervals = (4096 / k.max(1)).clamp(2, 64) as u64;
-    let mut agg = Aggregate::new(1.0, 0..k);
+    let mut merge = ReportMerge::new(1.0, k);
     let started = Instant::now();
     for seq in 0..intervals {
         for w in 0..k {
-            let r = samples.decode((w as u64 + seq) as usize, seq)?;
-            agg.add(w, r).context("merging a sample report")?;
+            let bytes = samples.encoded((w as u64 + seq) as usize, seq);
+            merge
+                .add_encoded(w, &bytes)
+                .context("merging a sample report")?;
         }
     }
     Ok(started.elapsed().as_secs_f64() * 1e6 / (intervals * u64::from(k)) as f64)
