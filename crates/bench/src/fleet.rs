@@ -1,6 +1,6 @@
-//! `coord selftest --fleet K,...`: what the coordinator costs per worker.
+//! `cicada selftest --fleet K,...`: what the coordinator costs per worker.
 //!
-//! For each fleet size K, a real `coord run` pinned to one core waits for K
+//! For each fleet size K, a real `cicada run` pinned to one core waits for K
 //! workers on loopback; a second process pinned to the other core joins it
 //! as K simulated workers (`fleet::sim`) that send realistic reports once a
 //! second and no load. The coordinator's CPU and memory are read from
@@ -91,7 +91,7 @@ pub(super) async fn run(exe: &Path, a: &SelftestArgs, dir: &Path) -> anyhow::Res
         bail!("--fleet needs --seconds of at least {}", SETTLE_S + 3);
     }
     println!(
-        "cicada selftest --fleet: coord run on core {}, simulated workers on core {}; each worker reports once a second ({} requests over 2 replicas, every histogram), {} s",
+        "cicada selftest --fleet: cicada run on core {}, simulated workers on core {}; each worker reports once a second ({} requests over 2 replicas, every histogram), {} s",
         a.worker_core, a.mock_core, REQUESTS_PER_REPORT, a.seconds
     );
     println!(
@@ -167,7 +167,7 @@ async fn one_size(exe: &Path, a: &SelftestArgs, dir: &Path, k: u32) -> anyhow::R
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     pin(&mut coord, a.worker_core);
-    let mut coord = Reaped(coord.spawn().context("starting coord run")?);
+    let mut coord = Reaped(coord.spawn().context("starting cicada run")?);
     let pid = coord.0.id();
     let mut sim = Command::new(exe);
     sim.args([
@@ -190,13 +190,13 @@ async fn one_size(exe: &Path, a: &SelftestArgs, dir: &Path, k: u32) -> anyhow::R
     let seconds = a.seconds;
     let watch = tokio::task::spawn_blocking(move || watch(pid, lines, seconds));
     let watched = watch.await.context("watching the coordinator")??;
-    let coord_status = wait(&mut coord.0, "coord run")?;
+    let coord_status = wait(&mut coord.0, "cicada run")?;
     let sim_status = wait(&mut sim.0, "the simulated fleet")?;
     if !sim_status.success() {
         bail!("the simulated fleet failed: {}", stderr_of(&mut sim.0));
     }
     if !coord_status.success() {
-        bail!("coord run failed: {}", stderr_of(&mut coord.0));
+        bail!("cicada run failed: {}", stderr_of(&mut coord.0));
     }
     let sent: SimOutput = serde_json::from_str(&watched.last_line)
         .with_context(|| format!("reading the fleet's figures from {:?}", watched.last_line))?;

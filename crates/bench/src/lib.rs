@@ -1,4 +1,4 @@
-//! `coord selftest`: how much load can this machine's client generate, and how
+//! `cicada selftest`: how much load can this machine's client generate, and how
 //! exactly does it measure it?
 //!
 //! For each concurrency level it starts the built-in mock pinned to one core
@@ -29,7 +29,7 @@ pub use level::Level;
 /// Prompt words per request (cicada's and the floor's).
 const INPUT_LEN: u32 = 32;
 
-/// `coord selftest` options.
+/// `cicada selftest` options.
 #[derive(Debug, Clone, Args)]
 pub struct SelftestArgs {
     /// Concurrent streams (closed-loop users) to try, in order.
@@ -100,7 +100,7 @@ async fn floor_process(a: &SelftestArgs, url: &str) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// `coord selftest`: run every level and print the tables; returns the
+/// `cicada selftest`: run every level and print the tables; returns the
 /// process exit code (1, with the error on stderr, when a level fails).
 pub async fn selftest(a: SelftestArgs) -> i32 {
     match levels(a).await {
@@ -119,7 +119,7 @@ async fn levels(a: SelftestArgs) -> anyhow::Result<i32> {
     if let Some(url) = &a.fleet_sim {
         return fleet::sim_process(&a, url).await;
     }
-    let exe = std::env::current_exe().context("locating coord")?;
+    let exe = std::env::current_exe().context("locating the cicada executable")?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if a.mock_core >= cores || a.worker_core >= cores || a.mock_core == a.worker_core {
         bail!(

@@ -1,5 +1,5 @@
 //! The processes a selftest level runs: the mock on its core, and on the
-//! other core either a one-worker `coord run` or the floor client.
+//! other core either a one-worker `cicada run` or the floor client.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -39,7 +39,7 @@ impl Drop for Mock {
     }
 }
 
-/// Start `coord mock` pinned to the mock's core with the level's timing.
+/// Start `cicada mock` pinned to the mock's core with the level's timing.
 pub(super) fn start_mock(exe: &Path, a: &SelftestArgs) -> anyhow::Result<Mock> {
     let mut cmd = Command::new(exe);
     cmd.args(["mock", "--listen", "127.0.0.1:0"])

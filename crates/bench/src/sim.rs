@@ -1,4 +1,4 @@
-//! Simulated workers for `coord selftest --fleet`: gRPC clients that join a
+//! Simulated workers for `cicada selftest --fleet`: gRPC clients that join a
 //! real coordinator as workers do and send it realistic reports once a
 //! second (every metric's histogram, counters, outcomes, per-second buckets
 //! and concurrency slices, for two replicas), without sending any load. The

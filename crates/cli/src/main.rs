@@ -1,21 +1,24 @@
-//! `coord`: the cicada command line, one subcommand per role, each served
-//! by the crate whose job it is.
+//! `cicada`: the one command line, one subcommand per role, each served by
+//! the crate whose job it is. Local workers are this same executable run as
+//! `cicada worker`.
 
 use clap::{Parser, Subcommand};
 
 /// cicada: a distributed load generator for LLM inference servers.
 #[derive(Debug, Parser)]
-#[command(name = "coord", version, about, long_about = None)]
+#[command(name = "cicada", version, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
-/// What `coord` can do.
+/// What `cicada` can do.
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a scenario over a fleet of workers and report the results.
     Run(Box<cicada_coordinator::cli::RunArgs>),
+    /// Join a coordinator (`cicada run`) and run this worker's share of the load.
+    Worker(Box<cicada_worker::WorkerArgs>),
     /// Serve the built-in mock inference server.
     Mock(Box<cicada_coordinator::cli::MockArgs>),
     /// Check a scenario file without running it.
@@ -39,24 +42,28 @@ fn main() {
         .init();
     cicada_client::tls::install_crypto_provider();
     cicada_client::sys::raise_fd_limit();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let code = match cli.command {
+        // the worker sizes its own runtime (`--threads`)
+        Command::Worker(args) => cicada_worker::main(*args),
+        Command::Run(args) => block_on(cicada_coordinator::run(*args)),
+        Command::Mock(args) => block_on(cicada_coordinator::mock(*args)),
+        Command::Validate(args) => cicada_coordinator::validate(&args),
+        Command::Selftest(args) => block_on(cicada_bench::selftest(args)),
+        Command::Report(args) => cicada_results::cli::report(&args),
+    };
+    std::process::exit(code);
+}
+
+/// Run a subcommand on a multi-threaded runtime; its exit code.
+fn block_on(command: impl std::future::Future<Output = i32>) -> i32 {
+    match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(rt) => rt,
+        Ok(runtime) => runtime.block_on(command),
         Err(e) => {
-            eprintln!("coord: cannot start the runtime: {e}");
-            std::process::exit(1);
+            eprintln!("cicada: cannot start the runtime: {e}");
+            1
         }
-    };
-    let code = runtime.block_on(async {
-        match cli.command {
-            Command::Run(args) => cicada_coordinator::run(*args).await,
-            Command::Mock(args) => cicada_coordinator::mock(*args).await,
-            Command::Validate(args) => cicada_coordinator::validate(&args),
-            Command::Selftest(args) => cicada_bench::selftest(args).await,
-            Command::Report(args) => cicada_results::cli::report(&args),
-        }
-    });
-    std::process::exit(code);
+    }
 }

@@ -1,5 +1,5 @@
 //! Every malformed scenario in `crates/scenarios/tests/malformed/` makes the
-//! real `coord validate` exit 2 with one located line naming the key, never a panic.
+//! real `cicada validate` exit 2 with one located line naming the key, never a panic.
 //!
 //! Each file says what it expects in its leading comments:
 //! `# expect: at=LINE key=KEY` (`at=file` when the key is not in the file,
@@ -64,12 +64,12 @@ fn expectation(path: &Path) -> Expectation {
 }
 
 fn validate(path: &Path, sets: &[String]) -> (Option<i32>, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_coord"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cicada"));
     cmd.arg("validate").arg(path).env("RUST_BACKTRACE", "1");
     for s in sets {
         cmd.arg("--set").arg(s);
     }
-    let out = cmd.output().expect("running coord validate");
+    let out = cmd.output().expect("running cicada validate");
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

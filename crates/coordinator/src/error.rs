@@ -31,7 +31,7 @@ impl RunError {
                 EXIT_BAD_INPUT
             }
             RunError::Interrupted { signal, message } => {
-                eprintln!("coord: {message}");
+                eprintln!("cicada: {message}");
                 exit_code_of(signal)
             }
             RunError::Failed(e) => {

@@ -1,18 +1,18 @@
-//! ORCHESTRATE and REPORT: the `coord` command line, the gRPC server workers
+//! ORCHESTRATE and REPORT: the `cicada` command line, the gRPC server workers
 //! attach to, local worker spawning, step barriers, exact merging of worker
 //! reports, live progress and the result writers.
 //!
 //! The house, read top-down (each module imports only modules below it; the
 //! `house` test in `tests/` checks there is no circle):
 //!
-//! - `run`: `coord run` itself: settle the command line (`run::setup`), join
+//! - `run`: `cicada run` itself: settle the command line (`run::setup`), join
 //!   the fleet, run one step per `[sweep]` value, write the results.
 //! - `cli`: the arguments, and the scenario they describe (`--set`, gate
 //!   flags, `vllm bench serve`'s flags as a typed patch).
 //! - `step`: one step over the fleet: assign, wait until ready, barrier,
 //!   collect events until every worker is done or lost.
 //! - `report`: a finished step turned into output: console block,
-//!   `result.json` (one serde type, `report::document`, that `coord report`
+//!   `result.json` (one serde type, `report::document`, that `cicada report`
 //!   reads back), `summary.csv` (one table of columns), charts, gates.
 //! - `progress`, `live`: what a running step shows (bar or log lines, and
 //!   the Prometheus exposition of `--metrics-addr`).
@@ -27,7 +27,7 @@
 //! - `audit`: reports checked against the coordinator's own plan before
 //!   they are merged.
 //! - `pool`, `sweep`, `signals`, `selftest`, `error`: leaves (request pool,
-//!   sweep values, SIGINT/SIGTERM, `coord selftest`, exit codes).
+//!   sweep values, SIGINT/SIGTERM, `cicada selftest`, exit codes).
 //!
 //! HTTP to inference servers goes through `cicada-client`; the worker is
 //! reached only through its entry point (`cicada_worker::serve`).
@@ -55,12 +55,12 @@ use crate::error::EXIT_BAD_INPUT;
 
 pub use merge::{MergeError, ReportMerge};
 
-/// `coord run`: run the scenario over a fleet; returns the process exit code.
+/// `cicada run`: run the scenario over a fleet; returns the process exit code.
 pub async fn run(args: RunArgs) -> i32 {
     run::run(args).await.unwrap_or_else(|e| e.report())
 }
 
-/// `coord validate`: check a scenario file; returns the process exit code.
+/// `cicada validate`: check a scenario file; returns the process exit code.
 pub fn validate(args: &ValidateArgs) -> i32 {
     match cli::scenario::load(&args.scenario, &args.sets) {
         Ok(l) => {
@@ -85,7 +85,7 @@ fn read_tls(args: &MockArgs) -> Result<Option<TlsFiles>, String> {
     }))
 }
 
-/// `coord mock`: serve the built-in mock until a signal; returns the exit code.
+/// `cicada mock`: serve the built-in mock until a signal; returns the exit code.
 pub async fn mock(args: MockArgs) -> i32 {
     let tls = match read_tls(&args) {
         Ok(t) => t,

@@ -189,7 +189,7 @@ impl Aggregate {
 }
 
 /// Worker reports, from their wire bytes, decoded and merged exactly as a
-/// run merges them: what `coord selftest --fleet` times to show the merge's
+/// run merges them: what `cicada selftest --fleet` times to show the merge's
 /// own cost per report.
 #[derive(Debug)]
 pub struct ReportMerge {

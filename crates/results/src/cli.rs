@@ -1,4 +1,4 @@
-//! `coord report`: result files side by side, or merged into one row.
+//! `cicada report`: result files side by side, or merged into one row.
 
 use std::path::PathBuf;
 
@@ -6,10 +6,10 @@ use clap::Args;
 
 use crate::exit::EXIT_BAD_INPUT;
 
-/// `coord report`.
+/// `cicada report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Result files written by `coord run` (result.json, result-stage<n>.json, ...).
+    /// Result files written by `cicada run` (result.json, result-stage<n>.json, ...).
     #[arg(required = true, value_name = "RESULT.json")]
     pub files: Vec<PathBuf>,
     /// Output format.
@@ -21,7 +21,7 @@ pub struct ReportArgs {
     pub merge: bool,
 }
 
-/// Run `coord report`: print the table; the exit code (2 for unusable files).
+/// Run `cicada report`: print the table; the exit code (2 for unusable files).
 pub fn report(args: &ReportArgs) -> i32 {
     match crate::table::build(&args.files, args.format, args.merge) {
         Ok(text) => {

@@ -1,4 +1,4 @@
-//! `coord report`: read result files and turn each into a table row
+//! `cicada report`: read result files and turn each into a table row
 //! (compare), or re-merge them into one (merge: histograms decoded and added
 //! exactly, counts summed, throughputs over the wall-clock span the runs
 //! cover together). Compare mode needs only vLLM's `--save-result` keys, so
@@ -39,7 +39,7 @@ impl ItlDefinition {
         }
     }
 
-    /// Its name in `coord report --format json` (`per_token`, `per_chunk`).
+    /// Its name in `cicada report --format json` (`per_token`, `per_chunk`).
     pub fn name(self) -> &'static str {
         match self {
             ItlDefinition::PerToken => "per_token",
@@ -149,7 +149,7 @@ impl ResultFile {
         self.path.display().to_string()
     }
 
-    /// Written by `coord run` (a `cicada` section), not by `vllm bench serve`.
+    /// Written by `cicada run` (a `cicada` section), not by `vllm bench serve`.
     fn is_cicada(&self) -> bool {
         self.doc.cicada.is_some()
     }
@@ -243,7 +243,7 @@ impl ResultFile {
         let hists = cicada.and_then(|c| c.histograms.as_ref()).ok_or_else(|| {
             self.field(
                 "cicada.histograms",
-                "is missing: only result files written by `coord run` can be merged",
+                "is missing: only result files written by `cicada run` can be merged",
             )
         })?;
         let mut set = MetricSet::default();
@@ -536,7 +536,7 @@ mod tests {
         assert!(e.contains("bad.json: `duration`"), "{e}");
         let e = f.measurements().unwrap_err().to_string();
         assert!(
-            e.contains("cicada.histograms") && e.contains("coord run"),
+            e.contains("cicada.histograms") && e.contains("cicada run"),
             "{e}"
         );
     }

@@ -1,5 +1,5 @@
 //! `result.json` as one type: written by `report::json` from a finished step,
-//! read back by `coord report` (compare and `--merge`), and just as able to
+//! read back by `cicada report` (compare and `--merge`), and just as able to
 //! read `vllm bench serve --save-result` files, whose fields are a subset.
 //!
 //! Field order is the file's key order. Every field is optional when read

@@ -1,6 +1,6 @@
 //! Run gates for CI: a run "fails" when too many requests failed
 //! (`output.max_failure_ratio`; without it, more than half of the run's),
-//! or too few met the SLO (`slo.min_attainment`), and `coord run` then
+//! or too few met the SLO (`slo.min_attainment`), and `cicada run` then
 //! exits with a code of its own.
 
 use std::fmt;

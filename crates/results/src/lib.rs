@@ -2,7 +2,7 @@
 //! everything that turns it into output: the console block, `result.json`,
 //! `summary.csv`, the streamed files, `report.html`, the run gates, the
 //! run's last-line verdict, the client's health verdict, the exit codes, and
-//! `coord report`, which reads result files back.
+//! `cicada report`, which reads result files back.
 //!
 //! The coordinator builds a [`RunResult`] per finished step (from its merged
 //! aggregate, the fleet's shares and the servers' view) and hands it here;

@@ -255,7 +255,7 @@ fn the_console_block_is_byte_for_byte_the_committed_one() {
     check("console.txt", &text);
 }
 
-/// `coord report`'s rows, in every format, for files written from [`rich`]
+/// `cicada report`'s rows, in every format, for files written from [`rich`]
 /// and from a bare result, compared and merged.
 #[test]
 fn report_tables_are_byte_for_byte_the_committed_ones() {

@@ -1,4 +1,4 @@
-//! `coord report`'s output: the rows as a Markdown table (the layout of
+//! `cicada report`'s output: the rows as a Markdown table (the layout of
 //! benchmark tables in inference projects' READMEs), CSV, or JSON.
 
 use std::fmt::Write as _;
@@ -176,7 +176,7 @@ pub fn json(rows: &[Row]) -> String {
     text
 }
 
-/// How `coord report` prints its table.
+/// How `cicada report` prints its table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     /// A Markdown table (GitHub-flavoured).
@@ -187,7 +187,7 @@ pub enum Format {
     Json,
 }
 
-/// `coord report`'s text: one row per file, or one for them all merged.
+/// `cicada report`'s text: one row per file, or one for them all merged.
 pub fn build(files: &[std::path::PathBuf], format: Format, merged: bool) -> anyhow::Result<String> {
     let files = files
         .iter()

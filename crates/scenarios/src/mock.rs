@@ -1,13 +1,13 @@
 //! The built-in mock server's specification, one type for both of its
 //! spellings: a scenario's `[mock]` section (when `target.backend = "mock"`)
-//! and `coord mock`'s flags. The mock server (`cicada-mock`) runs exactly
+//! and `cicada mock`'s flags. The mock server (`cicada-mock`) runs exactly
 //! this; the scenario model owns it so that it needs no server to be read
 //! and checked.
 
 use cicada_metrics::Outcome;
 use serde::{Deserialize, Serialize};
 
-/// How the mock behaves: timing, output length, dialect, faults. `coord mock`'s
+/// How the mock behaves: timing, output length, dialect, faults. `cicada mock`'s
 /// flags and a scenario's `[mock]` section are this one type, so both spell
 /// every option alike and share its defaults and checks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]

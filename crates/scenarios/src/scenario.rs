@@ -380,7 +380,7 @@ pub struct Output {
     /// Also write every request's record to `requests.jsonl` (vLLM's `--save-detailed`).
     #[serde(skip_serializing_if = "is_false")]
     pub save_detailed: bool,
-    /// Run gate: the highest share of failed requests (0..1) before `coord run`
+    /// Run gate: the highest share of failed requests (0..1) before `cicada run`
     /// exits non-zero (4). Unset, a run exits 4 when more than half of its
     /// requests failed; `1.0` never fails on failures.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -327,7 +327,7 @@ mod tests {
     use super::*;
 
     /// Files and flags read durations alike (the worker's `--dial-timeout`,
-    /// `coord run --wait-workers`, a scenario's `load.duration`).
+    /// `cicada run --wait-workers`, a scenario's `load.duration`).
     #[test]
     fn one_duration_grammar() {
         let ok = |t: &str| parse_duration(t).unwrap();

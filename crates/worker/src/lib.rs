@@ -10,8 +10,8 @@
 //!   taken once per report interval; `details`: per-request JSON lines.
 //! - `health`: the worker watching itself (runtime stalls, CPU, memory).
 //!
-//! The only way in is [`serve`] (the `worker` binary, or [`spawn_in_process`]
-//! for a worker that runs as a task of another process).
+//! The only way in is [`serve`] (`cicada worker`, through [`main`], or
+//! [`spawn_in_process`] for a worker that runs as a task of another process).
 
 mod attach;
 mod barrier;
@@ -30,13 +30,8 @@ pub use link::{Identity, LinkError, Tls, serve};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Command-line arguments of the `worker` binary.
-#[derive(Debug, Clone, clap::Parser)]
-#[command(
-    name = "worker",
-    version,
-    about = "cicada load-generating worker: dials a coordinator and runs its share of the load"
-)]
+/// Command-line arguments of `cicada worker`.
+#[derive(Debug, Clone, clap::Args)]
 pub struct WorkerArgs {
     /// Coordinator address, e.g. http://10.0.0.1:7000
     #[arg(long, env = "CICADA_COORDINATOR")]
@@ -115,4 +110,56 @@ pub fn read_token(args: &WorkerArgs) -> std::io::Result<String> {
         return Ok(std::fs::read_to_string(path)?.trim().to_string());
     }
     Ok(std::env::var(&args.token_env).unwrap_or_default())
+}
+
+/// `cicada worker`: join the coordinator and run this worker's share until
+/// the run ends or a signal says leave; returns the process exit code.
+/// Builds its own runtime, with `--threads` threads.
+pub fn main(args: WorkerArgs) -> i32 {
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let tls = match args.tls() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("worker: cannot read a TLS file: {e}");
+            return 2;
+        }
+    };
+    let token = match read_token(&args) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("worker: cannot read the token: {e}");
+            return 2;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("worker: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    let who = Identity {
+        requested_index: args.index.or_else(index_from_environment),
+        token,
+        threads,
+    };
+    let result = runtime.block_on(async {
+        // SIGINT/SIGTERM (a Ctrl-C, a pod deletion): finish, report, leave
+        let leave = Leave::new();
+        tokio::spawn(watch_signals(leave.clone()));
+        serve(&args.coordinator, who, &tls, args.dial_timeout, leave).await
+    });
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("worker: {e}");
+            e.exit_code()
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! The `coord` command line: its arguments, and the scenario they describe
+//! The `cicada` command line: its arguments, and the scenario they describe
 //! (`scenario`), with `vllm bench serve`'s flags (`vllm`).
 
 pub mod scenario;
@@ -14,7 +14,7 @@ use cicada_mock::MockConfig;
 use cicada_scenarios::units::parse_duration;
 use clap::Args;
 
-/// `coord run`.
+/// `cicada run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The scenario file (TOML); without one, the vllm bench serve flags describe the run.
@@ -23,7 +23,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub workers: Option<u32>,
     /// Workers that must join before the run starts, local ones included;
-    /// remote workers dial --listen with `worker --coordinator http://HOST:PORT`.
+    /// remote workers dial --listen with `cicada worker --coordinator http://HOST:PORT`.
     #[arg(long, env = "CICADA_EXPECT_WORKERS")]
     pub expect_workers: Option<u32>,
     /// File holding the shared worker token (default: the CICADA_TOKEN
@@ -52,7 +52,8 @@ pub struct RunArgs {
     /// Address of the coordinator's gRPC server.
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
-    /// The worker executable (default: `worker` beside `coord`).
+    /// The cicada executable local workers run as `<it> worker` (default:
+    /// this one).
     #[arg(long, env = "CICADA_WORKER_BIN")]
     pub worker_bin: Option<PathBuf>,
     /// How long to wait for every worker to join.
@@ -87,7 +88,7 @@ pub struct RunArgs {
     pub vllm: vllm::VllmFlags,
 }
 
-/// `coord mock`.
+/// `cicada mock`.
 #[derive(Debug, Args)]
 pub struct MockArgs {
     /// Address to listen on.
@@ -103,7 +104,7 @@ pub struct MockArgs {
     pub config: MockConfig,
 }
 
-/// `coord validate`.
+/// `cicada validate`.
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
     /// The scenario file (TOML).

@@ -59,7 +59,7 @@ pub struct FleetOptions {
 /// How the fleet's local workers run.
 #[derive(Debug, Clone)]
 pub enum LocalWorkers {
-    /// One `worker` process each, from this executable.
+    /// One `cicada worker` process each, from this executable.
     Processes(PathBuf),
     /// One task each in this process (no process boundary), dialling the
     /// gRPC server like any worker: for tests that need no binaries.

@@ -1,4 +1,4 @@
-//! The fleet's local workers: `worker` processes beside `coord`, or tasks of
+//! The fleet's local workers: `cicada worker` processes, or tasks of
 //! this process (no process boundary, for tests that need no binaries).
 
 use std::path::PathBuf;
@@ -12,7 +12,7 @@ use super::{FleetOptions, LocalWorkers, TOKEN_ENV};
 /// The local workers of a fleet, ended at shutdown.
 #[derive(Default)]
 pub(super) struct Locals {
-    /// `worker` processes.
+    /// `cicada worker` processes.
     pub children: Vec<Child>,
     /// In-process workers (the fleet's unit tests).
     #[cfg(test)]
@@ -42,7 +42,7 @@ pub(super) fn start(options: &FleetOptions, url: &str) -> anyhow::Result<Locals>
     Ok(locals)
 }
 
-/// Start one local `worker` process dialling `url`.
+/// Start one local `cicada worker` process dialling `url`.
 fn spawn_process(
     options: &FleetOptions,
     bin: &PathBuf,
@@ -50,7 +50,8 @@ fn spawn_process(
     index: u32,
 ) -> anyhow::Result<Child> {
     let mut cmd = Command::new(bin);
-    cmd.arg("--coordinator")
+    cmd.arg("worker")
+        .arg("--coordinator")
         .arg(url)
         .arg("--index")
         .arg(index.to_string());
@@ -66,9 +67,9 @@ fn spawn_process(
     }
     cmd.env(TOKEN_ENV, &options.token)
         // a process group of its own: a Ctrl-C in the terminal (SIGINT to
-        // the foreground group) or `timeout`'s SIGTERM to coord's group is
+        // the foreground group) or `timeout`'s SIGTERM to cicada's group is
         // meant for the run, which stops its workers itself and keeps what
-        // they measured; a worker that dies with coord loses it
+        // they measured; a worker that dies with the coordinator loses it
         .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -1,4 +1,4 @@
-//! `coord run`: scenario -> fleet -> one step per sweep value -> results.
+//! `cicada run`: scenario -> fleet -> one step per sweep value -> results.
 //!
 //! [`run`] reads top-down: settle the command line (`setup`), build the
 //! request pool, resolve the target, join the fleet, run every step, shut

@@ -1,4 +1,4 @@
-//! `worker` command-line behaviour that needs no coordinator.
+//! `cicada worker` command-line behaviour that needs no coordinator.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -11,7 +11,8 @@ fn a_worker_without_a_coordinator_gives_up_with_exit_3() {
         .unwrap()
         .port();
     let t0 = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
+    let out = Command::new(env!("CARGO_BIN_EXE_cicada"))
+        .arg("worker")
         .args([
             "--coordinator",
             &format!("http://127.0.0.1:{port}"),
@@ -28,7 +29,8 @@ fn a_worker_without_a_coordinator_gives_up_with_exit_3() {
 
 #[test]
 fn a_malformed_coordinator_address_is_an_error_not_a_panic() {
-    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
+    let out = Command::new(env!("CARGO_BIN_EXE_cicada"))
+        .arg("worker")
         .args(["--coordinator", "not a url", "--dial-timeout", "1s"])
         .output()
         .expect("running worker");
