@@ -1,4 +1,4 @@
-//! `coord run` as a background process the test acts on while it runs
+//! `cicada run` as a background process the test acts on while it runs
 //! (signals, kills, freezes), its output in files: a pipe nobody reads
 //! could block it.
 
@@ -7,12 +7,12 @@ use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use crate::{Mock, coord};
+use crate::{Mock, cicada};
 
-/// Start `coord` with `args` and `env`, stdout and stderr into
+/// Start `cicada` with `args` and `env`, stdout and stderr into
 /// `dir/coord.out` and `dir/coord.err`.
 pub fn start_coord(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Child {
-    let mut c = Command::new(coord());
+    let mut c = Command::new(cicada());
     c.args(args)
         .stdout(File::create(dir.join("coord.out")).unwrap())
         .stderr(File::create(dir.join("coord.err")).unwrap());
@@ -62,7 +62,7 @@ pub fn wait_requests(mock: &Mock, n: u64, limit: Duration) {
     }
 }
 
-/// `coord run scenario` (and `extra` arguments) waiting for `workers`
+/// `cicada run scenario` (and `extra` arguments) waiting for `workers`
 /// remote workers on a free port of `ip`, as [`start_coord`]; returns it and
 /// the port the workers dial.
 pub fn start_coord_for_remote(

@@ -1,5 +1,5 @@
 //! Helpers for end-to-end tests: locate the real binaries, start the mock as a
-//! process, run `coord` with a deadline, read what it wrote.
+//! process, run `cicada` with a deadline, read what it wrote.
 
 pub mod background;
 pub mod browser;
@@ -24,7 +24,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-/// Directory holding the built `coord` and `worker` binaries.
+/// Directory holding the built `cicada` binary and the old names' aliases
+/// (`coord`, `worker`).
 pub fn bin_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -36,7 +37,10 @@ pub fn bin_dir() -> PathBuf {
             .expect("test binary lives in target/<profile>/deps")
             .to_path_buf();
         let sources = newest_source(&repo_root());
-        if stale(&dir.join("coord"), sources) || stale(&dir.join("worker"), sources) {
+        if ["cicada", "coord", "worker"]
+            .iter()
+            .any(|bin| stale(&dir.join(bin), sources))
+        {
             // `cargo test -p cicada-tests` alone does not build other packages'
             // binaries, and one built earlier may predate the code it tests.
             // Judged by the sources, not by this test binary's age: `cargo test
@@ -45,19 +49,12 @@ pub fn bin_dir() -> PathBuf {
             // (rebuilding TLS and gRPC crates for minutes on a 2-core machine)
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let mut cmd = Command::new(cargo);
-            cmd.args([
-                "build",
-                "-p",
-                "cicada-coordinator",
-                "-p",
-                "cicada-worker",
-                "--bins",
-            ]);
+            cmd.args(["build", "-p", "cicada", "-p", "cicada-alias", "--bins"]);
             if dir.file_name().is_some_and(|n| n == "release") {
                 cmd.arg("--release");
             }
             let status = cmd.status().expect("running cargo build for the binaries");
-            assert!(status.success(), "building coord and worker failed");
+            assert!(status.success(), "building cicada and its aliases failed");
         }
         dir
     })
@@ -114,14 +111,16 @@ fn newest_source(root: &Path) -> Option<SystemTime> {
     newest
 }
 
-/// Path of the `coord` binary.
-pub fn coord() -> PathBuf {
-    bin_dir().join("coord")
+/// Path of the `cicada` binary.
+pub fn cicada() -> PathBuf {
+    bin_dir().join("cicada")
 }
 
-/// Path of the `worker` binary.
-pub fn worker() -> PathBuf {
-    bin_dir().join("worker")
+/// `cicada worker`, ready for its arguments.
+pub fn worker_command() -> Command {
+    let mut c = Command::new(cicada());
+    c.arg("worker");
+    c
 }
 
 /// A port nothing listens on now, on every interface (namespace hosts reach
@@ -193,7 +192,7 @@ pub fn try_get_text(url: &str) -> Option<(u16, String)> {
     })
 }
 
-/// A `coord mock` process.
+/// A `cicada mock` process.
 pub struct Mock {
     child: Child,
     /// Base URL, e.g. `http://127.0.0.1:41234`.
@@ -201,7 +200,7 @@ pub struct Mock {
 }
 
 impl Mock {
-    /// Start `coord mock --listen 127.0.0.1:0 <args>` and wait until it serves.
+    /// Start `cicada mock --listen 127.0.0.1:0 <args>` and wait until it serves.
     pub fn start(args: &[&str]) -> Mock {
         Self::start_on("127.0.0.1:0", args)
     }
@@ -217,7 +216,7 @@ impl Mock {
     }
 
     fn spawn(listen: &str, args: &[&str], env: &[(&str, &str)]) -> Mock {
-        let mut cmd = Command::new(coord());
+        let mut cmd = Command::new(cicada());
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -264,7 +263,7 @@ impl Drop for Mock {
     }
 }
 
-/// What a finished `coord` run printed.
+/// What a finished `cicada` run printed.
 #[derive(Debug)]
 pub struct Run {
     pub code: Option<i32>,
@@ -272,12 +271,12 @@ pub struct Run {
     pub stderr: String,
 }
 
-/// Run `coord <args>`, killing it if it outlives `limit` (a hang is a failure, not a wait).
+/// Run `cicada <args>`, killing it if it outlives `limit` (a hang is a failure, not a wait).
 pub fn coord_run(args: &[&str], limit: Duration) -> Run {
     coord_run_env(args, &[], limit)
 }
 
-/// `coord run` on scenario `text`, written as `dir/<name>.toml` with its
+/// `cicada run` on scenario `text`, written as `dir/<name>.toml` with its
 /// results in `dir/out-<name>`, with `workers` local workers and `extra`
 /// flags; returns the run and its result.json (`Null` when none was written).
 pub fn run_scenario(
@@ -310,9 +309,9 @@ pub fn run_scenario(
     (r, j)
 }
 
-/// Like [`coord_run`], with extra environment variables.
+/// Like [`cicada_run`], with extra environment variables.
 pub fn coord_run_env(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
-    let mut cmd = Command::new(coord());
+    let mut cmd = Command::new(cicada());
     cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
     for (k, v) in env {
         cmd.env(k, v);

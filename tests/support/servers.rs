@@ -52,7 +52,7 @@ pub fn install(script: &str) -> PathBuf {
 /// measures the other's CPU contention (a Python client sharing cores with a
 /// busy server reads its stream late and reports the delay as latency).
 pub const SERVER_CORE: usize = 0;
-/// The core the clients (`coord` and its workers, `vllm bench serve`) run on.
+/// The core the clients (`cicada` and its workers, `vllm bench serve`) run on.
 pub const CLIENT_CORE: usize = 1;
 
 /// Run `cmd`'s process (and what it spawns) on `core` only.
@@ -68,9 +68,9 @@ pub fn pin(cmd: &mut Command, core: usize) {
     }
 }
 
-/// `coord` with `args`, pinned to [`CLIENT_CORE`] (its workers inherit it).
+/// `cicada` with `args`, pinned to [`CLIENT_CORE`] (its workers inherit it).
 pub fn coord_run_pinned(args: &[&str], limit: Duration) -> crate::Run {
-    let mut cmd = Command::new(crate::coord());
+    let mut cmd = Command::new(crate::cicada());
     cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
     pin(&mut cmd, CLIENT_CORE);
     let child = cmd.spawn().expect("starting coord");

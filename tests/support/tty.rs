@@ -1,4 +1,4 @@
-//! `coord` with its stderr on a pseudo-terminal, as a user at a terminal
+//! `cicada` with its stderr on a pseudo-terminal, as a user at a terminal
 //! runs it: what it writes there when it knows a person is reading (colour,
 //! a progress bar) can be checked, beside what it writes to a pipe or file.
 
@@ -7,16 +7,16 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use crate::{Run, coord, wait_with_limit};
+use crate::{Run, cicada, wait_with_limit};
 
-/// Run `coord <args>` with `env`, stdout piped and stderr on a fresh
+/// Run `cicada <args>` with `env`, stdout piped and stderr on a fresh
 /// pseudo-terminal (its workers inherit it); `Run::stderr` is what the
 /// terminal showed, line ends as `\n`. The colour settings of the test's
 /// own environment (`NO_COLOR`, `CLICOLOR`, `CLICOLOR_FORCE`) are not passed
 /// on: only `env` sets them.
 pub fn coord_run_on_tty(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
     let (mut master, slave) = crate::pty::open();
-    let mut cmd = Command::new(coord());
+    let mut cmd = Command::new(cicada());
     cmd.args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::from(slave));

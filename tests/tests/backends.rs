@@ -1,6 +1,6 @@
 //! Issue: backends and targets. Every serving API against the mock speaking
 //! its wire format, several replicas at once, the server-side view from
-//! `/metrics`, readiness, TLS, keep-alive, secrets, and `coord run` with
+//! `/metrics`, readiness, TLS, keep-alive, secrets, and `cicada run` with
 //! vllm bench serve's flags and no scenario file.
 
 use std::path::Path;
@@ -31,7 +31,7 @@ max_concurrency = 6
     )
 }
 
-/// Run `coord run` on a scenario text; returns the run and result.json.
+/// Run `cicada run` on a scenario text; returns the run and result.json.
 fn run_text(
     dir: &Path,
     text: &str,
@@ -61,7 +61,7 @@ fn run_text(
     (r, j)
 }
 
-/// Every backend name, driven against `coord mock --api <mode>`: all 24
+/// Every backend name, driven against `cicada mock --api <mode>`: all 24
 /// requests succeed with the asked 8 tokens, counted the API's way.
 #[test]
 fn every_backend_runs_against_its_fake() {
@@ -366,7 +366,7 @@ fn readiness_waits_for_the_server() {
         format!("backend = \"openai-chat\"\nbase_url = \"{url}\"\nready_timeout = \"60s\"");
     let sc = write(dir.path(), "late.toml", &scenario(&target, ""));
     let out = dir.path().join("late");
-    let child = Command::new(coord())
+    let child = Command::new(cicada())
         .args([
             "run",
             sc.to_str().unwrap(),

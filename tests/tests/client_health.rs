@@ -46,11 +46,11 @@ duration = "6s"
     )
 }
 
-/// Run `coord run` pinned (with its worker) to `core`.
+/// Run `cicada run` pinned (with its worker) to `core`.
 fn pinned_run(core: usize, scenario: &std::path::Path, out: &std::path::Path) -> Run {
     let child = Command::new("taskset")
         .args(["-c", &core.to_string()])
-        .arg(coord())
+        .arg(cicada())
         .args([
             "run",
             scenario.to_str().unwrap(),
@@ -119,7 +119,7 @@ fn a_comfortable_worker_is_not_flagged() {
     assert!(run.stdout.contains("Worker CPU time (s):"));
 }
 
-/// `coord selftest` runs the mock and a worker on their own cores and prints a
+/// `cicada selftest` runs the mock and a worker on their own cores and prints a
 /// row per level; the JSON carries the same figures. Only correctness is
 /// checked here (streams held, figures present and sane), never speed.
 #[test]

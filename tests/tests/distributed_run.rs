@@ -1,4 +1,4 @@
-//! Issue: distributed run end to end (`coord run --workers N` over gRPC).
+//! Issue: distributed run end to end (`cicada run --workers N` over gRPC).
 
 use std::time::Duration;
 
@@ -260,7 +260,7 @@ fn workers_start_at_one_instant_however_late_start_reaches_them() {
     let out = dir.path().join("out");
     let listen = format!("127.0.0.1:{}", free_port());
     let token = ("CICADA_TOKEN", "barrier-test-token");
-    let coordinator = Command::new(coord())
+    let coordinator = Command::new(cicada())
         .args(["run", sc.to_str().unwrap(), "--expect-workers", "2"])
         .args(["--listen", &listen, "--save-detailed", "--quiet"])
         .arg("--output-dir")
@@ -275,7 +275,7 @@ fn workers_start_at_one_instant_however_late_start_reaches_them() {
         .iter()
         .enumerate()
         .map(|(i, addr)| {
-            Command::new(worker())
+            worker_command()
                 .args(["--coordinator", &format!("http://{addr}")])
                 .args(["--index", &i.to_string()])
                 .env(token.0, token.1)

@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use cicada_tests::netns::Lan;
@@ -64,7 +64,8 @@ fn requests_by_worker(mock: &Mock, workers: u64) -> Vec<u64> {
 }
 
 fn worker_on(lan: &Lan, host: usize, router_port: u16, dir: &Path) -> Child {
-    lan.command(host, &worker())
+    lan.command(host, &cicada())
+        .arg("worker")
         .args([
             "--coordinator",
             &format!("http://{}:{router_port}", lan.router),
@@ -370,7 +371,7 @@ fn a_wrong_token_is_refused_and_the_token_never_leaks() {
         &["--output-dir", out.to_str().unwrap(), "--quiet"],
         &[("CICADA_TOKEN", TOKEN), ("CICADA_LOG", "trace")],
     );
-    let intruder = Command::new(worker())
+    let intruder = worker_command()
         .args(["--coordinator", &format!("http://127.0.0.1:{port}")])
         .env("CICADA_TOKEN", "not-the-token")
         .output()
@@ -387,7 +388,7 @@ fn a_wrong_token_is_refused_and_the_token_never_leaks() {
         Some(0),
         "the refused worker sent load"
     );
-    let good = Command::new(worker())
+    let good = worker_command()
         .args(["--coordinator", &format!("http://127.0.0.1:{port}")])
         .env("CICADA_TOKEN", TOKEN)
         .env("CICADA_LOG", "trace")
@@ -537,7 +538,7 @@ fn mutual_tls_admits_only_workers_with_a_certificate() {
         &[("CICADA_TOKEN", TOKEN)],
     );
     let url = format!("https://localhost:{port}");
-    let anonymous = Command::new(worker())
+    let anonymous = worker_command()
         .args([
             "--coordinator",
             &url,
@@ -555,7 +556,7 @@ fn mutual_tls_admits_only_workers_with_a_certificate() {
         "a worker without a client certificate got in"
     );
     assert_eq!(mock.stats()["requests"].as_u64(), Some(0));
-    let good = Command::new(worker())
+    let good = worker_command()
         .args([
             "--coordinator",
             &url,

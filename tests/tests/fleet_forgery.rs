@@ -1,5 +1,5 @@
 //! Issue 28, reports are checked, not trusted: a worker holding the token
-//! (the test's hostile gRPC client, beside an honest `worker` process) sends
+//! (the test's hostile gRPC client, beside an honest `cicada worker` process) sends
 //! each kind of forged or broken message the issue lists. Each is refused or
 //! flagged: the hostile worker is lost with the check named, the run is
 //! degraded (exit 3), it ends (a fleet-wide cap is never held by the liar),
@@ -9,7 +9,7 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use cicada_proto::v1;
@@ -67,7 +67,7 @@ max_concurrency = 8
 }
 
 fn honest_worker(dir: &Path, url: &str) -> Child {
-    Command::new(worker())
+    worker_command()
         .args(["--coordinator", url, "--index", "0"])
         .env("CICADA_TOKEN", TOKEN)
         .stdout(Stdio::null())

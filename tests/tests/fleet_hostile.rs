@@ -5,7 +5,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -68,9 +68,9 @@ fn err_len(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// A `worker` process dialling `url` with `args`, its stderr in `dir/<name>.err`.
+/// A `cicada worker` process dialling `url` with `args`, its stderr in `dir/<name>.err`.
 fn worker_process(dir: &Path, name: &str, url: &str, token: &str, args: &[&str]) -> Child {
-    Command::new(worker())
+    worker_command()
         .args(["--coordinator", url])
         .args(args)
         .env("CICADA_TOKEN", token)

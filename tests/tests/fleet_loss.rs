@@ -43,7 +43,8 @@ output_len = 20
 }
 
 fn worker_on(lan: &Lan, host: usize, port: u16, dir: &Path) -> Child {
-    lan.command(host, &worker())
+    lan.command(host, &cicada())
+        .arg("worker")
         .args([
             "--coordinator",
             &format!("http://{}:{port}", lan.router),

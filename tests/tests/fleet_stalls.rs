@@ -105,7 +105,7 @@ fn a_frozen_coordinator_is_left_after_the_heartbeat_timeout() {
         ],
         &[("CICADA_TOKEN", "stall-token")],
     );
-    let mut worker = std::process::Command::new(worker())
+    let mut worker = worker_command()
         .args(["--coordinator", &format!("http://127.0.0.1:{port}")])
         .env("CICADA_TOKEN", "stall-token")
         .stdout(std::process::Stdio::null())
@@ -137,7 +137,7 @@ fn a_local_worker_dead_before_the_start_ends_the_run_at_once() {
         "worker.sh",
         &format!(
             "#!/bin/sh\ncase \"$*\" in *\"--index 1\"*) sleep 1; exit 7;; esac\nexec {} \"$@\"\n",
-            worker().display()
+            cicada().display()
         ),
     );
     std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();

@@ -1,4 +1,4 @@
-//! Issue 22: bounded memory whatever the server sends. The real `coord` and
+//! Issue 22: bounded memory whatever the server sends. The real `cicada` and
 //! `worker` run against a scripted hostile server (`support/hostile.rs`);
 //! every case checks the outcome class, that every request is accounted for
 //! (sent = every class summed = what the server received), and that the

@@ -76,12 +76,7 @@ fn the_dockerfile_builds_both_binaries_into_a_slim_non_root_image() {
         .find(|(k, r)| k == "RUN" && r.contains("cargo build"))
         .map(|(_, r)| r.as_str())
         .expect("the build stage runs cargo build");
-    for want in [
-        "--release",
-        "--locked",
-        "cicada-coordinator",
-        "cicada-worker",
-    ] {
+    for want in ["--release", "--locked", "-p cicada ", "-p cicada-alias"] {
         assert!(cargo.contains(want), "cargo build lacks {want}: {cargo}");
     }
 
@@ -108,7 +103,8 @@ fn the_dockerfile_builds_both_binaries_into_a_slim_non_root_image() {
         .expect("a numeric USER, so runAsNonRoot can verify it");
     assert!(uid > 0, "USER {user} is root");
 
-    // both binaries come from the build stage into a directory on PATH
+    // cicada and the old names' aliases come from the build stage into a
+    // directory on PATH
     let copied: Vec<String> = runtime
         .iter()
         .filter(|(k, r)| k == "COPY" && r.starts_with(&format!("--from={build_name} ")))
@@ -122,7 +118,7 @@ fn the_dockerfile_builds_both_binaries_into_a_slim_non_root_image() {
                 .collect::<Vec<_>>()
         })
         .collect();
-    for bin in ["coord", "worker"] {
+    for bin in ["cicada", "coord", "worker"] {
         assert!(
             copied.iter().any(|c| c == bin),
             "{bin} is not copied: {copied:?}"

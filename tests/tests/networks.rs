@@ -13,7 +13,7 @@ use cicada_tests::*;
 /// (llama-server's default); returns it and its port.
 fn mock_in(lan: &Lan, host: usize, args: &[&str]) -> (Child, u16) {
     let mut child = lan
-        .command(host, &coord())
+        .command(host, &cicada())
         .args(["mock", "--listen", "127.0.0.1:0"])
         .args(args)
         .stdout(Stdio::piped())
@@ -76,7 +76,7 @@ fn a_name_with_a_refused_address_costs_no_request() {
     );
     let out = dir.path().join("out");
     let child = lan
-        .command(0, &coord())
+        .command(0, &cicada())
         .args(["run", sc.to_str().unwrap(), "--workers", "1", "--quiet"])
         .arg("--output-dir")
         .arg(&out)

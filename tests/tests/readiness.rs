@@ -35,13 +35,13 @@ num_prompts = 4
     )
 }
 
-/// Run `coord run` against `server`; returns the run and its wall time.
+/// Run `cicada run` against `server`; returns the run and its wall time.
 fn run_against(server: &Scripted, ready_timeout: &str) -> (Run, Duration) {
     let dir = scratch();
     let sc = write(dir.path(), "s.toml", &scenario(&server.url, ready_timeout));
     let out = dir.path().join("out");
     // builds the binaries when stale: not part of the time measured
-    let _ = coord();
+    let _ = cicada();
     let started = Instant::now();
     let run = coord_run(
         &[

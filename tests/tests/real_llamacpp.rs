@@ -361,7 +361,7 @@ fn ctrl_c_in_a_terminal_keeps_every_request_the_server_took() {
     let server = LlamaServer::start(4, 1024);
     let dir = scratch();
     let out = dir.path().join("out");
-    let mut cmd = std::process::Command::new(coord());
+    let mut cmd = std::process::Command::new(cicada());
     cmd.args(["run", "--backend", "openai-chat", "--base-url", &server.url])
         .args(["--model", "tiny", "--ready-check-timeout-sec", "0"])
         .args(["--dataset-name", "random", "--random-input-len", "16"])

@@ -22,7 +22,7 @@ const INPUT: u64 = 48;
 const OUTPUT: u64 = 24;
 const PROMPTS: u64 = 160;
 
-/// `coord run` with `vllm bench serve`'s flags, on the clients' core; returns stdout.
+/// `cicada run` with `vllm bench serve`'s flags, on the clients' core; returns stdout.
 fn cicada(backend: &str, prompts: u64, concurrency: u32, extra: &[&str], out: &Path) -> String {
     let v = VllmServer::shared();
     let (n, c, i, o) = (

@@ -1,6 +1,6 @@
 //! Issue: results people can read, compare and feed to other tools — the
-//! files `coord run` writes, `coord report`, the HTML report in a real
-//! browser, live metrics, progress and exit codes. Real `coord`, `worker`
+//! files `cicada run` writes, `cicada report`, the HTML report in a real
+//! browser, live metrics, progress and exit codes. Real `cicada`, `worker`
 //! and the embedded mock over loopback.
 
 use std::collections::BTreeSet;
@@ -37,7 +37,7 @@ output_len = 8
     )
 }
 
-/// `coord run` of a scenario text into `out`; extra flags appended.
+/// `cicada run` of a scenario text into `out`; extra flags appended.
 fn run_in(dir: &Path, file: &str, text: &str, out: &Path, extra: &[&str]) -> Run {
     let sc = write(dir, file, text);
     let mut args = vec![
@@ -134,7 +134,7 @@ fn summary_csv_from_three_runs_parses_and_a_foreign_header_is_refused() {
     );
 }
 
-/// `coord report a.json b.json` prints a Markdown table with one row per run;
+/// `cicada report a.json b.json` prints a Markdown table with one row per run;
 /// `--merge` re-merges the histograms exactly: its percentiles equal those of
 /// one histogram of every request both runs made (from `requests.jsonl`).
 #[test]
@@ -510,11 +510,11 @@ fn exit_codes_gate_on_failure_ratio_and_slo_attainment() {
     );
 }
 
-/// `coord run` on `sc` with 2 workers and `--metrics-addr` on a free port;
+/// `cicada run` on `sc` with 2 workers and `--metrics-addr` on a free port;
 /// the process and its metrics URL.
 fn run_with_live_metrics(sc: &Path, out: &Path) -> (std::process::Child, String) {
     let addr = format!("127.0.0.1:{}", free_port());
-    let child = Command::new(coord())
+    let child = Command::new(cicada())
         .args(["run", sc.to_str().unwrap(), "--workers", "2", "--quiet"])
         .args([
             "--output-dir",

@@ -23,7 +23,7 @@ model = "cicada-mock"
     )
 }
 
-/// `coord run` on a scenario text, results in `out-<workers>`; returns the
+/// `cicada run` on a scenario text, results in `out-<workers>`; returns the
 /// run and result.json (Null if none).
 fn run(dir: &Path, text: &str, workers: &str, extra: &[&str]) -> (Run, Value) {
     run_scenario(dir, workers, text, workers, extra, LIMIT)

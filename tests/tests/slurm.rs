@@ -1,7 +1,7 @@
 //! Issue: Slurm. deploy/slurm/cicada.sbatch runs as it is, on one machine
 //! standing in for a one-node allocation: `srun` and `scontrol` are small
 //! stand-ins (one process per task with SLURM_PROCID set), the "model server"
-//! is `coord mock`, everything on loopback. The script starts the server,
+//! is `cicada mock`, everything on loopback. The script starts the server,
 //! waits for it, starts the coordinator and the workers, and the run
 //! completes; nothing it started is left running.
 
@@ -103,7 +103,7 @@ request_rate = 30
         .env("CICADA_PORT", cicada_port.to_string())
         .env(
             "SERVE_CMD",
-            format!("exec coord mock --listen 127.0.0.1:{model_port} --ttft-ms 5 --itl-ms 2"),
+            format!("exec cicada mock --listen 127.0.0.1:{model_port} --ttft-ms 5 --itl-ms 2"),
         )
         .env("READY_TIMEOUT", "60")
         .env("RESULTS", &results)

@@ -44,10 +44,10 @@ fn slow_mock() -> Mock {
     Mock::start(&["--ttft-ms", "20", "--itl-ms", "20"])
 }
 
-/// `coord run` with two local workers, its output in `dir`.
+/// `cicada run` with two local workers, its output in `dir`.
 fn coord_command(dir: &Path, sc: &Path) -> Command {
     let out = dir.join("out");
-    let mut c = Command::new(coord());
+    let mut c = Command::new(cicada());
     c.args([
         "run",
         sc.to_str().unwrap(),

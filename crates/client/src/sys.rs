@@ -1,6 +1,6 @@
-//! Process-level settings both binaries (`coord`, `worker`) share: the
-//! open-file limit for holding thousands of connections, and whether what
-//! they write to stderr may carry colour.
+//! Process-level settings and readings every role of cicada shares: the
+//! open-file limit for holding thousands of connections, whether what goes
+//! to stderr may carry colour, and what the process has used so far.
 
 use std::ffi::OsStr;
 use std::io::IsTerminal as _;
@@ -44,6 +44,32 @@ pub fn raise_fd_limit() -> Option<u64> {
     }
 }
 
+/// What this process has used so far, from one `getrusage(RUSAGE_SELF)`:
+/// the worker reports it as its health, the selftest as a client's cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResourceUsage {
+    /// CPU time, user + system, µs.
+    pub cpu_us: u64,
+    /// Peak resident memory, bytes.
+    pub peak_rss_bytes: u64,
+}
+
+/// This process's resource usage so far (zeros if the kernel will not say).
+pub fn resource_usage() -> ResourceUsage {
+    // SAFETY: rusage is plain data; all zeros is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid pointer to a struct we own.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return ResourceUsage::default();
+    }
+    let us = |t: libc::timeval| t.tv_sec.max(0) as u64 * 1_000_000 + t.tv_usec.max(0) as u64;
+    ResourceUsage {
+        cpu_us: us(usage.ru_utime) + us(usage.ru_stime),
+        // Linux reports kilobytes
+        peak_rss_bytes: usage.ru_maxrss.max(0) as u64 * 1024,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::ffi::OsStr;
@@ -70,5 +96,23 @@ mod tests {
             lim.rlim_max as u64
         };
         assert_eq!(soft, hard);
+    }
+
+    #[test]
+    fn usage_grows_with_work() {
+        let before = super::resource_usage();
+        let mut x = 0u64;
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < std::time::Duration::from_millis(50) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let block = vec![1u8; 64 << 20];
+        std::hint::black_box(&block);
+        let after = super::resource_usage();
+        assert!(
+            after.cpu_us >= before.cpu_us + 20_000,
+            "{before:?} {after:?}"
+        );
+        assert!(after.peak_rss_bytes >= 64 << 20, "{after:?}");
     }
 }

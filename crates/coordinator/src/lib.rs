@@ -1,18 +1,18 @@
-//! ORCHESTRATE and REPORT: the `coord` command line, the gRPC server workers
+//! ORCHESTRATE and REPORT: the `cicada` command line, the gRPC server workers
 //! attach to, local worker spawning, step barriers, exact merging of worker
 //! reports, live progress and the result writers.
 //!
 //! The house, read top-down (each module imports only modules below it; the
 //! `house` test in `tests/` checks there is no circle):
 //!
-//! - `run`: `coord run` itself: settle the command line (`run::setup`), join
+//! - `run`: `cicada run` itself: settle the command line (`run::setup`), join
 //!   the fleet, run one step per `[sweep]` value, write the results.
 //! - `cli`: the arguments, and the scenario they describe (`--set`, gate
 //!   flags, `vllm bench serve`'s flags as a typed patch).
 //! - `step`: one step over the fleet: assign, wait until ready, barrier,
 //!   collect events until every worker is done or lost.
 //! - `report`: a finished step turned into output: console block,
-//!   `result.json` (one serde type, `report::document`, that `coord report`
+//!   `result.json` (one serde type, `report::document`, that `cicada report`
 //!   reads back), `summary.csv` (one table of columns), charts, gates.
 //! - `progress`, `live`: what a running step shows (bar or log lines, and
 //!   the Prometheus exposition of `--metrics-addr`).
@@ -27,7 +27,7 @@
 //! - `audit`: reports checked against the coordinator's own plan before
 //!   they are merged.
 //! - `pool`, `sweep`, `signals`, `selftest`, `error`: leaves (request pool,
-//!   sweep values, SIGINT/SIGTERM, `coord selftest`, exit codes).
+//!   sweep values, SIGINT/SIGTERM, `cicada selftest`, exit codes).
 //!
 //! HTTP to inference servers goes through `cicada-client`; the worker is
 //! reached only through its entry point (`cicada_worker::serve`).
@@ -41,9 +41,7 @@ mod live;
 mod merge;
 mod pool;
 mod progress;
-mod report;
 mod run;
-mod selftest;
 mod server_metrics;
 mod signals;
 mod step;
@@ -52,43 +50,18 @@ mod target;
 
 use cicada_mock::{MockServer, TlsFiles};
 
-use crate::cli::{Cli, Command, MockArgs, ReportArgs, ValidateArgs};
+use crate::cli::{MockArgs, RunArgs, ValidateArgs};
 use crate::error::EXIT_BAD_INPUT;
 
-/// Run the command line; returns the process exit code.
-pub async fn main(cli: Cli) -> i32 {
-    cicada_client::tls::install_crypto_provider();
-    cicada_client::sys::raise_fd_limit();
-    match cli.command {
-        Command::Run(args) => run::run(*args).await.unwrap_or_else(|e| e.report()),
-        Command::Mock(args) => serve_mock(*args).await,
-        Command::Validate(args) => validate(&args),
-        Command::Selftest(args) => match selftest::selftest(args).await {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                1
-            }
-        },
-        Command::Report(args) => report(&args),
-    }
+pub use merge::{MergeError, ReportMerge};
+
+/// `cicada run`: run the scenario over a fleet; returns the process exit code.
+pub async fn run(args: RunArgs) -> i32 {
+    run::run(args).await.unwrap_or_else(|e| e.report())
 }
 
-/// `coord report`: print the table; 2 for unusable files.
-fn report(args: &ReportArgs) -> i32 {
-    match report::table::build(&args.files, args.format, args.merge) {
-        Ok(text) => {
-            print!("{text}");
-            0
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            EXIT_BAD_INPUT
-        }
-    }
-}
-
-fn validate(args: &ValidateArgs) -> i32 {
+/// `cicada validate`: check a scenario file; returns the process exit code.
+pub fn validate(args: &ValidateArgs) -> i32 {
     match cli::scenario::load(&args.scenario, &args.sets) {
         Ok(l) => {
             println!("{}: ok ({})", l.origin, l.scenario.name);
@@ -112,7 +85,8 @@ fn read_tls(args: &MockArgs) -> Result<Option<TlsFiles>, String> {
     }))
 }
 
-async fn serve_mock(args: MockArgs) -> i32 {
+/// `cicada mock`: serve the built-in mock until a signal; returns the exit code.
+pub async fn mock(args: MockArgs) -> i32 {
     let tls = match read_tls(&args) {
         Ok(t) => t,
         Err(e) => {

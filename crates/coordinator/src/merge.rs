@@ -4,102 +4,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cicada_metrics::{Counter, Metric, MetricSet, MetricsError, Scope};
+use cicada_metrics::{MetricSet, MetricsError, Scope};
+
+use cicada_results::client_health::WorkerUsage;
+use cicada_results::interval::{IntervalRow, IntervalSink};
 
 use crate::fleet::WorkerReport;
-
-/// Receives what the merge produces as a step runs.
-pub trait IntervalSink: Send + std::fmt::Debug {
-    /// The step's start barrier happened at `started_unix` (Unix seconds).
-    fn begin(&mut self, started_unix: f64);
-    /// Interval `index` (from `start_s` after the barrier, `length_s` long)
-    /// is final: every live worker reported past it. `set` is the fleet's
-    /// merged measurements of it.
-    fn interval(
-        &mut self,
-        index: u64,
-        start_s: f64,
-        length_s: f64,
-        set: &MetricSet,
-        in_flight: u64,
-    );
-    /// A worker sent per-request lines (JSONL).
-    fn details(&mut self, worker: u32, jsonl: &[u8]);
-}
-
-/// Figures of one interval, in display units.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IntervalRow {
-    /// Interval number since the start barrier.
-    pub index: u64,
-    /// Interval start, seconds since the barrier.
-    pub start_s: f64,
-    /// Interval length, seconds.
-    pub length_s: f64,
-    /// Requests that ended in the interval, any outcome.
-    pub ended: u64,
-    /// Successful requests that ended in the interval.
-    pub ok: u64,
-    /// Failed requests that ended in the interval.
-    pub failed: u64,
-    /// Output tokens of requests that ended in the interval.
-    pub output_tokens: u64,
-    /// Input tokens of requests that ended in the interval.
-    pub input_tokens: u64,
-    /// Requests in flight at the end of the interval, summed over workers.
-    pub in_flight: u64,
-    /// (metric, count, mean, p50, p90, p99, max) in display units.
-    pub metrics: Vec<(Metric, u64, f64, f64, f64, f64, f64)>,
-}
-
-impl IntervalRow {
-    fn of(index: u64, start_s: f64, length_s: f64, set: &MetricSet, in_flight: u64) -> Self {
-        let metrics = set
-            .non_empty()
-            .map(|(m, h)| {
-                let k = m.unit().display_scale();
-                (
-                    m,
-                    h.count(),
-                    h.mean() * k,
-                    h.quantile(0.5) as f64 * k,
-                    h.quantile(0.9) as f64 * k,
-                    h.quantile(0.99) as f64 * k,
-                    h.max() as f64 * k,
-                )
-            })
-            .collect();
-        Self {
-            index,
-            start_s,
-            length_s,
-            ended: set.outcomes.sent(),
-            ok: set.outcomes.ok(),
-            failed: set.outcomes.failed(),
-            output_tokens: set.counter(Counter::OutputTokens),
-            input_tokens: set.counter(Counter::InputTokens),
-            in_flight,
-            metrics,
-        }
-    }
-
-    /// One metric's (count, mean, p50, p90, p99, max), if it had samples.
-    pub fn metric(&self, metric: Metric) -> Option<(u64, f64, f64, f64, f64, f64)> {
-        self.metrics
-            .iter()
-            .find(|m| m.0 == metric)
-            .map(|m| (m.1, m.2, m.3, m.4, m.5, m.6))
-    }
-}
-
-/// One worker's resource use over a step.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct WorkerUsage {
-    /// CPU time (user + system) of the worker process, µs.
-    pub cpu_us: u64,
-    /// Most resident memory it reported, bytes.
-    pub peak_rss_bytes: u64,
-}
 
 /// An interval not every live worker has reported past.
 #[derive(Debug, Default)]
@@ -278,10 +188,48 @@ impl Aggregate {
     }
 }
 
+/// Worker reports, from their wire bytes, decoded and merged exactly as a
+/// run merges them: what `cicada selftest --fleet` times to show the merge's
+/// own cost per report.
+#[derive(Debug)]
+pub struct ReportMerge {
+    agg: Aggregate,
+}
+
+/// Why a report could not be merged.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error("the report does not decode: {0}")]
+    Decode(#[from] prost::DecodeError),
+    #[error(transparent)]
+    Merge(#[from] MetricsError),
+}
+
+impl ReportMerge {
+    /// An empty merge for `workers` workers reporting every `interval_s` seconds.
+    pub fn new(interval_s: f64, workers: u32) -> Self {
+        Self {
+            agg: Aggregate::new(interval_s, 0..workers),
+        }
+    }
+
+    /// Decode worker `worker`'s report from its protobuf bytes and merge it.
+    pub fn add_encoded(&mut self, worker: u32, bytes: &[u8]) -> Result<(), MergeError> {
+        let report = crate::fleet::decode_report(bytes)?;
+        Ok(self.agg.add(worker, report)?)
+    }
+
+    /// Everything merged so far (every target, without warm-up).
+    pub fn total(&self) -> MetricSet {
+        self.agg.total()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fleet::Measured;
+    use cicada_metrics::Metric;
     use cicada_metrics::Outcome;
 
     fn report(seq: u64, ok: u64) -> WorkerReport {

@@ -32,7 +32,7 @@ impl Signals {
         };
         self.seen += 1;
         if self.seen >= 2 {
-            eprintln!("coord: second {name}: exiting now without writing results");
+            eprintln!("cicada: second {name}: exiting now without writing results");
             kill_local_workers();
             std::process::exit(exit_code_of(name));
         }

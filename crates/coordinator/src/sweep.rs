@@ -11,6 +11,8 @@ use cicada_scenarios::Scenario;
 use cicada_scenarios::shape::{Sweep, SweepMode, auto_rates};
 use cicada_scenarios::units::Rate;
 
+pub use cicada_results::stages::Search;
+
 /// One discrete step to run.
 #[derive(Debug, Clone)]
 pub struct Step {
@@ -27,17 +29,6 @@ pub struct Outcome {
     pub request_throughput: f64,
     /// Share of sent requests that succeeded and met every SLO.
     pub attainment: f64,
-}
-
-/// The SLO search's bracket and answer.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Search {
-    /// Highest rate that met the SLO (None: none did).
-    pub passed: Option<f64>,
-    /// Lowest rate that missed it (None: the top of the range passed).
-    pub failed: Option<f64>,
-    pub resolution: f64,
-    pub fraction: f64,
 }
 
 /// Produces the steps of a run one at a time.

@@ -18,7 +18,7 @@ pub const SIGNIFICANT_DIGITS: u8 = 3;
 /// HDR's dense array once samples are recorded, many reports are merged, or a
 /// report sent it (ITL fills thousands). Adding a few-bucket report costs one
 /// record per filled bucket rather than a walk over every bucket, which was
-/// most of the coordinator's cost per report (`coord selftest --fleet`).
+/// most of the coordinator's cost per report (`cicada selftest --fleet`).
 #[derive(Debug, Clone, Default)]
 pub struct LatencyHistogram {
     buckets: Buckets,

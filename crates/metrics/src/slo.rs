@@ -20,7 +20,7 @@ pub struct Slo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub itl_ms: Option<f64>,
     /// Run gate: the least share of sent requests that must meet every bound
-    /// (0..1]; below it `coord run` exits non-zero. Not a per-request bound.
+    /// (0..1]; below it `cicada run` exits non-zero. Not a per-request bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_attainment: Option<f64>,
 }

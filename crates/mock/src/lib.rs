@@ -16,7 +16,6 @@
 
 mod cache;
 mod clock;
-mod config;
 mod connection;
 mod handler;
 mod prom;
@@ -26,7 +25,9 @@ mod stats;
 mod stream;
 mod wire;
 
-pub use config::{Fault, FaultRates, MockApi, MockConfig, Truth};
+/// The mock's specification lives with the scenario model, which spells it
+/// as `[mock]`; the server runs exactly that type.
+pub use cicada_scenarios::mock::{Fault, FaultRates, MockApi, MockConfig, Truth};
 pub use handler::PROBE_HEADER;
 pub use request::fingerprint;
 pub use server::{MockError, MockServer, TlsFiles};

@@ -64,7 +64,7 @@ pub fn encode_histograms(set: &MetricSet) -> Vec<v1::Histogram> {
 }
 
 /// Most filled buckets sent as pairs; beyond, plain V2 is smaller and the
-/// coordinator adds it faster (`coord selftest --fleet`).
+/// coordinator adds it faster (`cicada selftest --fleet`).
 const WIRE_PAIRS_MAX: usize = 512;
 
 /// A histogram's buckets in the cheaper wire form: its filled buckets as

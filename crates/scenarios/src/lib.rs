@@ -8,7 +8,7 @@ mod dataset_spec;
 mod describe;
 mod error;
 mod load;
-mod mock;
+pub mod mock;
 pub mod plan;
 pub mod scenario;
 pub mod schedule;

@@ -1,95 +1,112 @@
-//! The scenario's `[mock]` section: how the built-in mock server behaves when
-//! `target.backend = "mock"`. Plain data spelled as `coord mock`'s flags are:
-//! the scenario model does not depend on the mock server; the coordinator
-//! turns this into the mock's own configuration when it starts the embedded
-//! mock.
+//! The built-in mock server's specification, one type for both of its
+//! spellings: a scenario's `[mock]` section (when `target.backend = "mock"`)
+//! and `cicada mock`'s flags. The mock server (`cicada-mock`) runs exactly
+//! this; the scenario model owns it so that it needs no server to be read
+//! and checked.
 
+use cicada_metrics::Outcome;
 use serde::{Deserialize, Serialize};
 
-/// `[mock]`: timing, output length, dialect and faults of the embedded mock.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// How the mock behaves: timing, output length, dialect, faults. `cicada mock`'s
+/// flags and a scenario's `[mock]` section are this one type, so both spell
+/// every option alike and share its defaults and checks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields, default)]
-pub struct MockSettings {
+pub struct MockConfig {
     /// Time from receiving a request to its first content event, ms.
+    #[arg(long, default_value_t = 50.0)]
     pub ttft_ms: f64,
     /// Gap between consecutive output tokens, ms (an event of k tokens follows k gaps).
+    #[arg(long, default_value_t = 10.0)]
     pub itl_ms: f64,
     /// Output tokens carried by each SSE event (speculative decoding, multi-step).
+    #[arg(long, default_value_t = 1)]
     pub tokens_per_event: u32,
     /// Output tokens when the request does not ask for a number.
+    #[arg(long, default_value_t = 128)]
     pub output_tokens: u32,
     /// Uniform jitter added to each event's deadline, ± ms (0 = exact).
+    #[arg(long, default_value_t = 0.0)]
     pub jitter_ms: f64,
     /// Extra TTFT per request already in flight, ms: latency that rises with load.
+    #[arg(long, default_value_t = 0.0)]
     pub ttft_per_inflight_ms: f64,
     /// Extra inter-token gap per request in flight, ms.
+    #[arg(long, default_value_t = 0.0)]
     pub itl_per_inflight_ms: f64,
     /// Report usage (prompt and completion tokens) when the client asks for it.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub usage: bool,
     /// Send a role-only first chunk on chat streams, as vLLM does.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub role_chunk: bool,
-    /// End every response after this many tokens unless the request ignores
-    /// end-of-sequence: outputs shorter than asked, on demand.
+    /// End every response after this many tokens, as if the model emitted
+    /// end-of-sequence, unless the request sets `ignore_eos` (`min_tokens`
+    /// raises the point): outputs shorter than asked, on demand. OpenAI routes
+    /// finish with "stop", TGI with "eos_token", llama.cpp with `stop_type`
+    /// "eos"; Triton streams just end.
+    #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eos_after_tokens: Option<u32>,
-    /// Model id the mock serves.
+    /// Model id served at /v1/models (and the Triton model name).
+    #[arg(long, default_value = "cicada-mock")]
     pub model: String,
-    /// The API the scenario speaks to the mock.
+    /// The API a scenario drives the embedded mock through; on the OpenAI
+    /// routes the llama.cpp choices also switch to llama.cpp's dialect
+    /// (`timings`, separate finish chunk). Native TGI, llama.cpp and Triton
+    /// routes are always served.
+    #[arg(long, value_enum, default_value_t = MockApi::OpenaiChat)]
     pub api: MockApi,
-    /// KV-cache capacity in tokens, for the mock's KV usage and preemptions.
+    /// KV-cache capacity in tokens, for the `vllm:kv_cache_usage_perc` gauge
+    /// and the preemption counter (a request whose prompt plus requested
+    /// output would overfill the cache counts one preemption).
+    #[arg(long, default_value_t = 1_000_000)]
     pub kv_cache_tokens: u64,
-    /// Simulate vLLM's prefix cache.
+    /// Simulate vLLM's prefix cache (16-token blocks): cache hits are counted
+    /// in `/metrics` and in llama.cpp's `timings.cache_n`.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub prefix_cache: bool,
-    /// Report `usage.prompt_tokens_details.cached_tokens`.
+    /// Report `usage.prompt_tokens_details.cached_tokens` (vLLM's
+    /// `--enable-prompt-tokens-details`).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub prompt_tokens_details: bool,
-    /// Speculative tokens proposed per decode step (0 = no speculative decoding).
+    /// Speculative tokens proposed per decode step (0 = no speculative
+    /// decoding). Each event after the first is one step whose extra tokens
+    /// (`tokens_per_event - 1`, at most this many) count as accepted drafts.
+    #[arg(long, default_value_t = 0)]
     pub spec_tokens: u32,
-    /// Close every connection after its response while answering as if it
-    /// stayed open, as `llama-server` does: a client that reuses it must
-    /// reconnect.
+    /// Require `Authorization: Bearer <key>` on the API routes, as vLLM's
+    /// `--api-key` does (health and metrics stay open). Command line only:
+    /// never read from or written to a scenario.
+    #[arg(long, env = "CICADA_MOCK_API_KEY", hide_env_values = true)]
+    #[serde(skip)]
+    pub api_key: Option<String>,
+    /// Close every connection once its response is out, while answering as
+    /// if it were kept alive (no `Connection: close`), as llama.cpp's
+    /// `llama-server` does: a client that reuses it must reconnect.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    #[serde(default)]
     pub close_after_response: bool,
-    /// Close a connection idle this long between requests, ms (uvicorn's
-    /// keep-alive timeout in front of vLLM and SGLang is 5 s).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Close a keep-alive connection after this long without a request, ms
+    /// (uvicorn's keep-alive timeout in front of vLLM and SGLang is 5 s).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_timeout_ms: Option<u64>,
     /// Seed for jitter and fault selection.
+    #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Fault injection rates.
+    #[command(flatten)]
     #[serde(default)]
-    pub faults: MockFaults,
+    pub faults: FaultRates,
 }
 
-impl Default for MockSettings {
-    fn default() -> Self {
-        Self {
-            ttft_ms: 50.0,
-            itl_ms: 10.0,
-            tokens_per_event: 1,
-            output_tokens: 128,
-            jitter_ms: 0.0,
-            ttft_per_inflight_ms: 0.0,
-            itl_per_inflight_ms: 0.0,
-            usage: true,
-            role_chunk: true,
-            eos_after_tokens: None,
-            model: "cicada-mock".to_string(),
-            api: MockApi::OpenaiChat,
-            kv_cache_tokens: 1_000_000,
-            prefix_cache: true,
-            prompt_tokens_details: false,
-            spec_tokens: 0,
-            close_after_response: false,
-            idle_timeout_ms: None,
-            seed: 0,
-            faults: MockFaults::default(),
-        }
-    }
-}
-
-/// `mock.api`: which serving API the embedded mock is spoken to in; its
-/// names are the `target.backend` names of those APIs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+/// The API a client uses to talk to the mock.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
+#[value(rename_all = "kebab-case")]
 pub enum MockApi {
     /// OpenAI chat completions, vLLM's dialect.
     #[default]
@@ -113,42 +130,58 @@ impl MockApi {
     pub fn sends_messages(self) -> bool {
         matches!(self, MockApi::OpenaiChat | MockApi::LlamacppChat)
     }
+
+    /// The OpenAI routes answer in llama.cpp's dialect.
+    pub fn llamacpp_dialect(self) -> bool {
+        matches!(
+            self,
+            MockApi::Llamacpp | MockApi::LlamacppChat | MockApi::LlamacppCompletions
+        )
+    }
 }
 
-/// `[mock.faults]`: probability, per request, of each injected fault (their sum must be ≤ 1).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Probability, per request, of each injected fault (their sum must be ≤ 1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields, default)]
-pub struct MockFaults {
+pub struct FaultRates {
     /// Answer 429 Too Many Requests.
+    #[arg(long = "fault-http-429", default_value_t = 0.0)]
     pub http_429: f64,
     /// Answer 500 Internal Server Error.
+    #[arg(long = "fault-http-500", default_value_t = 0.0)]
     pub http_500: f64,
     /// Reset the connection half-way through the stream.
+    #[arg(long = "fault-reset", default_value_t = 0.0)]
     pub reset: f64,
     /// Send an event whose JSON is malformed.
+    #[arg(long = "fault-malformed", default_value_t = 0.0)]
     pub malformed: f64,
     /// Send an in-band `{"error": ...}` event inside the 200 stream.
+    #[arg(long = "fault-error-event", default_value_t = 0.0)]
     pub error_event: f64,
     /// Stop sending after the first token and hold the connection open.
+    #[arg(long = "fault-stall", default_value_t = 0.0)]
     pub stall: f64,
     /// End the stream cleanly but without a finish reason or `[DONE]`.
+    #[arg(long = "fault-truncate", default_value_t = 0.0)]
     pub truncate: f64,
     /// Complete with no content at all.
+    #[arg(long = "fault-empty", default_value_t = 0.0)]
     pub empty: f64,
 }
 
-impl MockFaults {
-    /// Each rate with its key in `[mock.faults]`, in a fixed order.
-    pub fn table(&self) -> [(&'static str, f64); 8] {
+impl FaultRates {
+    /// Rates in a fixed order with the fault they select.
+    pub fn table(&self) -> [(Fault, f64); 8] {
         [
-            ("http_429", self.http_429),
-            ("http_500", self.http_500),
-            ("reset", self.reset),
-            ("malformed", self.malformed),
-            ("error_event", self.error_event),
-            ("stall", self.stall),
-            ("truncate", self.truncate),
-            ("empty", self.empty),
+            (Fault::Http429, self.http_429),
+            (Fault::Http500, self.http_500),
+            (Fault::Reset, self.reset),
+            (Fault::Malformed, self.malformed),
+            (Fault::ErrorEvent, self.error_event),
+            (Fault::Stall, self.stall),
+            (Fault::Truncate, self.truncate),
+            (Fault::Empty, self.empty),
         ]
     }
 
@@ -158,9 +191,90 @@ impl MockFaults {
     }
 }
 
-impl MockSettings {
-    /// Problems with the values, as (key inside `[mock]`, message).
-    pub(crate) fn problems(&self) -> Vec<(String, String)> {
+/// A fault the mock can inject into one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fault {
+    /// 429 Too Many Requests (named as in `[mock.faults]`).
+    #[serde(rename = "http_429")]
+    Http429,
+    /// 500 Internal Server Error.
+    #[serde(rename = "http_500")]
+    Http500,
+    /// Connection reset mid-stream.
+    Reset,
+    /// Malformed JSON event.
+    Malformed,
+    /// In-band error event.
+    ErrorEvent,
+    /// Stalls after the first token.
+    Stall,
+    /// Clean end without an end marker.
+    Truncate,
+    /// No content at all.
+    Empty,
+}
+
+impl Fault {
+    /// The fault's key in `[mock.faults]`, for error messages that name it.
+    pub fn key(self) -> &'static str {
+        match self {
+            Fault::Http429 => "http_429",
+            Fault::Http500 => "http_500",
+            Fault::Reset => "reset",
+            Fault::Malformed => "malformed",
+            Fault::ErrorEvent => "error_event",
+            Fault::Stall => "stall",
+            Fault::Truncate => "truncate",
+            Fault::Empty => "empty",
+        }
+    }
+
+    /// The outcome a correct client must report for this fault.
+    pub fn expected_outcome(self) -> Outcome {
+        match self {
+            Fault::Http429 => Outcome::Http(429),
+            Fault::Http500 => Outcome::Http(500),
+            Fault::Reset | Fault::Truncate => Outcome::StreamTruncated,
+            Fault::Malformed => Outcome::BadPayload,
+            Fault::ErrorEvent => Outcome::ServerErrorEvent,
+            Fault::Stall => Outcome::Timeout,
+            Fault::Empty => Outcome::Empty,
+        }
+    }
+}
+
+impl Default for MockConfig {
+    fn default() -> Self {
+        Self {
+            ttft_ms: 50.0,
+            itl_ms: 10.0,
+            tokens_per_event: 1,
+            output_tokens: 128,
+            jitter_ms: 0.0,
+            ttft_per_inflight_ms: 0.0,
+            itl_per_inflight_ms: 0.0,
+            usage: true,
+            role_chunk: true,
+            eos_after_tokens: None,
+            model: "cicada-mock".to_string(),
+            api: MockApi::OpenaiChat,
+            kv_cache_tokens: 1_000_000,
+            prefix_cache: true,
+            prompt_tokens_details: false,
+            spec_tokens: 0,
+            api_key: None,
+            close_after_response: false,
+            idle_timeout_ms: None,
+            seed: 0,
+            faults: FaultRates::default(),
+        }
+    }
+}
+
+impl MockConfig {
+    /// Problems with the values, as (dotted key, message) pairs.
+    pub fn problems(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         let non_negative = [
             ("ttft_ms", self.ttft_ms),
@@ -191,10 +305,10 @@ impl MockSettings {
                 format!("must be at most 64, got {}", self.spec_tokens),
             ));
         }
-        for (key, rate) in self.faults.table() {
+        for (fault, rate) in self.faults.table() {
             if !(0.0..=1.0).contains(&rate) {
                 out.push((
-                    format!("faults.{key}"),
+                    format!("faults.{}", fault.key()),
                     format!("a fault rate is a probability within [0, 1], got {rate}"),
                 ));
             }
@@ -210,6 +324,38 @@ impl MockSettings {
         }
         out
     }
+
+    /// Ground truth for a request with `output_tokens` tokens and no faults, jitter or load.
+    pub fn truth(&self, output_tokens: u32) -> Truth {
+        let k = self.tokens_per_event.max(1);
+        let events = output_tokens.div_ceil(k).max(1);
+        let event_gap_ms = self.itl_ms * f64::from(k);
+        let e2el_ms = self.ttft_ms + f64::from(events - 1) * event_gap_ms;
+        let tpot_ms = if output_tokens >= 2 {
+            (e2el_ms - self.ttft_ms) / f64::from(output_tokens - 1)
+        } else {
+            0.0
+        };
+        Truth {
+            ttft_ms: self.ttft_ms,
+            itl_ms: self.itl_ms,
+            icl_ms: event_gap_ms,
+            tpot_ms,
+            e2el_ms,
+            events,
+        }
+    }
+}
+
+/// What a perfect client measures against this mock for one request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Truth {
+    pub ttft_ms: f64,
+    pub itl_ms: f64,
+    pub icl_ms: f64,
+    pub tpot_ms: f64,
+    pub e2el_ms: f64,
+    pub events: u32,
 }
 
 #[cfg(test)]
@@ -217,21 +363,45 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bad_rates_name_the_fault() {
-        let mut m = MockSettings::default();
-        m.faults.reset = -0.1;
-        m.faults.http_500 = 0.7;
-        m.faults.stall = 0.7;
-        m.tokens_per_event = 0;
-        let keys: Vec<String> = m.problems().into_iter().map(|(k, _)| k).collect();
-        assert_eq!(keys, ["tokens_per_event", "faults.reset", "faults"]);
+    fn fault_keys_are_the_config_names() {
+        for (fault, _) in FaultRates::default().table() {
+            let json = format!("{{\"{}\": 0.5}}", fault.key());
+            let rates: FaultRates = serde_json::from_str(&json).unwrap();
+            assert_eq!(rates.total(), 0.5, "{json}");
+        }
     }
 
     #[test]
-    fn fault_keys_are_the_field_names() {
-        for (key, _) in MockFaults::default().table() {
-            let faults: MockFaults = serde_json::from_str(&format!("{{\"{key}\": 0.5}}")).unwrap();
-            assert_eq!(faults.total(), 0.5, "{key}");
+    fn bad_rates_name_the_fault() {
+        let mut c = MockConfig::default();
+        c.faults.reset = -0.1;
+        c.faults.http_500 = 0.7;
+        c.faults.stall = 0.7;
+        c.tokens_per_event = 0;
+        let keys: Vec<String> = c.problems().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["tokens_per_event", "faults.reset", "faults"]);
+    }
+}
+
+#[cfg(test)]
+mod fault_name_tests {
+    use super::Fault;
+
+    /// `/mock/stats` names each fault exactly as `[mock.faults]` does.
+    #[test]
+    fn faults_serialise_under_their_config_keys() {
+        for f in [
+            Fault::Http429,
+            Fault::Http500,
+            Fault::Reset,
+            Fault::Malformed,
+            Fault::ErrorEvent,
+            Fault::Stall,
+            Fault::Truncate,
+            Fault::Empty,
+        ] {
+            let json = serde_json::to_string(&f).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", f.key()));
         }
     }
 }

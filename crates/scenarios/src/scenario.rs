@@ -10,7 +10,7 @@ pub use crate::dataset_spec::{
     ConversationsSpec, Dataset, DatasetKind, JsonlSpec, PrefixSpec, RandomSpec, SharegptSpec,
     SonnetSpec, TraceSpec,
 };
-pub use crate::mock::{MockApi, MockFaults, MockSettings};
+pub use crate::mock::{Fault, FaultRates, MockApi, MockConfig};
 use crate::plan::Routing;
 use crate::shape::{Cooldown, Ramp, StageSpec, Sweep, ThinkTime, Warmup};
 use crate::units::{ByteSize, Rate, Span};
@@ -45,7 +45,7 @@ pub struct Scenario {
     pub slo: Slo,
     /// The built-in mock's behaviour when `target.backend = "mock"`.
     #[serde(default)]
-    pub mock: MockSettings,
+    pub mock: MockConfig,
     /// Where and what to write.
     #[serde(default)]
     pub output: Output,
@@ -80,7 +80,7 @@ impl Default for Scenario {
             load: Load::default(),
             sampling: Sampling::default(),
             slo: Slo::default(),
-            mock: MockSettings::default(),
+            mock: MockConfig::default(),
             output: Output::default(),
             stages: Vec::new(),
             sweep: None,
@@ -384,7 +384,7 @@ pub struct Output {
     /// Also write every request's record to `requests.jsonl` (vLLM's `--save-detailed`).
     #[serde(skip_serializing_if = "is_false")]
     pub save_detailed: bool,
-    /// Run gate: the highest share of failed requests (0..1) before `coord run`
+    /// Run gate: the highest share of failed requests (0..1) before `cicada run`
     /// exits non-zero (4). Unset, a run exits 4 when more than half of its
     /// requests failed; `1.0` never fails on failures.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -49,18 +49,7 @@ impl<'de> Deserialize<'de> for Span {
                 f.write_str("a duration such as \"500ms\", \"30s\", \"20m\" or a number of seconds")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Span, E> {
-                if v.trim_start().starts_with('-') {
-                    return Err(E::custom(format!(
-                        "a duration cannot be negative, got \"{v}\""
-                    )));
-                }
-                humantime::parse_duration(v.trim())
-                    .map(Span)
-                    .map_err(|e| {
-                        E::custom(format!(
-                            "invalid duration \"{v}\" ({e}); write it like \"500ms\", \"30s\", \"20m\" or \"1h 30m\""
-                        ))
-                    })
+                parse_duration(v).map(Span).map_err(E::custom)
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Span, E> {
                 Ok(Span(Duration::from_secs(v)))
@@ -80,6 +69,27 @@ impl<'de> Deserialize<'de> for Span {
         }
         d.deserialize_any(V)
     }
+}
+
+/// Read a duration as cicada spells one everywhere (scenario files, `--set`
+/// and every command-line flag), so one grammar serves them all: a number of
+/// seconds ("30", "0.5") or a human string ("500ms", "30s", "20m", "1h 30m");
+/// never negative.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if t.starts_with('-') {
+        return Err(format!("a duration cannot be negative, got \"{text}\""));
+    }
+    if let Ok(secs) = t.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).map_err(|_| {
+            format!("a duration is a number of seconds from 0 to about 1.8e19, got \"{text}\"")
+        });
+    }
+    humantime::parse_duration(t).map_err(|e| {
+        format!(
+            "invalid duration \"{text}\" ({e}); write it like \"500ms\", \"30s\", \"20m\" or \"1h 30m\""
+        )
+    })
 }
 
 /// A request rate in requests per second, or unbounded (`"inf"`: everything at t0).
@@ -315,6 +325,23 @@ pub mod opt_f64_or_inf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Files and flags read durations alike (the worker's `--dial-timeout`,
+    /// `cicada run --wait-workers`, a scenario's `load.duration`).
+    #[test]
+    fn one_duration_grammar() {
+        let ok = |t: &str| parse_duration(t).unwrap();
+        assert_eq!(ok("500ms"), Duration::from_millis(500));
+        assert_eq!(ok("2m"), Duration::from_secs(120));
+        assert_eq!(ok(" 1h 30m "), Duration::from_secs(5400));
+        assert_eq!(ok("3"), Duration::from_secs(3));
+        assert_eq!(ok("0.25"), Duration::from_millis(250));
+        for bad in ["twenty minutes", "3 fortnights", "-5s", "-1", "inf", ""] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+        let span: Span = serde_json::from_str("\"1h 30m\"").unwrap();
+        assert_eq!(span.get(), Duration::from_secs(5400));
+    }
 
     #[derive(Deserialize, Serialize)]
     struct T {

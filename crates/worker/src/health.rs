@@ -6,6 +6,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use cicada_client::sys::resource_usage;
 use cicada_metrics::{LatencyHistogram, Metric, MetricSet};
 use tokio_util::sync::CancellationToken;
 
@@ -32,30 +33,6 @@ pub struct HealthReport {
     pub peak_rss_bytes: u64,
 }
 
-/// CPU time (user + system) of this process so far, µs.
-pub fn process_cpu_us() -> u64 {
-    // SAFETY: getrusage only writes into the struct we pass.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_SELF with a valid pointer.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return 0;
-    }
-    let us = |t: libc::timeval| t.tv_sec.max(0) as u64 * 1_000_000 + t.tv_usec.max(0) as u64;
-    us(usage.ru_utime) + us(usage.ru_stime)
-}
-
-/// Peak resident memory of this process so far, bytes.
-pub fn peak_rss_bytes() -> u64 {
-    // SAFETY: as above.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_SELF with a valid pointer.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return 0;
-    }
-    // Linux reports kilobytes
-    usage.ru_maxrss.max(0) as u64 * 1024
-}
-
 /// Resident memory now, bytes (0 where /proc is unavailable).
 pub fn rss_bytes() -> u64 {
     let pages = std::fs::read_to_string("/proc/self/statm")
@@ -72,7 +49,7 @@ impl Health {
     pub fn new() -> Self {
         Self {
             stalls: Mutex::new(LatencyHistogram::new()),
-            cpu_at_last_take: Mutex::new(process_cpu_us()),
+            cpu_at_last_take: Mutex::new(resource_usage().cpu_us),
         }
     }
 
@@ -109,7 +86,8 @@ impl Health {
             .unwrap_or_default();
         let mut set = MetricSet::default();
         set.set_histogram(Metric::RuntimeStall, stalls);
-        let now = process_cpu_us();
+        let usage = resource_usage();
+        let now = usage.cpu_us;
         let cpu_us = self
             .cpu_at_last_take
             .lock()
@@ -123,7 +101,7 @@ impl Health {
             stalls: set,
             cpu_us,
             rss_bytes: rss_bytes(),
-            peak_rss_bytes: peak_rss_bytes(),
+            peak_rss_bytes: usage.peak_rss_bytes,
         }
     }
 }

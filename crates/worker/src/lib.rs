@@ -10,8 +10,8 @@
 //!   taken once per report interval; `details`: per-request JSON lines.
 //! - `health`: the worker watching itself (runtime stalls, CPU, memory).
 //!
-//! The only way in is [`serve`] (the `worker` binary, or [`spawn_in_process`]
-//! for a worker that runs as a task of another process).
+//! The only way in is [`serve`] (`cicada worker`, through [`main`], or
+//! [`spawn_in_process`] for a worker that runs as a task of another process).
 
 mod attach;
 mod barrier;
@@ -30,13 +30,8 @@ pub use link::{Identity, LinkError, Tls, serve};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Command-line arguments of the `worker` binary.
-#[derive(Debug, Clone, clap::Parser)]
-#[command(
-    name = "worker",
-    version,
-    about = "cicada load-generating worker: dials a coordinator and runs its share of the load"
-)]
+/// Command-line arguments of `cicada worker`.
+#[derive(Debug, Clone, clap::Args)]
 pub struct WorkerArgs {
     /// Coordinator address, e.g. http://10.0.0.1:7000
     #[arg(long, env = "CICADA_COORDINATOR")]
@@ -55,7 +50,7 @@ pub struct WorkerArgs {
     #[arg(long)]
     pub threads: Option<usize>,
     /// How long to keep dialling a coordinator that is not up yet.
-    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    #[arg(long, default_value = "2m", value_parser = cicada_scenarios::units::parse_duration)]
     pub dial_timeout: Duration,
     /// CA certificate (PEM) to verify an https coordinator (default: system roots).
     #[arg(long)]
@@ -91,34 +86,6 @@ impl WorkerArgs {
     }
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime_like(s)
-}
-
-/// Parse "500ms", "30s", "2m", "1h" (what scheduler manifests use).
-fn humantime_like(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = s.split_at(
-        s.find(|c: char| !c.is_ascii_digit() && c != '.')
-            .unwrap_or(s.len()),
-    );
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration \"{s}\""))?;
-    let secs = match unit {
-        "ms" => v / 1000.0,
-        "" | "s" => v,
-        "m" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => {
-            return Err(format!(
-                "invalid duration unit in \"{s}\" (use ms, s, m or h)"
-            ));
-        }
-    };
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("invalid duration \"{s}\": {e}"))
-}
-
 /// Run a worker as a task of this process, dialling `url` like the `worker`
 /// binary does: a fleet without a process boundary, for tests and
 /// single-process runs.
@@ -145,15 +112,54 @@ pub fn read_token(args: &WorkerArgs) -> std::io::Result<String> {
     Ok(std::env::var(&args.token_env).unwrap_or_default())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(humantime_like("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(humantime_like("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(humantime_like("3").unwrap(), Duration::from_secs(3));
-        assert!(humantime_like("3 weeks").is_err());
+/// `cicada worker`: join the coordinator and run this worker's share until
+/// the run ends or a signal says leave; returns the process exit code.
+/// Builds its own runtime, with `--threads` threads.
+pub fn main(args: WorkerArgs) -> i32 {
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let tls = match args.tls() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("worker: cannot read a TLS file: {e}");
+            return 2;
+        }
+    };
+    let token = match read_token(&args) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("worker: cannot read the token: {e}");
+            return 2;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("worker: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    let who = Identity {
+        requested_index: args.index.or_else(index_from_environment),
+        token,
+        threads,
+    };
+    let result = runtime.block_on(async {
+        // SIGINT/SIGTERM (a Ctrl-C, a pod deletion): finish, report, leave
+        let leave = Leave::new();
+        tokio::spawn(watch_signals(leave.clone()));
+        serve(&args.coordinator, who, &tls, args.dial_timeout, leave).await
+    });
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("worker: {e}");
+            e.exit_code()
+        }
     }
 }

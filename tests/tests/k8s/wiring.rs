@@ -126,9 +126,10 @@ pub fn check_wiring(r: &Rendered) -> Wiring {
         cc.args.clone().unwrap_or_default(),
         wc.args.clone().unwrap_or_default(),
     );
-    assert_eq!(cc.command.as_deref(), Some(&["coord".to_string()][..]));
-    assert_eq!(wc.command.as_deref(), Some(&["worker".to_string()][..]));
+    assert_eq!(cc.command.as_deref(), Some(&["cicada".to_string()][..]));
+    assert_eq!(wc.command.as_deref(), Some(&["cicada".to_string()][..]));
     assert_eq!(cargs.first().map(String::as_str), Some("run"));
+    assert_eq!(wargs.first().map(String::as_str), Some("worker"));
     assert_eq!(cc.image, wc.image, "one image for both");
 
     // the worker Job: Indexed, all at once, as many as the coordinator expects
@@ -229,7 +230,7 @@ pub fn check_wiring(r: &Rendered) -> Wiring {
         requests_resources(c, &c.name);
     }
 
-    // the scenario: the ConfigMap mounted where `coord run` reads it
+    // the scenario: the ConfigMap mounted where `cicada run` reads it
     let path = &cargs[1];
     let mount = cc
         .volume_mounts

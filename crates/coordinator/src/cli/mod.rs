@@ -1,4 +1,4 @@
-//! The `coord` command line: its arguments, and the scenario they describe
+//! The `cicada` command line: its arguments, and the scenario they describe
 //! (`scenario`), with `vllm bench serve`'s flags (`vllm`).
 
 pub mod scenario;
@@ -11,33 +11,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cicada_mock::MockConfig;
-use clap::{Args, Parser, Subcommand};
+use cicada_scenarios::units::parse_duration;
+use clap::Args;
 
-/// cicada: a distributed load generator for LLM inference servers.
-#[derive(Debug, Parser)]
-#[command(name = "coord", version, about, long_about = None)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// What `coord` can do.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run a scenario over a fleet of workers and report the results.
-    Run(Box<RunArgs>),
-    /// Serve the built-in mock inference server.
-    Mock(Box<MockArgs>),
-    /// Check a scenario file without running it.
-    Validate(ValidateArgs),
-    /// Measure this machine's client: throughput, CPU per token and timing
-    /// error against the built-in mock, one core each.
-    Selftest(crate::selftest::SelftestArgs),
-    /// Compare result files side by side, or merge them into one row.
-    Report(ReportArgs),
-}
-
-/// `coord run`.
+/// `cicada run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The scenario file (TOML); without one, the vllm bench serve flags describe the run.
@@ -46,7 +23,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub workers: Option<u32>,
     /// Workers that must join before the run starts, local ones included;
-    /// remote workers dial --listen with `worker --coordinator http://HOST:PORT`.
+    /// remote workers dial --listen with `cicada worker --coordinator http://HOST:PORT`.
     #[arg(long, env = "CICADA_EXPECT_WORKERS")]
     pub expect_workers: Option<u32>,
     /// File holding the shared worker token (default: the CICADA_TOKEN
@@ -75,7 +52,8 @@ pub struct RunArgs {
     /// Address of the coordinator's gRPC server.
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
-    /// The worker executable (default: `worker` beside `coord`).
+    /// The cicada executable local workers run as `<it> worker` (default:
+    /// this one).
     #[arg(long, env = "CICADA_WORKER_BIN")]
     pub worker_bin: Option<PathBuf>,
     /// How long to wait for every worker to join.
@@ -110,7 +88,7 @@ pub struct RunArgs {
     pub vllm: vllm::VllmFlags,
 }
 
-/// `coord mock`.
+/// `cicada mock`.
 #[derive(Debug, Args)]
 pub struct MockArgs {
     /// Address to listen on.
@@ -126,22 +104,7 @@ pub struct MockArgs {
     pub config: MockConfig,
 }
 
-/// `coord report`.
-#[derive(Debug, Args)]
-pub struct ReportArgs {
-    /// Result files written by `coord run` (result.json, result-stage<n>.json, ...).
-    #[arg(required = true, value_name = "RESULT.json")]
-    pub files: Vec<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "markdown")]
-    pub format: crate::report::table::Format,
-    /// Merge the runs into one row: histograms re-merged exactly, counts added,
-    /// throughputs over the wall-clock span the runs cover together.
-    #[arg(long)]
-    pub merge: bool,
-}
-
-/// `coord validate`.
+/// `cicada validate`.
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
     /// The scenario file (TOML).
@@ -149,12 +112,4 @@ pub struct ValidateArgs {
     /// Overrides to apply before validating.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
-}
-
-/// Parse "500ms", "30s", "5m", "1h" or plain seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    if let Ok(secs) = s.trim().parse::<f64>() {
-        return Duration::try_from_secs_f64(secs).map_err(|e| e.to_string());
-    }
-    humantime::parse_duration(s.trim()).map_err(|e| format!("invalid duration \"{s}\": {e}"))
 }

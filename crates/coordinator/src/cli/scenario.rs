@@ -1,4 +1,4 @@
-//! The scenario a `coord` command line describes: a scenario file (or none),
+//! The scenario a `cicada` command line describes: a scenario file (or none),
 //! `vllm bench serve`'s flags over it, the gate and goodput flags, then every
 //! `--set` over all of them.
 
@@ -10,7 +10,7 @@ use super::RunArgs;
 use super::vllm::{self, VllmFlags};
 use crate::error::RunError;
 
-/// The scenario of `coord run`.
+/// The scenario of `cicada run`.
 pub fn of_run(args: &RunArgs) -> Result<LoadedScenario, RunError> {
     describe(
         args.scenario.as_deref(),
@@ -98,7 +98,7 @@ pub fn goodput_settings(specs: &[String]) -> Result<Vec<Setting>, RunError> {
         .collect()
 }
 
-/// Read a scenario with `--set` overrides (`coord validate`).
+/// Read a scenario with `--set` overrides (`cicada validate`).
 pub fn load(path: &Path, sets: &[String]) -> Result<LoadedScenario, RunError> {
     let overrides = sets
         .iter()

@@ -1,4 +1,4 @@
-//! `vllm bench serve`'s everyday flags on `coord run`, so a user can switch
+//! `vllm bench serve`'s everyday flags on `cicada run`, so a user can switch
 //! without writing a scenario file. Each flag becomes a typed setting of a
 //! scenario key: flags apply over the scenario file (or over the defaults
 //! when there is none), and `--set` applies over both. Problems are reported
@@ -12,7 +12,7 @@ use clap::Args;
 
 use crate::error::RunError;
 
-/// The `vllm bench serve` flags `coord run` understands.
+/// The `vllm bench serve` flags `cicada run` understands.
 #[derive(Debug, Clone, Default, Args)]
 pub struct VllmFlags {
     /// Serving API (vLLM's names work too: llama.cpp, tensorrt-llm, ...).

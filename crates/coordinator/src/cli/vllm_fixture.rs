@@ -27,7 +27,7 @@ fn case(name: &'static str, flags: VllmFlags) -> Case {
     }
 }
 
-/// `coord run`'s reading of the scenario, flags and overrides.
+/// `cicada run`'s reading of the scenario, flags and overrides.
 fn resolve(root: &Path, c: &Case) -> Result<cicada_scenarios::Scenario, String> {
     let sets: Vec<String> = c.sets.iter().map(|s| s.to_string()).collect();
     let goodput: Vec<String> = c.goodput.iter().map(|s| s.to_string()).collect();

@@ -132,6 +132,12 @@ pub(super) fn decode(worker: u32, msg: v1::WorkerMessage) -> Option<Event> {
     })
 }
 
+/// A report from its protobuf bytes, as a worker sends it.
+pub fn decode_report(bytes: &[u8]) -> Result<WorkerReport, prost::DecodeError> {
+    use prost::Message as _;
+    v1::Report::decode(bytes).map(report)
+}
+
 pub(super) fn report(r: v1::Report) -> WorkerReport {
     let sent = r
         .scopes

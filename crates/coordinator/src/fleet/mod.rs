@@ -8,7 +8,6 @@ mod connections;
 mod events;
 mod hello_limit;
 mod server;
-pub mod sim;
 mod spawn;
 pub mod tls;
 pub mod wire_text;
@@ -29,7 +28,7 @@ use tokio::time::Instant;
 
 #[cfg(test)]
 pub use events::Measured;
-pub use events::{Event, Health, WorkerReport};
+pub use events::{Event, Health, WorkerReport, decode_report};
 use server::{FleetService, Inbound, Outbox};
 pub use tls::ServerTls;
 
@@ -60,7 +59,7 @@ pub struct FleetOptions {
 /// How the fleet's local workers run.
 #[derive(Debug, Clone)]
 pub enum LocalWorkers {
-    /// One `worker` process each, from this executable.
+    /// One `cicada worker` process each, from this executable.
     Processes(PathBuf),
     /// One task each in this process (no process boundary), dialling the
     /// gRPC server like any worker: for tests that need no binaries.

@@ -1,4 +1,4 @@
-//! The fleet's local workers: `worker` processes beside `coord`, or tasks of
+//! The fleet's local workers: `cicada worker` processes, or tasks of
 //! this process (no process boundary, for tests that need no binaries).
 
 use std::path::PathBuf;
@@ -12,9 +12,10 @@ use super::{FleetOptions, LocalWorkers, TOKEN_ENV};
 /// The local workers of a fleet, ended at shutdown.
 #[derive(Default)]
 pub(super) struct Locals {
-    /// `worker` processes.
+    /// `cicada worker` processes.
     pub children: Vec<Child>,
-    /// In-process workers.
+    /// In-process workers (the fleet's unit tests).
+    #[cfg(test)]
     pub tasks: Vec<tokio::task::JoinHandle<Result<(), cicada_worker::LinkError>>>,
 }
 
@@ -41,7 +42,7 @@ pub(super) fn start(options: &FleetOptions, url: &str) -> anyhow::Result<Locals>
     Ok(locals)
 }
 
-/// Start one local `worker` process dialling `url`.
+/// Start one local `cicada worker` process dialling `url`.
 fn spawn_process(
     options: &FleetOptions,
     bin: &PathBuf,
@@ -49,7 +50,8 @@ fn spawn_process(
     index: u32,
 ) -> anyhow::Result<Child> {
     let mut cmd = Command::new(bin);
-    cmd.arg("--coordinator")
+    cmd.arg("worker")
+        .arg("--coordinator")
         .arg(url)
         .arg("--index")
         .arg(index.to_string());
@@ -65,9 +67,9 @@ fn spawn_process(
     }
     cmd.env(TOKEN_ENV, &options.token)
         // a process group of its own: a Ctrl-C in the terminal (SIGINT to
-        // the foreground group) or `timeout`'s SIGTERM to coord's group is
+        // the foreground group) or `timeout`'s SIGTERM to cicada's group is
         // meant for the run, which stops its workers itself and keeps what
-        // they measured; a worker that dies with coord loses it
+        // they measured; a worker that dies with the coordinator loses it
         .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -109,6 +111,7 @@ impl Locals {
                 crate::signals::reaped(pid);
             }
         }
+        #[cfg(test)]
         for task in &mut self.tasks {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if tokio::time::timeout(left, &mut *task).await.is_err() {

@@ -65,7 +65,7 @@ pub struct LocalTrust {
     pub domain: Option<String>,
 }
 
-/// The files of `coord run --tls-*`.
+/// The files of `cicada run --tls-*`.
 #[derive(Debug, Clone, Copy)]
 pub struct TlsFiles<'a> {
     /// `--tls-cert`: the certificate, then any chain.

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use cicada_metrics::{Counter, Metric, MetricSet, Outcome};
 
-use crate::merge::IntervalRow;
+use cicada_results::interval::IntervalRow;
 
 /// Latency summaries exposed, as `cicada_<name>_seconds`.
 const SUMMARIES: [Metric; 8] = [
@@ -245,7 +245,7 @@ fn last_interval(out: &mut String, v: &LiveView<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server_metrics::prom::Exposition;
+    use cicada_results::server::Exposition;
 
     #[test]
     fn the_exposition_reads_back_as_prometheus_text() {

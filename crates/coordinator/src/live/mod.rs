@@ -1,4 +1,4 @@
-//! `coord run --metrics-addr ADDR`: the fleet's live figures in the
+//! `cicada run --metrics-addr ADDR`: the fleet's live figures in the
 //! Prometheus text format at `http://ADDR/metrics`, for Grafana during long
 //! runs. The progress ticker renders the exposition once a second; the
 //! server only hands out the latest text.

@@ -1,9 +1,10 @@
-//! `coord run`: scenario -> fleet -> one step per sweep value -> results.
+//! `cicada run`: scenario -> fleet -> one step per sweep value -> results.
 //!
 //! [`run`] reads top-down: settle the command line (`setup`), build the
 //! request pool, resolve the target, join the fleet, run every step, shut
 //! the fleet down, then print the run's summary and pick the exit code.
 
+mod finish;
 mod setup;
 
 use cicada_metrics::Counter;
@@ -17,14 +18,15 @@ use crate::error::{EXIT_DEGRADED, RunError, exit_code_of};
 use crate::fleet::Fleet;
 use crate::merge::Aggregate;
 use crate::progress::{Display, Progress};
-use crate::report::outputs::{Outputs, StepDone};
-use crate::report::results::{FinishedStep, RunContext, step_results, write_step};
-use crate::report::{RunResult, stages, verdict};
 use crate::server_metrics::Watch;
 use crate::signals::Signals;
 use crate::step::{Step, run_step};
 use crate::sweep::{self, Outcome, Sweeper};
 use crate::target::{self, Target};
+use cicada_results::outputs::{Outputs, StepDone};
+use cicada_results::write::{RunContext, write_step};
+use cicada_results::{RunResult, stages, verdict};
+use finish::{FinishedStep, step_results};
 
 /// Run a scenario; returns the process exit code.
 pub async fn run(args: RunArgs) -> Result<i32, RunError> {
@@ -259,7 +261,7 @@ impl Steps {
         } else if self.finished.iter().any(RunResult::degraded) {
             EXIT_DEGRADED
         } else {
-            crate::report::gates::exit_code(&self.finished).unwrap_or(0)
+            cicada_results::gates::exit_code(&self.finished).unwrap_or(0)
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Everything `coord run` settles before its fleet runs: the scenario the
+//! Everything `cicada run` settles before its fleet runs: the scenario the
 //! command line describes, how many workers and where, the shared token and
 //! TLS, the tokenizer and live metrics; then the fleet itself, joined.
 
@@ -71,7 +71,7 @@ pub(super) async fn prepare(args: &RunArgs) -> Result<Setup, RunError> {
             let live = LiveMetrics::serve(addr)
                 .await
                 .map_err(|e| RunError::BadInput(e.to_string()))?;
-            eprintln!("coord: live metrics at http://{}/metrics", live.addr());
+            eprintln!("cicada: live metrics at http://{}/metrics", live.addr());
             Some(live)
         }
         None => None,
@@ -119,7 +119,7 @@ impl Setup {
         let mut fleet = Fleet::start(options).await?;
         if self.remote {
             eprintln!(
-                "coord: waiting for {} remote worker(s) on {} (worker --coordinator {}://HOST:{})",
+                "cicada: waiting for {} remote worker(s) on {} (cicada worker --coordinator {}://HOST:{})",
                 self.workers - self.local_workers,
                 fleet.addr,
                 if fleet.options.tls.is_some() {
@@ -161,13 +161,13 @@ pub(super) fn random_hex(bytes: usize) -> String {
         .collect()
 }
 
+/// The executable local workers run as `<it> worker`: `--worker-bin`, else
+/// this very `cicada`.
 fn worker_bin(args: &RunArgs) -> anyhow::Result<PathBuf> {
     if let Some(p) = &args.worker_bin {
         return Ok(p.clone());
     }
-    let exe = std::env::current_exe().context("locating the coord executable")?;
-    let dir = exe.parent().context("coord has no parent directory")?;
-    Ok(dir.join(format!("worker{}", std::env::consts::EXE_SUFFIX)))
+    std::env::current_exe().context("locating the cicada executable")
 }
 
 /// The shared worker token: `--token-file`, else `CICADA_TOKEN`, else (local
@@ -214,7 +214,7 @@ fn server_tls(args: &RunArgs, local: bool) -> Result<Option<ServerTls>, RunError
 }
 
 /// Most concurrent streams one worker is given: each is a connection and a
-/// task (about 30 KB); `coord selftest` measures 10,000 on one core.
+/// task (about 30 KB); `cicada selftest` measures 10,000 on one core.
 const MAX_STREAMS_PER_WORKER: u32 = 100_000;
 
 /// Refuse a run that would give one worker more streams than it can hold.

@@ -25,6 +25,7 @@ use crate::fleet::{Event, Fleet};
 use crate::merge::Aggregate;
 use crate::progress::Progress;
 use crate::signals::Signals;
+pub use cicada_results::{LostWorker, WorkerShare};
 
 use collect::Collect;
 
@@ -34,20 +35,6 @@ const START_DELAY: Duration = Duration::from_millis(250);
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long stopped workers get to report what they have.
 const STOP_GRACE: Duration = Duration::from_secs(3);
-
-/// A worker that stopped reporting mid-step.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LostWorker {
-    pub index: u32,
-    pub host: String,
-    /// Seconds after the start barrier when the loss was noticed.
-    pub at_s: f64,
-    pub reason: String,
-    /// Requests the worker was to send in the step (0 if open-ended).
-    pub planned: u64,
-    /// Requests it reported before it was lost (these stay counted).
-    pub reported: u64,
-}
 
 /// How a step ended.
 #[derive(Debug, Default)]
@@ -63,23 +50,6 @@ pub struct StepEnd {
     pub workers: Vec<WorkerShare>,
     /// Seconds from the start barrier to the end of the step.
     pub elapsed_s: f64,
-}
-
-/// One worker's part of a step.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WorkerShare {
-    pub index: u32,
-    pub host: String,
-    /// Requests it was to send (0 if open-ended).
-    pub planned: u64,
-    /// Requests it reported (every outcome).
-    pub reported: u64,
-    /// It was lost before finishing.
-    pub lost: bool,
-    /// Runtime threads it runs (its share of the machine).
-    pub threads: u32,
-    /// The worker binary's version (from its Hello).
-    pub version: String,
 }
 
 /// What a step runs and where its figures go.

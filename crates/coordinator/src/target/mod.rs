@@ -9,11 +9,8 @@ use cicada_scenarios::dataset::PoolEntry;
 use cicada_scenarios::plan::{ResolvedTarget, ServerFamily, TlsSettings, WireApi};
 use cicada_scenarios::scenario::{Backend, MockApi};
 
-mod mock;
 mod ready;
 mod redirect;
-
-pub use mock::mock_config;
 
 /// The resolved target, plus the embedded mock when the scenario asked for one.
 pub struct Target {
@@ -92,7 +89,7 @@ pub async fn resolve(
     let t = &s.target;
     let (api, family) = api_of(t.backend, s.mock.api);
     let (bases, mock) = if t.backend == Backend::Mock {
-        let mock = MockServer::start(mock_config(&s.mock), std::net::SocketAddr::new(mock_ip, 0))
+        let mock = MockServer::start(s.mock.clone(), std::net::SocketAddr::new(mock_ip, 0))
             .await
             .context("starting the embedded mock server")?;
         let url = format!("http://127.0.0.1:{}", mock.addr().port());

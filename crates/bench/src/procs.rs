@@ -1,0 +1,202 @@
+//! The processes a selftest level runs: the mock on its core, and on the
+//! other core either a one-worker `cicada run` or the floor client.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, bail};
+
+use super::SelftestArgs;
+use super::floor::FloorFigures;
+
+/// Limit a child to one core (Linux), so the client and the mock never share one.
+pub(super) fn pin(cmd: &mut Command, core: usize) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only async-signal-safe libc calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(core, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// A mock process; killed when dropped.
+pub(super) struct Mock {
+    child: Child,
+    pub url: String,
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start `cicada mock` pinned to the mock's core with the level's timing.
+pub(super) fn start_mock(exe: &Path, a: &SelftestArgs) -> anyhow::Result<Mock> {
+    let mut cmd = Command::new(exe);
+    cmd.args(["mock", "--listen", "127.0.0.1:0"])
+        .args([
+            "--ttft-ms",
+            &a.ttft_ms.to_string(),
+            "--itl-ms",
+            &a.itl_ms.to_string(),
+        ])
+        .args(["--output-tokens", &a.output_tokens.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    pin(&mut cmd, a.mock_core);
+    let mut child = cmd.spawn().context("starting the mock")?;
+    let stdout = child.stdout.take().context("the mock's stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .context("reading the mock's address")?;
+    let url = line
+        .split_whitespace()
+        .last()
+        .filter(|u| u.starts_with("http://"))
+        .with_context(|| format!("unexpected mock banner {line:?}"))?
+        .to_string();
+    Ok(Mock { child, url })
+}
+
+/// The mock's ground truth (`/mock/stats`).
+pub(super) async fn mock_stats(url: &str) -> anyhow::Result<serde_json::Value> {
+    reqwest::get(format!("{url}/mock/stats"))
+        .await
+        .context("asking the mock for its stats")?
+        .json()
+        .await
+        .context("reading the mock's stats")
+}
+
+/// One request as the mock logged it; only its arrival matters here.
+#[derive(serde::Deserialize)]
+struct Arrival {
+    unix_us: u64,
+}
+
+/// How long after `start_unix_us` the first `n` requests had all reached the
+/// mock, ms (`None` below two requests): the time a burst of `n` starts
+/// needs to get onto the wire, seen from the server, the same for any client.
+pub(super) async fn first_wave_ms(
+    url: &str,
+    n: u32,
+    start_unix_us: f64,
+) -> anyhow::Result<Option<f64>> {
+    let mut log: Vec<Arrival> = reqwest::get(format!("{url}/mock/requests"))
+        .await
+        .context("asking the mock for its request log")?
+        .json()
+        .await
+        .context("reading the mock's request log")?;
+    log.sort_unstable_by_key(|r| r.unix_us);
+    let n = n as usize;
+    if n < 2 || log.len() < n || start_unix_us <= 0.0 {
+        return Ok(None);
+    }
+    Ok(Some((log[n - 1].unix_us as f64 - start_unix_us) / 1e3))
+}
+
+/// Run `cmd` pinned to `core` and return its stdout, or fail with its stderr.
+async fn pinned_output(mut cmd: Command, core: usize, what: &str) -> anyhow::Result<Vec<u8>> {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    pin(&mut cmd, core);
+    let output = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .with_context(|| format!("waiting for {what}"))?
+        .with_context(|| format!("running {what}"))?;
+    if !output.status.success() {
+        bail!(
+            "{what} failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(output.stdout)
+}
+
+/// Run `scenario` (whose results go to `out`) with one worker pinned to `core`; its result.json.
+pub(super) async fn pinned_run(
+    exe: &Path,
+    core: usize,
+    scenario: &str,
+    out: &Path,
+    what: &str,
+) -> anyhow::Result<serde_json::Value> {
+    let sc = out.with_extension("toml");
+    std::fs::write(&sc, scenario).context("writing the scenario")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("run").arg(&sc).args(["--workers", "1", "--quiet"]);
+    pinned_output(cmd, core, what).await?;
+    let r = serde_json::from_slice(
+        &std::fs::read(out.join("result.json")).context("reading result.json")?,
+    )
+    .context("parsing result.json")?;
+    Ok(r)
+}
+
+/// Run the floor client for `streams` against `url`, pinned to the worker's core.
+pub(super) async fn pinned_floor(
+    exe: &Path,
+    a: &SelftestArgs,
+    streams: u32,
+    url: &str,
+) -> anyhow::Result<FloorFigures> {
+    let mut cmd = Command::new(exe);
+    cmd.arg("selftest")
+        .args(["--floor-url", url])
+        .args(["--levels", &streams.to_string()])
+        .args(["--seconds", &a.seconds.to_string()])
+        .args(["--output-tokens", &a.output_tokens.to_string()]);
+    let what = format!("the floor client at {streams} streams");
+    let out = pinned_output(cmd, a.worker_core, &what).await?;
+    serde_json::from_slice(&out).with_context(|| format!("reading the figures of {what}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::floor::unix_now_us;
+    use super::*;
+
+    #[tokio::test]
+    async fn the_first_wave_ends_at_its_last_arrival() {
+        cicada_client::tls::install_crypto_provider();
+        let mock = cicada_mock::MockServer::start(
+            cicada_mock::MockConfig {
+                ttft_ms: 0.0,
+                itl_ms: 0.0,
+                ..cicada_mock::MockConfig::default()
+            },
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .unwrap();
+        let url = mock.url();
+        let client = reqwest::Client::new();
+        let send = || {
+            client
+                .post(format!("{url}/v1/completions"))
+                .json(&serde_json::json!({"model": "m", "prompt": "a b", "max_tokens": 1}))
+                .send()
+        };
+        let start = unix_now_us();
+        send().await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+        send().await.unwrap();
+        send().await.unwrap();
+        let two = first_wave_ms(&url, 2, start).await.unwrap().unwrap();
+        let three = first_wave_ms(&url, 3, start).await.unwrap().unwrap();
+        assert!(two >= 40.0 && three >= two, "{two} {three}");
+        assert!(three < 40.0 + 1_000.0, "{three}");
+        assert_eq!(first_wave_ms(&url, 4, start).await.unwrap(), None);
+        assert_eq!(first_wave_ms(&url, 1, start).await.unwrap(), None);
+    }
+}

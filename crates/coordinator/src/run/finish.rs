@@ -1,0 +1,122 @@
+//! A finished step turned into results: the whole step's, then one per
+//! `[[stages]]` window, from the step's merged aggregate, how it ended and
+//! what the servers said.
+
+use cicada_metrics::Scope;
+use cicada_results::server::{ServerView, StepServerViews};
+use cicada_results::write::{RunContext, scenario_hash};
+use cicada_results::{RunResult, client_health};
+use cicada_scenarios::plan::StageWindow;
+use cicada_scenarios::scenario::DatasetKind;
+use cicada_scenarios::{Scenario, sharding};
+
+use crate::merge::Aggregate;
+use crate::step::StepEnd;
+
+/// A finished step, as the run loop knows it.
+#[derive(Debug)]
+pub struct FinishedStep<'a> {
+    /// The step's number (0 without a sweep).
+    pub number: u32,
+    /// Its name in results ("" without a sweep).
+    pub name: String,
+    /// The scenario with the step's load applied.
+    pub scenario: &'a Scenario,
+    /// Its `[[stages]]` windows (empty without stages).
+    pub windows: &'a [StageWindow],
+    /// How it ended.
+    pub end: StepEnd,
+    /// Where measuring started, µs after the barrier (the warm-up's end).
+    pub warmup_end_us: u64,
+    /// The servers' own view, scraped around the step and at each window's
+    /// boundaries; it goes with the whole step and each window.
+    pub server: StepServerViews,
+}
+
+/// Results of one step: the whole step first, then one per `[[stages]]` window.
+pub fn step_results(
+    ctx: &RunContext,
+    step: FinishedStep<'_>,
+    agg: &mut Aggregate,
+) -> Vec<RunResult> {
+    let FinishedStep {
+        number,
+        name,
+        scenario,
+        windows,
+        end,
+        warmup_end_us,
+        server,
+    } = step;
+    let rows = std::mem::take(&mut agg.rows);
+    let targets = ctx.target.urls.len().max(1) as u32;
+    let make =
+        |number: u32, name: String, keep: &dyn Fn(&Scope) -> bool, window: u64, rows: Vec<_>| {
+            RunResult {
+                scenario: scenario.clone(),
+                scenario_origin: ctx.scenario_origin.clone(),
+                scenario_hash: scenario_hash(scenario),
+                stage: number,
+                stage_name: name,
+                target: ctx.target.clone(),
+                workers: ctx.workers,
+                total: agg.merged(|s| !s.warmup && keep(s)),
+                per_target: (0..targets)
+                    .map(|t| agg.merged(|s| !s.warmup && s.target == t && keep(s)))
+                    .collect(),
+                warmup: agg.warmup(),
+                window_start_us: window,
+                rows,
+                lost: end.lost.clone(),
+                worker_shares: end.workers.clone(),
+                interrupted: end.interrupted,
+                planned: end.planned,
+                started_unix: end.started_unix,
+                dataset: ctx.dataset.clone(),
+                server: ServerView::default(),
+                client: None,
+            }
+        };
+    let mut whole = make(number, name, &|_| true, warmup_end_us, rows);
+    whole.server = server.whole.clone();
+    let uncapped_open_loop = !sharding::is_closed_loop(scenario)
+        && scenario.load.max_concurrency.is_none()
+        && scenario.dataset.kind() != DatasetKind::Conversations;
+    whole.client = Some(client_health::assess(
+        &agg.health,
+        &agg.usage,
+        &end.workers,
+        &whole.total,
+        end.elapsed_s,
+        uncapped_open_loop,
+    ));
+    // after the client's verdict, which judges an uncapped burst's dispatch
+    whole.hide_meaningless();
+    let mut out = vec![whole];
+    for (p, w) in windows.iter().enumerate() {
+        let start = (w.start.as_micros() as u64).max(warmup_end_us);
+        let stage = p as u32;
+        let mut r = make(
+            p as u32 + 1,
+            w.name.clone(),
+            &|s: &Scope| s.stage == stage,
+            start,
+            Vec::new(),
+        );
+        // a window's result describes the window's own load
+        if let Some(spec) = scenario.stages.get(p) {
+            if let Some(rate) = spec.request_rate {
+                r.scenario.load.request_rate = rate;
+            }
+            r.scenario.load.users = spec.users.or(r.scenario.load.users);
+            r.scenario.load.duration = Some(spec.duration);
+            r.scenario_hash = scenario_hash(&r.scenario);
+        }
+        if let Some(view) = server.windows.get(p) {
+            r.server = view.clone();
+        }
+        r.hide_meaningless();
+        out.push(r);
+    }
+    out
+}

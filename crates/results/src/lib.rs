@@ -1,0 +1,243 @@
+//! Results: what one finished step (or `[[stages]]` window) measured, and
+//! everything that turns it into output: the console block, `result.json`,
+//! `summary.csv`, the streamed files, `report.html`, the run gates, the
+//! run's last-line verdict, the client's health verdict, the exit codes, and
+//! `cicada report`, which reads result files back.
+//!
+//! The coordinator builds a [`RunResult`] per finished step (from its merged
+//! aggregate, the fleet's shares and the servers' view) and hands it here;
+//! nothing in this crate runs a fleet or talks to a server.
+
+pub mod cli;
+pub mod client_health;
+pub mod compare;
+pub mod console;
+pub mod csv;
+pub mod document;
+pub mod exit;
+pub mod gates;
+pub mod hlog;
+pub mod html;
+pub mod interval;
+pub mod json;
+pub mod outputs;
+#[cfg(test)]
+mod sample;
+pub mod server;
+pub mod stages;
+pub mod streams;
+pub mod svg;
+pub mod table;
+pub mod timeseries;
+pub mod verdict;
+pub mod write;
+
+use cicada_metrics::{LatencyHistogram, Metric, MetricSet, Summary};
+use cicada_scenarios::Scenario;
+use cicada_scenarios::dataset::DatasetReport;
+use cicada_scenarios::plan::ResolvedTarget;
+
+use crate::interval::IntervalRow;
+use crate::server::ServerView;
+use client_health::ClientHealth;
+
+/// The cicada version every result file names (the workspace's one version).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Percentiles computed for every metric in files, beside the console's own choice.
+pub const FILE_PERCENTILES: [f64; 4] = [50.0, 90.0, 99.0, 99.9];
+
+/// Metrics a scenario's results leave out: those measured from the intended
+/// send time when the load intended none (an open loop at `request_rate =
+/// "inf"`), where they would show the wait for a concurrency slot as lateness.
+pub fn hidden_metrics(s: &Scenario) -> &'static [Metric] {
+    if cicada_scenarios::sharding::has_intended_send_times(s) {
+        &[]
+    } else {
+        &Metric::FROM_SCHEDULE
+    }
+}
+
+/// Empty the histograms of `hidden` metrics in `set`, so no writer shows them.
+pub fn hide(set: &mut MetricSet, hidden: &[Metric]) {
+    for m in hidden {
+        set.set_histogram(*m, LatencyHistogram::default());
+    }
+}
+
+/// A worker that stopped reporting mid-step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LostWorker {
+    pub index: u32,
+    pub host: String,
+    /// Seconds after the start barrier when the loss was noticed.
+    pub at_s: f64,
+    pub reason: String,
+    /// Requests the worker was to send in the step (0 if open-ended).
+    pub planned: u64,
+    /// Requests it reported before it was lost (these stay counted).
+    pub reported: u64,
+}
+
+/// One worker's part of a step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerShare {
+    pub index: u32,
+    pub host: String,
+    /// Requests it was to send (0 if open-ended).
+    pub planned: u64,
+    /// Requests it reported (every outcome).
+    pub reported: u64,
+    /// It was lost before finishing.
+    pub lost: bool,
+    /// Runtime threads it runs (its share of the machine).
+    pub threads: u32,
+    /// The worker binary's version (from its Hello).
+    pub version: String,
+}
+
+/// Everything known about one finished step, or one `[[stages]]` window of it.
+#[derive(Debug)]
+pub struct RunResult {
+    pub scenario: Scenario,
+    pub scenario_origin: String,
+    pub scenario_hash: String,
+    /// What the outputs call its stage: the sweep step, or the `[[stages]]`
+    /// window (from 1); 0 for a run without either (`result-stage<n>.json`,
+    /// the `stage` key and column).
+    pub stage: u32,
+    /// Human name of the step or window ("" for a run without a sweep).
+    pub stage_name: String,
+    pub target: ResolvedTarget,
+    pub workers: u32,
+    pub total: MetricSet,
+    pub per_target: Vec<MetricSet>,
+    /// Warm-up requests (never part of `total`).
+    pub warmup: MetricSet,
+    /// Where durations start, µs after the barrier (warm-up end or step start).
+    pub window_start_us: u64,
+    pub rows: Vec<IntervalRow>,
+    pub lost: Vec<LostWorker>,
+    /// Every worker's planned and reported requests.
+    pub worker_shares: Vec<WorkerShare>,
+    pub interrupted: Option<&'static str>,
+    pub planned: u64,
+    pub started_unix: f64,
+    pub dataset: DatasetReport,
+    /// What the servers' Prometheus metrics said about the run.
+    pub server: ServerView,
+    /// The workers' own health and whether the client was the limit (whole steps only).
+    pub client: Option<ClientHealth>,
+}
+
+impl RunResult {
+    /// Leave out what [`hidden_metrics`] says the scenario cannot mean,
+    /// from the whole result and every target.
+    pub fn hide_meaningless(&mut self) {
+        let hidden = hidden_metrics(&self.scenario);
+        for set in std::iter::once(&mut self.total).chain(&mut self.per_target) {
+            hide(set, hidden);
+        }
+    }
+
+    /// Whether the requests asked the server to ignore end-of-sequence.
+    pub fn ignore_eos_sent(&self) -> bool {
+        cicada_scenarios::plan::resolve_sampling(&self.scenario).ignore_eos
+            && self.scenario.target.backend != cicada_scenarios::scenario::Backend::Tgi
+    }
+
+    /// Percentiles to compute: the files' fixed set plus what the console asks for.
+    pub fn percentiles(&self) -> Vec<f64> {
+        let mut p: Vec<f64> = FILE_PERCENTILES.to_vec();
+        for q in &self.scenario.output.metric_percentiles {
+            if !p.iter().any(|x| (x - q).abs() < 1e-9) {
+                p.push(*q);
+            }
+        }
+        p.sort_by(f64::total_cmp);
+        p
+    }
+
+    /// Run-level figures.
+    pub fn summary(&self) -> Summary {
+        Summary::of(
+            &self.total,
+            self.scenario.slo.is_set(),
+            &self.percentiles(),
+            self.window_start_us,
+        )
+    }
+
+    /// Figures of one target's share. Throughputs divide by the whole run's
+    /// duration (and the achieved rate by the run's sending time), so the
+    /// targets' figures add up to the run's.
+    pub fn target_summary(&self, set: &MetricSet) -> Summary {
+        let mut view = set.clone();
+        view.span = self.total.span;
+        Summary::of(
+            &view,
+            self.scenario.slo.is_set(),
+            &self.percentiles(),
+            self.window_start_us,
+        )
+    }
+
+    /// Each target's URL with its measurements, in `target.urls` order.
+    pub fn targets(&self) -> impl Iterator<Item = (&str, &MetricSet)> {
+        self.target
+            .urls
+            .iter()
+            .map(String::as_str)
+            .chain(std::iter::repeat("unknown"))
+            .zip(&self.per_target)
+    }
+
+    /// Some workers were lost: the result covers only part of the load.
+    pub fn degraded(&self) -> bool {
+        !self.lost.is_empty()
+    }
+
+    /// A signal cut the run short.
+    pub fn partial(&self) -> bool {
+        self.interrupted.is_some()
+    }
+}
+
+/// `99` -> "99", `99.9` -> "99.9" (vLLM's key spelling).
+pub fn percentile_word(p: f64) -> String {
+    if p.fract() == 0.0 {
+        format!("{}", p as u64)
+    } else {
+        format!("{p}")
+    }
+}
+
+/// RFC 3339 UTC time of a Unix timestamp.
+pub fn rfc3339(unix: f64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(unix.max(0.0));
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// vLLM's `%Y%m%d-%H%M%S` form of a Unix timestamp.
+pub fn compact_date(unix: f64) -> String {
+    let iso = rfc3339(unix);
+    let digits: String = iso.chars().filter(char::is_ascii_digit).collect();
+    if digits.len() >= 14 {
+        format!("{}-{}", &digits[..8], &digits[8..14])
+    } else {
+        digits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_and_dates() {
+        assert_eq!(percentile_word(99.0), "99");
+        assert_eq!(percentile_word(99.9), "99.9");
+        assert_eq!(rfc3339(0.0), "1970-01-01T00:00:00Z");
+        assert_eq!(compact_date(86_400.0 + 3661.0), "19700102-010101");
+    }
+}

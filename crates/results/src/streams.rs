@@ -1,0 +1,256 @@
+//! Files written while a run goes, not at its end: `timeseries.csv` and the
+//! HdrHistogram interval log from each interval as the merge finalises it,
+//! and `requests.jsonl` from the per-request lines workers send with their
+//! reports. Nothing here keeps a run's history in memory.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use anyhow::Context as _;
+use cicada_metrics::{Metric, MetricSet};
+use cicada_scenarios::Scenario;
+
+use super::hlog::HlogWriter;
+use super::timeseries::{IntervalPlace, TimeseriesWriter};
+use crate::interval::IntervalSink;
+
+/// The name of a file written beside the result: `result.json` gives plain
+/// `name`; another `output.result_filename` prefixes its stem
+/// (`llama-c64.json` -> `llama-c64-timeseries.csv`), so runs sharing a
+/// directory keep their own files.
+pub fn companion(result_filename: &str, name: &str) -> String {
+    let stem = result_filename
+        .rsplit_once('.')
+        .map_or(result_filename, |(stem, _)| stem);
+    if stem == "result" || stem.is_empty() {
+        name.to_string()
+    } else {
+        format!("{stem}-{name}")
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    timeseries: Option<TimeseriesWriter>,
+    /// Where the interval log goes; created at the first barrier (its BaseTime).
+    hlog_path: Option<PathBuf>,
+    hlog: Option<HlogWriter>,
+    details: Option<BufWriter<File>>,
+    /// The first write error, reported when the step ends.
+    error: Option<String>,
+}
+
+impl Inner {
+    fn fail(&mut self, what: &str, e: std::io::Error) {
+        if self.error.is_none() {
+            tracing::error!(file = what, error = %e, "writing a result file failed");
+            self.error = Some(format!("writing {what}: {e}"));
+        }
+    }
+}
+
+/// The run's streamed files, shared by every step's sink.
+#[derive(Debug, Clone)]
+pub struct RunFiles {
+    inner: Arc<Mutex<Inner>>,
+    paths: Vec<PathBuf>,
+}
+
+impl RunFiles {
+    /// Create (replacing) the files the scenario asks for in its output directory.
+    pub fn create(s: &Scenario) -> anyhow::Result<Self> {
+        let dir = &s.output.dir;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let name = |n: &str| dir.join(companion(&s.output.result_filename, n));
+        let mut inner = Inner::default();
+        let mut paths = Vec::new();
+        let ts = name("timeseries.csv");
+        inner.timeseries = Some(
+            TimeseriesWriter::create(&ts).with_context(|| format!("creating {}", ts.display()))?,
+        );
+        paths.push(ts);
+        if s.output.hlog {
+            let p = name("intervals.hlog");
+            // replace a previous run's log now, even if this run never starts
+            File::create(&p).with_context(|| format!("creating {}", p.display()))?;
+            inner.hlog_path = Some(p.clone());
+            paths.push(p);
+        }
+        if s.output.save_detailed {
+            let p = name("requests.jsonl");
+            let f = File::create(&p).with_context(|| format!("creating {}", p.display()))?;
+            inner.details = Some(BufWriter::new(f));
+            paths.push(p);
+        }
+        Ok(Self {
+            inner: Arc::new(Mutex::new(inner)),
+            paths,
+        })
+    }
+
+    /// The files being written.
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A sink for step `step` (0 without a sweep), for the step's aggregate;
+    /// `scenario` is the step's (it says which metrics mean nothing there).
+    pub fn step_sink(&self, step: u32, scenario: &Scenario) -> Box<dyn IntervalSink> {
+        Box::new(StepSink {
+            files: self.clone(),
+            step,
+            started_unix: None,
+            hidden: super::hidden_metrics(scenario),
+        })
+    }
+
+    /// Flush after a step; fails with the first write error seen, if any.
+    pub fn end_step(&self) -> anyhow::Result<()> {
+        let mut g = self.lock();
+        if let Some(d) = g.details.as_mut()
+            && let Err(e) = d.flush()
+        {
+            g.fail("requests.jsonl", e);
+        }
+        match g.error.take() {
+            Some(e) => Err(anyhow::anyhow!(e)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// One step's view of the run's files.
+#[derive(Debug)]
+struct StepSink {
+    files: RunFiles,
+    step: u32,
+    started_unix: Option<f64>,
+    /// Metrics left out of the files (see `report::hidden_metrics`).
+    hidden: &'static [Metric],
+}
+
+impl IntervalSink for StepSink {
+    fn begin(&mut self, started_unix: f64) {
+        self.started_unix = Some(started_unix);
+        let mut g = self.files.lock();
+        if g.hlog.is_none()
+            && let Some(p) = g.hlog_path.clone()
+        {
+            match HlogWriter::create(&p, started_unix) {
+                Ok(w) => g.hlog = Some(w),
+                Err(e) => {
+                    g.hlog_path = None;
+                    g.fail(&display(&p), e);
+                }
+            }
+        }
+    }
+
+    fn interval(
+        &mut self,
+        index: u64,
+        start_s: f64,
+        length_s: f64,
+        set: &MetricSet,
+        in_flight: u64,
+    ) {
+        let place = IntervalPlace {
+            step: self.step,
+            index,
+            start_s,
+            length_s,
+        };
+        let shown;
+        let set = if self.hidden.is_empty() {
+            set
+        } else {
+            let mut s = set.clone();
+            super::hide(&mut s, self.hidden);
+            shown = s;
+            &shown
+        };
+        let mut g = self.files.lock();
+        if let Some(w) = g.timeseries.as_mut()
+            && let Err(e) = w.write(place, set, in_flight)
+        {
+            g.timeseries = None;
+            g.fail("timeseries.csv", e);
+        }
+        if let (Some(w), Some(start)) = (g.hlog.as_mut(), self.started_unix)
+            && let Err(e) = w.write(start, start_s, length_s, set)
+        {
+            g.hlog = None;
+            g.fail("intervals.hlog", e);
+        }
+    }
+
+    fn details(&mut self, worker: u32, jsonl: &[u8]) {
+        let mut g = self.files.lock();
+        let Some(w) = g.details.as_mut() else {
+            tracing::debug!(worker, "per-request lines arrived but none are saved");
+            return;
+        };
+        let mut res = w.write_all(jsonl);
+        if res.is_ok() && !jsonl.ends_with(b"\n") {
+            res = w.write_all(b"\n");
+        }
+        if let Err(e) = res {
+            g.details = None;
+            g.fail("requests.jsonl", e);
+        }
+    }
+}
+
+fn display(p: &Path) -> String {
+    p.display().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cicada_metrics::{Metric, Outcome};
+
+    #[test]
+    fn companion_names_follow_the_result_filename() {
+        assert_eq!(companion("result.json", "report.html"), "report.html");
+        assert_eq!(
+            companion("llama-c64.json", "timeseries.csv"),
+            "llama-c64-timeseries.csv"
+        );
+        assert_eq!(companion("out", "intervals.hlog"), "out-intervals.hlog");
+    }
+
+    #[test]
+    fn stages_stream_into_one_set_of_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Scenario::default();
+        s.output.dir = dir.path().join("out");
+        s.output.save_detailed = true;
+        let files = RunFiles::create(&s).unwrap();
+        assert_eq!(files.paths().len(), 3);
+        let mut set = MetricSet::default();
+        set.count_outcome(Outcome::Ok, None);
+        set.histogram_mut(Metric::Ttft).record(5_000);
+        for step in [1, 2] {
+            let mut sink = files.step_sink(step, &s);
+            sink.begin(1_000.0 + f64::from(step));
+            sink.interval(0, 0.0, 1.0, &set, 0);
+            sink.details(0, b"{\"index\":1}\n{\"index\":2}");
+            files.end_step().unwrap();
+        }
+        let ts = std::fs::read_to_string(dir.path().join("out/timeseries.csv")).unwrap();
+        assert!(ts.lines().any(|l| l.starts_with("1,0,0,1,ttft,ms,p50,")));
+        assert!(ts.lines().any(|l| l.starts_with("2,0,0,1,ttft,ms,p50,")));
+        let jsonl = std::fs::read_to_string(dir.path().join("out/requests.jsonl")).unwrap();
+        assert_eq!(jsonl.lines().count(), 4);
+        let hlog = std::fs::read_to_string(dir.path().join("out/intervals.hlog")).unwrap();
+        assert!(hlog.contains("#[BaseTime: 1001.000"), "{hlog}");
+        assert!(hlog.contains("Tag=ttft,1.000,1.000,"), "{hlog}");
+    }
+}

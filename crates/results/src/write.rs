@@ -1,0 +1,124 @@
+//! Writing a step's results: its `result.json` (one per `[[stages]]`
+//! window too), its `summary.csv` rows and its console block.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use cicada_scenarios::Scenario;
+use cicada_scenarios::dataset::DatasetReport;
+use cicada_scenarios::plan::ResolvedTarget;
+use sha2::{Digest, Sha256};
+
+use super::{RunResult, console, csv, json};
+
+/// What every result of a run shares.
+#[derive(Debug, Clone)]
+pub struct RunContext {
+    pub scenario_origin: String,
+    pub target: ResolvedTarget,
+    pub workers: u32,
+    pub dataset: DatasetReport,
+}
+
+/// A short stable hash of the resolved scenario.
+pub fn scenario_hash(s: &Scenario) -> String {
+    let json = serde_json::to_vec(s).unwrap_or_default();
+    Sha256::digest(&json)
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Write a step's files, name them on stderr, then print its console block;
+/// returns the files written. The block comes last so that a log that merges
+/// both streams (`kubectl logs`, a Slurm output file) ends with the result.
+///
+/// A run without sweep writes `result.json` (`output.result_filename`), plus
+/// `result-stage<n>.json` per `[[stages]]` window; a sweep writes
+/// `result-stage<n>.json` per step. Each result adds one CSV row per target
+/// when there are several. `extra` files (written elsewhere) are named too.
+pub fn write_step(
+    results: &[RunResult],
+    sweep: bool,
+    extra: &[PathBuf],
+) -> anyhow::Result<Vec<PathBuf>> {
+    let Some(whole) = results.first() else {
+        return Ok(Vec::new());
+    };
+    let dir = &whole.scenario.output.dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut files = Vec::new();
+    let base = &whole.scenario.output.result_filename;
+    let main_name = if sweep {
+        stage_file(base, whole.stage)
+    } else {
+        base.clone()
+    };
+    files.push(write_json(&dir.join(main_name), whole)?);
+    for window in &results[1..] {
+        files.push(write_json(
+            &dir.join(stage_file(base, window.stage)),
+            window,
+        )?);
+    }
+    let mut rows: Vec<Vec<String>> = results[1..].iter().flat_map(csv::rows).collect();
+    let mut whole_rows = csv::rows(whole);
+    if results.len() > 1 {
+        // the whole run beside its steps
+        let h = csv::header();
+        if let (Some(si), Some(ni)) = (
+            h.iter().position(|c| c == "stage"),
+            h.iter().position(|c| c == "stage_name"),
+        ) {
+            for row in &mut whole_rows {
+                row[si] = "all".into();
+                row[ni] = "all".into();
+            }
+        }
+    }
+    rows.extend(whole_rows);
+    let csv_path = dir.join("summary.csv");
+    csv::append(&csv_path, &rows)?;
+    files.push(csv_path);
+    files.extend(extra.iter().cloned());
+    eprintln!(
+        "results: {}",
+        files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if sweep {
+        println!("\nStage {}: {}", whole.stage, whole.stage_name);
+    }
+    print!("{}", console::render(whole));
+    Ok(files)
+}
+
+/// The JSON file of stage `n`: `result.json` -> `result-stage<n>.json`.
+fn stage_file(result_filename: &str, n: u32) -> String {
+    match result_filename.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => format!("{stem}-stage{n}.{ext}"),
+        _ => format!("{result_filename}-stage{n}"),
+    }
+}
+
+fn write_json(path: &Path, r: &RunResult) -> anyhow::Result<PathBuf> {
+    let doc = serde_json::to_vec_pretty(&json::document(r)).context("encoding result JSON")?;
+    std::fs::write(path, doc).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_files_follow_the_result_filename() {
+        assert_eq!(stage_file("result.json", 2), "result-stage2.json");
+        assert_eq!(stage_file("r.v1.json", 1), "r.v1-stage1.json");
+        assert_eq!(stage_file("out", 3), "out-stage3");
+    }
+}
