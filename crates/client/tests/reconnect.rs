@@ -170,21 +170,42 @@ async fn settle() {
     tokio::time::sleep(Duration::from_millis(40)).await;
 }
 
+/// Connections the pool checks (and does not reuse) before it trusts an
+/// origin to keep them: its learning, plus the one it then reuses.
+const LEARNING: usize = 4;
+
+/// Show the pool that the server keeps connections: [`LEARNING`]
+/// requests, each on a fresh connection, the last one parked for reuse.
+async fn teach_keep_alive(c: &Client, url: &str) {
+    for _ in 0..LEARNING {
+        let got = exchange(c, url).await.unwrap();
+        assert!(!got.reused, "reused while learning");
+        settle().await;
+    }
+}
+
 #[tokio::test]
 async fn a_keep_alive_server_gets_one_connection_once_it_showed_it_keeps_them() {
     for (h, c) in clients(true) {
         let server = Scripted::start(vec![vec![Act::Answer; 10]]);
-        let first = exchange(&c, &server.url).await.unwrap();
-        assert!(!first.reused, "{h:?}");
-        settle().await;
-        for _ in 0..9 {
+        teach_keep_alive(&c, &server.url).await;
+        for _ in 0..6 {
             let got = exchange(&c, &server.url).await.unwrap();
             assert!(got.reused, "{h:?}");
             assert_eq!(got.resends, 0, "{h:?}");
             assert_eq!(got.body, BODY);
         }
-        assert_eq!(server.accepted(), 1, "{h:?}");
+        assert_eq!(server.accepted(), LEARNING, "{h:?}");
     }
+}
+
+/// Scripts: the learning connections answer once, the last of them goes
+/// on with `then`.
+fn after_learning(then: Act) -> Vec<Vec<Act>> {
+    let mut scripts = vec![vec![Act::Answer]; LEARNING - 1];
+    scripts.push(vec![Act::Answer, then]);
+    scripts.push(vec![Act::Answer]);
+    scripts
 }
 
 #[tokio::test]
@@ -210,12 +231,11 @@ async fn a_server_that_closes_after_every_response_costs_connections_not_failure
 #[tokio::test]
 async fn a_request_the_server_read_before_closing_is_never_sent_again() {
     for (h, c) in clients(true) {
-        let server = Scripted::start(vec![vec![Act::Answer, Act::Close], vec![Act::Answer]]);
-        exchange(&c, &server.url).await.unwrap();
-        settle().await;
+        let server = Scripted::start(after_learning(Act::Close));
+        teach_keep_alive(&c, &server.url).await;
         let e = exchange(&c, &server.url).await.err();
         assert!(matches!(e, Some(HttpError::NoResponse(_))), "{h:?}: {e:?}");
-        assert_eq!(server.accepted(), 1, "{h:?}: not sent again");
+        assert_eq!(server.accepted(), LEARNING, "{h:?}: not sent again");
     }
 }
 
@@ -233,11 +253,10 @@ async fn a_fresh_connection_that_closes_is_a_failure_not_a_retry() {
 async fn a_reused_connection_that_broke_after_response_bytes_is_not_retried() {
     for (h, c) in clients(true) {
         for act in [Act::HalfHead, Act::HalfBody] {
-            let server = Scripted::start(vec![vec![Act::Answer, act], vec![Act::Answer]]);
-            exchange(&c, &server.url).await.unwrap();
-            settle().await;
+            let server = Scripted::start(after_learning(act));
+            teach_keep_alive(&c, &server.url).await;
             assert!(exchange(&c, &server.url).await.is_err(), "{h:?} {act:?}");
-            assert_eq!(server.accepted(), 1, "{h:?} {act:?}: never resent");
+            assert_eq!(server.accepted(), LEARNING, "{h:?} {act:?}: never resent");
         }
     }
 }

@@ -84,9 +84,10 @@ impl Client {
             None if self.inner.keep_alive => origin.pool.checkout_wire(),
             _ => None,
         };
+        let idle = parked.as_ref().map(|p| p.1);
         let reused = parked.is_some();
         let (mut conn, mut written) = match (parked, fresh) {
-            (Some(c), _) => (c, 0),
+            (Some((c, _)), _) => (c, 0),
             (None, Some(s)) => (Conn::new(s), 0),
             (None, None) => {
                 let (s, n) = self.open(origin, &bytes).await.map_err(Attempt::Failed)?;
@@ -108,10 +109,17 @@ impl Client {
             Err((ResponsePhase::NotStarted, e)) if written == 0 && !conn.is_tls() => {
                 Err(Attempt::Again(Resend::Unsent, e))
             }
-            Err((ResponsePhase::NotStarted, e)) if reused && crossed_close(conn.fd()).await => {
+            // the server closed first and reset our bytes unread (on a fresh
+            // connection too: a server may drop one it accepted)
+            Err((ResponsePhase::NotStarted, e)) if crossed_close(conn.fd()).await => {
                 Err(Attempt::Again(Resend::CrossedClose, e))
             }
-            Err((ResponsePhase::NotStarted, e)) => Err(Attempt::Failed(no_response(e))),
+            Err((ResponsePhase::NotStarted, e)) => {
+                if let Some(idle) = idle {
+                    origin.pool.dropped_on_reuse(idle);
+                }
+                Err(Attempt::Failed(no_response(e)))
+            }
         }
     }
 
@@ -126,9 +134,10 @@ impl Client {
             None if self.inner.keep_alive => origin.pool.checkout_h1(),
             _ => None,
         };
+        let idle = parked.as_ref().map(|p| p.1);
         let reused = parked.is_some();
         let mut conn = match (parked, fresh) {
-            (Some(c), _) => c,
+            (Some((c, _)), _) => c,
             (None, fresh) => {
                 let stream = match fresh {
                     Some(s) => s,
@@ -152,10 +161,15 @@ impl Client {
             Err(f) if f.unsent.is_some() => {
                 Err(Attempt::Again(Resend::Unsent, head_failure(&f.error)))
             }
-            Err(f) if reused && crossed_close(conn.fd()).await => {
+            Err(f) if crossed_close(conn.fd()).await => {
                 Err(Attempt::Again(Resend::CrossedClose, head_failure(&f.error)))
             }
-            Err(f) => Err(Attempt::Failed(head_failure(&f.error))),
+            Err(f) => {
+                if let Some(idle) = idle {
+                    origin.pool.dropped_on_reuse(idle);
+                }
+                Err(Attempt::Failed(head_failure(&f.error)))
+            }
         }
     }
 

@@ -7,17 +7,22 @@
 //! uvicorn, for 5 s of idleness), some close after every response
 //! (llama.cpp's `llama-server`, which also reads and discards what arrives
 //! after its close, so a request that crosses the close leaves no proof of
-//! being unread). The pool learns which kind an origin is before it reuses
-//! anything, from connections it has not handed out again:
+//! being unread; a busy one closes tens of milliseconds late). The pool
+//! learns which kind an origin is before it reuses anything, from
+//! connections it does not hand out again while it learns:
 //!
 //! - **Unknown** (the start): a connection whose response ended is parked
-//!   but not reused until a settle window has passed (20 ms, or four round
-//!   trips when longer); a request meanwhile opens a fresh connection.
-//! - The first parked connection checked after its window decides: closed
-//!   means **closes after every response** (never reuse: each request opens
-//!   its own connection), open means **keeps alive**.
-//! - Keeping alive, a parked connection found closed tells the server's
-//!   idle timeout; connections idle for 80 % of it are not reused again.
+//!   and checked once its settle window has passed (20 ms, or four round
+//!   trips when longer); requests meanwhile open fresh connections.
+//! - Found closed less than [`CLOSES_SOON`] after its response (then or at
+//!   any later time): the origin **closes after every response**, and no
+//!   connection of it is ever reused (each request opens its own).
+//! - Found open past its window [`OPEN_SEEN`] times: the origin **keeps
+//!   connections alive**, and parked ones are reused.
+//! - Found closed later than that: the server's idle timeout; connections
+//!   idle for 80 % of it are not reused again.
+//! - A request that got no answer on a reused connection is evidence the
+//!   same way, by how long its connection had been idle.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -33,6 +38,11 @@ use super::h2::H2Conn;
 const SETTLE: Duration = Duration::from_millis(20);
 /// Idle connections older than this are closed rather than reused.
 const MAX_IDLE: Duration = Duration::from_secs(90);
+/// A server that closed a connection this soon after its response closes
+/// after responses (idle timeouts are seconds: uvicorn's 5 s, nginx's 75 s).
+const CLOSES_SOON: Duration = Duration::from_secs(1);
+/// Connections seen still open past their settle window before reuse begins.
+const OPEN_SEEN: u32 = 3;
 
 /// What the origin's server does with a connection after a response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +61,8 @@ struct Learning {
     reuse: Reuse,
     /// The server closed an idle connection after this long.
     idle_close: Option<Duration>,
+    /// Connections seen open past their settle window while unknown.
+    open_seen: u32,
 }
 
 /// A connection parked after its response.
@@ -85,6 +97,7 @@ impl Default for Pool {
             learning: Mutex::new(Learning {
                 reuse: Reuse::Unknown,
                 idle_close: None,
+                open_seen: 0,
             }),
             wire: Mutex::default(),
             h1: Mutex::default(),
@@ -123,15 +136,16 @@ impl Pool {
         lock(&self.learning).reuse
     }
 
-    /// A parked connection to reuse, if the origin allows it and one is
-    /// still open; learns from the connections it checks.
-    fn checkout<C: Reusable>(&self, parked: &Mutex<Vec<Parked<C>>>) -> Option<C> {
-        let learning = *lock(&self.learning);
-        if learning.reuse == Reuse::ClosesAfterResponse {
-            lock(parked).clear();
-            return None;
-        }
+    /// A parked connection to reuse (and how long it was idle), if the
+    /// origin allows it and one is still open; learns from every parked
+    /// connection it checks (see the module docs).
+    fn checkout<C: Reusable>(&self, parked: &Mutex<Vec<Parked<C>>>) -> Option<(C, Duration)> {
         loop {
+            let learning = *lock(&self.learning);
+            if learning.reuse == Reuse::ClosesAfterResponse {
+                lock(parked).clear();
+                return None;
+            }
             let mut candidate = {
                 let mut list = lock(parked);
                 let settled = |p: &Parked<C>| p.since.elapsed() >= p.settle;
@@ -151,36 +165,41 @@ impl Pool {
                 continue;
             }
             let open = candidate.conn.still_open();
-            self.learn(open, idle, candidate.settle);
-            if open {
-                return Some(candidate.conn);
-            }
-            if self.reuse() == Reuse::ClosesAfterResponse {
-                lock(parked).clear();
-                return None;
+            self.learn(open, idle);
+            // while unknown, a connection only teaches: it is not reused
+            if open && learning.reuse == Reuse::KeepsAlive {
+                return Some((candidate.conn, idle));
             }
         }
     }
 
     /// A parked connection was found `open` (or closed) `idle` after its
     /// response ended.
-    fn learn(&self, open: bool, idle: Duration, settle: Duration) {
+    fn learn(&self, open: bool, idle: Duration) {
         let mut l = lock(&self.learning);
-        match (l.reuse, open) {
-            (Reuse::Unknown, true) => l.reuse = Reuse::KeepsAlive,
-            (Reuse::Unknown, false) if idle < settle * 10 => {
-                tracing::info!(
-                    "the server closes connections after each response: not reusing them"
-                );
+        match (open, l.reuse) {
+            (_, Reuse::ClosesAfterResponse) => {}
+            (true, Reuse::Unknown) => {
+                l.open_seen += 1;
+                if l.open_seen >= OPEN_SEEN {
+                    l.reuse = Reuse::KeepsAlive;
+                }
+            }
+            (true, Reuse::KeepsAlive) => {}
+            (false, _) if idle < CLOSES_SOON => {
+                tracing::info!("the server closes connections after responses: not reusing them");
                 l.reuse = Reuse::ClosesAfterResponse;
             }
-            // closed long after: an idle timeout, not a close per response
-            (Reuse::Unknown | Reuse::KeepsAlive, false) => {
-                l.reuse = Reuse::KeepsAlive;
-                l.idle_close = Some(l.idle_close.map_or(idle, |d| d.min(idle)));
-            }
-            _ => {}
+            // closed long after: an idle timeout
+            (false, _) => l.idle_close = Some(l.idle_close.map_or(idle, |d| d.min(idle))),
         }
+    }
+
+    /// A request written on a connection reused after `idle` got no answer:
+    /// the server closed it under the request (a late close after a
+    /// response, or an idle timeout firing).
+    pub fn dropped_on_reuse(&self, idle: Duration) {
+        self.learn(false, idle);
     }
 
     /// Park a connection whose response ended, to be reused later (unless
@@ -197,8 +216,9 @@ impl Pool {
         });
     }
 
-    /// A reusable HTTP/1.1 connection of our own reader, if any.
-    pub fn checkout_wire(&self) -> Option<Conn> {
+    /// A reusable HTTP/1.1 connection of our own reader, if any, and how
+    /// long it was idle.
+    pub fn checkout_wire(&self) -> Option<(Conn, Duration)> {
         self.checkout(&self.wire)
     }
 
@@ -207,8 +227,8 @@ impl Pool {
         self.park(&self.wire, conn, rtt);
     }
 
-    /// A reusable hyper HTTP/1.1 connection, if any.
-    pub fn checkout_h1(&self) -> Option<H1Conn> {
+    /// A reusable hyper HTTP/1.1 connection, if any, and how long it was idle.
+    pub fn checkout_h1(&self) -> Option<(H1Conn, Duration)> {
         self.checkout(&self.h1)
     }
 
@@ -230,24 +250,36 @@ mod tests {
         }
     }
 
+    /// Park `open` connections and check them past their windows until the
+    /// origin decides.
+    async fn show(pool: &Pool, parked: &Mutex<Vec<Parked<Fake>>>, open: bool, times: u32) {
+        for _ in 0..times {
+            pool.park(parked, Fake(open), None);
+            tokio::time::advance(Duration::from_millis(25)).await;
+            assert!(pool.checkout(parked).is_none(), "reused while learning");
+        }
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn nothing_is_reused_before_the_server_showed_what_it_does() {
+    async fn nothing_is_reused_before_the_server_showed_it_keeps_connections() {
         let pool = Pool::default();
         let parked: Mutex<Vec<Parked<Fake>>> = Mutex::default();
         pool.park(&parked, Fake(true), None);
         assert!(pool.checkout(&parked).is_none(), "inside its settle window");
         tokio::time::advance(Duration::from_millis(25)).await;
-        assert!(pool.checkout(&parked).is_some());
+        assert!(pool.checkout(&parked).is_none(), "checked, not reused");
+        assert_eq!(pool.reuse(), Reuse::Unknown);
+        show(&pool, &parked, true, OPEN_SEEN - 1).await;
         assert_eq!(pool.reuse(), Reuse::KeepsAlive);
+        pool.park(&parked, Fake(true), None);
+        assert!(pool.checkout(&parked).is_some());
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_server_that_closes_after_each_response_is_never_reused() {
+    async fn a_server_that_closes_after_responses_is_never_reused() {
         let pool = Pool::default();
         let parked: Mutex<Vec<Parked<Fake>>> = Mutex::default();
-        pool.park(&parked, Fake(false), None);
-        tokio::time::advance(Duration::from_millis(25)).await;
-        assert!(pool.checkout(&parked).is_none());
+        show(&pool, &parked, false, 1).await;
         assert_eq!(pool.reuse(), Reuse::ClosesAfterResponse);
         // from now on nothing is even parked
         pool.park(&parked, Fake(true), None);
@@ -255,13 +287,31 @@ mod tests {
         assert!(pool.checkout(&parked).is_none());
     }
 
+    /// llama-server under load closes tens of milliseconds late: a server
+    /// first seen keeping connections, then seen closing one soon after
+    /// its response (or dropping a request on one), is not reused again.
+    #[tokio::test(start_paused = true)]
+    async fn a_late_close_after_a_response_ends_reuse() {
+        let pool = Pool::default();
+        let parked: Mutex<Vec<Parked<Fake>>> = Mutex::default();
+        show(&pool, &parked, true, OPEN_SEEN).await;
+        assert_eq!(pool.reuse(), Reuse::KeepsAlive);
+        pool.park(&parked, Fake(false), None);
+        tokio::time::advance(Duration::from_millis(60)).await;
+        assert!(pool.checkout(&parked).is_none());
+        assert_eq!(pool.reuse(), Reuse::ClosesAfterResponse);
+
+        let pool = Pool::default();
+        show(&pool, &parked, true, OPEN_SEEN).await;
+        pool.dropped_on_reuse(Duration::from_millis(40));
+        assert_eq!(pool.reuse(), Reuse::ClosesAfterResponse);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn an_idle_timeout_is_learned_and_respected() {
         let pool = Pool::default();
         let parked: Mutex<Vec<Parked<Fake>>> = Mutex::default();
-        pool.park(&parked, Fake(true), None);
-        tokio::time::advance(Duration::from_millis(25)).await;
-        assert!(pool.checkout(&parked).is_some());
+        show(&pool, &parked, true, OPEN_SEEN).await;
         // the server closed one idle for 5 s
         pool.park(&parked, Fake(false), None);
         tokio::time::advance(Duration::from_secs(5)).await;
