@@ -41,6 +41,7 @@ pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult 
             tls: Default::default(),
             keep_alive: true,
             http: cicada_scenarios::plan::HttpVersion::Auto,
+            addresses: cicada_scenarios::plan::AddressChoice::First,
             max_event_bytes: 16 << 20,
         },
         workers: 1,

@@ -153,6 +153,18 @@ impl<'de> Deserialize<'de> for HttpVersion {
     }
 }
 
+/// How new connections choose among the addresses a target's name resolves
+/// to (`target.addresses`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AddressChoice {
+    /// The first live address in RFC 8305 order (as curl and aiohttp do).
+    #[default]
+    First,
+    /// The live addresses in turn (e.g. a headless Kubernetes Service's pods).
+    Spread,
+}
+
 /// TLS settings for the target's HTTPS connections.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TlsSettings {
@@ -192,6 +204,9 @@ pub struct ResolvedTarget {
     /// The HTTP version requests go out in.
     #[serde(default)]
     pub http: HttpVersion,
+    /// How new connections choose among the name's addresses.
+    #[serde(default)]
+    pub addresses: AddressChoice,
     /// `target.max_event_size` in bytes: the most held of one response at once.
     #[serde(default = "default_max_event_bytes")]
     pub max_event_bytes: u64,

@@ -225,6 +225,9 @@ pub struct Target {
     /// HTTP version: "auto" (HTTP/2 where an https server offers it by
     /// ALPN, else HTTP/1.1), "1.1", or "2" (h2c with prior knowledge on http).
     pub http: crate::plan::HttpVersion,
+    /// Several addresses behind the name: "first" (the first that answers,
+    /// RFC 8305 order) or "spread" (new connections take them in turn).
+    pub addresses: crate::plan::AddressChoice,
     /// Scrape each replica's Prometheus `/metrics` before, during and after the run.
     pub server_metrics: bool,
     /// The most cicada holds of one response at once: an SSE line or event,
@@ -259,6 +262,7 @@ impl Default for Target {
             tls_insecure: false,
             keep_alive: true,
             http: crate::plan::HttpVersion::Auto,
+            addresses: crate::plan::AddressChoice::First,
             server_metrics: true,
             max_event_size: DEFAULT_MAX_EVENT_SIZE,
         }

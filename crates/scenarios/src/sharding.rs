@@ -330,6 +330,7 @@ mod tests {
             tls: TlsSettings::default(),
             keep_alive: true,
             http: crate::plan::HttpVersion::Auto,
+            addresses: crate::plan::AddressChoice::First,
             max_event_bytes: 16 << 20,
         }
     }

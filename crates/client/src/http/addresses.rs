@@ -27,15 +27,7 @@ const DNS_TTL: Duration = Duration::from_secs(30);
 /// How long an address that refused or timed out is tried last.
 const DEAD_FOR: Duration = Duration::from_secs(30);
 
-/// How new connections choose among a name's live addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Spread {
-    /// The first live address (RFC 8305 order).
-    #[default]
-    First,
-    /// The live addresses in turn.
-    Spread,
-}
+pub use cicada_scenarios::plan::AddressChoice as Spread;
 
 /// A name's addresses and what connecting to them taught.
 #[derive(Debug, Default)]

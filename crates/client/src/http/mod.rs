@@ -188,7 +188,7 @@ pub fn headers(target: &ResolvedTarget, key: ApiKey) -> Result<Headers, SetupErr
 pub fn client(target: &ResolvedTarget) -> Result<Client, SetupError> {
     let max_event = usize::try_from(target.max_event_bytes).unwrap_or(usize::MAX);
     Client::with_max_event(&target.tls, target.keep_alive, max_event)
-        .map(|c| c.speaking(target.http))
+        .map(|c| c.speaking(target.http).spreading(target.addresses))
 }
 
 /// Who reads HTTP/1.1 responses (both are measured against each other by
@@ -284,6 +284,15 @@ impl Client {
     /// its own.
     pub fn speaking(self, http: HttpVersion) -> Self {
         self.rebuilt(http, self.inner.h1)
+    }
+
+    /// This client choosing among a name's addresses as `spread` says.
+    pub fn spreading(self, spread: Spread) -> Self {
+        let mut c = self.rebuilt(self.inner.http, self.inner.h1);
+        if let Some(inner) = Arc::get_mut(&mut c.inner) {
+            inner.spread = spread;
+        }
+        c
     }
 
     /// This client reading HTTP/1.1 with `h1`; its connections are its own.

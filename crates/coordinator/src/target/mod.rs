@@ -127,6 +127,7 @@ pub async fn resolve(
         },
         keep_alive: t.keep_alive,
         http: t.http,
+        addresses: t.addresses,
         max_event_bytes: t.max_event_size.get(),
     };
     let check = ready::Check::new(&resolved, t.ready_timeout.get())?;

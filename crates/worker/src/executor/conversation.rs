@@ -307,6 +307,7 @@ mod tests {
             tls: TlsSettings::default(),
             keep_alive: true,
             http: cicada_scenarios::plan::HttpVersion::Auto,
+            addresses: cicada_scenarios::plan::AddressChoice::First,
             max_event_bytes: 16 << 20,
         };
         let plan = plans_for(&s, &target, &pool, None, "run1", 0, 1).remove(0);
