@@ -3,6 +3,7 @@
 
 pub mod background;
 pub mod browser;
+pub mod gateways;
 pub mod hostile;
 pub mod hostile_worker;
 pub mod netns;

@@ -79,7 +79,7 @@ pub fn coord_run_pinned(args: &[&str], limit: Duration) -> crate::Run {
 
 /// Make `cmd`'s process lead its own group, die when its parent thread dies,
 /// and (when `core` is given) run on that core only.
-fn confine(cmd: &mut Command, core: Option<usize>) {
+pub(crate) fn confine(cmd: &mut Command, core: Option<usize>) {
     // SAFETY: only async-signal-safe libc calls between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
@@ -96,7 +96,7 @@ fn confine(cmd: &mut Command, core: Option<usize>) {
 }
 
 /// Stop a process group: SIGTERM, then SIGKILL after `grace`.
-fn stop_group(child: &mut Child, grace: Duration) {
+pub(crate) fn stop_group(child: &mut Child, grace: Duration) {
     let pgid = child.id() as i32;
     // SAFETY: signalling a process group we created.
     unsafe {
@@ -117,7 +117,7 @@ fn stop_group(child: &mut Child, grace: Duration) {
 }
 
 /// The tail of a server's log, for failure messages.
-fn log_tail(path: &Path) -> String {
+pub(crate) fn log_tail(path: &Path) -> String {
     let mut text = String::new();
     if let Ok(mut f) = std::fs::File::open(path) {
         let _ = f.read_to_string(&mut text);

@@ -21,6 +21,14 @@ mod h1;
 mod h2;
 mod io;
 mod pool;
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "the dialing path takes proxies up next (issue 23)"
+    )
+)]
+mod proxy;
 mod response;
 mod rx_time;
 mod send;
