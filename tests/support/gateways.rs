@@ -363,6 +363,17 @@ impl Tinyproxy {
     pub fn log(&self) -> String {
         log_tail(&self.dir.path().join("tinyproxy.log"))
     }
+
+    /// How many requests tinyproxy took whose request line starts with
+    /// `method` (`POST`, `CONNECT`), by its whole log.
+    pub fn requests(&self, method: &str) -> usize {
+        let needle = format!(": {method} ");
+        std::fs::read_to_string(self.dir.path().join("tinyproxy.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("Request (file descriptor") && l.contains(&needle))
+            .count()
+    }
 }
 
 impl Drop for Tinyproxy {

@@ -194,6 +194,7 @@ pub fn ready(step: u32, planned_requests: u64) -> WBody {
     WBody::Ready(v1::Ready {
         step,
         planned_requests,
+        routes: Vec::new(),
     })
 }
 

@@ -92,3 +92,136 @@ fn a_name_with_a_refused_address_costs_no_request() {
     assert_eq!(j["completed"], 200, "{}", j["cicada"]["outcomes"]);
     assert_eq!(j["failed"], 0, "{}", j["cicada"]["outcomes"]);
 }
+
+/// A proxy run: `coord run` with two workers against `base_url` with the
+/// given environment (`HTTP_PROXY` and friends); returns the run and its
+/// result.
+fn proxied_run(
+    base_url: &str,
+    target_extra: &str,
+    env: &[(&str, &str)],
+) -> (Run, serde_json::Value) {
+    let dir = scratch();
+    let text = format!(
+        r#"
+name = "proxied"
+seed = 7
+[target]
+backend = "openai-chat"
+base_url = "{base_url}"
+model = "cicada-mock"
+ready_timeout = "0s"
+{target_extra}
+[dataset]
+input_len = 8
+output_len = 8
+[load]
+num_prompts = 60
+max_concurrency = 6
+[output]
+max_failure_ratio = 1.0
+"#
+    );
+    let sc = write(dir.path(), "s.toml", &text);
+    let out = dir.path().join("out");
+    let r = coord_run_env(
+        &[
+            "run",
+            sc.to_str().unwrap(),
+            "--workers",
+            "2",
+            "--output-dir",
+            out.to_str().unwrap(),
+        ],
+        env,
+        Duration::from_secs(120),
+    );
+    let result = out.join("result.json");
+    let j = if result.exists() {
+        read_json(&result)
+    } else {
+        serde_json::Value::Null
+    };
+    (r, j)
+}
+
+/// `HTTP_PROXY` in the workers' environment, as `vllm bench serve`
+/// (aiohttp, `trust_env=True`) and curl honour it: every request of an
+/// http target is relayed in absolute form, and the console and the result
+/// say so (the proxy sits inside every latency).
+#[test]
+fn http_targets_go_through_the_proxy_the_environment_names() {
+    use cicada_tests::gateways::{Tinyproxy, TinyproxyOptions};
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let proxy = Tinyproxy::start(TinyproxyOptions::default());
+    let (r, j) = proxied_run(&mock.url, "", &[("HTTP_PROXY", &proxy.url)]);
+    assert_ok(&r);
+    assert_eq!(j["completed"], 60, "{}", j["cicada"]["outcomes"]);
+    assert_eq!(proxy.requests("POST"), 60, "{}", proxy.log());
+    assert_eq!(mock.stats()["requests"], 60);
+    let route = format!("via {} (HTTP_PROXY, absolute-form)", proxy.url);
+    assert!(r.stdout.contains(&route), "{}", r.stdout);
+    let routes = j["cicada"]["proxy_routes"].as_array().unwrap();
+    assert!(routes.iter().all(|x| x.as_str().unwrap().contains(&route)));
+
+    // NO_PROXY exempts the host: nothing more through the proxy
+    let (r, j) = proxied_run(
+        &mock.url,
+        "",
+        &[("HTTP_PROXY", &proxy.url), ("NO_PROXY", "127.0.0.1")],
+    );
+    assert_ok(&r);
+    assert_eq!(j["completed"], 60);
+    assert_eq!(proxy.requests("POST"), 60, "no more relayed");
+    assert!(j["cicada"].get("proxy_routes").is_none());
+}
+
+/// An https target behind a proxy: one CONNECT tunnel per connection, TLS
+/// and HTTP/2 (ALPN) inside it, to nginx in front of the mock.
+#[test]
+fn https_targets_tunnel_through_the_proxy() {
+    use cicada_tests::gateways::{Nginx, NginxOptions, Tinyproxy, TinyproxyOptions};
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let nginx = Nginx::start(&mock.url, NginxOptions::default());
+    let proxy = Tinyproxy::start(TinyproxyOptions::default());
+    let ca = format!("tls_ca = \"{}\"", nginx.ca_pem.display());
+    let (r, j) = proxied_run(&nginx.https_url, &ca, &[("HTTPS_PROXY", &proxy.url)]);
+    assert_ok(&r);
+    assert_eq!(j["completed"], 60, "{}", j["cicada"]["outcomes"]);
+    assert_eq!(j["cicada"]["counters"]["requests_http2"], 60);
+    let tunnels = proxy.requests("CONNECT");
+    assert!(
+        (1..=4).contains(&tunnels),
+        "{tunnels} tunnels for two workers' HTTP/2 connections\n{}",
+        proxy.log()
+    );
+    assert!(r.stdout.contains("(HTTPS_PROXY, CONNECT)"), "{}", r.stdout);
+}
+
+/// A proxy that wants credentials: without them every request is the
+/// proxy's 407; with them in the proxy URL (`target.proxy`, which the
+/// result shows without the password) every request goes through.
+#[test]
+fn a_proxy_that_wants_credentials_gets_them_from_the_proxy_url() {
+    use cicada_tests::gateways::{Tinyproxy, TinyproxyOptions};
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1"]);
+    let proxy = Tinyproxy::start(TinyproxyOptions {
+        basic_auth: Some(("bench".into(), "s3cret-canary".into())),
+    });
+    let (_, j) = proxied_run(&mock.url, "", &[("HTTP_PROXY", &proxy.url)]);
+    assert_eq!(j["completed"], 0, "{}", j["cicada"]["outcomes"]);
+    assert_eq!(j["cicada"]["outcomes"]["http_407"]["count"], 60);
+    let set = format!("proxy = \"{}\"", proxy.url_with_credentials());
+    let (r, j) = proxied_run(&mock.url, &set, &[]);
+    assert_ok(&r);
+    assert_eq!(j["completed"], 60, "{}", j["cicada"]["outcomes"]);
+    let text = serde_json::to_string(&j).unwrap();
+    assert!(
+        !text.contains("s3cret-canary"),
+        "the password reached result.json"
+    );
+    assert!(!r.stdout.contains("s3cret-canary") && !r.stderr.contains("s3cret-canary"));
+}

@@ -291,6 +291,7 @@ async fn one(
                 let ready = v1::Ready {
                     step: a.step,
                     planned_requests: 0,
+                    routes: Vec::new(),
                 };
                 tx.send(msg(WBody::Ready(ready))).await?;
             }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use cicada_client::backend::ApiCodec;
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, Exchange, perform};
-use cicada_client::http::{Client, Headers};
+use cicada_client::http::{Client, Headers, Settings};
 use cicada_metrics::{EXACT_EVENTS, Outcome};
 use cicada_scenarios::plan::{ResolvedSampling, ServerFamily, TlsSettings, WireApi};
 
@@ -87,7 +87,11 @@ async fn exchange(url: &str, stream: bool, keep_text: bool, limit: usize) -> Exc
         sampling,
         stream,
     );
-    let http = Client::with_max_event(&TlsSettings::default(), true, limit).unwrap();
+    let http = Client::with(Settings {
+        max_event: limit,
+        ..Settings::new(&TlsSettings::default(), true)
+    })
+    .unwrap();
     let headers = Headers::default();
     let clock = Clock::new(tokio::time::Instant::now());
     let conduit = Conduit {

@@ -12,7 +12,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cicada_client::http::{Client, H1Impl, Headers, HttpError, Method, Request};
+use cicada_client::http::{Client, H1Impl, Headers, HttpError, Method, Request, Settings};
 use cicada_scenarios::plan::TlsSettings;
 
 /// What the server does with one request on a connection.
@@ -157,9 +157,11 @@ async fn exchange(client: &Client, url: &str) -> Result<Got, HttpError> {
 /// A client of each HTTP/1.1 reader.
 fn clients(keep_alive: bool) -> [(H1Impl, Client); 2] {
     [H1Impl::Wire, H1Impl::Hyper].map(|h| {
-        let c = Client::new(&TlsSettings::default(), keep_alive)
-            .unwrap()
-            .reading_http1_with(h);
+        let c = Client::with(Settings {
+            h1: h,
+            ..Settings::new(&TlsSettings::default(), keep_alive)
+        })
+        .unwrap();
         (h, c)
     })
 }

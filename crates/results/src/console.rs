@@ -341,6 +341,10 @@ fn outcome_lines(out: &mut String, t: &cicada_metrics::MetricSet) {
 /// counts, lost workers, an interrupted run.
 fn warnings(out: &mut String, r: &RunResult) {
     let t = &r.total;
+    for route in &r.proxy_routes {
+        // the proxy sits inside every latency of these requests
+        let _ = writeln!(out, "proxy: {route}");
+    }
     if t.counter(Counter::ShortOutputs) > 0 {
         let advice = if r.ignore_eos_sent() {
             "although ignore_eos was sent: the server does not honour it"

@@ -258,6 +258,9 @@ pub struct Cicada {
     pub degraded: bool,
     pub lost_workers: Vec<LostWorker>,
     pub lost_planned_requests: u64,
+    /// Targets reached through a proxy ("<url> via <proxy> (<variable>, <how>)").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub proxy_routes: Vec<String>,
     pub worker_shares: Vec<WorkerShare>,
     pub gates: Entries<Gate>,
     pub partial: bool,

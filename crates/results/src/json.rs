@@ -187,9 +187,11 @@ fn histograms(t: &MetricSet) -> Entries<Histogram> {
         .collect()
 }
 
-/// The resolved scenario as written in results: secret header values redacted.
+/// The resolved scenario as written in results: secret header values and
+/// proxy credentials redacted.
 fn scenario(r: &RunResult) -> serde_json::Value {
     let mut sc = r.scenario.clone();
+    sc.target.proxy = sc.target.proxy.redacted();
     for (k, v) in sc.target.headers.iter_mut() {
         if is_secret_header(k) {
             *v = "<redacted>".into();
@@ -251,6 +253,7 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
         server: r.server.total.clone(),
         dataset: r.dataset.clone(),
         degraded: r.degraded(),
+        proxy_routes: r.proxy_routes.clone(),
         lost_workers: r
             .lost
             .iter()

@@ -121,6 +121,8 @@ pub struct RunResult {
     /// Every worker's planned and reported requests.
     pub worker_shares: Vec<WorkerShare>,
     pub interrupted: Option<&'static str>,
+    /// Targets reached through a proxy: the proxy sits inside every latency.
+    pub proxy_routes: Vec<String>,
     pub planned: u64,
     pub started_unix: f64,
     pub dataset: DatasetReport,

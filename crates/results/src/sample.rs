@@ -28,6 +28,7 @@ pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult 
         scenario_hash: "h".into(),
         stage: 0,
         stage_name: String::new(),
+        proxy_routes: Vec::new(),
         target: cicada_scenarios::plan::ResolvedTarget {
             api: cicada_scenarios::plan::WireApi::Chat,
             family: cicada_scenarios::plan::ServerFamily::Mock,
@@ -42,6 +43,8 @@ pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult 
             keep_alive: true,
             http: cicada_scenarios::plan::HttpVersion::Auto,
             addresses: cicada_scenarios::plan::AddressChoice::First,
+            proxy: cicada_scenarios::plan::ProxySetting::Env,
+            no_proxy: Vec::new(),
             max_event_bytes: 16 << 20,
         },
         workers: 1,

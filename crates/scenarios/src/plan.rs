@@ -165,6 +165,65 @@ pub enum AddressChoice {
     Spread,
 }
 
+/// Which proxy requests go through (`target.proxy`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ProxySetting {
+    /// The sending process's environment (`HTTP_PROXY`, `HTTPS_PROXY`,
+    /// `ALL_PROXY`, `NO_PROXY`, as curl and aiohttp read them).
+    #[default]
+    Env,
+    /// No proxy, whatever the environment says.
+    None,
+    /// This proxy (`http://[user:pass@]host[:port]`) for every target.
+    Url(String),
+}
+
+impl ProxySetting {
+    /// The setting as shown in results: a proxy URL's credentials masked.
+    pub fn redacted(&self) -> Self {
+        match self {
+            ProxySetting::Url(u) => ProxySetting::Url(redact_userinfo(u)),
+            other => other.clone(),
+        }
+    }
+}
+
+impl Serialize for ProxySetting {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ProxySetting::Env => s.serialize_str("env"),
+            ProxySetting::None => s.serialize_str("none"),
+            ProxySetting::Url(u) => s.serialize_str(u),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ProxySetting {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(match s.as_str() {
+            "env" => ProxySetting::Env,
+            "none" => ProxySetting::None,
+            _ if s.starts_with("http://") || s.starts_with("https://") || s.contains("://") => {
+                ProxySetting::Url(s)
+            }
+            other => {
+                return Err(serde::de::Error::custom(format!(
+                    "\"{other}\" is not a proxy: use \"env\", \"none\" or http://host:port"
+                )));
+            }
+        })
+    }
+}
+
+/// `scheme://user:pass@host` as `scheme://***@host`.
+fn redact_userinfo(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
+        _ => url.to_string(),
+    }
+}
+
 /// TLS settings for the target's HTTPS connections.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TlsSettings {
@@ -207,6 +266,12 @@ pub struct ResolvedTarget {
     /// How new connections choose among the name's addresses.
     #[serde(default)]
     pub addresses: AddressChoice,
+    /// Which proxy requests go through.
+    #[serde(default)]
+    pub proxy: ProxySetting,
+    /// Hosts reached directly whatever the proxy (`NO_PROXY`'s grammar).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub no_proxy: Vec<String>,
     /// `target.max_event_size` in bytes: the most held of one response at once.
     #[serde(default = "default_max_event_bytes")]
     pub max_event_bytes: u64,

@@ -228,6 +228,13 @@ pub struct Target {
     /// Several addresses behind the name: "first" (the first that answers,
     /// RFC 8305 order) or "spread" (new connections take them in turn).
     pub addresses: crate::plan::AddressChoice,
+    /// Proxy: "env" (the worker's HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and
+    /// NO_PROXY, as curl and aiohttp read them), "none", or
+    /// "http://[user:pass@]host[:port]".
+    pub proxy: crate::plan::ProxySetting,
+    /// Hosts reached directly whatever `proxy` says (NO_PROXY's grammar).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub no_proxy: Vec<String>,
     /// Scrape each replica's Prometheus `/metrics` before, during and after the run.
     pub server_metrics: bool,
     /// The most cicada holds of one response at once: an SSE line or event,
@@ -263,6 +270,8 @@ impl Default for Target {
             keep_alive: true,
             http: crate::plan::HttpVersion::Auto,
             addresses: crate::plan::AddressChoice::First,
+            proxy: crate::plan::ProxySetting::Env,
+            no_proxy: Vec::new(),
             server_metrics: true,
             max_event_size: DEFAULT_MAX_EVENT_SIZE,
         }

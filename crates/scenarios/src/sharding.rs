@@ -331,6 +331,8 @@ mod tests {
             keep_alive: true,
             http: crate::plan::HttpVersion::Auto,
             addresses: crate::plan::AddressChoice::First,
+            proxy: crate::plan::ProxySetting::Env,
+            no_proxy: Vec::new(),
             max_event_bytes: 16 << 20,
         }
     }

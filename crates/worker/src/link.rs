@@ -326,6 +326,11 @@ impl Session {
                 let ready = v1::Ready {
                     step: a.step,
                     planned_requests: planned,
+                    routes: self
+                        .pending
+                        .as_ref()
+                        .map(|p| p.step.routes())
+                        .unwrap_or_default(),
                 };
                 let _ = self.tx.send(msg(WBody::Ready(ready))).await;
                 None

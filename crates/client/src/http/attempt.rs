@@ -14,6 +14,7 @@ use super::endpoint::Origin;
 use super::h1::{H1Conn, ReqBody};
 use super::h2::{H2Conn, Slot, h2_error};
 use super::io::HyperIo;
+use super::proxy::ProxyRoute;
 use super::send::{Attempt, Resend, crossed_close, head_failure};
 use super::stream::Stream;
 use super::wire::{self, Method};
@@ -35,7 +36,7 @@ impl Client {
         let origin = req.endpoint.origin.clone();
         match self.route(&origin).await.map_err(Attempt::Failed)? {
             Route::H2 => self.attempt_h2(req, &origin).await,
-            Route::H1(fresh) => match self.inner.h1 {
+            Route::H1(fresh) => match self.settings().h1 {
                 H1Impl::Wire => self.attempt_wire(req, &origin, fresh).await,
                 H1Impl::Hyper => self.attempt_h1(req, &origin, fresh).await,
             },
@@ -46,7 +47,13 @@ impl Client {
     /// "auto" on https as the server answered ALPN (asked once per origin,
     /// with a connection that then serves the request).
     async fn route(&self, origin: &Arc<Origin>) -> Result<Route, HttpError> {
-        match (self.inner.http, origin.tls) {
+        match (self.settings().http, origin.tls) {
+            (HttpVersion::Http2, false) if absolute_form(origin).is_some() => {
+                return Err(HttpError::Connect {
+                    addr: origin.base(),
+                    reason: "target.http = \"2\" on plain http (h2c) cannot go through an HTTP proxy; use \"1.1\" or proxy = \"none\"".into(),
+                });
+            }
             (HttpVersion::Http2, _) => return Ok(Route::H2),
             (HttpVersion::Http1, _) | (HttpVersion::Auto, false) => return Ok(Route::H1(None)),
             (HttpVersion::Auto, true) => {}
@@ -59,7 +66,8 @@ impl Client {
         if let Some(h2) = *lock(&pool.speaks_h2) {
             return Ok(if h2 { Route::H2 } else { Route::H1(None) });
         }
-        let (stream, _) = dial::open(origin, Some(&self.tls()?), &[], self.inner.spread).await?;
+        let (stream, _) =
+            dial::open(origin, Some(&self.tls()?), &[], self.settings().addresses).await?;
         let h2 = alpn(&stream) == Some(ALPN_H2);
         *lock(&pool.speaks_h2) = Some(h2);
         if !h2 {
@@ -81,7 +89,7 @@ impl Client {
     ) -> Result<Response, Attempt> {
         let bytes = render(req, origin);
         let parked = match fresh {
-            None if self.inner.keep_alive => origin.pool.checkout_wire(),
+            None if self.settings().keep_alive => origin.pool.checkout_wire(),
             _ => None,
         };
         let idle = parked.as_ref().map(|p| p.1);
@@ -102,7 +110,7 @@ impl Client {
                 head,
                 reused,
                 origin.clone(),
-                self.inner.keep_alive,
+                self.settings().keep_alive,
             )),
             Err((ResponsePhase::Started, e)) => Err(Attempt::Failed(e)),
             // not a byte of it left: it cannot have reached the server
@@ -131,7 +139,7 @@ impl Client {
         fresh: Option<Stream>,
     ) -> Result<Response, Attempt> {
         let parked = match fresh {
-            None if self.inner.keep_alive => origin.pool.checkout_h1(),
+            None if self.settings().keep_alive => origin.pool.checkout_h1(),
             _ => None,
         };
         let idle = parked.as_ref().map(|p| p.1);
@@ -148,15 +156,15 @@ impl Client {
                     .map_err(|e| Attempt::Failed(handshake_failed(origin, &e)))?
             }
         };
-        let request =
-            hyper_request(req, origin, false, self.inner.keep_alive).map_err(Attempt::Failed)?;
+        let request = hyper_request(req, origin, false, self.settings().keep_alive)
+            .map_err(Attempt::Failed)?;
         match conn.send(request).await {
             Ok(resp) => Ok(Response::h1(
                 resp,
                 conn,
                 reused,
                 origin.clone(),
-                self.inner.keep_alive,
+                self.settings().keep_alive,
             )),
             Err(f) if f.unsent.is_some() => {
                 Err(Attempt::Again(Resend::Unsent, head_failure(&f.error)))
@@ -241,7 +249,7 @@ impl Client {
         let tls = if origin.tls { Some(self.tls()?) } else { None };
         match tokio::time::timeout(
             super::CONNECT_TIMEOUT,
-            dial::open(origin, tls.as_ref(), first, self.inner.spread),
+            dial::open(origin, tls.as_ref(), first, self.settings().addresses),
         )
         .await
         {
@@ -297,12 +305,31 @@ fn no_response(e: HttpError) -> HttpError {
     }
 }
 
+/// Through a proxy in absolute form (an http target's requests), the
+/// request target is the whole URL and the proxy's credentials go along.
+fn absolute_form(origin: &Origin) -> Option<&ProxyRoute> {
+    origin.route.as_ref().filter(|r| !r.connect)
+}
+
 /// The request in HTTP/1.1 bytes for our own writer.
 fn render(req: &Request<'_>, origin: &Origin) -> Vec<u8> {
     let mut bytes =
         Vec::with_capacity(192 + req.headers.lines.len() + req.json.map_or(0, <[u8]>::len));
-    let mut extra: [(&str, &str); 2] = [("", ""); 2];
+    let mut extra: [(&str, &str); 3] = [("", ""); 3];
     let mut n = 0;
+    let proxied = absolute_form(origin);
+    if let Some(auth) = proxied.and_then(|r| r.auth.as_deref()) {
+        extra[n] = ("Proxy-Authorization", auth);
+        n += 1;
+    }
+    let absolute;
+    let target = match proxied {
+        Some(_) => {
+            absolute = format!("{}{}", origin.base(), req.endpoint.path);
+            absolute.as_str()
+        }
+        None => req.endpoint.path.as_str(),
+    };
     if req.json.is_some() {
         extra[n] = ("Content-Type", "application/json");
         n += 1;
@@ -314,7 +341,7 @@ fn render(req: &Request<'_>, origin: &Origin) -> Vec<u8> {
     wire::render_request(
         &mut bytes,
         req.method,
-        &req.endpoint.path,
+        target,
         &origin.host_header,
         &req.headers.lines,
         &extra[..n],
@@ -331,7 +358,8 @@ fn hyper_request(
     h2: bool,
     keep_alive: bool,
 ) -> Result<http::Request<ReqBody>, HttpError> {
-    let uri = if h2 {
+    let proxied = absolute_form(origin);
+    let uri = if h2 || proxied.is_some() {
         format!("{}{}", origin.base(), req.endpoint.path)
     } else {
         req.endpoint.path.clone()
@@ -367,6 +395,12 @@ fn hyper_request(
             http::header::CONTENT_TYPE,
             http::HeaderValue::from_static("application/json"),
         );
+    }
+    if let Some(auth) = proxied
+        .and_then(|r| r.auth.as_deref())
+        .and_then(|a| http::HeaderValue::from_str(a).ok())
+    {
+        headers.insert(http::header::PROXY_AUTHORIZATION, auth);
     }
     if let Some(id) = req
         .request_id

@@ -21,6 +21,7 @@ use super::HttpError;
 use super::addresses::{AddressBook, Spread};
 use super::endpoint::Origin;
 use super::io::StampedTcp;
+use super::proxy::connect_tunnel;
 use super::rx_time;
 use super::stream::Stream;
 
@@ -206,16 +207,31 @@ pub(crate) async fn open(
     first: &[u8],
     spread: Spread,
 ) -> Result<(Stream, usize), HttpError> {
-    let candidates = origin
-        .addresses
-        .candidates(&origin.host, origin.port, spread)
-        .await?;
-    let first = if origin.tls { &[][..] } else { first };
-    let (opened, _addr) = connect_any(&origin.addresses, candidates, first).await?;
-    if !origin.tls {
-        return Ok((Stream::Plain(StampedTcp::new(opened.tcp)), opened.written));
+    // through a proxy, the connection is to the proxy's addresses
+    let (host, port) = match &origin.route {
+        Some(r) => (r.host.as_str(), r.port),
+        None => (origin.host.as_str(), origin.port),
+    };
+    let candidates = origin.addresses.candidates(host, port, spread).await?;
+    let tunnel = origin.route.as_ref().filter(|r| r.connect);
+    let first = if origin.tls || tunnel.is_some() {
+        &[][..]
+    } else {
+        first
+    };
+    let (opened, addr) = connect_any(&origin.addresses, candidates, first).await?;
+    let mut tcp = StampedTcp::new(opened.tcp);
+    if let Some(r) = tunnel {
+        connect_tunnel(&mut tcp, &origin.host, origin.port, r.auth.as_deref())
+            .await
+            .map_err(|e| HttpError::Connect {
+                addr: format!("{} (proxy {addr})", r.url()),
+                reason: e.to_string(),
+            })?;
     }
-    let Opened { tcp, .. } = opened;
+    if !origin.tls {
+        return Ok((Stream::Plain(tcp), opened.written));
+    }
     let (Some(connector), Some(name)) = (tls, origin.server_name.clone()) else {
         return Err(HttpError::Tls {
             host: origin.host.clone(),
@@ -223,7 +239,7 @@ pub(crate) async fn open(
         });
     };
     let stream = connector
-        .connect(name, StampedTcp::new(tcp))
+        .connect(name, tcp)
         .await
         .map_err(|e| HttpError::Tls {
             host: origin.host.clone(),

@@ -9,6 +9,7 @@ use rustls::pki_types::ServerName;
 use super::HttpError;
 use super::addresses::AddressBook;
 use super::pool::Pool;
+use super::proxy::ProxyRoute;
 
 /// A request target: one origin and a path (with query).
 #[derive(Debug, Clone)]
@@ -38,8 +39,10 @@ pub(crate) struct Origin {
     pub server_name: Option<ServerName<'static>>,
     /// Its connections and what its server taught about reusing them.
     pub pool: Pool,
-    /// Its addresses and which of them answer.
+    /// Its addresses and which of them answer (the proxy's, when it has one).
     pub addresses: AddressBook,
+    /// The proxy it is reached through, if any.
+    pub route: Option<ProxyRoute>,
 }
 
 /// The parts of an absolute http(s) URL.
@@ -91,7 +94,7 @@ pub(crate) fn split_url(url: &str) -> Result<UrlParts, HttpError> {
 }
 
 impl Origin {
-    pub fn new(parts: &UrlParts) -> Result<Self, HttpError> {
+    pub fn new(parts: &UrlParts, route: Option<ProxyRoute>) -> Result<Self, HttpError> {
         let server_name = if parts.tls {
             Some(
                 ServerName::try_from(parts.host.clone()).map_err(|e| HttpError::BadUrl {
@@ -110,6 +113,7 @@ impl Origin {
             server_name,
             pool: Pool::default(),
             addresses: AddressBook::default(),
+            route,
         })
     }
 

@@ -21,13 +21,6 @@ mod h1;
 mod h2;
 mod io;
 mod pool;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the dialing path takes proxies up next (issue 23)"
-    )
-)]
 mod proxy;
 mod response;
 mod rx_time;
@@ -39,7 +32,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use cicada_scenarios::plan::{HttpVersion, ResolvedTarget, TlsSettings};
+use cicada_scenarios::plan::{HttpVersion, ProxySetting, ResolvedTarget, TlsSettings};
 use http::{HeaderName, HeaderValue};
 use thiserror::Error;
 use tokio_rustls::TlsConnector;
@@ -69,6 +62,8 @@ pub enum SetupError {
     BadCa(String),
     #[error(transparent)]
     Http(#[from] HttpError),
+    #[error("{0}")]
+    Proxy(String),
 }
 
 /// Why a request got no (complete) response.
@@ -191,16 +186,13 @@ pub fn headers(target: &ResolvedTarget, key: ApiKey) -> Result<Headers, SetupErr
     Ok(h)
 }
 
-/// A client for the target's connections, holding at most
-/// `target.max_event_bytes` of one response at once.
+/// A client for the target's connections, as its settings say.
 pub fn client(target: &ResolvedTarget) -> Result<Client, SetupError> {
-    let max_event = usize::try_from(target.max_event_bytes).unwrap_or(usize::MAX);
-    Client::with_max_event(&target.tls, target.keep_alive, max_event)
-        .map(|c| c.speaking(target.http).spreading(target.addresses))
+    Client::with(Settings::of(target))
 }
 
 /// Who reads HTTP/1.1 responses (both are measured against each other by
-/// `coord selftest`; see docs/PERFORMANCE.md).
+/// `cicada selftest`; see docs/PERFORMANCE.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum H1Impl {
     /// Our own reader (`conn`, `wire`).
@@ -219,6 +211,52 @@ impl H1Impl {
     }
 }
 
+/// How a client connects: what a target's settings decide.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub tls: TlsSettings,
+    /// Reuse connections; off opens a fresh one per request.
+    pub keep_alive: bool,
+    /// The most of one response held at once (an SSE line or event, a body).
+    pub max_event: usize,
+    pub http: HttpVersion,
+    pub addresses: Spread,
+    pub proxy: ProxySetting,
+    pub no_proxy: Vec<String>,
+    /// Who reads HTTP/1.1 (`CICADA_HTTP1`, else our own reader).
+    pub h1: H1Impl,
+}
+
+impl Settings {
+    /// Defaults: the environment's proxy, HTTP/2 where offered, the first
+    /// address, the default `target.max_event_size`.
+    pub fn new(tls: &TlsSettings, keep_alive: bool) -> Self {
+        let default = cicada_scenarios::scenario::DEFAULT_MAX_EVENT_SIZE.get();
+        Self {
+            tls: tls.clone(),
+            keep_alive,
+            max_event: usize::try_from(default).unwrap_or(usize::MAX),
+            http: HttpVersion::Auto,
+            addresses: Spread::First,
+            proxy: ProxySetting::Env,
+            no_proxy: Vec::new(),
+            h1: H1Impl::from_env(),
+        }
+    }
+
+    /// What `target` says.
+    pub fn of(target: &ResolvedTarget) -> Self {
+        Self {
+            max_event: usize::try_from(target.max_event_bytes).unwrap_or(usize::MAX),
+            http: target.http,
+            addresses: target.addresses,
+            proxy: target.proxy.clone(),
+            no_proxy: target.no_proxy.clone(),
+            ..Self::new(&target.tls, target.keep_alive)
+        }
+    }
+}
+
 /// Connections to any number of origins; cheap to clone (shared pools).
 #[derive(Clone)]
 pub struct Client {
@@ -226,16 +264,10 @@ pub struct Client {
 }
 
 struct Inner {
-    keep_alive: bool,
-    /// `target.http`.
-    http: HttpVersion,
-    /// Who reads HTTP/1.1.
-    h1: H1Impl,
-    /// How new connections choose among a name's addresses.
-    spread: Spread,
-    /// The most of one response held at once (an SSE line or event, a body).
-    max_event: usize,
-    tls_settings: TlsSettings,
+    settings: Settings,
+    /// Which proxy each target goes through (read from this process's
+    /// environment under `target.proxy = "env"`).
+    proxies: proxy::ProxyRules,
     tls: OnceLock<Result<Arc<TlsConnector>, String>>,
     origins: Mutex<HashMap<(bool, String, u16), Arc<Origin>>>,
 }
@@ -253,81 +285,57 @@ pub struct Request<'a> {
 }
 
 impl Client {
-    /// A client with the target's TLS trust; `keep_alive = false` opens a
-    /// fresh connection for every request. Responses are read with the
-    /// default `target.max_event_size`.
+    /// A client with the target's TLS trust and every other setting at its
+    /// default (see [`Settings::new`]).
     pub fn new(tls: &TlsSettings, keep_alive: bool) -> Result<Self, SetupError> {
-        let default = cicada_scenarios::scenario::DEFAULT_MAX_EVENT_SIZE.get();
-        Self::with_max_event(
-            tls,
-            keep_alive,
-            usize::try_from(default).unwrap_or(usize::MAX),
-        )
+        Self::with(Settings::new(tls, keep_alive))
     }
 
-    /// [`Client::new`], holding at most `max_event` bytes of one response at once.
-    pub fn with_max_event(
-        tls: &TlsSettings,
-        keep_alive: bool,
-        max_event: usize,
-    ) -> Result<Self, SetupError> {
-        if let Some(pem) = &tls.ca_pem {
+    /// A client as `settings` say.
+    pub fn with(settings: Settings) -> Result<Self, SetupError> {
+        if let Some(pem) = &settings.tls.ca_pem {
             crate::tls::extra_roots(pem).map_err(SetupError::BadCa)?;
         }
+        let proxies = proxy::ProxyRules::from_setting(&settings.proxy, &settings.no_proxy, |k| {
+            std::env::var(k).ok()
+        })
+        .map_err(|e| SetupError::Proxy(e.to_string()))?;
         Ok(Self {
             inner: Arc::new(Inner {
-                keep_alive,
-                http: HttpVersion::Auto,
-                h1: H1Impl::from_env(),
-                spread: Spread::First,
-                max_event,
-                tls_settings: tls.clone(),
+                settings,
+                proxies,
                 tls: OnceLock::new(),
                 origins: Mutex::new(HashMap::new()),
             }),
         })
     }
 
-    /// This client speaking `http` (see `target.http`); its connections are
-    /// its own.
-    pub fn speaking(self, http: HttpVersion) -> Self {
-        self.rebuilt(http, self.inner.h1)
-    }
-
-    /// This client choosing among a name's addresses as `spread` says.
-    pub fn spreading(self, spread: Spread) -> Self {
-        let mut c = self.rebuilt(self.inner.http, self.inner.h1);
-        if let Some(inner) = Arc::get_mut(&mut c.inner) {
-            inner.spread = spread;
-        }
-        c
-    }
-
-    /// This client reading HTTP/1.1 with `h1`; its connections are its own.
-    pub fn reading_http1_with(self, h1: H1Impl) -> Self {
-        self.rebuilt(self.inner.http, h1)
-    }
-
-    fn rebuilt(&self, http: HttpVersion, h1: H1Impl) -> Self {
-        let inner = &self.inner;
-        Self {
-            inner: Arc::new(Inner {
-                keep_alive: inner.keep_alive,
-                http,
-                h1,
-                spread: inner.spread,
-                max_event: inner.max_event,
-                tls_settings: inner.tls_settings.clone(),
-                tls: OnceLock::new(),
-                origins: Mutex::new(HashMap::new()),
-            }),
-        }
+    fn settings(&self) -> &Settings {
+        &self.inner.settings
     }
 
     /// The most of one response held at once: the longest SSE line or
     /// event, non-streamed body or kept text an exchange accepts.
     pub fn max_event(&self) -> usize {
-        self.inner.max_event
+        self.inner.settings.max_event
+    }
+
+    /// How requests to `endpoint` travel when not direct: the proxy, where
+    /// its setting came from and how it is used (for the console and the
+    /// result), e.g. `http://p:3128 (HTTPS_PROXY, CONNECT)`.
+    pub fn route_of(&self, endpoint: &Endpoint) -> Option<String> {
+        endpoint.origin.route.as_ref().map(|r| {
+            format!(
+                "{} ({}, {})",
+                r.url(),
+                r.source,
+                if r.connect {
+                    "CONNECT"
+                } else {
+                    "absolute-form"
+                }
+            )
+        })
     }
 
     /// The endpoint for an absolute URL; endpoints of one origin share its
@@ -339,7 +347,8 @@ impl Client {
         let origin = match origins.get(&key) {
             Some(o) => o.clone(),
             None => {
-                let o = Arc::new(Origin::new(&parts)?);
+                let route = self.inner.proxies.route(parts.tls, &parts.host, parts.port);
+                let o = Arc::new(Origin::new(&parts, route)?);
                 origins.insert(key, o.clone());
                 o
             }
@@ -354,12 +363,12 @@ impl Client {
         self.inner
             .tls
             .get_or_init(|| {
-                let alpn: &[&[u8]] = match self.inner.http {
+                let alpn: &[&[u8]] = match self.inner.settings.http {
                     HttpVersion::Auto => &[b"h2", b"http/1.1"],
                     HttpVersion::Http1 => &[b"http/1.1"],
                     HttpVersion::Http2 => &[b"h2"],
                 };
-                crate::tls::connector(&self.inner.tls_settings, alpn).map(Arc::new)
+                crate::tls::connector(&self.inner.settings.tls, alpn).map(Arc::new)
             })
             .clone()
             .map_err(|reason| HttpError::Tls {

@@ -31,22 +31,10 @@ use base64::Engine as _;
 use thiserror::Error;
 
 pub(crate) use no_proxy::NoProxy;
-#[expect(
-    unused_imports,
-    reason = "the dialing path takes proxies up next (issue 23)"
-)]
-pub(crate) use tunnel::{ProxyError, connect_tunnel};
+pub(crate) use tunnel::connect_tunnel;
 
 /// The scenario's `target.proxy`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Proxy {
-    /// Read the environment of the process that sends (`"env"`, the default).
-    Env,
-    /// No proxy, whatever the environment says (`"none"`).
-    None,
-    /// This proxy for every target (`"http://[user:pass@]host[:port]"`).
-    Url(String),
-}
+pub(crate) use cicada_scenarios::plan::ProxySetting as Proxy;
 
 /// Why the proxy rules cannot be set up.
 #[derive(Debug, Clone, Error, PartialEq, Eq)]

@@ -14,6 +14,8 @@ pub enum Event {
         worker: u32,
         step: u32,
         planned: u64,
+        /// Targets it reaches through a proxy (escaped text).
+        routes: Vec<String>,
     },
     /// An interval's measurements.
     Report {
@@ -98,6 +100,7 @@ pub(super) fn decode(worker: u32, msg: v1::WorkerMessage) -> Option<Event> {
             worker,
             step: r.step,
             planned: r.planned_requests,
+            routes: r.routes,
         },
         WBody::Report(r) => Event::Report {
             worker,

@@ -117,6 +117,11 @@ fn escape_message(mut msg: v1::WorkerMessage) -> v1::WorkerMessage {
     match &mut msg.body {
         Some(WBody::Error(e)) => e.message = wire_text(&e.message),
         Some(WBody::Done(d)) => d.stopped_by = wire_text(&d.stopped_by),
+        Some(WBody::Ready(r)) => {
+            for route in &mut r.routes {
+                *route = wire_text(route);
+            }
+        }
         Some(WBody::Hello(h)) => *h = escape_hello(std::mem::take(h)),
         Some(WBody::Report(r)) => {
             for s in &mut r.scopes {

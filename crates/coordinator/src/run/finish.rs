@@ -70,6 +70,7 @@ pub fn step_results(
                 lost: end.lost.clone(),
                 worker_shares: end.workers.clone(),
                 interrupted: end.interrupted,
+                proxy_routes: end.proxy_routes.iter().cloned().collect(),
                 planned: end.planned,
                 started_unix: end.started_unix,
                 dataset: ctx.dataset.clone(),

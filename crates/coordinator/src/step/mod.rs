@@ -50,6 +50,8 @@ pub struct StepEnd {
     pub workers: Vec<WorkerShare>,
     /// Seconds from the start barrier to the end of the step.
     pub elapsed_s: f64,
+    /// Targets the workers reach through a proxy, as they said.
+    pub proxy_routes: std::collections::BTreeSet<String>,
 }
 
 /// What a step runs and where its figures go.
@@ -145,7 +147,11 @@ impl Collect {
                     worker,
                     step,
                     planned,
-                }) if step == self.step => self.ready(fleet, agg, worker, planned),
+                    routes,
+                }) if step == self.step => {
+                    self.end.proxy_routes.extend(routes);
+                    self.ready(fleet, agg, worker, planned);
+                }
                 Some(Event::Failed {
                     worker, message, ..
                 }) => {

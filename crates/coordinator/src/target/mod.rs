@@ -128,6 +128,8 @@ pub async fn resolve(
         keep_alive: t.keep_alive,
         http: t.http,
         addresses: t.addresses,
+        proxy: t.proxy.clone(),
+        no_proxy: t.no_proxy.clone(),
         max_event_bytes: t.max_event_size.get(),
     };
     let check = ready::Check::new(&resolved, t.ready_timeout.get())?;

@@ -308,6 +308,8 @@ mod tests {
             keep_alive: true,
             http: cicada_scenarios::plan::HttpVersion::Auto,
             addresses: cicada_scenarios::plan::AddressChoice::First,
+            proxy: cicada_scenarios::plan::ProxySetting::Env,
+            no_proxy: Vec::new(),
             max_event_bytes: 16 << 20,
         };
         let plan = plans_for(&s, &target, &pool, None, "run1", 0, 1).remove(0);

@@ -145,6 +145,18 @@ impl Step {
         }
     }
 
+    /// Targets reached through a proxy, as the console and result show them.
+    pub fn routes(&self) -> Vec<String> {
+        self.endpoints
+            .iter()
+            .filter_map(|e| {
+                self.http
+                    .route_of(e)
+                    .map(|r| format!("{} via {r}", e.url()))
+            })
+            .collect()
+    }
+
     /// Requests currently in flight.
     pub fn in_flight(&self) -> u64 {
         self.in_flight.load(Ordering::Relaxed)
