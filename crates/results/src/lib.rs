@@ -142,7 +142,7 @@ impl RunResult {
 
     /// Whether the requests asked the server to ignore end-of-sequence.
     pub fn ignore_eos_sent(&self) -> bool {
-        cicada_scenarios::plan::resolve_sampling(&self.scenario).ignore_eos
+        cicada_scenarios::sharding::resolve_sampling(&self.scenario).ignore_eos
             && self.scenario.target.backend != cicada_scenarios::scenario::Backend::Tgi
     }
 

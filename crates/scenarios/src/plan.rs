@@ -14,10 +14,8 @@ use crate::schedule::ScheduleSpec;
 use crate::shape::{Cooldown, Warmup};
 
 pub use crate::closed_loop::{ClosedLoop, UserStage};
-pub use crate::sharding::{
-    active_workers, plans_for, resolve_sampling, schedule_of, slots_for, stripe_entries,
-    stripe_uses,
-};
+/// A scenario key the plan carries as it is.
+pub use crate::scenario::Routing;
 
 /// Longest schedule counted to plan a time-bound run.
 const COUNT_LIMIT: usize = 5_000_000;
@@ -61,31 +59,6 @@ pub enum ServerFamily {
     LlamaCpp,
     /// NVIDIA Triton (TensorRT-LLM or vLLM backend).
     Triton,
-}
-
-/// How each request picks one of several replicas.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Routing {
-    /// Request `i` goes to replica `i mod n` (the same for any worker count).
-    #[default]
-    RoundRobin,
-    /// A seeded random replica per request (the same for any worker count).
-    Random,
-    /// The replica with the fewest requests in flight from this worker
-    /// (workers do not see each other's requests).
-    LeastInFlight,
-}
-
-impl Routing {
-    /// Name as written in scenario files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Routing::RoundRobin => "round_robin",
-            Routing::Random => "random",
-            Routing::LeastInFlight => "least_in_flight",
-        }
-    }
 }
 
 /// TLS settings for the target's HTTPS connections.

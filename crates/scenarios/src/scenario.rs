@@ -11,9 +11,33 @@ pub use crate::dataset_spec::{
     SonnetSpec, TraceSpec,
 };
 pub use crate::mock::{Fault, FaultRates, MockApi, MockConfig};
-use crate::plan::Routing;
 use crate::shape::{Cooldown, Ramp, StageSpec, Sweep, ThinkTime, Warmup};
 use crate::units::{ByteSize, Rate, Span};
+
+/// How each request picks one of several replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Routing {
+    /// Request `i` goes to replica `i mod n` (the same for any worker count).
+    #[default]
+    RoundRobin,
+    /// A seeded random replica per request (the same for any worker count).
+    Random,
+    /// The replica with the fewest requests in flight from this worker
+    /// (workers do not see each other's requests).
+    LeastInFlight,
+}
+
+impl Routing {
+    /// Name as written in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Routing::RoundRobin => "round_robin",
+            Routing::Random => "random",
+            Routing::LeastInFlight => "least_in_flight",
+        }
+    }
+}
 
 /// A whole load test: what to send, where, how fast, and what to report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ mod setup;
 
 use cicada_metrics::Counter;
 use cicada_scenarios::dataset::Pool;
-use cicada_scenarios::plan::{self, Plan};
+use cicada_scenarios::plan::Plan;
 use cicada_scenarios::shape::Warmup;
 use cicada_scenarios::{Scenario, sharding};
 
@@ -191,7 +191,7 @@ impl Steps {
         step_no: u32,
     ) -> Vec<(u32, Plan)> {
         let members: Vec<u32> = fleet.active().map(|(i, _)| i).collect();
-        let plans = plan::plans_for(
+        let plans = sharding::plans_for(
             scenario,
             &env.target.resolved,
             env.pool,

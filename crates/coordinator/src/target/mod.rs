@@ -148,7 +148,7 @@ pub async fn resolve(
     if check.enabled()
         && let Some(entry) = probe
     {
-        let sampling = cicada_scenarios::plan::resolve_sampling(s);
+        let sampling = cicada_scenarios::sharding::resolve_sampling(s);
         check.probe(&resolved, &sampling, entry).await?;
     }
     Ok(Target {

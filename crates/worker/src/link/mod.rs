@@ -1,5 +1,7 @@
 //! The worker's gRPC link to its coordinator: hello, steps, reports, heartbeats.
 
+mod attach;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,10 +16,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::Streaming;
 
-use crate::attach::attach_retrying;
 use crate::executor::{self, Step};
 use crate::health::Health;
 use crate::leave::{Leave, LeaveReason};
+use attach::attach_retrying;
 
 /// How a worker's life ended badly.
 #[derive(Debug, Error)]
