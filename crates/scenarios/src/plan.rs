@@ -1,6 +1,7 @@
 //! What one worker receives: the resolved target and sampling, what drives its
 //! load (its stripe of the schedule, or its users), `[[stages]]` windows, and the pool
-//! entries it needs. Sent as versioned, compressed JSON.
+//! entries it needs. It travels as typed protobuf (`proto/plan.proto`); the
+//! conversion lives at the wire's edge (`cicada-proto`).
 
 use std::collections::BTreeMap;
 
@@ -19,9 +20,6 @@ pub use crate::scenario::Routing;
 
 /// Longest schedule counted to plan a time-bound run.
 const COUNT_LIMIT: usize = 5_000_000;
-
-/// Version of the plan document; bumped on incompatible changes.
-pub const PLAN_FORMAT: u32 = 2;
 
 /// Which API goes on the wire: the request body and stream format spoken to
 /// the target (what `target.backend` resolves to, with the server family).
@@ -132,7 +130,6 @@ pub struct Stripe {
 /// or one value of a `[sweep]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
-    pub format: u32,
     pub run_id: String,
     /// The step (0 without a sweep, else from 1); `stage` on the wire.
     #[serde(rename = "stage")]
@@ -305,39 +302,5 @@ impl Plan {
             },
             Drive::Closed(c) => c.planned_requests(),
         }
-    }
-}
-
-/// Why a plan document could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    #[error("plan format {found} is not supported by this worker (it reads format {PLAN_FORMAT})")]
-    Format { found: u32 },
-    #[error("the plan document is corrupt: {0}")]
-    Corrupt(String),
-}
-
-impl Plan {
-    /// Encode as deflate-compressed JSON (the `Assign.plan` bytes).
-    pub fn encode(&self) -> Vec<u8> {
-        use std::io::Write as _;
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        let mut enc = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
-        // writing into a Vec cannot fail
-        let _ = enc.write_all(&json);
-        enc.finish().unwrap_or_default()
-    }
-
-    /// Decode `Assign.plan` bytes, checking the format version.
-    pub fn decode(bytes: &[u8], format: u32) -> Result<Self, PlanError> {
-        use std::io::Read as _;
-        if format != PLAN_FORMAT {
-            return Err(PlanError::Format { found: format });
-        }
-        let mut json = Vec::new();
-        flate2::read::DeflateDecoder::new(bytes)
-            .read_to_end(&mut json)
-            .map_err(|e| PlanError::Corrupt(e.to_string()))?;
-        serde_json::from_slice(&json).map_err(|e| PlanError::Corrupt(e.to_string()))
     }
 }
