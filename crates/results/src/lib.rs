@@ -20,6 +20,7 @@ pub mod hlog;
 pub mod html;
 pub mod interval;
 pub mod json;
+pub mod live;
 pub mod outputs;
 #[cfg(test)]
 mod sample;

@@ -49,6 +49,13 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
         "cicada-client" => &["cicada-metrics"],
         "cicada-mock" => &["cicada-metrics", "cicada-scenarios"],
         "cicada-results" => &["cicada-metrics", "cicada-scenarios"],
+        "cicada-target" => &[
+            "cicada-client",
+            "cicada-metrics",
+            "cicada-mock",
+            "cicada-results",
+            "cicada-scenarios",
+        ],
         "cicada-worker" => &[
             "cicada-client",
             "cicada-metrics",
@@ -62,6 +69,7 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-proto",
             "cicada-results",
             "cicada-scenarios",
+            "cicada-target",
         ],
         "cicada-bench" => &[
             "cicada-client",
