@@ -1,4 +1,4 @@
-//! Generates the gRPC code from `proto/cicada.proto` with a vendored `protoc`,
+//! Generates the gRPC code from `proto/cicada.proto` (and the `plan.proto` it imports) with a vendored `protoc`,
 //! so building needs no system protobuf install.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -12,5 +12,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(true)
         .compile_with_config(config, &[proto.as_path()], &[proto_dir.as_path()])?;
     println!("cargo:rerun-if-changed={}", proto.display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        proto_dir.join("plan.proto").display()
+    );
     Ok(())
 }

@@ -184,8 +184,11 @@ fn message(body: WBody) -> v1::WorkerMessage {
 
 /// The Ready an honest worker answers `assign` with (its planned count from the plan).
 pub fn ready_for(assign: &v1::Assign) -> WBody {
-    let plan = cicada_scenarios::plan::Plan::decode(&assign.plan, assign.plan_format)
-        .expect("the coordinator's plan decodes");
+    let plan = cicada_proto::convert::decode_plan(
+        assign.plan.clone().expect("a plan"),
+        assign.plan_format,
+    )
+    .expect("the coordinator's plan decodes");
     ready(assign.step, plan.planned_requests())
 }
 

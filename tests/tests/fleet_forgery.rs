@@ -131,7 +131,11 @@ async fn play(url: String, f: Forgery) {
     let Some(CBody::Assign(assign)) = w.next_command(limit).await else {
         panic!("no assign")
     };
-    let plan = cicada_scenarios::plan::Plan::decode(&assign.plan, assign.plan_format).unwrap();
+    let plan = cicada_proto::convert::decode_plan(
+        assign.plan.clone().expect("a plan"),
+        assign.plan_format,
+    )
+    .unwrap();
     let planned = plan.planned_requests();
     let ready = match f {
         Forgery::ReadyWithNothingPlanned => hostile::ready(assign.step, 0),

@@ -1,36 +1,32 @@
-//! ORCHESTRATE and REPORT: the `cicada` command line, the gRPC server workers
-//! attach to, local worker spawning, step barriers, exact merging of worker
-//! reports, live progress and the result writers.
+//! RUN FLEETS: the arguments of `cicada run` (and `validate`, `mock`), the
+//! gRPC server workers attach to, local worker spawning, step barriers,
+//! exact merging of worker reports and live progress. What a finished step
+//! becomes is `cicada-results`' job; the server under test is
+//! `cicada-target`'s; the worker is reached only by spawning `cicada worker`.
 //!
 //! The house, read top-down (each module imports only modules below it; the
 //! `house` test in `tests/` checks there is no circle):
 //!
 //! - `run`: `cicada run` itself: settle the command line (`run::setup`), join
-//!   the fleet, run one step per `[sweep]` value, write the results.
+//!   the fleet, run one step per `[sweep]` value, hand each finished step to
+//!   the results (`run::finish`).
 //! - `cli`: the arguments, and the scenario they describe (`--set`, gate
-//!   flags, `vllm bench serve`'s flags as a typed patch).
+//!   flags, `vllm bench serve`'s flags).
 //! - `step`: one step over the fleet: assign, wait until ready, barrier,
 //!   collect events until every worker is done or lost.
-//! - `report`: a finished step turned into output: console block,
-//!   `result.json` (one serde type, `report::document`, that `cicada report`
-//!   reads back), `summary.csv` (one table of columns), charts, gates.
 //! - `progress`, `live`: what a running step shows (bar or log lines, and
 //!   the Prometheus exposition of `--metrics-addr`).
-//! - `merge`: worker reports merged exactly, cumulative and per interval.
+//! - `merge`: worker reports merged exactly, cumulative and per interval
+//!   (`ReportMerge`: the same merge from a report's bytes, for the bench).
 //! - `fleet`: the only wire edge: the gRPC service, local workers, and the
 //!   decoding of worker messages into domain events and `MetricSet`s.
-//! - `target`, `server_metrics`: the server side: resolve and probe the
-//!   target (or start the embedded mock), scrape its `/metrics`.
 //! - `cap`: the fleet-wide `max_concurrency` (sums the workers' progress,
 //!   admits waiting workers in global request order; a gone worker's
 //!   requests count as ended).
 //! - `audit`: reports checked against the coordinator's own plan before
 //!   they are merged.
-//! - `pool`, `sweep`, `signals`, `selftest`, `error`: leaves (request pool,
-//!   sweep values, SIGINT/SIGTERM, `cicada selftest`, exit codes).
-//!
-//! HTTP to inference servers goes through `cicada-client`; the worker is
-//! reached only through its entry point (`cicada_worker::serve`).
+//! - `pool`, `sweep`, `signals`, `error`: leaves (request pool, sweep
+//!   values, SIGINT/SIGTERM, exit codes).
 
 mod audit;
 mod cap;
@@ -42,11 +38,9 @@ mod merge;
 mod pool;
 mod progress;
 mod run;
-mod server_metrics;
 mod signals;
 mod step;
 mod sweep;
-mod target;
 
 use cicada_mock::{MockServer, TlsFiles};
 

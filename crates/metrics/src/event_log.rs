@@ -11,9 +11,16 @@
 //! evenly spaced over the entry's gap).
 
 use serde::ser::{SerializeMap, SerializeSeq};
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
-use crate::ContentEvent;
+/// One content event: an SSE event (or chunk) that carried generated text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContentEvent {
+    /// Arrival time, µs since the start barrier.
+    pub at_us: u64,
+    /// Tokens this event carried (1 when unknown).
+    pub tokens: u32,
+}
 
 /// Entries kept for the events after a request's first; past this, entries
 /// merge pairwise (at most this many, 24 bytes each: 1.5 MiB per request).

@@ -23,13 +23,12 @@ mod summary;
 pub use concurrency::{Concurrency, SLICE_US};
 pub use counters::{Counter, Counters};
 pub use error::MetricsError;
-pub use event_log::{EXACT_EVENTS, EventLog, Stretch};
+pub use event_log::{ContentEvent, EXACT_EVENTS, EventLog, Stretch};
 pub use histogram::{LatencyHistogram, SIGNIFICANT_DIGITS};
 pub use metric::{Metric, Unit};
 pub use outcome::{Outcome, OutcomeCount, Outcomes};
 pub use record::{
-    ContentEvent, EVENTS_OVER_USAGE_MIN, EVENTS_OVER_USAGE_RATIO, Events, RequestRecord, Resends,
-    TokenSource,
+    EVENTS_OVER_USAGE_MIN, EVENTS_OVER_USAGE_RATIO, Events, RequestRecord, Resends, TokenSource,
 };
 pub use scope::Scope;
 pub use seconds::{SecondBucket, Seconds};

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{EventLog, Outcome};
+use crate::{ContentEvent, EventLog, Outcome};
 
 /// Where a request's output token count came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -28,15 +28,6 @@ impl TokenSource {
             TokenSource::Events => "events",
         }
     }
-}
-
-/// One content event: an SSE event (or chunk) that carried generated text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContentEvent {
-    /// Arrival time, µs since the start barrier.
-    pub at_us: u64,
-    /// Tokens this event carried (1 when unknown).
-    pub tokens: u32,
 }
 
 /// How a record holds its content events: every one (`Vec<ContentEvent>`:

@@ -20,7 +20,8 @@ use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
 
-use crate::server::{ResponseBody, Shared, route};
+use crate::reply::{ResponseBody, Shared};
+use crate::routes::route;
 
 /// Serve HTTP on `stream` until the client hangs up or the configured
 /// connection behaviour ends it.

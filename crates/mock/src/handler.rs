@@ -14,8 +14,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
 
+use crate::reply::{ResponseBody, Shared, error_json, json};
 use crate::request::{IncomingRequest, count_words, fingerprint};
-use crate::server::{ResponseBody, Shared, error_json, json};
 use crate::stats::LoggedRequest;
 use crate::stream::{StreamSpec, Timing, TokenStream};
 use crate::wire::{Api, Reply, text_fingerprint};

@@ -4,102 +4,10 @@
 //! users' servers expose.
 
 use std::fmt::Write as _;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use crate::MockConfig;
-use crate::stats::{SpecCounts, State, Tally};
-
-/// vLLM's TTFT buckets, seconds.
-const TTFT_BUCKETS: [f64; 22] = [
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-];
-
-/// vLLM's request-latency buckets (queue, e2e), seconds.
-const LATENCY_BUCKETS: [f64; 21] = [
-    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-    480.0, 960.0, 1920.0, 7680.0,
-];
-
-/// A Prometheus histogram with fixed buckets.
-#[derive(Debug)]
-pub(crate) struct PromHistogram {
-    bounds: &'static [f64],
-    /// Observations per bucket (not cumulative); the last is +Inf.
-    counts: Vec<AtomicU64>,
-    sum_us: AtomicU64,
-}
-
-impl PromHistogram {
-    fn new(bounds: &'static [f64]) -> Self {
-        Self {
-            bounds,
-            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
-            sum_us: AtomicU64::new(0),
-        }
-    }
-
-    /// Record one duration.
-    pub fn observe(&self, d: Duration) {
-        let s = d.as_secs_f64();
-        let i = self
-            .bounds
-            .iter()
-            .position(|b| s <= *b)
-            .unwrap_or(self.bounds.len());
-        self.counts[i].fetch_add(1, Ordering::Relaxed);
-        self.sum_us
-            .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
-    }
-
-    fn render(&self, out: &mut String, name: &str, help: &str, labels: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        let mut cumulative = 0u64;
-        for (i, c) in self.counts.iter().enumerate() {
-            cumulative += c.load(Ordering::Relaxed);
-            let le = self
-                .bounds
-                .get(i)
-                .map_or("+Inf".to_string(), |b| format!("{b:?}"));
-            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}.0");
-        }
-        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
-        let _ = writeln!(out, "{name}_count{{{labels}}} {cumulative}.0");
-    }
-}
-
-/// Everything `/metrics` reports beyond the shared state's own counters.
-#[derive(Debug)]
-pub(crate) struct ServerMetrics {
-    /// Counters probes move too.
-    pub all: Tally,
-    pub generation_tokens: AtomicU64,
-    pub finished_length: AtomicU64,
-    pub finished_stop: AtomicU64,
-    pub ttft: PromHistogram,
-    pub queue: PromHistogram,
-    pub e2e: PromHistogram,
-    /// Serialises rendering (cheap; scrapes are rare).
-    render: Mutex<()>,
-}
-
-impl Default for ServerMetrics {
-    fn default() -> Self {
-        Self {
-            all: Tally::default(),
-            generation_tokens: AtomicU64::new(0),
-            finished_length: AtomicU64::new(0),
-            finished_stop: AtomicU64::new(0),
-            ttft: PromHistogram::new(&TTFT_BUCKETS),
-            queue: PromHistogram::new(&LATENCY_BUCKETS),
-            e2e: PromHistogram::new(&LATENCY_BUCKETS),
-            render: Mutex::new(()),
-        }
-    }
-}
+use crate::stats::{SpecCounts, State};
 
 fn counter(out: &mut String, name: &str, help: &str, labels: &str, v: u64) {
     let _ = writeln!(
@@ -278,24 +186,4 @@ fn latencies(out: &mut String, state: &State, labels: &str) {
         "Histogram of e2e request latency in seconds.",
         labels,
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn histograms_are_cumulative_with_inf() {
-        let h = PromHistogram::new(&TTFT_BUCKETS);
-        h.observe(Duration::from_millis(3));
-        h.observe(Duration::from_millis(30));
-        h.observe(Duration::from_secs(5000));
-        let mut out = String::new();
-        h.render(&mut out, "x", "help", "a=\"b\"");
-        assert!(out.contains("x_bucket{a=\"b\",le=\"0.005\"} 1.0"), "{out}");
-        assert!(out.contains("x_bucket{a=\"b\",le=\"0.04\"} 2.0"), "{out}");
-        assert!(out.contains("x_bucket{a=\"b\",le=\"+Inf\"} 3.0"), "{out}");
-        assert!(out.contains("x_count{a=\"b\"} 3.0"), "{out}");
-        assert!(out.contains("x_sum{a=\"b\"} 5000.033"), "{out}");
-    }
 }

@@ -1,15 +1,10 @@
 //! The listener (plain or TLS), the route table and the JSON helpers.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, combinators::BoxBody};
-use hyper::body::Incoming;
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -17,11 +12,8 @@ use tokio::time::Instant;
 
 use crate::MockConfig;
 use crate::clock::{ClockDriver, PreciseClock};
-use crate::handler::{Streaming, generate, unix_secs};
+use crate::reply::Shared;
 use crate::stats::{LoggedRequest, MockStats, State};
-use crate::wire::Api;
-
-pub(crate) type ResponseBody = BoxBody<Bytes, std::io::Error>;
 
 /// Why the mock could not start.
 #[derive(Debug, Error)]
@@ -38,15 +30,6 @@ pub enum MockError {
     /// The TLS certificate or key could not be used.
     #[error("invalid TLS certificate or key: {0}")]
     Tls(String),
-}
-
-pub(crate) struct Shared {
-    pub config: MockConfig,
-    pub model_json: Arc<str>,
-    pub state: Arc<State>,
-    pub started: Instant,
-    /// Token deadlines.
-    pub clock: PreciseClock,
 }
 
 /// A running mock server; dropping the handle stops accepting connections.
@@ -212,155 +195,6 @@ async fn accept_loop(
                 },
             }
         });
-    }
-}
-
-fn full(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<ResponseBody> {
-    let mut resp = Response::new(
-        Full::new(body.into())
-            .map_err(|never: Infallible| match never {})
-            .boxed(),
-    );
-    *resp.status_mut() = status;
-    if let Ok(v) = header::HeaderValue::from_str(content_type) {
-        resp.headers_mut().insert(header::CONTENT_TYPE, v);
-    }
-    resp
-}
-
-pub(crate) fn json(status: StatusCode, body: impl Into<Bytes>) -> Response<ResponseBody> {
-    full(status, "application/json", body)
-}
-
-pub(crate) fn error_json(status: StatusCode, message: &str) -> Response<ResponseBody> {
-    let body = serde_json::json!({
-        "object": "error",
-        "message": message,
-        "type": status.canonical_reason().unwrap_or("error"),
-        "code": status.as_u16(),
-    });
-    json(status, body.to_string())
-}
-
-/// `/v2/models/{model}[/versions/{v}]/{action}` -> (model, action).
-fn triton_route(path: &str) -> Option<(&str, &str)> {
-    let rest = path.strip_prefix("/v2/models/")?;
-    let (model, rest) = rest.split_once('/')?;
-    let action = match rest.split_once('/') {
-        Some(("versions", v)) => v.split_once('/')?.1,
-        Some(_) => return None,
-        None => rest,
-    };
-    Some((model, action))
-}
-
-/// Routes anyone may call without the API key (as vLLM leaves them open).
-fn open_route(path: &str) -> bool {
-    path.ends_with("/health")
-        || path.ends_with("/metrics")
-        || path.starts_with("/mock/")
-        || path.starts_with("/v2/health/")
-}
-
-/// Whether the request carries the configured key (always, without one).
-fn authorized(config: &MockConfig, req: &Request<Incoming>) -> bool {
-    let Some(key) = &config.api_key else {
-        return true;
-    };
-    req.headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|given| given == key)
-}
-
-pub(crate) async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResponseBody> {
-    let path = req.uri().path().to_string();
-    let config = &shared.config;
-    if !open_route(&path) && !authorized(config, &req) {
-        return json(StatusCode::UNAUTHORIZED, r#"{"error":"Unauthorized"}"#);
-    }
-    if let Some((model, action)) = triton_route(&path) {
-        let streaming = match (req.method(), action) {
-            (&Method::POST, "generate_stream") => Streaming::Always,
-            (&Method::POST, "generate") => Streaming::Never,
-            (&Method::GET, "ready") if model == config.model => {
-                return full(StatusCode::OK, "text/plain", "");
-            }
-            _ => return json(StatusCode::NOT_FOUND, r#"{"error":"Not Found"}"#),
-        };
-        if model != config.model {
-            let msg = format!("Request for unknown model: '{model}' is not found");
-            return json(
-                StatusCode::BAD_REQUEST,
-                serde_json::json!({ "error": msg }).to_string(),
-            );
-        }
-        return generate(shared.clone(), req, Api::Triton, streaming, path).await;
-    }
-    match (req.method(), path.as_str()) {
-        (&Method::GET, p) if p.ends_with("/health") => full(StatusCode::OK, "text/plain", ""),
-        (&Method::GET, "/v2/health/ready" | "/v2/health/live") => {
-            full(StatusCode::OK, "text/plain", "")
-        }
-        (&Method::GET, p) if p.ends_with("/v1/models") => {
-            let body = serde_json::json!({
-                "object": "list",
-                "data": [{"id": config.model, "object": "model", "created": unix_secs(), "owned_by": "cicada"}],
-            });
-            json(StatusCode::OK, body.to_string())
-        }
-        (&Method::GET, p) if p.ends_with("/info") => {
-            let body = serde_json::json!({
-                "model_id": config.model, "model_sha": null, "model_pipeline_tag": "text-generation",
-                "max_concurrent_requests": 128, "max_best_of": 2, "max_stop_sequences": 4,
-                "max_input_tokens": 1_000_000, "max_total_tokens": 2_000_000,
-                "validation_workers": 2, "max_client_batch_size": 4,
-                "router": "text-generation-router", "version": "3.0.0", "sha": null, "docker_label": null,
-            });
-            json(StatusCode::OK, body.to_string())
-        }
-        (&Method::POST, "/v2/repository/index") => {
-            let body =
-                serde_json::json!([{"name": config.model, "version": "1", "state": "READY"}]);
-            json(StatusCode::OK, body.to_string())
-        }
-        (&Method::GET, p) if p.ends_with("/metrics") => full(
-            StatusCode::OK,
-            "text/plain; version=0.0.4; charset=utf-8",
-            crate::prom::render(&shared.state, config),
-        ),
-        (&Method::GET, "/mock/stats") => match serde_json::to_string(&shared.state.snapshot()) {
-            Ok(s) => json(StatusCode::OK, s),
-            Err(e) => error_json(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
-        },
-        (&Method::GET, "/mock/requests") => match serde_json::to_string(&shared.state.log()) {
-            Ok(s) => json(StatusCode::OK, s),
-            Err(e) => error_json(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
-        },
-        (&Method::POST, p) if p.ends_with("/chat/completions") => {
-            generate(shared.clone(), req, Api::Chat, Streaming::AsAsked, path).await
-        }
-        (&Method::POST, p) if p.ends_with("/completions") => {
-            generate(
-                shared.clone(),
-                req,
-                Api::Completions,
-                Streaming::AsAsked,
-                path,
-            )
-            .await
-        }
-        (&Method::POST, p) if p.ends_with("/completion") => {
-            generate(shared.clone(), req, Api::LlamaCpp, Streaming::AsAsked, path).await
-        }
-        (&Method::POST, p) if p.ends_with("/generate_stream") => {
-            generate(shared.clone(), req, Api::Tgi, Streaming::Always, path).await
-        }
-        (&Method::POST, p) if p.ends_with("/generate") => {
-            generate(shared.clone(), req, Api::Tgi, Streaming::Never, path).await
-        }
-        _ => error_json(StatusCode::NOT_FOUND, "no such route on the cicada mock"),
     }
 }
 

@@ -20,6 +20,7 @@ pub mod hlog;
 pub mod html;
 pub mod interval;
 pub mod json;
+pub mod live;
 pub mod outputs;
 #[cfg(test)]
 mod sample;
@@ -144,7 +145,7 @@ impl RunResult {
 
     /// Whether the requests asked the server to ignore end-of-sequence.
     pub fn ignore_eos_sent(&self) -> bool {
-        cicada_scenarios::plan::resolve_sampling(&self.scenario).ignore_eos
+        cicada_scenarios::sharding::resolve_sampling(&self.scenario).ignore_eos
             && self.scenario.target.backend != cicada_scenarios::scenario::Backend::Tgi
     }
 

@@ -51,6 +51,10 @@ pub enum ScenarioError {
     /// the user typed (`--set key=value`, `--header K=V`).
     #[error("command line ({spec}): {message}")]
     Override { spec: String, message: String },
+    /// A command-line flag whose text cannot be read (`--header nokey`,
+    /// `--goodput ttft=5`); the message names the flag.
+    #[error("{0}")]
+    Flag(String),
     /// Keys with wrong types, unknown names or out-of-range values.
     #[error("{}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
     Invalid { problems: Vec<Problem> },

@@ -9,6 +9,8 @@ mod describe;
 mod error;
 mod load;
 pub mod mock;
+mod network;
+pub mod overlay;
 pub mod plan;
 pub mod scenario;
 pub mod schedule;
@@ -20,6 +22,9 @@ pub mod units;
 mod validate;
 mod validate_pool;
 mod validate_shape;
+pub mod vllm;
+#[cfg(test)]
+mod vllm_fixture;
 
 pub use error::{Problem, ScenarioError};
 pub use load::{LoadedScenario, Override, Setting, load_file, load_file_with, parse, parse_with};

@@ -1,6 +1,7 @@
 //! What one worker receives: the resolved target and sampling, what drives its
 //! load (its stripe of the schedule, or its users), `[[stages]]` windows, and the pool
-//! entries it needs. Sent as versioned, compressed JSON.
+//! entries it needs. It travels as typed protobuf (`proto/plan.proto`); the
+//! conversion lives at the wire's edge (`cicada-proto`).
 
 use std::collections::BTreeMap;
 
@@ -14,16 +15,12 @@ use crate::schedule::ScheduleSpec;
 use crate::shape::{Cooldown, Warmup};
 
 pub use crate::closed_loop::{ClosedLoop, UserStage};
-pub use crate::sharding::{
-    active_workers, plans_for, resolve_sampling, schedule_of, slots_for, stripe_entries,
-    stripe_uses,
-};
+/// A scenario key the plan carries as it is.
+pub use crate::network::{AddressChoice, HttpVersion, ProxySetting};
+pub use crate::scenario::Routing;
 
 /// Longest schedule counted to plan a time-bound run.
 const COUNT_LIMIT: usize = 5_000_000;
-
-/// Version of the plan document; bumped on incompatible changes.
-pub const PLAN_FORMAT: u32 = 2;
 
 /// Which API goes on the wire: the request body and stream format spoken to
 /// the target (what `target.backend` resolves to, with the server family).
@@ -61,167 +58,6 @@ pub enum ServerFamily {
     LlamaCpp,
     /// NVIDIA Triton (TensorRT-LLM or vLLM backend).
     Triton,
-}
-
-/// How each request picks one of several replicas.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Routing {
-    /// Request `i` goes to replica `i mod n` (the same for any worker count).
-    #[default]
-    RoundRobin,
-    /// A seeded random replica per request (the same for any worker count).
-    Random,
-    /// The replica with the fewest requests in flight from this worker
-    /// (workers do not see each other's requests).
-    LeastInFlight,
-}
-
-impl Routing {
-    /// Name as written in scenario files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Routing::RoundRobin => "round_robin",
-            Routing::Random => "random",
-            Routing::LeastInFlight => "least_in_flight",
-        }
-    }
-}
-
-/// Which HTTP version requests go out in (`target.http`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum HttpVersion {
-    /// HTTP/2 where an https server offers it (ALPN), else HTTP/1.1.
-    #[default]
-    Auto,
-    /// HTTP/1.1 only.
-    Http1,
-    /// HTTP/2 only: over TLS by ALPN, over plain TCP with prior knowledge (h2c).
-    Http2,
-}
-
-impl HttpVersion {
-    /// The name written in scenario files.
-    pub fn name(self) -> &'static str {
-        match self {
-            HttpVersion::Auto => "auto",
-            HttpVersion::Http1 => "1.1",
-            HttpVersion::Http2 => "2",
-        }
-    }
-}
-
-impl Serialize for HttpVersion {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> Deserialize<'de> for HttpVersion {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = HttpVersion;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("\"auto\", \"1.1\" or \"2\"")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<HttpVersion, E> {
-                match v {
-                    "auto" => Ok(HttpVersion::Auto),
-                    "1.1" | "1" | "http/1.1" => Ok(HttpVersion::Http1),
-                    "2" | "h2" | "http/2" => Ok(HttpVersion::Http2),
-                    other => Err(E::custom(format!(
-                        "unknown HTTP version \"{other}\": use \"auto\", \"1.1\" or \"2\""
-                    ))),
-                }
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<HttpVersion, E> {
-                self.visit_str(&v.to_string())
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<HttpVersion, E> {
-                self.visit_str(&v.to_string())
-            }
-            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<HttpVersion, E> {
-                if (v - 1.1).abs() < 1e-9 {
-                    Ok(HttpVersion::Http1)
-                } else {
-                    self.visit_str(&v.to_string())
-                }
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// How new connections choose among the addresses a target's name resolves
-/// to (`target.addresses`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AddressChoice {
-    /// The first live address in RFC 8305 order (as curl and aiohttp do).
-    #[default]
-    First,
-    /// The live addresses in turn (e.g. a headless Kubernetes Service's pods).
-    Spread,
-}
-
-/// Which proxy requests go through (`target.proxy`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum ProxySetting {
-    /// The sending process's environment (`HTTP_PROXY`, `HTTPS_PROXY`,
-    /// `ALL_PROXY`, `NO_PROXY`, as curl and aiohttp read them).
-    #[default]
-    Env,
-    /// No proxy, whatever the environment says.
-    None,
-    /// This proxy (`http://[user:pass@]host[:port]`) for every target.
-    Url(String),
-}
-
-impl ProxySetting {
-    /// The setting as shown in results: a proxy URL's credentials masked.
-    pub fn redacted(&self) -> Self {
-        match self {
-            ProxySetting::Url(u) => ProxySetting::Url(redact_userinfo(u)),
-            other => other.clone(),
-        }
-    }
-}
-
-impl Serialize for ProxySetting {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            ProxySetting::Env => s.serialize_str("env"),
-            ProxySetting::None => s.serialize_str("none"),
-            ProxySetting::Url(u) => s.serialize_str(u),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for ProxySetting {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Ok(match s.as_str() {
-            "env" => ProxySetting::Env,
-            "none" => ProxySetting::None,
-            _ if s.starts_with("http://") || s.starts_with("https://") || s.contains("://") => {
-                ProxySetting::Url(s)
-            }
-            other => {
-                return Err(serde::de::Error::custom(format!(
-                    "\"{other}\" is not a proxy: use \"env\", \"none\" or http://host:port"
-                )));
-            }
-        })
-    }
-}
-
-/// `scheme://user:pass@host` as `scheme://***@host`.
-fn redact_userinfo(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
-        _ => url.to_string(),
-    }
 }
 
 /// TLS settings for the target's HTTPS connections.
@@ -307,7 +143,6 @@ pub struct Stripe {
 /// or one value of a `[sweep]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
-    pub format: u32,
     pub run_id: String,
     /// The step (0 without a sweep, else from 1); `stage` on the wire.
     #[serde(rename = "stage")]
@@ -480,39 +315,5 @@ impl Plan {
             },
             Drive::Closed(c) => c.planned_requests(),
         }
-    }
-}
-
-/// Why a plan document could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    #[error("plan format {found} is not supported by this worker (it reads format {PLAN_FORMAT})")]
-    Format { found: u32 },
-    #[error("the plan document is corrupt: {0}")]
-    Corrupt(String),
-}
-
-impl Plan {
-    /// Encode as deflate-compressed JSON (the `Assign.plan` bytes).
-    pub fn encode(&self) -> Vec<u8> {
-        use std::io::Write as _;
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        let mut enc = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
-        // writing into a Vec cannot fail
-        let _ = enc.write_all(&json);
-        enc.finish().unwrap_or_default()
-    }
-
-    /// Decode `Assign.plan` bytes, checking the format version.
-    pub fn decode(bytes: &[u8], format: u32) -> Result<Self, PlanError> {
-        use std::io::Read as _;
-        if format != PLAN_FORMAT {
-            return Err(PlanError::Format { found: format });
-        }
-        let mut json = Vec::new();
-        flate2::read::DeflateDecoder::new(bytes)
-            .read_to_end(&mut json)
-            .map_err(|e| PlanError::Corrupt(e.to_string()))?;
-        serde_json::from_slice(&json).map_err(|e| PlanError::Corrupt(e.to_string()))
     }
 }

@@ -11,9 +11,33 @@ pub use crate::dataset_spec::{
     SonnetSpec, TraceSpec,
 };
 pub use crate::mock::{Fault, FaultRates, MockApi, MockConfig};
-use crate::plan::Routing;
 use crate::shape::{Cooldown, Ramp, StageSpec, Sweep, ThinkTime, Warmup};
 use crate::units::{ByteSize, Rate, Span};
+
+/// How each request picks one of several replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Routing {
+    /// Request `i` goes to replica `i mod n` (the same for any worker count).
+    #[default]
+    RoundRobin,
+    /// A seeded random replica per request (the same for any worker count).
+    Random,
+    /// The replica with the fewest requests in flight from this worker
+    /// (workers do not see each other's requests).
+    LeastInFlight,
+}
+
+impl Routing {
+    /// Name as written in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Routing::RoundRobin => "round_robin",
+            Routing::Random => "random",
+            Routing::LeastInFlight => "least_in_flight",
+        }
+    }
+}
 
 /// A whole load test: what to send, where, how fast, and what to report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -224,14 +248,14 @@ pub struct Target {
     pub keep_alive: bool,
     /// HTTP version: "auto" (HTTP/2 where an https server offers it by
     /// ALPN, else HTTP/1.1), "1.1", or "2" (h2c with prior knowledge on http).
-    pub http: crate::plan::HttpVersion,
+    pub http: crate::network::HttpVersion,
     /// Several addresses behind the name: "first" (the first that answers,
     /// RFC 8305 order) or "spread" (new connections take them in turn).
-    pub addresses: crate::plan::AddressChoice,
+    pub addresses: crate::network::AddressChoice,
     /// Proxy: "env" (the worker's HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and
     /// NO_PROXY, as curl and aiohttp read them), "none", or
     /// "http://[user:pass@]host[:port]".
-    pub proxy: crate::plan::ProxySetting,
+    pub proxy: crate::network::ProxySetting,
     /// Hosts reached directly whatever `proxy` says (NO_PROXY's grammar).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub no_proxy: Vec<String>,
@@ -268,9 +292,9 @@ impl Default for Target {
             tls_ca: None,
             tls_insecure: false,
             keep_alive: true,
-            http: crate::plan::HttpVersion::Auto,
-            addresses: crate::plan::AddressChoice::First,
-            proxy: crate::plan::ProxySetting::Env,
+            http: crate::network::HttpVersion::Auto,
+            addresses: crate::network::AddressChoice::First,
+            proxy: crate::network::ProxySetting::Env,
             no_proxy: Vec::new(),
             server_metrics: true,
             max_event_size: DEFAULT_MAX_EVENT_SIZE,

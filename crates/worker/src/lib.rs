@@ -13,7 +13,6 @@
 //! The only way in is [`serve`] (`cicada worker`, through [`main`], or
 //! [`spawn_in_process`] for a worker that runs as a task of another process).
 
-mod attach;
 mod barrier;
 mod details;
 mod executor;

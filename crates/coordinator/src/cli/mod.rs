@@ -1,10 +1,7 @@
-//! The `cicada` command line: its arguments, and the scenario they describe
-//! (`scenario`), with `vllm bench serve`'s flags (`vllm`).
+//! The arguments of `cicada run`, `mock` and `validate`, and the scenario
+//! they describe (`scenario`).
 
 pub mod scenario;
-pub mod vllm;
-#[cfg(test)]
-mod vllm_fixture;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -85,7 +82,7 @@ pub struct RunArgs {
     #[arg(long, num_args = 1.., value_name = "METRIC:MS")]
     pub goodput: Vec<String>,
     #[command(flatten)]
-    pub vllm: vllm::VllmFlags,
+    pub vllm: cicada_scenarios::vllm::VllmFlags,
 }
 
 /// `cicada mock`.

@@ -18,10 +18,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use cicada_proto::convert::{PLAN_FORMAT, encode_plan};
 use cicada_proto::v1::{
     self, coordinator_message::Body as CBody, coordinator_server::CoordinatorServer,
 };
-use cicada_scenarios::plan::{PLAN_FORMAT, Plan};
+use cicada_scenarios::plan::Plan;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -335,7 +336,7 @@ impl Fleet {
             index,
             CBody::Assign(v1::Assign {
                 step,
-                plan: plan.encode().into(),
+                plan: Some(encode_plan(plan)),
                 plan_format: PLAN_FORMAT,
             }),
         );

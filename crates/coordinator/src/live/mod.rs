@@ -3,9 +3,7 @@
 //! runs. The progress ticker renders the exposition once a second; the
 //! server only hands out the latest text.
 
-mod exposition;
-
-pub use exposition::{LiveView, render};
+pub use cicada_results::live::{LiveView, render};
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -9,7 +9,7 @@ mod setup;
 
 use cicada_metrics::Counter;
 use cicada_scenarios::dataset::Pool;
-use cicada_scenarios::plan::{self, Plan};
+use cicada_scenarios::plan::Plan;
 use cicada_scenarios::shape::Warmup;
 use cicada_scenarios::{Scenario, sharding};
 
@@ -18,14 +18,14 @@ use crate::error::{EXIT_DEGRADED, RunError, exit_code_of};
 use crate::fleet::Fleet;
 use crate::merge::Aggregate;
 use crate::progress::{Display, Progress};
-use crate::server_metrics::Watch;
 use crate::signals::Signals;
 use crate::step::{Step, run_step};
 use crate::sweep::{self, Outcome, Sweeper};
-use crate::target::{self, Target};
 use cicada_results::outputs::{Outputs, StepDone};
 use cicada_results::write::{RunContext, write_step};
 use cicada_results::{RunResult, stages, verdict};
+use cicada_target::scrape::Watch;
+use cicada_target::{self as target, Target};
 use finish::{FinishedStep, step_results};
 
 /// Run a scenario; returns the process exit code.
@@ -191,7 +191,7 @@ impl Steps {
         step_no: u32,
     ) -> Vec<(u32, Plan)> {
         let members: Vec<u32> = fleet.active().map(|(i, _)| i).collect();
-        let plans = plan::plans_for(
+        let plans = sharding::plans_for(
             scenario,
             &env.target.resolved,
             env.pool,

@@ -252,10 +252,9 @@ mod tests {
     use cicada_mock::{MockConfig, MockServer, fingerprint};
     use cicada_scenarios::Scenario;
     use cicada_scenarios::dataset::build_pool;
-    use cicada_scenarios::plan::{
-        ResolvedTarget, Routing, ServerFamily, TlsSettings, WireApi, plans_for,
-    };
+    use cicada_scenarios::plan::{ResolvedTarget, Routing, ServerFamily, TlsSettings, WireApi};
     use cicada_scenarios::scenario::{ConversationsSpec, Dataset};
+    use cicada_scenarios::sharding::plans_for;
     use cicada_scenarios::units::Span;
 
     use super::*;

@@ -1,12 +1,13 @@
 //! The worker's gRPC link to its coordinator: hello, steps, reports, heartbeats.
 
+mod attach;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use cicada_client::clock::Clock;
-use cicada_proto::convert::{encode_histograms, encode_set};
+use cicada_proto::convert::{decode_plan, encode_histograms, encode_set};
 use cicada_proto::v1::{self, coordinator_message::Body as CBody, worker_message::Body as WBody};
-use cicada_scenarios::plan::Plan;
 use thiserror::Error;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -14,10 +15,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::Streaming;
 
-use crate::attach::attach_retrying;
 use crate::executor::{self, Step};
 use crate::health::Health;
 use crate::leave::{Leave, LeaveReason};
+use attach::attach_retrying;
 
 /// How a worker's life ended badly.
 #[derive(Debug, Error)]
@@ -309,8 +310,10 @@ impl Session {
     /// Prepare an assigned step and say it is ready (or why it cannot run).
     async fn prepare(&mut self, a: v1::Assign) -> Option<Result<(), LinkError>> {
         let (uplink, gate) = mpsc::unbounded_channel();
-        let step = Plan::decode(&a.plan, a.plan_format)
-            .map_err(|e| e.to_string())
+        let step = a
+            .plan
+            .ok_or_else(|| "the assignment carries no plan".to_string())
+            .and_then(|plan| decode_plan(plan, a.plan_format).map_err(|e| e.to_string()))
             .and_then(|plan| {
                 let planned = plan.planned_requests();
                 Step::new(plan, self.threads + 1, Some(uplink))

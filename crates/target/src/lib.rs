@@ -1,6 +1,8 @@
-//! Resolving the scenario's target: start the embedded mock, pick the API,
-//! server family and endpoint, read the TLS trust file, wait until every replica is
-//! ready and discover the model id when none is given.
+//! The server under test, as the coordinator sees it: the scenario's
+//! `[target]` resolved (start the embedded mock, pick the API, server family
+//! and endpoint, read the TLS trust file, wait until every replica is ready
+//! and discover the model id when none is given), and its Prometheus
+//! `/metrics` scraped around each step (`scrape`).
 
 use anyhow::{Context, bail};
 use cicada_mock::MockServer;
@@ -11,6 +13,7 @@ use cicada_scenarios::scenario::{Backend, MockApi};
 
 mod ready;
 mod redirect;
+pub mod scrape;
 
 /// The resolved target, plus the embedded mock when the scenario asked for one.
 pub struct Target {
@@ -152,7 +155,7 @@ pub async fn resolve(
     if check.enabled()
         && let Some(entry) = probe
     {
-        let sampling = cicada_scenarios::plan::resolve_sampling(s);
+        let sampling = cicada_scenarios::sharding::resolve_sampling(s);
         check.probe(&resolved, &sampling, entry).await?;
     }
     Ok(Target {

@@ -1,4 +1,5 @@
-//! The text served at `/metrics`. Counters and summaries cover the whole run
+//! The live figures as Prometheus text, the writer behind `cicada run
+//! --metrics-addr`'s `/metrics`. Counters and summaries cover the whole run
 //! so far (every step); `cicada_interval_*` gauges describe the last
 //! interval every worker has reported. Names and meanings are listed in
 //! docs/METRICS.md ("Live metrics").
@@ -7,7 +8,7 @@ use std::fmt::Write as _;
 
 use cicada_metrics::{Counter, Metric, MetricSet, Outcome};
 
-use cicada_results::interval::IntervalRow;
+use crate::interval::IntervalRow;
 
 /// Latency summaries exposed, as `cicada_<name>_seconds`.
 const SUMMARIES: [Metric; 8] = [
@@ -85,7 +86,7 @@ fn fleet(out: &mut String, v: &LiveView<'_>) {
     let _ = writeln!(
         out,
         "cicada_info{{version=\"{}\",scenario=\"{}\"}} 1",
-        escape(cicada_proto::VERSION),
+        escape(crate::VERSION),
         escape(v.scenario)
     );
     one(
@@ -245,7 +246,7 @@ fn last_interval(out: &mut String, v: &LiveView<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cicada_results::server::Exposition;
+    use crate::server::Exposition;
 
     #[test]
     fn the_exposition_reads_back_as_prometheus_text() {

@@ -1,4 +1,5 @@
-//! Wire <-> domain conversion for measurements.
+//! Wire <-> domain conversion for measurements: every histogram, counter,
+//! outcome, per-second bucket and concurrency slice of a scope.
 
 use cicada_metrics::{
     Counter, LatencyHistogram, Metric, MetricSet, MetricsError, Outcome, Scope, SecondBucket, Span,

@@ -1,16 +1,22 @@
 //! `vllm bench serve`'s everyday flags on `cicada run`, so a user can switch
-//! without writing a scenario file. Each flag becomes a typed setting of a
-//! scenario key: flags apply over the scenario file (or over the defaults
-//! when there is none), and `--set` applies over both. Problems are reported
-//! against the flag the user typed.
+//! without writing a scenario file. The flags become a typed overlay on the
+//! scenario ([`Overlay`] of [`Knob`]s): it applies over the scenario file (or
+//! over the defaults when there is none), and `--set` applies over both.
+//! Problems are reported against the flag the user typed.
 
 use std::path::{Path, PathBuf};
 
-use cicada_scenarios::Setting;
-use cicada_scenarios::scenario::Backend;
 use clap::Args;
 
-use crate::error::RunError;
+use crate::error::ScenarioError;
+use crate::load::LoadedScenario;
+use crate::overlay::{self, Knob, Overlay, SloBound};
+use crate::scenario::Backend;
+
+/// A flag's text that cannot be read, as the error naming it.
+fn bad(message: String) -> ScenarioError {
+    ScenarioError::Flag(message)
+}
 
 /// The `vllm bench serve` flags `cicada run` understands.
 #[derive(Debug, Clone, Default, Args)]
@@ -112,7 +118,7 @@ pub struct VllmFlags {
 }
 
 /// A backend name as `vllm bench serve` or a scenario file spells it.
-fn backend_of(name: &str) -> Result<Backend, RunError> {
+fn backend_of(name: &str) -> Result<Backend, ScenarioError> {
     if let Some(b) = Backend::from_name(name) {
         return Ok(b);
     }
@@ -123,7 +129,7 @@ fn backend_of(name: &str) -> Result<Backend, RunError> {
         "lmdeploy" | "scalellm" => Backend::Openai,
         _ => {
             let ours: Vec<&str> = Backend::ALL.iter().map(|b| b.name()).collect();
-            return Err(RunError::BadInput(format!(
+            return Err(bad(format!(
                 "--backend {name}: unknown backend; expected one of {} (or vLLM's llama.cpp, tensorrt-llm, lmdeploy, scalellm)",
                 ours.join(", ")
             )));
@@ -133,135 +139,118 @@ fn backend_of(name: &str) -> Result<Backend, RunError> {
 
 /// A backend name's scenario spelling (for tests of vLLM's names).
 #[cfg(test)]
-fn backend_name(name: &str) -> Result<&'static str, RunError> {
+fn backend_name(name: &str) -> Result<&'static str, ScenarioError> {
     backend_of(name).map(Backend::name)
 }
 
 /// `"a,b"` -> `["a", "b"]`.
-fn string_list(raw: &str) -> toml::Value {
-    toml::Value::Array(
-        raw.split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| toml::Value::String(s.to_string()))
-            .collect(),
-    )
+fn string_list(raw: &str) -> Vec<String> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// `"25,50,99"` -> `[25.0, 50.0, 99.0]`, naming the flag when a number is bad.
-fn number_list(flag: &str, raw: &str) -> Result<toml::Value, RunError> {
-    let items = raw
-        .split(',')
+fn number_list(flag: &str, raw: &str) -> Result<Vec<f64>, ScenarioError> {
+    raw.split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| {
             s.parse::<f64>()
-                .map(toml::Value::Float)
-                .map_err(|_| RunError::BadInput(format!("--{flag} {raw}: \"{s}\" is not a number")))
+                .map_err(|_| bad(format!("--{flag} {raw}: \"{s}\" is not a number")))
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(toml::Value::Array(items))
+        .collect()
 }
 
-/// `--request-rate`: a number, or `inf` in any case (vLLM's spelling).
-fn rate(raw: &str) -> toml::Value {
-    let raw = raw.trim();
-    if raw.eq_ignore_ascii_case("inf") {
-        toml::Value::String("inf".into())
-    } else if let Ok(n) = raw.parse::<i64>() {
-        toml::Value::Integer(n)
-    } else if let Ok(v) = raw.parse::<f64>() {
-        toml::Value::Float(v)
-    } else {
-        // not a rate: the scenario's reading says why, naming the flag
-        toml::Value::String(raw.to_string())
-    }
-}
-
-/// A whole number as the scenario file would hold it.
-fn whole(v: impl Into<u64>) -> toml::Value {
-    let v: u64 = v.into();
-    i64::try_from(v).map_or_else(|_| toml::Value::String(v.to_string()), toml::Value::Integer)
-}
-
-fn text(s: &str) -> toml::Value {
-    toml::Value::String(s.to_string())
-}
-
-fn path(p: &Path) -> toml::Value {
-    toml::Value::String(p.to_string_lossy().into_owned())
-}
-
-/// The flags as settings of scenario keys, each with its typed value and
-/// blamed on its flag; applied over the scenario file (or over the defaults
-/// when there is none).
-pub fn settings(f: &VllmFlags, has_scenario: bool) -> Result<Vec<Setting>, RunError> {
-    let mut out = Patch::default();
+/// The flags as a typed overlay on the scenario, each knob blamed on its
+/// flag; applied over the scenario file (or over the defaults when there is
+/// none).
+pub fn overlay(f: &VllmFlags, has_scenario: bool) -> Result<Overlay, ScenarioError> {
+    let mut out = Overlay::default();
     let backend = match &f.backend {
         Some(b) => Some(backend_of(b)?),
         // without a file, vLLM's default: OpenAI completions
         None if !has_scenario => Some(Backend::Openai),
         None => None,
     };
-    if let Some(b) = backend {
-        out.set("backend", "target.backend", text(b.name()));
-    }
+    out.set_some("backend", backend.map(Knob::Backend));
     target(&mut out, f, has_scenario, backend);
     dataset(&mut out, f);
     load(&mut out, f);
     output(&mut out, f)?;
     if f.ignore_eos {
-        out.set(
-            "ignore-eos",
-            "sampling.ignore_eos",
-            toml::Value::Boolean(true),
-        );
+        out.set("ignore-eos", Knob::IgnoreEos(true));
     }
-    for (flag, key, v) in [
-        ("temperature", "sampling.temperature", f.temperature),
-        ("top-p", "sampling.top_p", f.top_p),
-    ] {
-        out.set_some(flag, key, v.map(toml::Value::Float));
-    }
-    out.set_some("top-k", "sampling.top_k", f.top_k.map(toml::Value::Integer));
+    out.set_some("temperature", f.temperature.map(Knob::Temperature));
+    out.set_some("top-p", f.top_p.map(Knob::TopP));
+    out.set_some("top-k", f.top_k.map(Knob::TopK));
     for h in &f.headers {
         let (k, v) = h
             .split_once('=')
-            .ok_or_else(|| RunError::BadInput(format!("--header {h}: expected KEY=VALUE")))?;
+            .ok_or_else(|| bad(format!("--header {h}: expected KEY=VALUE")))?;
         let k = k.trim();
         if k.is_empty() || k.contains('.') {
-            return Err(RunError::BadInput(format!(
+            return Err(bad(format!(
                 "--header {h}: the header name must be non-empty and without dots"
             )));
         }
-        out.set("header", &format!("target.headers.{k}"), text(v.trim()));
+        out.set("header", Knob::Header(k.to_string(), v.trim().to_string()));
     }
-    Ok(out.0)
+    Ok(out)
 }
 
-/// Settings being gathered, each blamed on its flag.
-#[derive(Default)]
-struct Patch(Vec<Setting>);
-
-impl Patch {
-    fn set(&mut self, flag: &str, key: &str, value: toml::Value) {
-        self.0.push(Setting {
-            key: key.to_string(),
-            source: format!("--{flag}"),
-            origin: format!("command line (--{flag})"),
-            value,
-        });
+/// vLLM-style `--goodput ttft:500 tpot:50` as `[slo]` bounds.
+pub fn goodput(specs: &[String]) -> Result<Overlay, ScenarioError> {
+    let mut out = Overlay::default();
+    for spec in specs {
+        let (key, value) = spec.split_once(':').ok_or_else(|| {
+            bad(format!(
+                "--goodput {spec}: expected METRIC:MILLISECONDS, e.g. ttft:500"
+            ))
+        })?;
+        let key = key.trim().to_ascii_lowercase();
+        let bound = SloBound::from_name(&key).ok_or_else(|| {
+            bad(format!(
+                "--goodput {spec}: unknown metric \"{key}\"; expected ttft, tpot, e2el or itl"
+            ))
+        })?;
+        let ms: f64 = value.trim().parse().map_err(|_| {
+            bad(format!(
+                "--goodput {spec}: \"{value}\" is not a number of milliseconds"
+            ))
+        })?;
+        out.set("goodput", Knob::Slo(bound, ms));
     }
+    Ok(out)
+}
 
-    fn set_some(&mut self, flag: &str, key: &str, value: Option<toml::Value>) {
-        if let Some(v) = value {
-            self.set(flag, key, v);
-        }
-    }
+/// The scenario of `cicada run`: an optional file, then (each over the
+/// ones before) these flags, the `--set` overrides, `--goodput` and the gate
+/// flags (`--max-failure-ratio`, `--min-slo-attainment`).
+pub fn describe(
+    file: Option<&Path>,
+    flags: &VllmFlags,
+    sets: &[String],
+    goodput_specs: &[String],
+    (max_failure_ratio, min_attainment): (Option<f64>, Option<f64>),
+) -> Result<LoadedScenario, ScenarioError> {
+    let mut after = goodput(goodput_specs)?;
+    let before = overlay(flags, file.is_some())?;
+    after.set_some(
+        "max-failure-ratio",
+        max_failure_ratio.map(Knob::MaxFailureRatio),
+    );
+    after.set_some(
+        "min-slo-attainment",
+        min_attainment.map(Knob::MinSloAttainment),
+    );
+    overlay::describe(file, &before, sets, &after)
 }
 
 /// Where the requests go: URL (or host and port), route, model, tokenizer, readiness.
-fn target(out: &mut Patch, f: &VllmFlags, has_scenario: bool, backend: Option<Backend>) {
+fn target(out: &mut Overlay, f: &VllmFlags, has_scenario: bool, backend: Option<Backend>) {
     let base_url = match (&f.base_url, &f.host, f.port) {
         (Some(url), _, _) => Some(url.clone()),
         (None, None, None) if has_scenario || backend == Some(Backend::Mock) => None,
@@ -277,106 +266,77 @@ fn target(out: &mut Patch, f: &VllmFlags, has_scenario: bool, backend: Option<Ba
         } else {
             "host/--port"
         };
-        out.set(flag, "target.base_url", text(&url));
+        out.set(flag, Knob::BaseUrl(url));
     }
-    for (flag, key, v) in [
-        ("endpoint", "target.endpoint", &f.endpoint),
-        ("model", "target.model", &f.model),
-        ("tokenizer", "tokenizer.source", &f.tokenizer),
-    ] {
-        out.set_some(flag, key, v.as_deref().map(text));
-    }
+    out.set_some("endpoint", f.endpoint.clone().map(Knob::Endpoint));
+    out.set_some("model", f.model.clone().map(Knob::Model));
+    out.set_some("tokenizer", f.tokenizer.clone().map(Knob::Tokenizer));
     out.set_some(
         "ready-check-timeout-sec",
-        "target.ready_timeout",
-        f.ready_check_timeout_sec.map(whole),
+        f.ready_check_timeout_sec.map(Knob::ReadyTimeoutSecs),
     );
 }
 
 /// The workload: kind, file, and the random dataset's lengths.
-fn dataset(out: &mut Patch, f: &VllmFlags) {
+fn dataset(out: &mut Overlay, f: &VllmFlags) {
     out.set_some(
         "dataset-name",
-        "dataset.kind",
-        f.dataset_name.as_deref().map(text),
+        f.dataset_name.clone().map(Knob::DatasetKind),
     );
     out.set_some(
         "dataset-path",
-        "dataset.path",
-        f.dataset_path.as_deref().map(path),
+        f.dataset_path.clone().map(Knob::DatasetPath),
     );
-    for (flag, key, v) in [
-        ("random-input-len", "dataset.input_len", f.random_input_len),
-        (
-            "random-output-len",
-            "dataset.output_len",
-            f.random_output_len,
-        ),
-        (
-            "random-prefix-len",
-            "dataset.prefix_len",
-            f.random_prefix_len,
-        ),
-    ] {
-        out.set_some(flag, key, v.map(whole));
-    }
+    out.set_some("random-input-len", f.random_input_len.map(Knob::InputLen));
+    out.set_some(
+        "random-output-len",
+        f.random_output_len.map(Knob::OutputLen),
+    );
+    out.set_some(
+        "random-prefix-len",
+        f.random_prefix_len.map(Knob::PrefixLen),
+    );
     out.set_some(
         "random-range-ratio",
-        "dataset.range_ratio",
-        f.random_range_ratio.map(toml::Value::Float),
+        f.random_range_ratio.map(Knob::RangeRatio),
     );
 }
 
 /// How fast: count, rate, burstiness, concurrency, seed.
-fn load(out: &mut Patch, f: &VllmFlags) {
-    out.set_some("num-prompts", "load.num_prompts", f.num_prompts.map(whole));
+fn load(out: &mut Overlay, f: &VllmFlags) {
+    out.set_some("num-prompts", f.num_prompts.map(Knob::NumPrompts));
     out.set_some(
         "request-rate",
-        "load.request_rate",
-        f.request_rate.as_deref().map(rate),
+        f.request_rate.clone().map(Knob::RequestRate),
     );
-    out.set_some(
-        "burstiness",
-        "load.burstiness",
-        f.burstiness.map(toml::Value::Float),
-    );
+    out.set_some("burstiness", f.burstiness.map(Knob::Burstiness));
     out.set_some(
         "max-concurrency",
-        "load.max_concurrency",
-        f.max_concurrency.map(whole),
+        f.max_concurrency.map(Knob::MaxConcurrency),
     );
-    out.set_some("seed", "seed", f.seed.map(whole));
+    out.set_some("seed", f.seed.map(Knob::Seed));
 }
 
 /// What to write and where.
-fn output(out: &mut Patch, f: &VllmFlags) -> Result<(), RunError> {
-    out.set_some(
-        "result-dir",
-        "output.dir",
-        f.result_dir.as_deref().map(path),
-    );
+fn output(out: &mut Overlay, f: &VllmFlags) -> Result<(), ScenarioError> {
+    out.set_some("result-dir", f.result_dir.clone().map(Knob::ResultDir));
     out.set_some(
         "result-filename",
-        "output.result_filename",
-        f.result_filename.as_deref().map(text),
+        f.result_filename.clone().map(Knob::ResultFilename),
     );
     if f.save_detailed {
-        out.set(
-            "save-detailed",
-            "output.save_detailed",
-            toml::Value::Boolean(true),
-        );
+        out.set("save-detailed", Knob::SaveDetailed(true));
     }
     out.set_some(
         "percentile-metrics",
-        "output.percentile_metrics",
-        f.percentile_metrics.as_deref().map(string_list),
+        f.percentile_metrics
+            .as_deref()
+            .map(|raw| Knob::PercentileMetrics(string_list(raw))),
     );
     if let Some(v) = &f.metric_percentiles {
         out.set(
             "metric-percentiles",
-            "output.metric_percentiles",
-            number_list("metric-percentiles", v)?,
+            Knob::MetricPercentiles(number_list("metric-percentiles", v)?),
         );
     }
     Ok(())
@@ -385,7 +345,7 @@ fn output(out: &mut Patch, f: &VllmFlags) -> Result<(), RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cicada_scenarios::units::Rate;
+    use crate::units::Rate;
 
     fn flags() -> VllmFlags {
         VllmFlags::default()
@@ -396,8 +356,8 @@ mod tests {
         file: Option<&Path>,
         f: &VllmFlags,
         sets: &[String],
-    ) -> Result<cicada_scenarios::LoadedScenario, RunError> {
-        crate::cli::scenario::describe(file, f, sets, &[], (None, None))
+    ) -> Result<LoadedScenario, ScenarioError> {
+        describe(file, f, sets, &[], (None, None))
     }
 
     #[test]
@@ -445,7 +405,7 @@ mod tests {
         assert_eq!(s.output.metric_percentiles, vec![25.0, 50.0, 99.9]);
         assert_eq!(s.output.dir, PathBuf::from("out dir"));
         assert_eq!(s.output.result_filename, "r.json");
-        let cicada_scenarios::scenario::Dataset::Random(d) = &s.dataset else {
+        let crate::scenario::Dataset::Random(d) = &s.dataset else {
             panic!("a random dataset: {:?}", s.dataset)
         };
         assert_eq!((d.input_len, d.output_len), (16, 4));
@@ -496,5 +456,21 @@ mod tests {
             ..flags()
         };
         assert!(load_with_flags(None, &f, &[]).is_err());
+    }
+
+    #[test]
+    fn goodput_flags_become_slo_bounds() {
+        let o = goodput(&["ttft:500".into(), "TPOT:50".into()]).unwrap();
+        let knobs: Vec<(&str, &Knob)> = o.knobs().collect();
+        assert_eq!(
+            knobs,
+            [
+                ("goodput", &Knob::Slo(SloBound::Ttft, 500.0)),
+                ("goodput", &Knob::Slo(SloBound::Tpot, 50.0))
+            ]
+        );
+        assert!(goodput(&["ttft=5".into()]).is_err());
+        assert!(goodput(&["foo:5".into()]).is_err());
+        assert!(goodput(&["ttft:fast".into()]).is_err());
     }
 }

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use cicada_results::server::{Exposition, GaugeTrack, Raw, ServerView, StepServerViews};
 
-use crate::target::{Target, join_url};
+use crate::{Target, join_url};
 
 /// Longest a scrape may take.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);

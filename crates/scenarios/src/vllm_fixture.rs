@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::vllm::VllmFlags;
+use crate::vllm::{VllmFlags, describe};
 
 struct Case {
     name: &'static str,
@@ -28,11 +28,11 @@ fn case(name: &'static str, flags: VllmFlags) -> Case {
 }
 
 /// `cicada run`'s reading of the scenario, flags and overrides.
-fn resolve(root: &Path, c: &Case) -> Result<cicada_scenarios::Scenario, String> {
+fn resolve(root: &Path, c: &Case) -> Result<crate::Scenario, String> {
     let sets: Vec<String> = c.sets.iter().map(|s| s.to_string()).collect();
     let goodput: Vec<String> = c.goodput.iter().map(|s| s.to_string()).collect();
     let file = c.file.map(|f| root.join(f));
-    crate::cli::scenario::describe(file.as_deref(), &c.flags, &sets, &goodput, c.gates)
+    describe(file.as_deref(), &c.flags, &sets, &goodput, c.gates)
         .map(|l| l.scenario)
         .map_err(|e| e.to_string())
 }
