@@ -16,6 +16,11 @@ const LIMIT: Duration = Duration::from_secs(180);
 const READERS: [&str; 2] = ["wire", "hyper"];
 
 fn run(mock: &Mock, backend: &str, load: &str, reader: &str) -> (Run, Value) {
+    run_with(mock, backend, "", load, reader)
+}
+
+/// [`run`] with more `[target]` keys.
+fn run_with(mock: &Mock, backend: &str, target: &str, load: &str, reader: &str) -> (Run, Value) {
     let dir = scratch();
     let text = format!(
         r#"
@@ -25,6 +30,7 @@ seed = 3
 backend = "{backend}"
 base_url = "{url}"
 model = "cicada-mock"
+{target}
 [dataset]
 input_len = 16
 output_len = 8
@@ -135,6 +141,64 @@ fn an_idle_timeout_shorter_than_the_think_time_costs_no_request() {
         assert_eq!(mock.stats()["requests"].as_u64(), Some(96), "{reader}");
         eprintln!(
             "idle timeout ({reader}): 96 of 96, {resends} resends, {connections} connections"
+        );
+    }
+}
+
+fn counter(j: &Value, name: &str) -> u64 {
+    j["cicada"]["counters"][name].as_u64().unwrap_or(0)
+}
+
+/// nginx's `keepalive_requests`, played by the mock: every connection ends
+/// after three requests, over HTTP/2 with a GOAWAY while the client has
+/// more streams on the way, over HTTP/1.1 by closing after the third
+/// response. Not one request fails, and the server sees each exactly once:
+/// a stream above the GOAWAY's last one was never read, and is the only
+/// kind sent again.
+#[test]
+fn a_server_ending_connections_every_few_requests_costs_no_request() {
+    let _g = serial();
+    for (http, reader) in [("2", "wire"), ("1.1", "wire"), ("1.1", "hyper")] {
+        let mock = Mock::start(&[
+            "--ttft-ms",
+            "5",
+            "--itl-ms",
+            "1",
+            "--keepalive-requests",
+            "3",
+        ]);
+        let (_, j) = run_with(
+            &mock,
+            "openai-chat",
+            &format!("http = \"{http}\""),
+            "[load]\nnum_prompts = 240\nmax_concurrency = 16",
+            reader,
+        );
+        let what = format!("HTTP/{http} ({reader})");
+        let resends = check_all_ok(&j, 240, &what);
+        assert_eq!(mock.stats()["requests"].as_u64(), Some(240), "{what}");
+        let h2 = counter(&j, "requests_http2");
+        assert_eq!(h2, if http == "2" { 240 } else { 0 }, "{what}");
+        // every resend was of a stream the server provably never read
+        assert_eq!(
+            resends,
+            counter(&j, "resends_goaway")
+                + counter(&j, "resends_refused_stream")
+                + counter(&j, "resends_unsent")
+                + counter(&j, "resends_crossed_close"),
+            "{what}"
+        );
+        // the server ended connections: without it two workers need 2 to 16
+        // (HTTP/2 multiplexes); with it about one per 3 requests (HTTP/2
+        // takes the streams that cross its GOAWAY, so a few more each)
+        let connections = mock.stats()["connections"].as_u64().unwrap();
+        assert!(
+            connections >= 40,
+            "{what}: {connections} connections for 240 requests"
+        );
+        eprintln!(
+            "{what}: 240 of 240, {connections} connections, resends {resends} (goaway {})",
+            counter(&j, "resends_goaway")
         );
     }
 }

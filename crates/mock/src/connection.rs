@@ -2,7 +2,9 @@
 //! kept alive (the default), closed after every response while answering as
 //! if kept alive (llama.cpp's `llama-server`), or closed after sitting idle
 //! (uvicorn's keep-alive timeout in front of vLLM and SGLang, proxies' idle
-//! timeouts). A client that reuses connections must survive all three.
+//! timeouts), or after a number of requests (nginx's `keepalive_requests`:
+//! a GOAWAY on HTTP/2). A client that reuses connections must survive all
+//! of them.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -35,12 +37,17 @@ where
         .idle_timeout_ms
         .filter(|ms| *ms > 0)
         .map(Duration::from_millis);
-    if !close_after_response && idle.is_none() {
+    let max_requests = shared.config.keepalive_requests.map(|n| n as usize);
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    if let Some(n) = shared.config.h2_max_streams {
+        builder.http2().max_concurrent_streams(n);
+    }
+    if !close_after_response && idle.is_none() && max_requests.is_none() {
         let service = service_fn(move |req| {
             let shared = shared.clone();
             async move { Ok::<_, Infallible>(route(shared, req).await) }
         });
-        let _ = auto::Builder::new(TokioExecutor::new())
+        let _ = builder
             .serve_connection(TokioIo::new(stream), service)
             .await;
         return;
@@ -62,7 +69,6 @@ where
             }))
         }
     });
-    let builder = auto::Builder::new(TokioExecutor::new());
     let conn = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(conn);
     let mut closing = false;
@@ -77,9 +83,16 @@ where
         tokio::select! {
             _ = conn.as_mut() => return,
             () = activity.changed.notified() => {
+                let taken = activity.in_flight() + activity.responses();
                 if close_after_response && activity.responses() > 0 && !closing {
                     // the response is out: end the connection although its
                     // head never said so, as llama-server does
+                    conn.as_mut().graceful_shutdown();
+                    closing = true;
+                } else if max_requests.is_some_and(|n| taken >= n) && !closing {
+                    // nginx's keepalive_requests: HTTP/2 sends GOAWAY at
+                    // once (the streams it took finish), HTTP/1.1 closes
+                    // once the response in flight is out
                     conn.as_mut().graceful_shutdown();
                     closing = true;
                 }

@@ -92,6 +92,17 @@ pub struct MockConfig {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_timeout_ms: Option<u64>,
+    /// End each connection once it has taken this many requests, as nginx's
+    /// `keepalive_requests` does: HTTP/2 says GOAWAY (streams already sent
+    /// finish, later ones are refused), HTTP/1.1 closes after that response.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keepalive_requests: Option<u32>,
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` on HTTP/2 connections (hyper's
+    /// default otherwise): streams past it are refused (`REFUSED_STREAM`).
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub h2_max_streams: Option<u32>,
     /// Seed for jitter and fault selection.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -266,6 +277,8 @@ impl Default for MockConfig {
             api_key: None,
             close_after_response: false,
             idle_timeout_ms: None,
+            keepalive_requests: None,
+            h2_max_streams: None,
             seed: 0,
             faults: FaultRates::default(),
         }
@@ -294,6 +307,8 @@ impl MockConfig {
         for (key, zero) in [
             ("tokens_per_event", self.tokens_per_event == 0),
             ("kv_cache_tokens", self.kv_cache_tokens == 0),
+            ("keepalive_requests", self.keepalive_requests == Some(0)),
+            ("h2_max_streams", self.h2_max_streams == Some(0)),
         ] {
             if zero {
                 out.push((key.to_string(), "must be at least 1".to_string()));
