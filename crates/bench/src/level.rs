@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::SelftestArgs;
 use super::floor::FloorFigures;
-use super::procs::{first_wave_ms, mock_stats, pinned_floor, pinned_run, start_mock};
+use super::procs::{Mock, first_wave_ms, mock_stats, pinned_floor, pinned_run, start_mock};
 
 /// Levels up to this many streams start every stream at t=0 and count from
 /// there (the start burst is part of what is measured); larger ones ramp up
@@ -109,7 +109,16 @@ pub struct Level {
     pub floor: Option<FloorLevel>,
 }
 
-fn scenario(a: &SelftestArgs, streams: u32, url: &str, out: &Path) -> String {
+/// Whether the level also runs the floor client (plain HTTP/1.1 only).
+pub(super) fn with_floor(a: &SelftestArgs) -> bool {
+    !a.no_floor && !a.tls && a.http != "2"
+}
+
+fn scenario(a: &SelftestArgs, streams: u32, mock: &Mock, out: &Path) -> String {
+    let url = &mock.url;
+    let tls_ca = mock.ca.as_ref().map_or(String::new(), |ca| {
+        format!("tls_ca = {:?}\n", ca.display().to_string())
+    });
     let s = start(streams, a.seconds);
     let spawn = s
         .spawn_rate
@@ -129,7 +138,8 @@ base_url = "{url}"
 model = "cicada-mock"
 ready_timeout = "0s"
 timeout = "10m"
-[dataset]
+http = "{http}"
+{tls_ca}[dataset]
 input_len = {input}
 output_len = {tokens}
 [load]
@@ -142,6 +152,7 @@ percentile_metrics = ["ttft", "itl"]
 "#,
         input = super::INPUT_LEN,
         tokens = a.output_tokens,
+        http = a.http,
         total = s.duration.as_millis(),
         out = out.display(),
     )
@@ -164,23 +175,23 @@ pub(super) async fn run_level(
     streams: u32,
     dir: &Path,
 ) -> anyhow::Result<Level> {
-    let floor = if a.no_floor {
-        None
-    } else {
-        let mock = start_mock(exe, a)?;
+    let floor = if with_floor(a) {
+        let mock = start_mock(exe, a, dir)?;
         let f = pinned_floor(exe, a, streams, &mock.url).await?;
-        let stats = mock_stats(&mock.url).await?;
-        let burst = burst_ms(&mock.url, streams, f.start_unix_us).await?;
+        let stats = mock_stats(&mock).await?;
+        let burst = burst_ms(&mock, streams, f.start_unix_us).await?;
         tokio::time::sleep(Duration::from_millis(300)).await;
         Some((f, stats, burst))
+    } else {
+        None
     };
-    let mock = start_mock(exe, a)?;
+    let mock = start_mock(exe, a, dir)?;
     let out = dir.join(format!("level-{streams}"));
-    let text = scenario(a, streams, &mock.url, &out);
+    let text = scenario(a, streams, &mock, &out);
     let what = format!("the run at {streams} streams");
     let r = pinned_run(exe, a.worker_core, &text, &out, &what).await?;
-    let stats = mock_stats(&mock.url).await?;
-    let burst = burst_ms(&mock.url, streams, num(&r, "/cicada/started_unix") * 1e6).await?;
+    let stats = mock_stats(&mock).await?;
+    let burst = burst_ms(&mock, streams, num(&r, "/cicada/started_unix") * 1e6).await?;
     let first_late_ms = num(&stats, "/lateness/first_event_mean_us") / 1e3;
     let tokens = num(&r, "/total_output_tokens") + num(&r, "/cicada/warmup/output_tokens");
     let cpu_us = r
@@ -214,11 +225,11 @@ pub(super) async fn run_level(
 
 /// The first wave's time onto the wire at a level that starts every stream
 /// at once, from the client's start instant (Unix µs).
-async fn burst_ms(url: &str, streams: u32, start_unix_us: f64) -> anyhow::Result<Option<f64>> {
+async fn burst_ms(mock: &Mock, streams: u32, start_unix_us: f64) -> anyhow::Result<Option<f64>> {
     if start(streams, 0).spawn_rate.is_some() {
         return Ok(None);
     }
-    first_wave_ms(url, streams, start_unix_us).await
+    first_wave_ms(&mock.http, &mock.url, streams, start_unix_us).await
 }
 
 /// The floor's figures in the selftest's terms, and cicada's against them.
@@ -287,9 +298,10 @@ pub(super) async fn rss_check(exe: &Path, a: &SelftestArgs, dir: &Path) -> anyho
             ttft_ms: 0.0,
             itl_ms: 0.0,
             output_tokens: 4,
+            tls: false,
             ..a.clone()
         };
-        let mock = start_mock(exe, &args)?;
+        let mock = start_mock(exe, &args, dir)?;
         let out = dir.join(format!("rss-{requests}"));
         let text = rss_scenario(requests, &mock.url, &out);
         let what = format!("the {requests}-request run");

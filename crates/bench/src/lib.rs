@@ -63,6 +63,16 @@ pub struct SelftestArgs {
     /// Skip the floor client (cicada's figures only).
     #[arg(long)]
     pub no_floor: bool,
+    /// Serve the mock over TLS (a CA and a certificate made for the run)
+    /// and run cicada over https: what TLS costs the client, and that its
+    /// receive stamps stay the kernel's. The floor client speaks plain
+    /// HTTP/1.1 only, so its table is left out.
+    #[arg(long)]
+    pub tls: bool,
+    /// The HTTP version cicada speaks (`target.http`): "1.1", "2" (over
+    /// plain TCP: h2c) or "auto".
+    #[arg(long, default_value = "1.1", value_parser = ["1.1", "2", "auto"])]
+    pub http: String,
     /// Instead of the levels: measure the coordinator's cost per worker with
     /// this many simulated workers (e.g. 64,256,1024), each sending a
     /// realistic report once a second for --seconds.
@@ -145,9 +155,11 @@ async fn levels(a: SelftestArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     println!(
-        "cicada selftest: mock on core {}, one worker on core {}; closed loop, {} output tokens, TTFT {} ms, gap {} ms; up to {} streams all start at t=0 and every request counts",
+        "cicada selftest: mock on core {}, one worker on core {}; {}, HTTP {}; closed loop, {} output tokens, TTFT {} ms, gap {} ms; up to {} streams all start at t=0 and every request counts",
         a.mock_core,
         a.worker_core,
+        if a.tls { "https" } else { "plain http" },
+        a.http,
         a.output_tokens,
         a.ttft_ms,
         a.itl_ms,
@@ -192,7 +204,7 @@ async fn levels(a: SelftestArgs) -> anyhow::Result<i32> {
     println!(
         "held: most streams the mock had open at once. TTFT err: reported mean TTFT minus (configured TTFT + the mock's own mean first-token lateness). mock late / mock p99: the mock's mean and p99 lateness behind its token schedule (its own error, not the client's; ITL p99 can be no better than gap + mock p99). burst ms: from the start to the mock's last arrival of the first wave (every stream's first request, all due at t=0)."
     );
-    if !a.no_floor {
+    if level::with_floor(&a) {
         print_floor_table(&levels);
     }
     if let Some(path) = &a.json {

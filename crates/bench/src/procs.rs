@@ -2,7 +2,7 @@
 //! other core either a one-worker `cicada run` or the floor client.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, bail};
@@ -30,6 +30,10 @@ pub(super) fn pin(cmd: &mut Command, core: usize) {
 pub(super) struct Mock {
     child: Child,
     pub url: String,
+    /// The CA that signed the mock's certificate (PEM file) when it serves TLS.
+    pub ca: Option<PathBuf>,
+    /// A client for the mock's own routes (trusting `ca`).
+    pub http: reqwest::Client,
 }
 
 impl Drop for Mock {
@@ -39,8 +43,9 @@ impl Drop for Mock {
     }
 }
 
-/// Start `cicada mock` pinned to the mock's core with the level's timing.
-pub(super) fn start_mock(exe: &Path, a: &SelftestArgs) -> anyhow::Result<Mock> {
+/// Start `cicada mock` pinned to the mock's core with the level's timing
+/// (over TLS with a CA and certificate written into `dir` when asked).
+pub(super) fn start_mock(exe: &Path, a: &SelftestArgs, dir: &Path) -> anyhow::Result<Mock> {
     let mut cmd = Command::new(exe);
     cmd.args(["mock", "--listen", "127.0.0.1:0"])
         .args([
@@ -52,6 +57,13 @@ pub(super) fn start_mock(exe: &Path, a: &SelftestArgs) -> anyhow::Result<Mock> {
         .args(["--output-tokens", &a.output_tokens.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
+    let pki = a.tls.then(|| Pki::write(dir)).transpose()?;
+    if let Some(p) = &pki {
+        cmd.arg("--tls-cert")
+            .arg(&p.cert)
+            .arg("--tls-key")
+            .arg(&p.key);
+    }
     pin(&mut cmd, a.mock_core);
     let mut child = cmd.spawn().context("starting the mock")?;
     let stdout = child.stdout.take().context("the mock's stdout")?;
@@ -62,15 +74,63 @@ pub(super) fn start_mock(exe: &Path, a: &SelftestArgs) -> anyhow::Result<Mock> {
     let url = line
         .split_whitespace()
         .last()
-        .filter(|u| u.starts_with("http://"))
+        .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
         .with_context(|| format!("unexpected mock banner {line:?}"))?
         .to_string();
-    Ok(Mock { child, url })
+    let mut http = reqwest::Client::builder().no_proxy();
+    if let Some(p) = &pki {
+        let pem = std::fs::read(&p.ca).context("reading the CA")?;
+        http = http.tls_certs_only([reqwest::Certificate::from_pem(&pem)?]);
+    }
+    Ok(Mock {
+        child,
+        url,
+        ca: pki.map(|p| p.ca),
+        http: http.build().context("a client for the mock's routes")?,
+    })
+}
+
+/// A CA and the certificate it signed for the mock (`localhost`,
+/// 127.0.0.1), written as PEM files.
+struct Pki {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl Pki {
+    fn write(dir: &Path) -> anyhow::Result<Pki> {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, SanType};
+        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(vec!["localhost".to_string()])?;
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
+        let cert = params.signed_by(&key, &ca)?;
+        let out = Pki {
+            ca: dir.join("mock-ca.pem"),
+            cert: dir.join("mock-cert.pem"),
+            key: dir.join("mock-key.pem"),
+        };
+        for (path, pem) in [
+            (&out.ca, ca.pem()),
+            (&out.cert, cert.pem()),
+            (&out.key, key.serialize_pem()),
+        ] {
+            std::fs::write(path, pem).with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(out)
+    }
 }
 
 /// The mock's ground truth (`/mock/stats`).
-pub(super) async fn mock_stats(url: &str) -> anyhow::Result<serde_json::Value> {
-    reqwest::get(format!("{url}/mock/stats"))
+pub(super) async fn mock_stats(mock: &Mock) -> anyhow::Result<serde_json::Value> {
+    mock.http
+        .get(format!("{}/mock/stats", mock.url))
+        .send()
         .await
         .context("asking the mock for its stats")?
         .json()
@@ -88,11 +148,14 @@ struct Arrival {
 /// mock, ms (`None` below two requests): the time a burst of `n` starts
 /// needs to get onto the wire, seen from the server, the same for any client.
 pub(super) async fn first_wave_ms(
+    http: &reqwest::Client,
     url: &str,
     n: u32,
     start_unix_us: f64,
 ) -> anyhow::Result<Option<f64>> {
-    let mut log: Vec<Arrival> = reqwest::get(format!("{url}/mock/requests"))
+    let mut log: Vec<Arrival> = http
+        .get(format!("{url}/mock/requests"))
+        .send()
         .await
         .context("asking the mock for its request log")?
         .json()
@@ -192,11 +255,12 @@ mod tests {
         tokio::time::sleep(std::time::Duration::from_millis(40)).await;
         send().await.unwrap();
         send().await.unwrap();
-        let two = first_wave_ms(&url, 2, start).await.unwrap().unwrap();
-        let three = first_wave_ms(&url, 3, start).await.unwrap().unwrap();
+        let wave = |n| first_wave_ms(&client, &url, n, start);
+        let two = wave(2).await.unwrap().unwrap();
+        let three = wave(3).await.unwrap().unwrap();
         assert!(two >= 40.0 && three >= two, "{two} {three}");
         assert!(three < 40.0 + 1_000.0, "{three}");
-        assert_eq!(first_wave_ms(&url, 4, start).await.unwrap(), None);
-        assert_eq!(first_wave_ms(&url, 1, start).await.unwrap(), None);
+        assert_eq!(wave(4).await.unwrap(), None);
+        assert_eq!(wave(1).await.unwrap(), None);
     }
 }
