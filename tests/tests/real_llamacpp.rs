@@ -13,6 +13,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use cicada_tests::gateways::{Nginx, NginxOptions};
 use cicada_tests::servers::LlamaServer;
 use cicada_tests::*;
 use serde_json::Value;
@@ -24,6 +25,18 @@ const OUTPUT: u64 = 24;
 
 /// One run with the README's flags; returns result.json.
 fn run(server: &LlamaServer, backend: &str, concurrency: u32, extra: &[&str], out: &Path) -> Value {
+    run_at(&server.url, server, backend, concurrency, extra, out)
+}
+
+/// [`run`] against `base_url` (a gateway in front of `server`).
+fn run_at(
+    base_url: &str,
+    server: &LlamaServer,
+    backend: &str,
+    concurrency: u32,
+    extra: &[&str],
+    out: &Path,
+) -> Value {
     let c = concurrency.to_string();
     let (n, i, o) = (PROMPTS.to_string(), INPUT.to_string(), OUTPUT.to_string());
     let mut args = vec![
@@ -31,7 +44,7 @@ fn run(server: &LlamaServer, backend: &str, concurrency: u32, extra: &[&str], ou
         "--backend",
         backend,
         "--base-url",
-        &server.url,
+        base_url,
         "--tokenizer",
         server.tokenizer.to_str().unwrap(),
         "--dataset-name",
@@ -403,5 +416,102 @@ fn ctrl_c_in_a_terminal_keeps_every_request_the_server_took() {
     assert!(
         c["outcomes"]["cancelled"]["count"].as_u64().unwrap_or(0) >= 1,
         "{output}"
+    );
+}
+
+/// Through nginx as a TLS + HTTP/2 gateway that ends every client
+/// connection after five streams (`keepalive_requests 5`: a GOAWAY) in front
+/// of llama-server: not one request fails or goes twice, every one goes over
+/// HTTP/2, and what the path adds before the first token (TTFT minus the
+/// server's own prompt time, request by request) is within 1.5 ms of a
+/// direct run's. Judged against the server's own prompt time because the
+/// server's speed drifts between runs more than the gateway costs.
+#[test]
+fn through_an_http2_gateway_nothing_fails_and_ttft_moves_less_than_1_5_ms() {
+    let _g = serial();
+    let server = LlamaServer::start(SLOTS, 512);
+    let nginx = Nginx::start(
+        &server.url,
+        NginxOptions {
+            keepalive_requests: 5,
+            ..NginxOptions::default()
+        },
+    );
+    let tls = format!("target.tls_ca={}", nginx.ca_pem.display());
+    let via = ["--set", &tls, "--set", "target.http=2"];
+    // every request over HTTP/2, GOAWAYs crossing requests in flight
+    let out = scratch();
+    let j = run_at(
+        &nginx.https_url,
+        &server,
+        "openai-chat",
+        SLOTS,
+        &via,
+        out.path(),
+    );
+    let what = "openai-chat through nginx at the slot count";
+    check_complete(&j, what, true);
+    assert_eq!(counter(&j, "requests_http2"), PROMPTS, "{what}");
+    // nginx logs a request once it finished it; the readiness check sent one more
+    let served = nginx.wait_served(PROMPTS as usize + 1, Duration::from_secs(30));
+    let posts: Vec<_> = served
+        .iter()
+        .filter(|s| s.request.starts_with("POST"))
+        .collect();
+    assert_eq!(
+        posts.len() as u64,
+        PROMPTS + 1,
+        "{what}: nginx saw {} POSTs",
+        posts.len()
+    );
+    assert!(
+        posts
+            .iter()
+            .all(|s| s.protocol == "HTTP/2.0" && s.status == 200),
+        "{what}: {posts:?}"
+    );
+    assert!(
+        posts.iter().all(|s| s.nth <= 5),
+        "{what}: nginx's keepalive_requests did not hold: {posts:?}"
+    );
+    // the path's share of TTFT, at concurrency 1, direct and through nginx
+    // in alternating rounds; each path's figure is the median of its rounds
+    const ROUNDS: usize = 3;
+    let share = |j: &Value| {
+        j["cicada"]["metrics"]["ttft_minus_server_prompt"]["mean"]
+            .as_f64()
+            .unwrap_or(f64::NAN)
+    };
+    let (mut direct, mut gateway) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let a = scratch();
+        let d = run(&server, "llamacpp", 1, &[], a.path());
+        check_complete(&d, "llamacpp direct at concurrency 1", false);
+        let b = scratch();
+        let g = run_at(&nginx.https_url, &server, "llamacpp", 1, &via, b.path());
+        check_complete(&g, "llamacpp through nginx at concurrency 1", false);
+        assert_eq!(counter(&g, "requests_http2"), PROMPTS);
+        eprintln!(
+            "round {round}: TTFT minus server prompt time: direct {:.3} ms, through nginx {:.3} ms (mean TTFT {:.3} vs {:.3} ms)",
+            share(&d),
+            share(&g),
+            d["mean_ttft_ms"].as_f64().unwrap_or(f64::NAN),
+            g["mean_ttft_ms"].as_f64().unwrap_or(f64::NAN),
+        );
+        direct.push(share(&d));
+        gateway.push(share(&g));
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (d, g) = (median(&mut direct), median(&mut gateway));
+    eprintln!(
+        "the gateway's share of TTFT: {:.3} ms ({g:.3} - {d:.3})",
+        g - d
+    );
+    assert!(
+        (g - d).abs() <= 1.5,
+        "through nginx TTFT minus the server's prompt time is {g:.3} ms, direct {d:.3} ms"
     );
 }

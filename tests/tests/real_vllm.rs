@@ -12,6 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use cicada_tests::gateways::{Nginx, NginxOptions};
 use cicada_tests::servers::{CLIENT_CORE, VllmServer, coord_run_pinned, pin};
 use cicada_tests::*;
 use serde_json::Value;
@@ -24,6 +25,25 @@ const PROMPTS: u64 = 160;
 
 /// `cicada run` with `vllm bench serve`'s flags, on the clients' core; returns stdout.
 fn cicada(backend: &str, prompts: u64, concurrency: u32, extra: &[&str], out: &Path) -> String {
+    cicada_at(
+        &VllmServer::shared().url,
+        backend,
+        prompts,
+        concurrency,
+        extra,
+        out,
+    )
+}
+
+/// [`cicada`] against `base_url` (a gateway in front of the server).
+fn cicada_at(
+    base_url: &str,
+    backend: &str,
+    prompts: u64,
+    concurrency: u32,
+    extra: &[&str],
+    out: &Path,
+) -> String {
     let v = VllmServer::shared();
     let (n, c, i, o) = (
         prompts.to_string(),
@@ -36,7 +56,7 @@ fn cicada(backend: &str, prompts: u64, concurrency: u32, extra: &[&str], out: &P
         "--backend",
         backend,
         "--base-url",
-        &v.url,
+        base_url,
         "--model",
         &v.name,
         "--tokenizer",
@@ -367,5 +387,91 @@ fn vllm_bench_serve_and_cicada_agree_where_definitions_agree() {
     assert!(
         b <= a + 0.25,
         "client share of TPOT: vllm bench serve {a:.3} ms, cicada {b:.3} ms"
+    );
+}
+
+/// Through nginx as a TLS + HTTP/2 gateway that ends every client
+/// connection after five streams (`keepalive_requests 5`: a GOAWAY) in front
+/// of vLLM: not one request fails or goes twice, every one goes over HTTP/2,
+/// and the client's share of mean TTFT (its mean minus the server's own over
+/// the same run) moves by less than 1.5 ms against a direct run.
+#[test]
+fn through_an_http2_gateway_nothing_fails_and_ttft_moves_less_than_1_5_ms() {
+    let _g = serial();
+    let v = VllmServer::shared();
+    let nginx = Nginx::start(
+        &v.url,
+        NginxOptions {
+            keepalive_requests: 5,
+            ..NginxOptions::default()
+        },
+    );
+    let tls = format!("target.tls_ca={}", nginx.ca_pem.display());
+    let via = ["--set", tls.as_str(), "--set", "target.http=2"];
+    let counter = |j: &Value, k: &str| j["cicada"]["counters"][k].as_u64().unwrap_or(0);
+    // at concurrency 24 GOAWAYs cross streams in flight
+    let out = scratch();
+    let stdout = cicada_at(
+        &nginx.https_url,
+        "openai-chat",
+        PROMPTS,
+        24,
+        &via,
+        out.path(),
+    );
+    let j = read_json(&out.path().join("result.json"));
+    check_complete(&j, PROMPTS, "openai-chat through nginx");
+    assert_eq!(counter(&j, "requests_http2"), PROMPTS, "{stdout}");
+    let served = nginx.wait_served(PROMPTS as usize + 1, Duration::from_secs(30));
+    let posts: Vec<_> = served
+        .iter()
+        .filter(|s| s.request.starts_with("POST"))
+        .collect();
+    assert_eq!(
+        posts.len() as u64,
+        PROMPTS + 1,
+        "nginx saw {} POSTs",
+        posts.len()
+    );
+    assert!(
+        posts
+            .iter()
+            .all(|s| s.protocol == "HTTP/2.0" && s.status == 200 && s.nth <= 5),
+        "{posts:?}"
+    );
+    // the client's share of mean TTFT at concurrency 1, direct and through
+    // nginx in alternating rounds; each path's figure is its rounds' median
+    const N: u64 = 32;
+    const ROUNDS: usize = 3;
+    let f = |j: &Value, k: &str| j[k].as_f64().unwrap_or(f64::NAN);
+    let (mut direct, mut gateway) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let (a, b) = (scratch(), scratch());
+        let (d, [ds, _]) = with_server_timing(|| run("openai-chat", N, 1, &[], a.path()).0);
+        let (g, [gs, _]) = with_server_timing(|| {
+            cicada_at(&nginx.https_url, "openai-chat", N, 1, &via, b.path());
+            read_json(&b.path().join("result.json"))
+        });
+        check_complete(&d, N, "direct at concurrency 1");
+        check_complete(&g, N, "through nginx at concurrency 1");
+        let (d_share, g_share) = (f(&d, "mean_ttft_ms") - ds, f(&g, "mean_ttft_ms") - gs);
+        eprintln!(
+            "round {round}: client share of mean TTFT: direct {d_share:.3} ms, through nginx {g_share:.3} ms (server's own {ds:.3} / {gs:.3} ms)"
+        );
+        direct.push(d_share);
+        gateway.push(g_share);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (d, g) = (median(&mut direct), median(&mut gateway));
+    eprintln!(
+        "the gateway's share of TTFT: {:.3} ms ({g:.3} - {d:.3})",
+        g - d
+    );
+    assert!(
+        (g - d).abs() <= 1.5,
+        "client share of TTFT through nginx {g:.3} ms, direct {d:.3} ms"
     );
 }
