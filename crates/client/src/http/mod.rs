@@ -26,6 +26,7 @@ mod response;
 mod rx_time;
 mod send;
 mod stream;
+mod tcp_info;
 pub mod wire;
 
 use std::collections::HashMap;
