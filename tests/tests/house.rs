@@ -29,13 +29,7 @@ use rules::wire::wire_mentions;
 
 /// Module circles allowed for now: (crate directory, level), each with the
 /// issue that removes it.
-const CYCLE_ALLOWANCES: &[(&str, &str, &str)] = &[(
-    "crates/client",
-    "http",
-    // conn <-> stream <-> endpoint: the hand-written HTTP/1 client that
-    // issue 23 replaces with hyper
-    "issue 23",
-)];
+const CYCLE_ALLOWANCES: &[(&str, &str, &str)] = &[];
 
 /// Every crate of the workspace: its directory under the repository.
 fn crates() -> Vec<PathBuf> {

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
+use cicada_metrics::ByteSize;
 use cicada_metrics::{EventLog, Outcome};
-use cicada_scenarios::units::ByteSize;
 
 use crate::backend::{ApiCodec, ServerTiming, Usage};
 use crate::clock::Clock;

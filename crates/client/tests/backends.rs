@@ -5,14 +5,13 @@
 use std::time::Duration;
 
 use cicada_client::backend::ApiCodec;
+use cicada_client::backend::{Ask, Prompt, Sampling, ServerFamily, WireApi};
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, Exchange, perform};
 use cicada_client::http::{Client, Headers};
+use cicada_client::tls::TlsSettings;
 use cicada_metrics::Outcome;
 use cicada_mock::{FaultRates, MockApi, MockConfig, MockServer};
-use cicada_scenarios::dataset::{PoolEntry, Prompt};
-use cicada_scenarios::plan::TlsSettings;
-use cicada_scenarios::plan::{ResolvedSampling, ServerFamily, WireApi};
 
 /// One way of talking to the mock: its API switch, our API and flavor, the route.
 struct Case {
@@ -84,8 +83,8 @@ const CASES: [Case; 7] = [
     },
 ];
 
-fn sampling() -> ResolvedSampling {
-    ResolvedSampling {
+fn sampling() -> Sampling {
+    Sampling {
         temperature: Some(0.0),
         top_p: None,
         top_k: None,
@@ -95,13 +94,10 @@ fn sampling() -> ResolvedSampling {
     }
 }
 
-fn entry(words: usize, output: u32) -> PoolEntry {
-    PoolEntry {
-        id: 0,
+fn entry(words: usize, output: u32) -> Ask {
+    Ask {
         prompt: Prompt::Text(vec!["w"; words].join(" ")),
-        input_tokens: words as u32,
         output_tokens: Some(output),
-        conversation: None,
     }
 }
 
@@ -122,7 +118,7 @@ async fn mock(api: MockApi, tokens_per_event: u32, faults: FaultRates) -> MockSe
     .unwrap()
 }
 
-async fn exchange(case: &Case, base: &str, stream: bool, entry: &PoolEntry) -> Exchange {
+async fn exchange(case: &Case, base: &str, stream: bool, entry: &Ask) -> Exchange {
     exchange_with(case, base, stream, entry, sampling()).await
 }
 
@@ -130,8 +126,8 @@ async fn exchange_with(
     case: &Case,
     base: &str,
     stream: bool,
-    entry: &PoolEntry,
-    sampling: ResolvedSampling,
+    entry: &Ask,
+    sampling: Sampling,
 ) -> Exchange {
     let codec = ApiCodec::new(
         case.api,
@@ -193,7 +189,7 @@ async fn every_backend_streams_and_counts_against_its_fake() {
 #[tokio::test]
 async fn an_early_end_of_sequence_is_a_normal_finish_for_every_backend() {
     cicada_client::tls::install_crypto_provider();
-    let natural = ResolvedSampling {
+    let natural = Sampling {
         ignore_eos: false,
         ..sampling()
     };

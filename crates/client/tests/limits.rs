@@ -9,11 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cicada_client::backend::ApiCodec;
+use cicada_client::backend::{Sampling, ServerFamily, WireApi};
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, Exchange, perform};
 use cicada_client::http::{Client, Headers, Settings};
+use cicada_client::tls::TlsSettings;
 use cicada_metrics::{EXACT_EVENTS, Outcome};
-use cicada_scenarios::plan::{ResolvedSampling, ServerFamily, TlsSettings, WireApi};
 
 /// Read one request (head and Content-Length body); false at end of stream.
 fn read_request(s: &mut TcpStream) -> bool {
@@ -72,7 +73,7 @@ fn sse(body: &str) -> Vec<u8> {
 
 /// One exchange with a client that holds at most `limit` bytes of a response.
 async fn exchange(url: &str, stream: bool, keep_text: bool, limit: usize) -> Exchange {
-    let sampling = ResolvedSampling {
+    let sampling = Sampling {
         temperature: None,
         top_p: None,
         top_k: None,

@@ -17,6 +17,7 @@ mod record;
 mod scope;
 mod seconds;
 mod set;
+mod size;
 mod slo;
 mod summary;
 
@@ -33,5 +34,6 @@ pub use record::{
 pub use scope::Scope;
 pub use seconds::{SecondBucket, Seconds};
 pub use set::{MetricSet, Span};
+pub use size::ByteSize;
 pub use slo::Slo;
 pub use summary::{DistributionStats, Summary};

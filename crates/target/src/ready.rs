@@ -13,10 +13,9 @@
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
-use cicada_client::backend::ApiCodec;
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, perform};
-use cicada_client::http::{self, ApiKey, Client, Fetched, Headers, Method, Request};
+use cicada_client::http::{ApiKey, Client, Fetched, Headers, Method, Request};
 use cicada_metrics::Outcome;
 use cicada_mock::PROBE_HEADER;
 use cicada_scenarios::dataset::PoolEntry;
@@ -52,8 +51,8 @@ impl Check {
     /// A check for `target` that gives up after `ready_timeout` (zero disables waiting).
     pub fn new(target: &ResolvedTarget, ready_timeout: Duration) -> anyhow::Result<Self> {
         Ok(Self {
-            http: http::client(target).context("preparing the readiness check")?,
-            headers: http::headers(target, ApiKey::IfSet)
+            http: cicada_bridge::client(target).context("preparing the readiness check")?,
+            headers: cicada_bridge::headers(target, ApiKey::IfSet)
                 .context("preparing the readiness check")?,
             ready_timeout,
             deadline: Instant::now() + ready_timeout,
@@ -238,13 +237,8 @@ impl Check {
         sampling: &ResolvedSampling,
         entry: &PoolEntry,
     ) -> anyhow::Result<()> {
-        let codec = ApiCodec::new(
-            target.api,
-            target.family,
-            target.model.clone(),
-            sampling.clone(),
-            target.stream,
-        );
+        let codec = cicada_bridge::codec(target, sampling);
+        let ask = cicada_bridge::ask(entry.prompt.clone(), entry.output_tokens);
         let headers = self
             .headers
             .with(PROBE_HEADER, "ready")
@@ -254,7 +248,7 @@ impl Check {
                 .http
                 .endpoint(url)
                 .with_context(|| format!("the target URL {url}"))?;
-            let body = codec.body(entry);
+            let body = codec.body(&ask);
             let what = format!("the test request to {url} did not succeed");
             self.until_ready(&what, || async {
                 let clock = Clock::new(Instant::now());

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use cicada_client::http::{self, ApiKey, Client, Headers, Method, Request};
+use cicada_client::http::{ApiKey, Client, Headers, Method, Request};
 use cicada_scenarios::Scenario;
 use cicada_scenarios::plan::StageWindow;
 use tokio::sync::oneshot;
@@ -101,8 +101,8 @@ impl Watch {
             return off;
         }
         let (Ok(http), Ok(headers)) = (
-            http::client(&target.resolved),
-            http::headers(&target.resolved, ApiKey::IfSet),
+            cicada_bridge::client(&target.resolved),
+            cicada_bridge::headers(&target.resolved, ApiKey::IfSet),
         ) else {
             return off;
         };

@@ -5,17 +5,19 @@
 
 use std::borrow::Cow;
 
-use cicada_scenarios::dataset::PoolEntry;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::openai::Timings;
-use super::{ApiCodec, EventInfo, Usage, common_sampling, decode, error_text, extra_body};
+use super::{ApiCodec, Ask, EventInfo, Usage, common_sampling, decode, error_text, extra_body};
 
-pub(super) fn body(b: &ApiCodec, entry: &PoolEntry) -> Map<String, Value> {
+pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     let s = &b.sampling;
     let mut m = Map::new();
-    m.insert("prompt".into(), Value::String(entry.prompt.text()));
+    m.insert(
+        "prompt".into(),
+        Value::String(entry.prompt.text().into_owned()),
+    );
     if let Some(n) = entry.output_tokens {
         m.insert("n_predict".into(), json!(n));
     }
@@ -74,9 +76,9 @@ pub(super) fn parse(data: &[u8]) -> Result<EventInfo<'_>, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{ServerFamily, WireApi};
     use super::*;
     use crate::backend::test_support::{body as body_of, codec};
-    use cicada_scenarios::plan::{ServerFamily, WireApi};
 
     #[test]
     fn body_uses_n_predict_and_ignore_eos() {

@@ -5,6 +5,7 @@
 //! and one SSE data payload (or a whole non-streamed body) into an
 //! [`EventInfo`]. Everything else (timing, classification) is shared.
 
+mod ask;
 mod llamacpp;
 mod openai;
 mod tgi;
@@ -12,9 +13,9 @@ mod triton;
 
 use std::borrow::Cow;
 
-use cicada_scenarios::dataset::PoolEntry;
-use cicada_scenarios::plan::{ResolvedSampling, ServerFamily, WireApi};
 use serde_json::{Map, Value};
+
+pub use ask::{Ask, Message, Prompt, Sampling, ServerFamily, WireApi};
 
 /// Token counts a server reported.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -58,7 +59,7 @@ pub struct ApiCodec {
     api: WireApi,
     family: ServerFamily,
     model: String,
-    sampling: ResolvedSampling,
+    sampling: Sampling,
     stream: bool,
 }
 
@@ -68,7 +69,7 @@ impl ApiCodec {
         api: WireApi,
         family: ServerFamily,
         model: String,
-        sampling: ResolvedSampling,
+        sampling: Sampling,
         stream: bool,
     ) -> Self {
         Self {
@@ -96,8 +97,8 @@ impl ApiCodec {
         self.api == WireApi::Triton
     }
 
-    /// JSON body for one pool entry.
-    pub fn body(&self, entry: &PoolEntry) -> Vec<u8> {
+    /// JSON body for one request.
+    pub fn body(&self, entry: &Ask) -> Vec<u8> {
         let body = match self.api {
             WireApi::Completions | WireApi::Chat => openai::body(self, entry),
             WireApi::Tgi => tgi::body(self, entry),
@@ -172,7 +173,7 @@ fn error_text(v: &Value) -> String {
 }
 
 /// Add the scenario's sampling fields that every API spells the same way.
-fn common_sampling(m: &mut Map<String, Value>, s: &ResolvedSampling) {
+fn common_sampling(m: &mut Map<String, Value>, s: &Sampling) {
     if let Some(t) = s.temperature {
         m.insert("temperature".into(), serde_json::json!(t));
     }
@@ -185,7 +186,7 @@ fn common_sampling(m: &mut Map<String, Value>, s: &ResolvedSampling) {
 }
 
 /// Merge `sampling.extra_body` into `m` (later keys win).
-fn extra_body(m: &mut Map<String, Value>, s: &ResolvedSampling) {
+fn extra_body(m: &mut Map<String, Value>, s: &Sampling) {
     for (k, v) in &s.extra_body {
         m.insert(k.clone(), v.clone());
     }
@@ -194,7 +195,6 @@ fn extra_body(m: &mut Map<String, Value>, s: &ResolvedSampling) {
 #[cfg(test)]
 pub(crate) mod test_support {
     use super::*;
-    use cicada_scenarios::dataset::Prompt;
 
     /// A backend with greedy sampling, `ignore_eos` and one extra field.
     pub fn codec(api: WireApi, family: ServerFamily, stream: bool) -> ApiCodec {
@@ -202,7 +202,7 @@ pub(crate) mod test_support {
             api,
             family,
             "m".into(),
-            ResolvedSampling {
+            Sampling {
                 temperature: Some(0.0),
                 top_p: None,
                 top_k: None,
@@ -217,13 +217,10 @@ pub(crate) mod test_support {
     }
 
     /// A two-word prompt asking for 5 tokens.
-    pub fn entry() -> PoolEntry {
-        PoolEntry {
-            id: 0,
+    pub fn entry() -> Ask {
+        Ask {
             prompt: Prompt::Text("hi there".into()),
-            input_tokens: 2,
             output_tokens: Some(5),
-            conversation: None,
         }
     }
 

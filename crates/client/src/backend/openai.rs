@@ -2,13 +2,12 @@
 
 use std::borrow::Cow;
 
-use cicada_scenarios::dataset::{PoolEntry, Prompt};
-use cicada_scenarios::plan::{ServerFamily, WireApi};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{
-    ApiCodec, EventInfo, ServerTiming, Usage, common_sampling, decode, error_text, extra_body,
+    ApiCodec, Ask, EventInfo, Prompt, ServerFamily, ServerTiming, Usage, WireApi, common_sampling,
+    decode, error_text, extra_body,
 };
 
 /// What a server family accepts beyond the OpenAI API (`ignore_eos` is sent
@@ -36,7 +35,7 @@ fn extras(family: ServerFamily) -> Extras {
     }
 }
 
-pub(super) fn body(b: &ApiCodec, entry: &PoolEntry) -> Map<String, Value> {
+pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("model".into(), Value::String(b.model.clone()));
     match b.api {
@@ -51,7 +50,10 @@ pub(super) fn body(b: &ApiCodec, entry: &PoolEntry) -> Map<String, Value> {
             }
         }
         _ => {
-            m.insert("prompt".into(), Value::String(entry.prompt.text()));
+            m.insert(
+                "prompt".into(),
+                Value::String(entry.prompt.text().into_owned()),
+            );
             if let Some(n) = entry.output_tokens {
                 m.insert("max_tokens".into(), json!(n));
             }
@@ -247,14 +249,13 @@ pub(super) fn parse_event(api: WireApi, data: &[u8]) -> Result<EventInfo<'_>, St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cicada_scenarios::plan::ResolvedSampling;
 
     fn codec(api: WireApi, family: ServerFamily) -> ApiCodec {
         ApiCodec::new(
             api,
             family,
             "m".into(),
-            ResolvedSampling {
+            super::super::Sampling {
                 temperature: Some(0.0),
                 top_p: None,
                 top_k: None,
@@ -266,13 +267,10 @@ mod tests {
         )
     }
 
-    fn entry() -> PoolEntry {
-        PoolEntry {
-            id: 0,
+    fn entry() -> Ask {
+        Ask {
             prompt: Prompt::Text("hi there".into()),
-            input_tokens: 2,
             output_tokens: Some(5),
-            conversation: None,
         }
     }
 

@@ -6,13 +6,12 @@
 
 use std::borrow::Cow;
 
-use cicada_scenarios::dataset::PoolEntry;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{ApiCodec, EventInfo, Usage, decode, error_text, extra_body};
+use super::{ApiCodec, Ask, EventInfo, Usage, decode, error_text, extra_body};
 
-pub(super) fn body(b: &ApiCodec, entry: &PoolEntry) -> Map<String, Value> {
+pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     let s = &b.sampling;
     let mut p = Map::new();
     if let Some(n) = entry.output_tokens {
@@ -40,7 +39,10 @@ pub(super) fn body(b: &ApiCodec, entry: &PoolEntry) -> Map<String, Value> {
     // extras are TGI generation parameters
     extra_body(&mut p, s);
     let mut m = Map::new();
-    m.insert("inputs".into(), Value::String(entry.prompt.text()));
+    m.insert(
+        "inputs".into(),
+        Value::String(entry.prompt.text().into_owned()),
+    );
     m.insert("parameters".into(), Value::Object(p));
     if b.stream {
         m.insert("stream".into(), Value::Bool(true));
@@ -157,9 +159,9 @@ pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{ServerFamily, WireApi};
     use super::*;
     use crate::backend::test_support::{body as body_of, codec};
-    use cicada_scenarios::plan::{ServerFamily, WireApi};
 
     #[test]
     fn body_asks_for_details_and_greedy_without_temperature_zero() {

@@ -9,16 +9,18 @@
 
 use std::borrow::Cow;
 
-use cicada_scenarios::dataset::PoolEntry;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{ApiCodec, EventInfo, common_sampling, decode, error_text, extra_body};
+use super::{ApiCodec, Ask, EventInfo, common_sampling, decode, error_text, extra_body};
 
-pub(super) fn body(b: &ApiCodec, entry: &PoolEntry) -> Map<String, Value> {
+pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     let s = &b.sampling;
     let mut m = Map::new();
-    m.insert("text_input".into(), Value::String(entry.prompt.text()));
+    m.insert(
+        "text_input".into(),
+        Value::String(entry.prompt.text().into_owned()),
+    );
     m.insert("stream".into(), Value::Bool(b.stream));
     // non-streamed output would otherwise start with the prompt
     m.insert("exclude_input_in_output".into(), Value::Bool(true));
@@ -82,9 +84,9 @@ pub(super) fn parse(data: &[u8]) -> Result<EventInfo<'_>, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{ServerFamily, WireApi};
     use super::*;
     use crate::backend::test_support::{body as body_of, codec};
-    use cicada_scenarios::plan::{ServerFamily, WireApi};
 
     #[test]
     fn body_serves_trt_llm_and_the_vllm_backend() {

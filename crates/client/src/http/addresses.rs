@@ -27,7 +27,16 @@ const DNS_TTL: Duration = Duration::from_secs(30);
 /// How long an address that refused or timed out is tried last.
 const DEAD_FOR: Duration = Duration::from_secs(30);
 
-pub use cicada_scenarios::plan::AddressChoice as Spread;
+/// How new connections choose among the addresses a name resolves to
+/// (`target.addresses`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Spread {
+    /// The first live address in RFC 8305 order (as curl and aiohttp do).
+    #[default]
+    First,
+    /// The live addresses in turn (e.g. a headless Kubernetes Service's pods).
+    Spread,
+}
 
 /// A name's addresses and what connecting to them taught.
 #[derive(Debug, Default)]

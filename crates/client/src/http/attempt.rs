@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use cicada_scenarios::plan::HttpVersion;
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
 
@@ -18,7 +17,7 @@ use super::proxy::ProxyRoute;
 use super::send::{Attempt, Resend, crossed_close, head_failure};
 use super::stream::Stream;
 use super::wire::{self, Method};
-use super::{Client, H1Impl, HttpError, Request, Response, ResponsePhase, dial};
+use super::{Client, H1Impl, HttpError, HttpVersion, Request, Response, ResponsePhase, dial};
 
 /// Which way a request to an origin goes.
 enum Route {

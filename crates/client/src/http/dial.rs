@@ -9,7 +9,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,58 +24,12 @@ use super::io::StampedTcp;
 use super::proxy::connect_tunnel;
 use super::rx_time;
 use super::stream::Stream;
+use super::tcp_info::{TCP_ESTABLISHED, tcp_state};
 
 /// A TCP connection, and how much of the first request went out with the connect.
 pub(crate) struct Opened {
     pub tcp: TcpStream,
     pub written: usize,
-}
-
-/// The kernel's view of the TCP connection on `fd`.
-fn tcp_info(fd: RawFd) -> Option<libc::tcp_info> {
-    // SAFETY: an all-zero tcp_info is valid plain data
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: getsockopt writes into `info` we own, within `len`
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    (r == 0).then_some(info)
-}
-
-/// The kernel's TCP state of `fd` (`TCP_ESTABLISHED`, `TCP_CLOSE`, ...).
-pub(crate) fn tcp_state(fd: RawFd) -> Option<u8> {
-    tcp_info(fd).map(|i| i.tcpi_state)
-}
-
-/// The smoothed round-trip time the kernel measured on `fd`.
-pub(crate) fn rtt(fd: RawFd) -> Option<std::time::Duration> {
-    tcp_info(fd)
-        .filter(|i| i.tcpi_rtt > 0)
-        .map(|i| std::time::Duration::from_micros(u64::from(i.tcpi_rtt)))
-}
-
-/// The pending error of `fd` (`SO_ERROR`), cleared by reading it.
-pub(crate) fn socket_error(fd: RawFd) -> Option<i32> {
-    let mut err: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt writes an int into `err`, within `len`
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_ERROR,
-            (&mut err as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    (r == 0 && err != 0).then_some(err)
 }
 
 /// Connect to `addr` without waiting for the runtime between the connect and
@@ -102,7 +56,7 @@ pub(crate) async fn connect_and_send(addr: SocketAddr, first: &[u8]) -> Result<O
         Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
         Err(e) => return Err(fail(e)),
     }
-    let established = tcp_state(socket.as_raw_fd()) == Some(super::send::TCP_ESTABLISHED);
+    let established = tcp_state(socket.as_raw_fd()) == Some(TCP_ESTABLISHED);
     let written = if first.is_empty() {
         0
     } else {

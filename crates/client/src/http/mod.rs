@@ -26,20 +26,23 @@ mod response;
 mod rx_time;
 mod send;
 mod stream;
+mod tcp_info;
 pub mod wire;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use cicada_scenarios::plan::{HttpVersion, ProxySetting, ResolvedTarget, TlsSettings};
 use http::{HeaderName, HeaderValue};
 use thiserror::Error;
 use tokio_rustls::TlsConnector;
 
+use crate::tls::TlsSettings;
+
 pub use addresses::Spread;
 pub use cicada_metrics::Resends;
 pub use endpoint::Endpoint;
+pub use proxy::Proxy;
 pub use response::{Protocol, Response};
 pub use send::Resend;
 pub use wire::Method;
@@ -50,6 +53,20 @@ use endpoint::{Origin, split_url};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest body [`Client::fetch`] keeps.
 const MAX_FETCH_BODY: usize = 256 * 1024 * 1024;
+/// The most of one response held at once unless set (`target.max_event_size`'s default).
+pub const DEFAULT_MAX_EVENT: usize = 16 << 20;
+
+/// Which HTTP version requests go out in (`target.http`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpVersion {
+    /// HTTP/2 where an https server offers it (ALPN), else HTTP/1.1.
+    #[default]
+    Auto,
+    /// HTTP/1.1 only.
+    Http1,
+    /// HTTP/2 only: over TLS by ALPN, over plain TCP with prior knowledge (h2c).
+    Http2,
+}
 
 /// Why a client for the target could not be set up.
 #[derive(Debug, Error)]
@@ -159,16 +176,27 @@ impl Headers {
     }
 }
 
-/// Headers for every request: the scenario's, `Authorization: Bearer <key>`
+/// What a target asks of every request's headers.
+#[derive(Debug, Clone, Copy)]
+pub struct HeaderSpec<'a> {
+    /// Headers sent as they are (`target.headers`), in order.
+    pub fixed: &'a BTreeMap<String, String>,
+    /// The environment variable holding the API key, sent as a bearer token.
+    pub api_key_env: Option<&'a str>,
+    /// Reuse connections; off adds `Connection: close`.
+    pub keep_alive: bool,
+}
+
+/// Headers for every request: the target's, `Authorization: Bearer <key>`
 /// from this process's environment, and `Connection: close` without keep-alive.
-pub fn headers(target: &ResolvedTarget, key: ApiKey) -> Result<Headers, SetupError> {
+pub fn headers(spec: HeaderSpec<'_>, key: ApiKey) -> Result<Headers, SetupError> {
     let mut h = Headers::default();
     h.push("user-agent", concat!("cicada/", env!("CARGO_PKG_VERSION")))?;
     h.push("accept", "*/*")?;
-    for (name, value) in &target.headers {
+    for (name, value) in spec.fixed {
         h.push(name, value)?;
     }
-    if let Some(var) = &target.api_key_env {
+    if let Some(var) = spec.api_key_env {
         match std::env::var(var) {
             Ok(k) => h
                 .push("authorization", &format!("Bearer {k}"))
@@ -177,18 +205,13 @@ pub fn headers(target: &ResolvedTarget, key: ApiKey) -> Result<Headers, SetupErr
                     reason: format!("the value of {var} is not a valid header value"),
                 })?,
             Err(_) if key == ApiKey::IfSet => {}
-            Err(_) => return Err(SetupError::MissingApiKey(var.clone())),
+            Err(_) => return Err(SetupError::MissingApiKey(var.to_string())),
         }
     }
-    if !target.keep_alive {
+    if !spec.keep_alive {
         h.push("connection", "close")?;
     }
     Ok(h)
-}
-
-/// A client for the target's connections, as its settings say.
-pub fn client(target: &ResolvedTarget) -> Result<Client, SetupError> {
-    Client::with(Settings::of(target))
 }
 
 /// Who reads HTTP/1.1 responses (both are measured against each other by
@@ -214,14 +237,19 @@ impl H1Impl {
 /// How a client connects: what a target's settings decide.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// Whom https connections trust.
     pub tls: TlsSettings,
     /// Reuse connections; off opens a fresh one per request.
     pub keep_alive: bool,
     /// The most of one response held at once (an SSE line or event, a body).
     pub max_event: usize,
+    /// The HTTP version requests go out in.
     pub http: HttpVersion,
+    /// Which of a name's addresses new connections use.
     pub addresses: Spread,
-    pub proxy: ProxySetting,
+    /// Which proxy requests go through.
+    pub proxy: Proxy,
+    /// Hosts reached directly whatever the proxy (`NO_PROXY`'s grammar).
     pub no_proxy: Vec<String>,
     /// Who reads HTTP/1.1 (`CICADA_HTTP1`, else our own reader).
     pub h1: H1Impl,
@@ -231,28 +259,15 @@ impl Settings {
     /// Defaults: the environment's proxy, HTTP/2 where offered, the first
     /// address, the default `target.max_event_size`.
     pub fn new(tls: &TlsSettings, keep_alive: bool) -> Self {
-        let default = cicada_scenarios::scenario::DEFAULT_MAX_EVENT_SIZE.get();
         Self {
             tls: tls.clone(),
             keep_alive,
-            max_event: usize::try_from(default).unwrap_or(usize::MAX),
+            max_event: DEFAULT_MAX_EVENT,
             http: HttpVersion::Auto,
             addresses: Spread::First,
-            proxy: ProxySetting::Env,
+            proxy: Proxy::Env,
             no_proxy: Vec::new(),
             h1: H1Impl::from_env(),
-        }
-    }
-
-    /// What `target` says.
-    pub fn of(target: &ResolvedTarget) -> Self {
-        Self {
-            max_event: usize::try_from(target.max_event_bytes).unwrap_or(usize::MAX),
-            http: target.http,
-            addresses: target.addresses,
-            proxy: target.proxy.clone(),
-            no_proxy: target.no_proxy.clone(),
-            ..Self::new(&target.tls, target.keep_alive)
         }
     }
 }

@@ -33,8 +33,18 @@ use thiserror::Error;
 pub(crate) use no_proxy::NoProxy;
 pub(crate) use tunnel::connect_tunnel;
 
-/// The scenario's `target.proxy`.
-pub(crate) use cicada_scenarios::plan::ProxySetting as Proxy;
+/// Which proxy requests go through (`target.proxy`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Proxy {
+    /// This process's environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`,
+    /// `NO_PROXY`, as curl and aiohttp read them).
+    #[default]
+    Env,
+    /// No proxy, whatever the environment says.
+    None,
+    /// This proxy (`http://[user:pass@]host[:port]`) for every target.
+    Url(String),
+}
 
 /// Why the proxy rules cannot be set up.
 #[derive(Debug, Clone, Error, PartialEq, Eq)]

@@ -9,10 +9,10 @@ use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::conn::Conn;
-use super::dial::rtt;
 use super::endpoint::Origin;
 use super::h1::H1Conn;
 use super::h2::{Slot, StreamReader};
+use super::tcp_info::rtt;
 use super::wire::{Framing, Head};
 use super::{HttpError, MAX_FETCH_BODY};
 use cicada_metrics::Resends;

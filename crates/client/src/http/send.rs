@@ -21,15 +21,11 @@ use std::time::Duration;
 use cicada_metrics::Resends;
 use tokio::time::Instant;
 
-use super::dial::{rtt, socket_error, tcp_state};
+use super::tcp_info::{TCP_CLOSE, TCP_CLOSE_WAIT, rtt, socket_error, tcp_state};
 use super::{Client, HttpError, Request, Response};
 
 /// Most times one request is sent again.
 const MAX_RESENDS: u32 = 3;
-/// Linux's TCP states (include/net/tcp_states.h; libc does not name them).
-pub(crate) const TCP_ESTABLISHED: u8 = 1;
-const TCP_CLOSE: u8 = 7;
-const TCP_CLOSE_WAIT: u8 = 8;
 
 /// Longest wait for the kernel's answer to a request that crossed a close.
 const CROSSED_CLOSE_WAIT: Duration = Duration::from_millis(200);

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use cicada_client::backend::{Ask, Message, Prompt};
 use cicada_metrics::{EventLog, RequestRecord, Scope};
-use cicada_scenarios::dataset::{ChatMessage, Conversation, PoolEntry, Prompt};
+use cicada_scenarios::dataset::Conversation;
 use cicada_scenarios::plan::Drive;
 use cicada_scenarios::schedule::Slot;
 use tokio::sync::Semaphore;
@@ -20,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::request::{Counting, Placement, exchange, guarded_record};
-use super::{Step, route};
+use super::{Entry, Step, route};
 use cicada_client::clock::Clock;
 use cicada_client::exchange::Conduit;
 
@@ -119,10 +120,10 @@ impl Session {
             &self.step.in_flight_by_target,
         )
         .min(plan.target.urls.len().saturating_sub(1));
-        let mut messages: Vec<ChatMessage> = conv
+        let mut messages: Vec<Message> = conv
             .system
             .iter()
-            .map(|s| ChatMessage {
+            .map(|s| Message {
                 role: "system".into(),
                 content: s.clone(),
             })
@@ -150,15 +151,17 @@ impl Session {
                 },
                 None => None,
             };
-            messages.push(ChatMessage {
+            messages.push(Message {
                 role: "user".into(),
                 content: turn.user.clone(),
             });
-            let request = PoolEntry {
+            let request = Entry {
                 id,
-                prompt: Prompt::Chat(messages.clone()),
+                ask: Ask {
+                    prompt: Prompt::Chat(messages.clone()),
+                    output_tokens: turn.output_tokens,
+                },
                 input_tokens: context_tokens.saturating_add(turn.input_tokens),
-                output_tokens: turn.output_tokens,
                 conversation: None,
             };
             let (record, answer) = self.send(&request, n, target, due_us).await;
@@ -180,7 +183,7 @@ impl Session {
                 );
                 return;
             }
-            messages.push(ChatMessage {
+            messages.push(Message {
                 role: "assistant".into(),
                 content: answer,
             });
@@ -194,7 +197,7 @@ impl Session {
     /// Send one turn and record it; returns the record and the answer's text.
     async fn send(
         &self,
-        request: &PoolEntry,
+        request: &Entry,
         turn: usize,
         target: usize,
         scheduled_us: u64,
@@ -205,7 +208,7 @@ impl Session {
             "cicada-{}-c{}-t{turn}-w{}",
             plan.run_id, self.slot.index, plan.worker_index
         );
-        let body = step.codec.body(request);
+        let body = step.codec.body(&request.ask);
         step.in_flight.fetch_add(1, Ordering::Relaxed);
         let sent_us = self.clock.now_us();
         let warmup = plan.is_warmup(self.slot.index, self.slot.offset);

@@ -2,6 +2,7 @@
 
 mod closed_loop;
 mod dispatch;
+mod entry;
 mod gate;
 mod open_loop;
 mod request;
@@ -23,17 +24,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use cicada_scenarios::dataset::PoolEntry;
 use cicada_scenarios::plan::Plan;
 use cicada_scenarios::tokenizer::Tokenizer;
 use thiserror::Error;
 
+pub use entry::Entry;
 pub use gate::{Gate, GateMessage};
 
 use crate::inflight::InFlight;
 use crate::recorder::Recorder;
 use cicada_client::backend::ApiCodec;
-use cicada_client::http::{self, ApiKey, Client, Endpoint, Headers, SetupError};
+use cicada_client::http::{ApiKey, Client, Endpoint, Headers, SetupError};
 
 /// Why a step could not be prepared.
 #[derive(Debug, Error)]
@@ -48,13 +49,15 @@ pub enum StepError {
 
 /// Everything shared by the requests of one step.
 pub struct Step {
+    /// The step's plan, its pool moved out into [`Step::pool`].
     pub plan: Plan,
     pub codec: ApiCodec,
     pub http: Client,
     pub headers: Headers,
     /// One per target URL, in the plan's order.
     pub endpoints: Vec<Endpoint>,
-    pub pool: HashMap<u64, PoolEntry>,
+    /// The plan's pool entries by id, in the client's terms.
+    pub pool: HashMap<u64, Entry>,
     /// Each pool entry's request body, serialised once before the start
     /// (empty when the pool is too large to hold twice, or for conversations).
     bodies: HashMap<u64, Vec<u8>>,
@@ -74,15 +77,15 @@ impl Step {
     /// environment), pool, and the gate of a fleet-wide cap, which tells the
     /// coordinator through `uplink` when other workers share it.
     pub fn new(
-        plan: Plan,
+        mut plan: Plan,
         recorder_shards: usize,
         uplink: Option<tokio::sync::mpsc::UnboundedSender<GateMessage>>,
     ) -> Result<Self, StepError> {
         if plan.target.urls.is_empty() {
             return Err(StepError::NoTarget);
         }
-        let headers = http::headers(&plan.target, ApiKey::Required)?;
-        let http = http::client(&plan.target)?;
+        let headers = cicada_bridge::headers(&plan.target, ApiKey::Required)?;
+        let http = cicada_bridge::client(&plan.target)?;
         let endpoints = plan
             .target
             .urls
@@ -90,19 +93,17 @@ impl Step {
             .map(|u| http.endpoint(u))
             .collect::<Result<Vec<_>, _>>()
             .map_err(SetupError::from)?;
-        let codec = ApiCodec::new(
-            plan.target.api,
-            plan.target.family,
-            plan.target.model.clone(),
-            plan.sampling.clone(),
-            plan.target.stream,
-        );
+        let codec = cicada_bridge::codec(&plan.target, &plan.sampling);
         let details = plan.details.then_some(crate::details::DetailContext {
             step: plan.step,
             worker: plan.worker_index,
         });
         let recorder = Arc::new(Recorder::with_details(recorder_shards, plan.slo, details));
-        let pool: HashMap<u64, PoolEntry> = plan.pool.iter().map(|e| (e.id, e.clone())).collect();
+        // the pool moves (10,000s of prompts are not copied), converted once
+        let pool: HashMap<u64, Entry> = std::mem::take(&mut plan.pool)
+            .into_iter()
+            .map(|e| (e.id, Entry::from(e)))
+            .collect();
         let bodies = prebuilt_bodies(&codec, &pool, plan.conversations.is_some());
         let in_flight_by_target = plan
             .target
@@ -138,10 +139,10 @@ impl Step {
 
     /// The request body for `entry`: built before the start when the pool
     /// allowed it, so a burst of requests does not serialise JSON.
-    fn body(&self, entry: &PoolEntry) -> Cow<'_, [u8]> {
+    fn body(&self, entry: &Entry) -> Cow<'_, [u8]> {
         match self.bodies.get(&entry.id) {
             Some(b) => Cow::Borrowed(b),
-            None => Cow::Owned(self.codec.body(entry)),
+            None => Cow::Owned(self.codec.body(&entry.ask)),
         }
     }
 
@@ -193,20 +194,14 @@ const PREBUILD_PROMPT_BYTES: usize = 64 << 20;
 /// step runs conversations (whose turns are built as they go).
 fn prebuilt_bodies(
     codec: &ApiCodec,
-    pool: &HashMap<u64, PoolEntry>,
+    pool: &HashMap<u64, Entry>,
     conversations: bool,
 ) -> HashMap<u64, Vec<u8>> {
-    let prompt_bytes: usize = pool
-        .values()
-        .map(|e| match &e.prompt {
-            cicada_scenarios::dataset::Prompt::Text(t) => t.len(),
-            cicada_scenarios::dataset::Prompt::Chat(m) => m.iter().map(|m| m.content.len()).sum(),
-        })
-        .sum();
+    let prompt_bytes: usize = pool.values().map(|e| e.ask.prompt.text_bytes()).sum();
     if conversations || prompt_bytes > PREBUILD_PROMPT_BYTES {
         return HashMap::new();
     }
-    pool.values().map(|e| (e.id, codec.body(e))).collect()
+    pool.values().map(|e| (e.id, codec.body(&e.ask))).collect()
 }
 
 /// Run the step with the executor its plan asks for; returns requests dispatched.

@@ -7,12 +7,11 @@ use std::sync::atomic::Ordering;
 use futures::FutureExt;
 
 use cicada_metrics::{EventLog, RequestRecord, Scope, TokenSource};
-use cicada_scenarios::dataset::PoolEntry;
 use cicada_scenarios::schedule::Slot;
 use cicada_scenarios::tokenizer::Tokenizer;
 use tokio_util::sync::CancellationToken;
 
-use super::{Step, route};
+use super::{Entry, Step, route};
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, Exchange, perform};
 use cicada_client::http::Endpoint;
@@ -128,7 +127,7 @@ async fn guarded(
 /// [`to_record`], with a panic in it recorded as a `client_fault`.
 pub(super) fn guarded_record(
     ex: &Exchange,
-    entry: &PoolEntry,
+    entry: &Entry,
     at: Placement,
     streamed: bool,
     counting: Counting<'_>,
@@ -192,7 +191,7 @@ const MISMATCH_RATIO: f64 = 0.02;
 /// is sampled for verification, a tokenizer count more than 2 % away flags it.
 pub(super) fn to_record(
     ex: &Exchange,
-    entry: &PoolEntry,
+    entry: &Entry,
     at: Placement,
     streamed: bool,
     counting: Counting<'_>,
@@ -241,7 +240,7 @@ pub(super) fn to_record(
         input_tokens: u64::from(entry.input_tokens),
         server_input_tokens: ex.usage.prompt_tokens,
         cached_tokens: ex.usage.cached_tokens,
-        requested_output_tokens: entry.output_tokens.map(u64::from),
+        requested_output_tokens: entry.ask.output_tokens.map(u64::from),
         token_count_mismatch,
         streamed,
         resends: ex.resends,
@@ -257,15 +256,17 @@ pub(super) fn to_record(
 mod tests {
     use super::*;
     use cicada_client::backend::Usage;
+    use cicada_client::backend::{Ask, Prompt};
     use cicada_metrics::Outcome;
-    use cicada_scenarios::dataset::Prompt;
 
-    fn entry() -> PoolEntry {
-        PoolEntry {
+    fn entry() -> Entry {
+        Entry {
             id: 0,
-            prompt: Prompt::Text("a b c".into()),
+            ask: Ask {
+                prompt: Prompt::Text("a b c".into()),
+                output_tokens: Some(8),
+            },
             input_tokens: 3,
-            output_tokens: Some(8),
             conversation: None,
         }
     }
