@@ -202,3 +202,33 @@ fn a_server_ending_connections_every_few_requests_costs_no_request() {
         );
     }
 }
+/// A server allowing two streams per HTTP/2 connection: streams past its
+/// limit are refused (`REFUSED_STREAM`) until the client has read its
+/// SETTINGS; they are sent again (never read), nothing fails, and the
+/// server sees each request once.
+#[test]
+fn streams_past_the_servers_limit_are_refused_and_sent_again() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "20", "--itl-ms", "1", "--h2-max-streams", "2"]);
+    let (_, j) = run_with(
+        &mock,
+        "openai-chat",
+        "http = 2",
+        "[load]\nnum_prompts = 128\nmax_concurrency = 32",
+        "wire",
+    );
+    let resends = check_all_ok(&j, 128, "h2_max_streams = 2");
+    assert_eq!(mock.stats()["requests"].as_u64(), Some(128));
+    assert_eq!(counter(&j, "requests_http2"), 128);
+    // the mock's most streams at once, over all connections: the client
+    // opened enough connections for its 32 users (two workers, 16 each)
+    let connections = mock.stats()["connections"].as_u64().unwrap();
+    assert!(
+        connections >= 16,
+        "{connections} connections for 32 streams, 2 each"
+    );
+    eprintln!(
+        "h2_max_streams = 2: 128 of 128, {connections} connections, resends {resends} (refused {})",
+        counter(&j, "resends_refused_stream")
+    );
+}

@@ -72,7 +72,7 @@ impl Client {
         if !h2 {
             return Ok(Route::H1(Some(stream)));
         }
-        let conn = H2Conn::handshake(hyper_io(stream), None)
+        let conn = H2Conn::handshake(hyper_io(stream), pool.h2_streams.clone())
             .await
             .map_err(|e| handshake_failed(origin, &e))?;
         lock(&pool.h2).push(Arc::new(conn));
@@ -235,7 +235,7 @@ impl Client {
                     ),
                 });
             }
-            let conn = H2Conn::handshake(hyper_io(stream), None)
+            let conn = H2Conn::handshake(hyper_io(stream), pool.h2_streams.clone())
                 .await
                 .map_err(|e| handshake_failed(origin, &e))?;
             lock(&pool.h2).push(Arc::new(conn));

@@ -27,7 +27,8 @@ use super::h1::ReqBody;
 use super::io::{HyperIo, Link};
 
 /// Streams a fresh connection is assumed to allow until the server's
-/// SETTINGS say (hyper's own default).
+/// SETTINGS say (hyper's own default), unless another connection of the
+/// origin has seen them.
 const ASSUMED_STREAMS: u32 = 100;
 
 /// What a connection's driver and its users share.
@@ -54,10 +55,18 @@ pub(crate) struct H2Conn {
 
 impl H2Conn {
     /// Handshake over `io` (the connection preface goes out) and spawn its
-    /// driver; `assumed` streams are allowed until the server says.
-    pub async fn handshake(io: HyperIo, assumed: Option<u32>) -> Result<Self, hyper::Error> {
+    /// driver. Until the server's SETTINGS arrive the stream limit is
+    /// `known` (the origin's, as another connection saw it; 0: not seen,
+    /// then [`ASSUMED_STREAMS`]); once they arrive the driver records the
+    /// server's limit in `known` for the origin's next connections. Without
+    /// that, a burst that fills a fresh connection before its SETTINGS
+    /// arrive is refused past the server's limit again and again.
+    pub async fn handshake(io: HyperIo, known: Arc<AtomicU32>) -> Result<Self, hyper::Error> {
         let link = io.link().clone();
-        let limit = assumed.unwrap_or(ASSUMED_STREAMS);
+        let limit = match known.load(Ordering::Relaxed) {
+            0 => ASSUMED_STREAMS,
+            n => n,
+        };
         let (sender, mut conn) = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .initial_max_send_streams(limit as usize)
@@ -74,6 +83,10 @@ impl H2Conn {
             let ended = std::future::poll_fn(|cx| {
                 let r = Pin::new(&mut conn).poll(cx);
                 let now = u32::try_from(conn.current_max_send_streams()).unwrap_or(u32::MAX);
+                if now != limit {
+                    // the server's SETTINGS said otherwise than assumed
+                    known.store(now.max(1), Ordering::Relaxed);
+                }
                 shared.limit.store(now.max(1), Ordering::Relaxed);
                 r
             })

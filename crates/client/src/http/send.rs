@@ -13,7 +13,8 @@
 //! outcome `no_response`: it may have reached the server (which then did
 //! the work), so it is a failure, never a silent second send. The pool's
 //! learning (see `pool`) keeps such cases to servers that really drop
-//! requests. At most [`MAX_RESENDS`] resends per request.
+//! requests. At most [`MAX_RESENDS`] resends per request; a request whose
+//! every attempt provably went untaken fails as `connect`.
 
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -44,6 +45,16 @@ pub enum Resend {
 }
 
 impl Resend {
+    /// The reason's name, as its counter says it.
+    fn name(self) -> &'static str {
+        match self {
+            Resend::Unsent => "unsent",
+            Resend::CrossedClose => "crossed_close",
+            Resend::RefusedStream => "refused_stream",
+            Resend::GoAway => "goaway",
+        }
+    }
+
     /// Count this reason in `resends`.
     fn count(self, resends: &mut Resends) {
         match self {
@@ -80,11 +91,17 @@ impl Client {
                     tracing::debug!(?reason, error = %e, "the request never reached the server; sending it again");
                     reason.count(&mut resends);
                 }
-                Err(Attempt::Again(_, e)) => {
-                    return Err(HttpError::NoResponse(format!(
-                        "sent {} times and never answered: {e}",
-                        resends.total() + 1
-                    )));
+                Err(Attempt::Again(reason, e)) => {
+                    // provably never processed, each time: the server did
+                    // not take it, so it is not `no_response`
+                    return Err(HttpError::Connect {
+                        addr: req.endpoint.origin.base(),
+                        reason: format!(
+                            "sent {} times and never taken by the server (last: {}): {e}",
+                            resends.total() + 1,
+                            reason.name()
+                        ),
+                    });
                 }
                 Err(Attempt::Failed(e)) => return Err(e),
             }
