@@ -93,6 +93,83 @@ fn a_name_with_a_refused_address_costs_no_request() {
     assert_eq!(j["failed"], 0, "{}", j["cicada"]["outcomes"]);
 }
 
+/// A name resolving to two live addresses (a headless Kubernetes Service's
+/// pods), `target.addresses = "spread"`: new connections take the live
+/// addresses in turn, and the result counts requests per address, summing
+/// to every request; with "first" every connection goes to the first.
+#[test]
+fn spreading_over_a_names_addresses_counts_each() {
+    let _g = serial();
+    let lan = Lan::new(1);
+    let (a, b) = (
+        std::net::Ipv4Addr::new(127, 0, 0, 1),
+        std::net::Ipv4Addr::new(127, 0, 0, 2),
+    );
+    lan.hosts_file(0, &[("pods", a), ("pods", b)]);
+    let mut mock = lan
+        .command(0, &cicada())
+        .args([
+            "mock",
+            "--listen",
+            "0.0.0.0:0",
+            "--ttft-ms",
+            "5",
+            "--itl-ms",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("starting the mock in its namespace");
+    let mut line = String::new();
+    BufReader::new(mock.stdout.take().expect("mock stdout"))
+        .read_line(&mut line)
+        .expect("the mock's banner");
+    let port: u16 = line
+        .trim()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected mock banner: {line:?}"));
+    let run = |choice: &str| {
+        let dir = scratch();
+        let sc = scenario(
+            dir.path(),
+            &format!("http://pods:{port}"),
+            &format!("keep_alive = false\naddresses = \"{choice}\""),
+        );
+        let out = dir.path().join("out");
+        let child = lan
+            .command(0, &cicada())
+            .args(["run", sc.to_str().unwrap(), "--workers", "2", "--quiet"])
+            .arg("--output-dir")
+            .arg(&out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cicada in the namespace");
+        let r = wait_with_limit(child, Duration::from_secs(120));
+        assert_ok(&r);
+        let j = read_json(&out.join("result.json"));
+        assert_eq!(j["completed"], 200, "{choice}: {}", j["cicada"]["outcomes"]);
+        j
+    };
+    let j = run("spread");
+    let counts = &j["cicada"]["targets"][0]["addresses"];
+    let n = |ip: std::net::Ipv4Addr| counts[format!("{ip}:{port}")].as_u64().unwrap_or(0);
+    assert_eq!(n(a) + n(b), 200, "{counts}");
+    assert!(n(a) >= 50 && n(b) >= 50, "spread unevenly: {counts}");
+    // "first" puts every connection on one address: no per-address split
+    let j = run("first");
+    assert!(
+        j["cicada"]["targets"][0].get("addresses").is_none(),
+        "{}",
+        j["cicada"]["targets"][0]
+    );
+    let _ = mock.kill();
+    let _ = mock.wait();
+}
+
 /// A proxy run: `coord run` with two workers against `base_url` with the
 /// given environment (`HTTP_PROXY` and friends); returns the run and its
 /// result.

@@ -152,6 +152,7 @@ fn request(rng: &mut StdRng, index: u64, target: u32) -> RequestRecord {
         resends: Default::default(),
         http2: false,
         reused: false,
+        address: None,
         inexact_stamps: 0,
         server_prompt_us: None,
         server_per_token_us: None,

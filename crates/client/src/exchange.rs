@@ -41,6 +41,8 @@ pub struct Exchange {
     pub http2: bool,
     /// It went on a connection that had carried an earlier request.
     pub reused: bool,
+    /// The address its connection went to (a proxy's, through a proxy).
+    pub address: Option<String>,
     /// Body pieces whose arrival instant is an upper bound (HTTP/2).
     pub inexact_stamps: u32,
     /// The server's own timing of the request, when its API reports it.
@@ -170,6 +172,7 @@ async fn run(
     ex.resends = resp.resends;
     ex.http2 = resp.protocol == Protocol::Http2;
     ex.reused = resp.reused;
+    ex.address = resp.peer.map(|a| a.to_string());
     if !resp.ok() {
         let mut text = Vec::new();
         while let Ok(Some((piece, _))) = resp.chunk().await {

@@ -12,4 +12,7 @@ pub enum MetricsError {
     /// A metric, counter or outcome name not known to this version.
     #[error("unknown {kind} `{name}`")]
     UnknownName { kind: &'static str, name: String },
+    /// Per-address counts that cannot be a worker's own.
+    #[error("address counts refused: {0}")]
+    Addresses(String),
 }

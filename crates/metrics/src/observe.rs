@@ -25,6 +25,9 @@ impl MetricSet {
         ] {
             self.counters.add(counter, u64::from(n));
         }
+        if let Some(addr) = &rec.address {
+            *self.addresses.entry(addr.clone()).or_default() += 1;
+        }
         self.histogram_mut(Metric::ScheduleLag)
             .record(rec.sent_us.saturating_sub(rec.scheduled_us));
         self.span
@@ -237,6 +240,7 @@ mod tests {
             resends: Default::default(),
             http2: false,
             reused: false,
+            address: None,
             inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
@@ -385,6 +389,7 @@ mod long_stream_tests {
             resends: Default::default(),
             http2: false,
             reused: false,
+            address: None,
             inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
@@ -464,6 +469,7 @@ mod non_streaming_tests {
                 resends: Default::default(),
                 http2: false,
                 reused: false,
+                address: None,
                 inexact_stamps: 0,
                 server_prompt_us: None,
                 server_per_token_us: None,
@@ -504,6 +510,7 @@ mod non_streaming_tests {
             resends: Default::default(),
             http2: false,
             reused: false,
+            address: None,
             inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,

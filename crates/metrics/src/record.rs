@@ -121,6 +121,10 @@ pub struct RequestRecord<E = Vec<ContentEvent>> {
     /// It went on a connection that had carried an earlier request.
     #[serde(default, skip_serializing_if = "is_false")]
     pub reused: bool,
+    /// The address its connection went to, e.g. `10.0.0.7:8000` (a proxy's,
+    /// through a proxy; none when no connection was made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
     /// Content events whose arrival instant is an upper bound, not the
     /// exact read (HTTP/2: a frame queued while its reader was busy).
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -21,6 +21,9 @@ pub struct MetricSet {
     pub span: Span,
     /// Requests in flight over time (fed by the worker's in-flight tracker).
     pub concurrency: Concurrency,
+    /// Requests per address their connection went to (every outcome that
+    /// got a connection): where a name's addresses spread the load.
+    pub addresses: std::collections::BTreeMap<String, u64>,
 }
 
 /// Time marks merged by min / max, in µs since the start barrier.
@@ -102,6 +105,9 @@ impl MetricSet {
         self.seconds.merge(&other.seconds);
         self.span.merge(&other.span);
         self.concurrency.merge(&other.concurrency);
+        for (addr, n) in &other.addresses {
+            *self.addresses.entry(addr.clone()).or_default() += n;
+        }
         Ok(())
     }
 
@@ -121,6 +127,7 @@ impl MetricSet {
             && self.seconds.is_empty()
             && self.span == Span::default()
             && self.concurrency.is_empty()
+            && self.addresses.is_empty()
     }
 
     /// Take the contents, leaving an empty set (for interval reports).

@@ -363,6 +363,10 @@ pub struct Target {
     pub outcomes: Entries<OutcomeCount>,
     pub metrics: Entries<MetricStats>,
     pub server: Option<ServerFigures>,
+    /// Requests per address their connections went to, when they went to
+    /// more than one (`target.addresses = "spread"`, or a fallback).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub addresses: std::collections::BTreeMap<String, u64>,
 }
 
 /// A worker lost mid-step.

@@ -168,6 +168,11 @@ fn target(
         outcomes: outcomes(set),
         metrics: metrics(&s, percentiles),
         server: server.cloned(),
+        addresses: if set.addresses.len() > 1 {
+            set.addresses.clone()
+        } else {
+            Default::default()
+        },
     }
 }
 

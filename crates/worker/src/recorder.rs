@@ -179,6 +179,7 @@ mod tests {
             resends: Default::default(),
             http2: false,
             reused: false,
+            address: None,
             inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,

@@ -72,7 +72,7 @@ impl Client {
         if !h2 {
             return Ok(Route::H1(Some(stream)));
         }
-        let conn = H2Conn::handshake(hyper_io(stream), pool.h2_streams.clone())
+        let conn = H2Conn::handshake(hyper_io(stream), pool.h2_learned.clone())
             .await
             .map_err(|e| handshake_failed(origin, &e))?;
         lock(&pool.h2).push(Arc::new(conn));
@@ -189,19 +189,17 @@ impl Client {
         let (conn, slot, reused) = self.h2_conn(origin).await.map_err(Attempt::Failed)?;
         let request = hyper_request(req, origin, true, true).map_err(Attempt::Failed)?;
         match conn.send(request).await {
-            Ok(resp) => Ok(Response::h2(
-                resp,
-                conn.reader(),
-                slot,
-                reused,
-                origin.clone(),
-            )),
-            Err((e, Some(_))) => Err(Attempt::Again(Resend::Unsent, head_failure(&e))),
+            Ok(resp) => Ok(Response::h2(resp, &conn, slot, reused, origin.clone())),
+            Err((e, Some(_))) => {
+                conn.turned_away();
+                Err(Attempt::Again(Resend::Unsent, head_failure(&e)))
+            }
             Err((e, None)) => {
                 let h2 = h2_error(&e);
                 if h2.and_then(::h2::Error::reason) == Some(::h2::Reason::REFUSED_STREAM) {
                     Err(Attempt::Again(Resend::RefusedStream, head_failure(&e)))
                 } else if h2.is_some_and(|h| h.is_go_away() && h.is_remote()) {
+                    conn.turned_away();
                     Err(Attempt::Again(Resend::GoAway, head_failure(&e)))
                 } else {
                     Err(Attempt::Failed(head_failure(&e)))
@@ -235,7 +233,7 @@ impl Client {
                     ),
                 });
             }
-            let conn = H2Conn::handshake(hyper_io(stream), pool.h2_streams.clone())
+            let conn = H2Conn::handshake(hyper_io(stream), pool.h2_learned.clone())
                 .await
                 .map_err(|e| handshake_failed(origin, &e))?;
             lock(&pool.h2).push(Arc::new(conn));

@@ -73,6 +73,11 @@ impl Conn {
         self.stream.fd()
     }
 
+    /// The address the connection went to.
+    pub fn peer(&self) -> Option<std::net::SocketAddr> {
+        self.stream.peer()
+    }
+
     /// Whether the connection is TLS.
     pub fn is_tls(&self) -> bool {
         self.stream.is_tls()

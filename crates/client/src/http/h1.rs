@@ -69,6 +69,11 @@ impl H1Conn {
         })
     }
 
+    /// The address the connection went to.
+    pub fn peer(&self) -> Option<std::net::SocketAddr> {
+        self.link.peer
+    }
+
     /// The socket, for checks that read nothing (TCP state).
     pub fn fd(&self) -> RawFd {
         self.fd

@@ -31,6 +31,20 @@ use super::io::{HyperIo, Link};
 /// origin has seen them.
 const ASSUMED_STREAMS: u32 = 100;
 
+/// What an origin's HTTP/2 connections taught about its server, for the
+/// next connections.
+#[derive(Debug, Default)]
+pub(crate) struct H2Learned {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS once a connection saw it (0: not
+    /// yet): a new connection allows that many streams from the start,
+    /// instead of an assumption its server would refuse.
+    streams: AtomicU32,
+    /// Streams the server answers on one connection before it says GOAWAY
+    /// (nginx's `keepalive_requests`; 0: not seen): a connection is not
+    /// given more, so a burst is not turned away again and again.
+    per_conn: AtomicU64,
+}
+
 /// What a connection's driver and its users share.
 #[derive(Debug)]
 pub(crate) struct H2State {
@@ -41,6 +55,8 @@ pub(crate) struct H2State {
     limit: AtomicU32,
     /// Streams it carried so far.
     opened: AtomicU64,
+    /// Streams the server answered (a response head came).
+    answered: AtomicU64,
     /// The connection ended (GOAWAY done, closed, failed).
     ended: AtomicBool,
 }
@@ -51,19 +67,19 @@ pub(crate) struct H2Conn {
     sender: http2::SendRequest<ReqBody>,
     link: Arc<Link>,
     state: Arc<H2State>,
+    learned: Arc<H2Learned>,
 }
 
 impl H2Conn {
     /// Handshake over `io` (the connection preface goes out) and spawn its
-    /// driver. Until the server's SETTINGS arrive the stream limit is
-    /// `known` (the origin's, as another connection saw it; 0: not seen,
-    /// then [`ASSUMED_STREAMS`]); once they arrive the driver records the
-    /// server's limit in `known` for the origin's next connections. Without
-    /// that, a burst that fills a fresh connection before its SETTINGS
-    /// arrive is refused past the server's limit again and again.
-    pub async fn handshake(io: HyperIo, known: Arc<AtomicU32>) -> Result<Self, hyper::Error> {
+    /// driver. Until the server's SETTINGS arrive the stream limit is the
+    /// one `learned` from the origin's earlier connections (else
+    /// [`ASSUMED_STREAMS`]); once they arrive the driver records the
+    /// server's limit there for the origin's next connections.
+    pub async fn handshake(io: HyperIo, learned: Arc<H2Learned>) -> Result<Self, hyper::Error> {
         let link = io.link().clone();
-        let limit = match known.load(Ordering::Relaxed) {
+        let known = learned.clone();
+        let limit = match known.streams.load(Ordering::Relaxed) {
             0 => ASSUMED_STREAMS,
             n => n,
         };
@@ -76,6 +92,7 @@ impl H2Conn {
             in_flight: AtomicU32::new(0),
             limit: AtomicU32::new(limit),
             opened: AtomicU64::new(0),
+            answered: AtomicU64::new(0),
             ended: AtomicBool::new(false),
         });
         let shared = state.clone();
@@ -85,7 +102,7 @@ impl H2Conn {
                 let now = u32::try_from(conn.current_max_send_streams()).unwrap_or(u32::MAX);
                 if now != limit {
                     // the server's SETTINGS said otherwise than assumed
-                    known.store(now.max(1), Ordering::Relaxed);
+                    known.streams.store(now.max(1), Ordering::Relaxed);
                 }
                 shared.limit.store(now.max(1), Ordering::Relaxed);
                 r
@@ -100,7 +117,13 @@ impl H2Conn {
             sender,
             link,
             state,
+            learned,
         })
+    }
+
+    /// The address the connection went to.
+    pub fn peer(&self) -> Option<std::net::SocketAddr> {
+        self.link.peer
     }
 
     /// Whether it can take one more stream now.
@@ -109,6 +132,10 @@ impl H2Conn {
             && !self.sender.is_closed()
             && self.state.in_flight.load(Ordering::Relaxed)
                 < self.state.limit.load(Ordering::Relaxed)
+            && match self.learned.per_conn.load(Ordering::Relaxed) {
+                0 => true,
+                n => self.state.opened.load(Ordering::Relaxed) < n,
+            }
     }
 
     /// The connection ended: it takes no more streams.
@@ -141,10 +168,24 @@ impl H2Conn {
         req: http::Request<ReqBody>,
     ) -> Result<http::Response<Incoming>, (hyper::Error, Option<http::Request<ReqBody>>)> {
         let mut sender = self.sender.clone();
-        sender.try_send_request(req).await.map_err(|mut e| {
+        let sent = sender.try_send_request(req).await.map_err(|mut e| {
             let unsent = e.take_message();
             (e.into_error(), unsent)
-        })
+        });
+        if sent.is_ok() {
+            self.state.answered.fetch_add(1, Ordering::Relaxed);
+        }
+        sent
+    }
+
+    /// The server turned a stream away unprocessed because the connection
+    /// is ending (GOAWAY, or closed with streams unsent): the streams it
+    /// answered are what the origin's connections carry.
+    pub fn turned_away(&self) {
+        let answered = self.state.answered.load(Ordering::Relaxed);
+        if answered > 0 {
+            self.learned.per_conn.store(answered, Ordering::Relaxed);
+        }
     }
 
     /// A reader of one stream's body, stamping its frames.

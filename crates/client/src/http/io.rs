@@ -43,6 +43,8 @@ pub(crate) struct Link {
     rx_ns: AtomicU64,
     /// Reads that returned data so far.
     rx_seq: AtomicU64,
+    /// The address the connection went to (a proxy's, through a proxy).
+    pub peer: Option<std::net::SocketAddr>,
 }
 
 impl Link {
@@ -74,9 +76,13 @@ impl StampedTcp {
     /// Wrap a connected (or connecting) stream whose socket has
     /// `SO_TIMESTAMPNS` on.
     pub fn new(tcp: TcpStream) -> Self {
+        let link = Link {
+            peer: tcp.peer_addr().ok(),
+            ..Link::default()
+        };
         Self {
             tcp,
-            link: std::sync::Arc::default(),
+            link: std::sync::Arc::new(link),
         }
     }
 

@@ -87,10 +87,8 @@ pub(crate) struct Pool {
     /// One HTTP/2 connection is dialled at a time, so a burst of requests
     /// fills one connection instead of opening one each.
     pub h2_dialing: tokio::sync::Mutex<()>,
-    /// The origin's SETTINGS_MAX_CONCURRENT_STREAMS once a connection saw
-    /// it (0: not yet): a new connection allows that many streams from the
-    /// start, instead of an assumption its server would refuse.
-    pub h2_streams: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    /// What its HTTP/2 connections taught about the server.
+    pub h2_learned: std::sync::Arc<super::h2::H2Learned>,
     /// Whether the origin answered ALPN with h2 (`None`: not asked yet).
     pub speaks_h2: Mutex<Option<bool>>,
 }
@@ -107,7 +105,7 @@ impl Default for Pool {
             h1: Mutex::default(),
             h2: Mutex::default(),
             h2_dialing: tokio::sync::Mutex::new(()),
-            h2_streams: std::sync::Arc::default(),
+            h2_learned: std::sync::Arc::default(),
             speaks_h2: Mutex::new(None),
         }
     }

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::conn::Conn;
 use super::endpoint::Origin;
 use super::h1::H1Conn;
-use super::h2::{Slot, StreamReader};
+use super::h2::{H2Conn, Slot, StreamReader};
 use super::tcp_info::rtt;
 use super::wire::{Framing, Head};
 use super::{HttpError, MAX_FETCH_BODY};
@@ -41,6 +41,8 @@ pub struct Response {
     pub protocol: Protocol,
     /// It went on a connection that had carried an earlier request.
     pub reused: bool,
+    /// The address its connection went to (a proxy's, through a proxy).
+    pub peer: Option<std::net::SocketAddr>,
     /// Body pieces whose arrival instant is an upper bound, not the exact
     /// read (HTTP/2, a piece queued while its reader was busy).
     pub inexact_stamps: u32,
@@ -102,6 +104,7 @@ impl Response {
             resends: Resends::default(),
             protocol,
             reused,
+            peer: None,
             inexact_stamps: 0,
             body,
             origin,
@@ -116,12 +119,14 @@ impl Response {
         origin: Arc<Origin>,
         keep_alive: bool,
     ) -> Self {
+        let peer = conn.peer();
         let body = Body::Wire {
             conn: Some(conn),
             framing: head.framing,
             keep_alive: keep_alive && head.keep_alive,
         };
         let mut r = Self::new(head.status, Protocol::Http1, reused, body, origin);
+        r.peer = peer;
         r.content_type = head.content_type;
         r.location = head.location;
         if matches!(
@@ -149,6 +154,7 @@ impl Response {
             header(&resp, http::header::LOCATION),
         );
         let status = resp.status().as_u16();
+        let peer = conn.peer();
         let body = Body::H1 {
             conn: Some(Box::new(conn)),
             body: resp.into_body(),
@@ -157,6 +163,7 @@ impl Response {
             keep_alive,
         };
         let mut r = Self::new(status, Protocol::Http1, reused, body, origin);
+        r.peer = peer;
         r.content_type = content_type;
         r.location = location;
         r
@@ -165,11 +172,12 @@ impl Response {
     /// A response on a stream of an HTTP/2 connection.
     pub(crate) fn h2(
         resp: http::Response<Incoming>,
-        reader: StreamReader,
+        conn: &H2Conn,
         slot: Slot,
         reused: bool,
         origin: Arc<Origin>,
     ) -> Self {
+        let reader = conn.reader();
         let (content_type, location) = (
             header(&resp, http::header::CONTENT_TYPE),
             header(&resp, http::header::LOCATION),
@@ -182,6 +190,7 @@ impl Response {
             _slot: slot,
         };
         let mut r = Self::new(status, Protocol::Http2, reused, body, origin);
+        r.peer = conn.peer();
         r.content_type = content_type;
         r.location = location;
         r

@@ -49,6 +49,14 @@ impl Stream {
         }
     }
 
+    /// The address the connection went to.
+    pub fn peer(&self) -> Option<std::net::SocketAddr> {
+        match self {
+            Stream::Plain(s) => s.link().peer,
+            Stream::Tls(s) => s.get_ref().0.link().peer,
+        }
+    }
+
     /// Whether it is TLS.
     pub fn is_tls(&self) -> bool {
         matches!(self, Stream::Tls(_))

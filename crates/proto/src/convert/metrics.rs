@@ -49,6 +49,7 @@ pub fn encode_set(scope: Scope, set: &MetricSet) -> v1::ScopedMetrics {
             .iter()
             .map(|(slice, request_us)| v1::ConcurrencySlice { slice, request_us })
             .collect(),
+        addresses: set.addresses.iter().map(|(a, n)| (a.clone(), *n)).collect(),
     }
 }
 
@@ -149,6 +150,10 @@ pub fn decode_histograms(set: &mut MetricSet, hists: &[v1::Histogram]) -> Result
     Ok(())
 }
 
+/// Addresses one scope may count: a name resolves to a handful, a headless
+/// Service to one per pod; more is a worker that is not ours.
+const MAX_ADDRESSES: usize = 4096;
+
 /// Decode one scope and its measurements.
 pub fn decode_set(scoped: &v1::ScopedMetrics) -> Result<(Scope, MetricSet), MetricsError> {
     let mut set = MetricSet::default();
@@ -174,6 +179,21 @@ pub fn decode_set(scoped: &v1::ScopedMetrics) -> Result<(Scope, MetricSet), Metr
     }
     for c in &scoped.concurrency {
         set.concurrency.add(c.slice, c.request_us);
+    }
+    if scoped.addresses.len() > MAX_ADDRESSES {
+        return Err(MetricsError::Addresses(format!(
+            "{} addresses in one report (at most {MAX_ADDRESSES})",
+            scoped.addresses.len()
+        )));
+    }
+    for (addr, n) in &scoped.addresses {
+        if addr.parse::<std::net::SocketAddr>().is_err() {
+            return Err(MetricsError::Addresses(format!(
+                "an address count for {:?}, which is not ip:port",
+                addr.chars().take(64).collect::<String>()
+            )));
+        }
+        set.addresses.insert(addr.clone(), *n);
     }
     set.span = Span {
         first_send_us: scoped.first_send_us,
@@ -231,6 +251,7 @@ mod tests {
                     resends: Default::default(),
                     http2: false,
                     reused: false,
+                    address: None,
                     inexact_stamps: 0,
                     server_prompt_us: None,
                     server_per_token_us: None,

@@ -246,6 +246,7 @@ pub(super) fn to_record(
         resends: ex.resends,
         http2: ex.http2,
         reused: ex.reused,
+        address: ex.address.clone(),
         inexact_stamps: ex.inexact_stamps,
         server_prompt_us: ex.server.and_then(|t| t.prompt_us),
         server_per_token_us: ex.server.and_then(|t| t.per_token_us),
