@@ -12,6 +12,14 @@ use super::client_health::{ClientHealth, WorkerHealth};
 use crate::server::{ServerFigures, ServerView};
 use crate::{LostWorker, StartBasis, WorkerClock, WorkerShare};
 
+/// A worker clock 1.5 s ahead of the coordinator's, measured on a LAN.
+const SKEWED_CLOCK: WorkerClock = WorkerClock {
+    offset_ms: -1500.25,
+    uncertainty_ms: 0.35,
+    min_rtt_ms: 0.69,
+    samples: 16,
+};
+
 /// A result with `ok` successes (of which `good` met the SLO) and `failed` failures.
 pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult {
     let mut total = MetricSet::default();
@@ -197,12 +205,7 @@ pub fn rich() -> RunResult {
             cpu_us: 1_234_567,
             cpu_utilization: 0.125,
             peak_rss_bytes: 45_000_000,
-            clock: Some(WorkerClock {
-                offset_ms: -1500.25,
-                uncertainty_ms: 0.35,
-                min_rtt_ms: 0.69,
-                samples: 16,
-            }),
+            clock: Some(SKEWED_CLOCK),
             start_basis: Some(StartBasis::Offset),
         }],
         client_bound: true,

@@ -20,7 +20,6 @@
 
 use std::time::Duration;
 
-use cicada_proto::v1;
 use tokio::time::Instant;
 
 use crate::clocksync::{self, ClockMap};
@@ -38,22 +37,6 @@ pub enum Basis {
     /// The delay from receipt: the instant could not be placed (`off_ms`:
     /// its distance from the delay's, positive when this clock runs behind).
     Delay { off_ms: f64 },
-}
-
-impl Basis {
-    /// The basis as StartPlaced carries it.
-    pub fn placed(&self, step: u32) -> v1::StartPlaced {
-        let (basis, off_ns) = match self {
-            Basis::Offset { .. } => (v1::StartBasis::Offset, 0),
-            Basis::WallClock { .. } => (v1::StartBasis::WallClock, 0),
-            Basis::Delay { off_ms } => (v1::StartBasis::Delay, (off_ms * 1e6) as i64),
-        };
-        v1::StartPlaced {
-            step,
-            basis: basis as i32,
-            off_ns,
-        }
-    }
 }
 
 /// The start instant for a Start that said `delay` and `start_unix_ns`

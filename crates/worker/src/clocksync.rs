@@ -2,7 +2,7 @@
 //!
 //! Hosts' clocks disagree (by milliseconds with NTP, by seconds without), and
 //! the start instant is named on the coordinator's wall clock. So the worker
-//! measures: NTP-style exchanges (a [`ClockProbe`](v1::ClockProbe) stamped on
+//! measures: NTP-style exchanges (a probe stamped on
 //! this worker's monotonic clock, echoed at once by the coordinator's reader
 //! task with its wall-clock receive and send times), in bursts of
 //! [`BURST`] probes [`PROBE_GAP`] apart, after the welcome and while each step
@@ -20,7 +20,6 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use cicada_proto::v1;
 use tokio::time::Instant;
 
 /// Probes per burst.
@@ -135,18 +134,17 @@ impl ClockMap {
     pub fn fresh(&self, now_ns: u64) -> bool {
         now_ns.saturating_sub(self.at_mono_ns) <= MAX_AGE.as_nanos() as u64
     }
+}
 
-    /// The estimate as Ready carries it, judged at worker monotonic `now_ns`.
-    pub fn estimate(&self, now_ns: u64) -> v1::ClockEstimate {
-        v1::ClockEstimate {
-            offset_ns: self
-                .offset_ns
-                .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64,
-            uncertainty_ns: self.uncertainty_ns(now_ns),
-            min_rtt_ns: self.min_rtt_ns,
-            samples: self.samples,
-        }
-    }
+/// The coordinator's echo of a probe (the link's ClockEcho, in ns).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Echo {
+    /// The probe's sequence number and send stamp, as it went out.
+    pub seq: u64,
+    pub worker_mono_ns: u64,
+    /// The coordinator's wall clock at the probe's receipt and the echo's send.
+    pub recv_unix_ns: u64,
+    pub send_unix_ns: u64,
 }
 
 /// The min-RTT filter over one burst's samples: negative and over-long round
@@ -211,22 +209,20 @@ impl ClockSync {
         self.active && self.sent < BURST
     }
 
-    /// The next probe of the burst, stamped `now`.
-    pub fn probe(&mut self, now: Instant) -> v1::ClockProbe {
+    /// The next probe of the burst, stamped `now`: its sequence number and
+    /// its monotonic send stamp, ns.
+    pub fn probe(&mut self, now: Instant) -> (u64, u64) {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.sent += 1;
         self.last_probe = Some(now);
         let worker_mono_ns = mono_ns(now);
         self.stamps.push((worker_mono_ns, false));
-        v1::ClockProbe {
-            seq,
-            worker_mono_ns,
-        }
+        (seq, worker_mono_ns)
     }
 
     /// An echo that came back at `now`, with this host's wall clock read then.
-    pub fn echo(&mut self, e: &v1::ClockEcho, now: Instant, wall_ns: i128) {
+    pub fn echo(&mut self, e: &Echo, now: Instant, wall_ns: i128) {
         // only this burst's probes, each once, with the stamp this worker sent
         let slot = e
             .seq
@@ -244,8 +240,8 @@ impl ClockSync {
         self.samples.push(Sample {
             m1,
             m4,
-            c2: e.coord_recv_unix_ns,
-            c3: e.coord_send_unix_ns,
+            c2: e.recv_unix_ns,
+            c3: e.send_unix_ns,
             wall_minus_mono: wall_ns - i128::from(m4),
         });
     }
@@ -359,7 +355,6 @@ mod tests {
         s.wall_minus_mono = wall_minus_mono;
         let map = best(&[s]).unwrap();
         assert_eq!(map.offset_ns, -1_500_000_000);
-        assert_eq!(map.estimate(map.at_mono_ns).offset_ns, -1_500_000_000);
     }
 
     #[test]
@@ -386,14 +381,14 @@ mod tests {
         assert_eq!(probes.len(), BURST as usize);
         assert!(!sync.settled(t0));
         // an echo of no probe of ours, and one repeated
-        let echo = |p: &v1::ClockProbe| v1::ClockEcho {
-            seq: p.seq,
-            worker_mono_ns: p.worker_mono_ns,
-            coord_recv_unix_ns: 10,
-            coord_send_unix_ns: 10,
+        let echo = |&(seq, worker_mono_ns): &(u64, u64)| Echo {
+            seq,
+            worker_mono_ns,
+            recv_unix_ns: 10,
+            send_unix_ns: 10,
         };
         sync.echo(
-            &v1::ClockEcho {
+            &Echo {
                 seq: 999,
                 ..echo(&probes[0])
             },

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::Streaming;
 
+use crate::barrier::Basis;
 use crate::clocksync::{self, ClockSync};
 use crate::executor::{self, Step};
 use crate::health::Health;
@@ -268,7 +269,11 @@ impl Session {
     async fn clock_tick(&mut self) -> bool {
         let now = Instant::now();
         if self.clock.probing() {
-            let probe = self.clock.probe(now);
+            let (seq, worker_mono_ns) = self.clock.probe(now);
+            let probe = v1::ClockProbe {
+                seq,
+                worker_mono_ns,
+            };
             return self.tx.send(msg(WBody::ClockProbe(probe))).await.is_ok();
         }
         if !self.clock.settled(now) {
@@ -280,7 +285,7 @@ impl Session {
         ready.clock = self
             .clock
             .map()
-            .map(|m| m.estimate(clocksync::mono_ns(Instant::now())));
+            .map(|m| estimate(m, clocksync::mono_ns(Instant::now())));
         self.tx.send(msg(WBody::Ready(ready))).await.is_ok()
     }
 
@@ -304,7 +309,7 @@ impl Session {
                     s.start_unix_ns,
                     self.clock.map(),
                 );
-                let placed = WBody::StartPlaced(basis.placed(s.step));
+                let placed = WBody::StartPlaced(placed(basis, s.step));
                 let _ = self.tx.send(msg(placed)).await;
                 tokio::spawn(crate::uplink::forward(
                     pending.gate,
@@ -346,7 +351,14 @@ impl Session {
                 }
             }
             Some(CBody::ClockEcho(e)) => {
-                self.clock.echo(&e, Instant::now(), clocksync::wall_now());
+                let echo = clocksync::Echo {
+                    seq: e.seq,
+                    worker_mono_ns: e.worker_mono_ns,
+                    recv_unix_ns: e.coord_recv_unix_ns,
+                    send_unix_ns: e.coord_send_unix_ns,
+                };
+                self.clock
+                    .echo(&echo, Instant::now(), clocksync::wall_now());
             }
             Some(CBody::Welcome(_)) | Some(CBody::Reject(_)) | None => {}
         }
@@ -396,6 +408,32 @@ impl Session {
                 Some(Err(LinkError::Step(message)))
             }
         }
+    }
+}
+
+/// A clock map as Ready carries it, judged at worker monotonic `now_ns`.
+fn estimate(m: &clocksync::ClockMap, now_ns: u64) -> v1::ClockEstimate {
+    v1::ClockEstimate {
+        offset_ns: m
+            .offset_ns
+            .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64,
+        uncertainty_ns: m.uncertainty_ns(now_ns),
+        min_rtt_ns: m.min_rtt_ns,
+        samples: m.samples,
+    }
+}
+
+/// How the start was placed, as StartPlaced carries it.
+fn placed(basis: Basis, step: u32) -> v1::StartPlaced {
+    let (basis, off_ns) = match basis {
+        Basis::Offset { .. } => (v1::StartBasis::Offset, 0),
+        Basis::WallClock { .. } => (v1::StartBasis::WallClock, 0),
+        Basis::Delay { off_ms } => (v1::StartBasis::Delay, (off_ms * 1e6) as i64),
+    };
+    v1::StartPlaced {
+        step,
+        basis: basis as i32,
+        off_ns,
     }
 }
 
