@@ -198,6 +198,7 @@ pub fn ready(step: u32, planned_requests: u64) -> WBody {
         step,
         planned_requests,
         routes: Vec::new(),
+        clock: None,
     })
 }
 

@@ -293,6 +293,7 @@ async fn one(
                     step: a.step,
                     planned_requests: 0,
                     routes: Vec::new(),
+                    clock: None,
                 };
                 tx.send(msg(WBody::Ready(ready))).await?;
             }

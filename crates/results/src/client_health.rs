@@ -35,6 +35,10 @@ pub struct WorkerHealth {
     /// CPU time over the time its threads had (1.0 = every thread busy all the time).
     pub cpu_utilization: f64,
     pub peak_rss_bytes: u64,
+    /// Its clock against the coordinator's, if it measured one.
+    pub clock: Option<crate::WorkerClock>,
+    /// How it placed the start instant, if it said.
+    pub start_basis: Option<crate::StartBasis>,
 }
 
 /// The fleet's client health over a step.
@@ -97,6 +101,8 @@ pub fn assess(
             cpu_us: u.cpu_us,
             cpu_utilization: util,
             peak_rss_bytes: u.peak_rss_bytes,
+            clock: share.clock,
+            start_basis: share.start_basis,
         });
     }
     if !stall.is_empty() && c.stall_p99_ms > STALL_P99_MS {
@@ -130,6 +136,8 @@ mod tests {
             lost: false,
             threads,
             version: String::new(),
+            clock: None,
+            start_basis: None,
         }
     }
 

@@ -549,6 +549,7 @@ fn client_lines(out: &mut String, c: &super::client_health::ClientHealth, tokens
             c.reasons.join("; ")
         );
     }
+    crate::clocks::clock_lines(out, &c.workers);
 }
 
 fn one_line(s: &str, max: usize) -> String {

@@ -307,6 +307,14 @@ pub struct WorkerUse {
     pub cpu_us: u64,
     pub cpu_utilization: Option<f64>,
     pub peak_rss_bytes: u64,
+    /// Coordinator wall clock minus this worker's, ms (null: not measured).
+    pub clock_offset_ms: Option<f64>,
+    /// The offset (and the start instant placed with it) is within +- this, ms.
+    pub clock_uncertainty_ms: Option<f64>,
+    /// The smallest round trip of the clock exchanges, ms.
+    pub clock_min_rtt_ms: Option<f64>,
+    /// How it placed the start instant: `offset`, `wall_clock` or `delay`.
+    pub start_basis: Option<String>,
 }
 
 /// Successful requests by where their output count came from.

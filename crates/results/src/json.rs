@@ -59,6 +59,10 @@ fn client(c: &ClientHealth, tokens: u64) -> Client {
                 cpu_us: w.cpu_us,
                 cpu_utilization: Some(w.cpu_utilization),
                 peak_rss_bytes: w.peak_rss_bytes,
+                clock_offset_ms: w.clock.map(|c| c.offset_ms),
+                clock_uncertainty_ms: w.clock.map(|c| c.uncertainty_ms),
+                clock_min_rtt_ms: w.clock.map(|c| c.min_rtt_ms),
+                start_basis: w.start_basis.map(|b| b.name().to_string()),
             })
             .collect(),
     }

@@ -10,6 +10,7 @@
 
 pub mod cli;
 pub mod client_health;
+mod clocks;
 pub mod compare;
 pub mod console;
 pub mod csv;
@@ -95,6 +96,54 @@ pub struct WorkerShare {
     pub threads: u32,
     /// The worker binary's version (from its Hello).
     pub version: String,
+    /// Its clock against the coordinator's, as it measured (none: no estimate).
+    pub clock: Option<WorkerClock>,
+    /// How it placed the step's start instant (none: it never said).
+    pub start_basis: Option<StartBasis>,
+}
+
+/// A worker's clock against the coordinator's, measured over the link.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WorkerClock {
+    /// Coordinator wall clock minus the worker's, ms (positive: the worker's is behind).
+    pub offset_ms: f64,
+    /// The offset is within +- this, ms.
+    pub uncertainty_ms: f64,
+    /// The smallest round trip of the exchanges, ms.
+    pub min_rtt_ms: f64,
+    /// Exchanges that passed the filter.
+    pub samples: u32,
+}
+
+/// Where |offset| is worth a warning, ms: the hosts' clocks are not synced
+/// (chrony or ntpd keep LAN hosts within a few ms), and anything timed on
+/// one host's wall clock against another's is off by this much.
+pub const CLOCK_OFFSET_WARN_MS: f64 = 100.0;
+/// Where a start's uncertainty is worth a line, ms.
+pub const CLOCK_UNCERTAINTY_NOTE_MS: f64 = 5.0;
+
+/// How a worker placed a step's start instant.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StartBasis {
+    /// The coordinator's instant mapped through the measured offset.
+    Offset,
+    /// The coordinator's instant read on the worker's own wall clock: the
+    /// measured offset was within its uncertainty of zero, or not measured.
+    WallClock,
+    /// The delay from Start's receipt: the instant could not be placed, this
+    /// far off (ms, positive: the worker's clock runs behind).
+    Delay { off_ms: f64 },
+}
+
+impl StartBasis {
+    /// Its name in results (`start_basis`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            StartBasis::Offset => "offset",
+            StartBasis::WallClock => "wall_clock",
+            StartBasis::Delay { .. } => "delay",
+        }
+    }
 }
 
 /// Everything known about one finished step, or one `[[stages]]` window of it.

@@ -10,7 +10,15 @@ use cicada_scenarios::Scenario;
 use super::RunResult;
 use super::client_health::{ClientHealth, WorkerHealth};
 use crate::server::{ServerFigures, ServerView};
-use crate::{LostWorker, WorkerShare};
+use crate::{LostWorker, StartBasis, WorkerClock, WorkerShare};
+
+/// A worker clock 1.5 s ahead of the coordinator's, measured on a LAN.
+const SKEWED_CLOCK: WorkerClock = WorkerClock {
+    offset_ms: -1500.25,
+    uncertainty_ms: 0.35,
+    min_rtt_ms: 0.69,
+    samples: 16,
+};
 
 /// A result with `ok` successes (of which `good` met the SLO) and `failed` failures.
 pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult {
@@ -150,6 +158,8 @@ pub fn rich() -> RunResult {
             lost: false,
             threads: 2,
             version: "0.1.0".into(),
+            clock: None,
+            start_basis: None,
         },
         WorkerShare {
             index: 1,
@@ -159,6 +169,8 @@ pub fn rich() -> RunResult {
             lost: true,
             threads: 2,
             version: "0.1.0".into(),
+            clock: None,
+            start_basis: None,
         },
     ];
     r.interrupted = Some("SIGINT");
@@ -193,6 +205,8 @@ pub fn rich() -> RunResult {
             cpu_us: 1_234_567,
             cpu_utilization: 0.125,
             peak_rss_bytes: 45_000_000,
+            clock: Some(SKEWED_CLOCK),
+            start_basis: Some(StartBasis::Offset),
         }],
         client_bound: true,
         reasons: vec!["worker 0 used 95 % of its 2 thread(s)' CPU".into()],

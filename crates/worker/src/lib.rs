@@ -14,6 +14,7 @@
 //! [`spawn_in_process`] for a worker that runs as a task of another process).
 
 mod barrier;
+mod clocksync;
 mod details;
 mod executor;
 mod health;
@@ -63,6 +64,16 @@ pub struct WorkerArgs {
     /// Server name to verify (default: the host in --coordinator).
     #[arg(long)]
     pub tls_domain: Option<String>,
+    /// Tests only: shift this worker's wall clock by this many ms, standing
+    /// for a host whose clock is off (hosts of a test share one kernel clock).
+    #[arg(
+        long,
+        hide = true,
+        hide_env = true,
+        env = "CICADA_CLOCK_SKEW_MS",
+        allow_hyphen_values = true
+    )]
+    pub clock_skew_ms: Option<i64>,
 }
 
 impl WorkerArgs {
@@ -143,6 +154,9 @@ pub fn main(args: WorkerArgs) -> i32 {
             return 1;
         }
     };
+    if let Some(ms) = args.clock_skew_ms {
+        clocksync::set_skew_ms(ms);
+    }
     let who = Identity {
         requested_index: args.index.or_else(index_from_environment),
         token,

@@ -5,6 +5,9 @@
 use cicada_metrics::{MetricSet, MetricsError, Scope};
 use cicada_proto::convert::{decode_histograms, decode_set};
 use cicada_proto::v1::{self, worker_message::Body as WBody};
+use cicada_results::{StartBasis, WorkerClock};
+
+use super::clock;
 
 /// Something a worker of the fleet did, after the run started.
 #[derive(Debug)]
@@ -16,6 +19,15 @@ pub enum Event {
         planned: u64,
         /// Targets it reaches through a proxy (escaped text).
         routes: Vec<String>,
+        /// Its clock against ours, as it measured (`Err`: a figure no real
+        /// exchange gives; `None`: no estimate).
+        clock: Option<Result<WorkerClock, String>>,
+    },
+    /// It placed the step's start instant so (`Err`: a basis it cannot have).
+    StartPlaced {
+        worker: u32,
+        step: u32,
+        basis: Result<StartBasis, String>,
     },
     /// An interval's measurements.
     Report {
@@ -101,6 +113,12 @@ pub(super) fn decode(worker: u32, msg: v1::WorkerMessage) -> Option<Event> {
             step: r.step,
             planned: r.planned_requests,
             routes: r.routes,
+            clock: r.clock.as_ref().map(clock::estimate),
+        },
+        WBody::StartPlaced(p) => Event::StartPlaced {
+            worker,
+            step: p.step,
+            basis: clock::basis(&p),
         },
         WBody::Report(r) => Event::Report {
             worker,
@@ -131,7 +149,8 @@ pub(super) fn decode(worker: u32, msg: v1::WorkerMessage) -> Option<Event> {
             worker,
             in_flight: h.in_flight,
         },
-        WBody::Hello(_) => return None,
+        // answered by the stream's reader; one that got here means nothing
+        WBody::Hello(_) | WBody::ClockProbe(_) => return None,
     })
 }
 

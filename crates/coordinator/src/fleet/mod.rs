@@ -4,6 +4,7 @@
 //! send comes out as domain [`Event`]s (`events`); the rest of the
 //! coordinator never reads a gRPC message.
 
+mod clock;
 mod connections;
 mod events;
 mod hello_limit;

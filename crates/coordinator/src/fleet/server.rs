@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::clock;
 use super::connections::{ConnInfo, HELLO_TIMEOUT};
 use super::wire_text::wire_text;
 
@@ -187,6 +188,8 @@ impl Coordinator for FleetService {
         let hello = escape_hello(hello);
         let conn = self.next_conn.fetch_add(1, Ordering::Relaxed);
         let events = self.events.clone();
+        // held weakly, like the pings: the stream still ends when the fleet lets go
+        let echoes = outbox.downgrade();
         if events
             .send(Inbound::Joined {
                 conn,
@@ -203,6 +206,17 @@ impl Coordinator for FleetService {
         tokio::spawn(async move {
             let reason = loop {
                 match inbound.message().await {
+                    Ok(Some(v1::WorkerMessage {
+                        body: Some(WBody::ClockProbe(probe)),
+                    })) => {
+                        // answered here, at once: a turn through the fleet
+                        // loop would sit inside the round trip
+                        let recv_ns = clock::unix_ns();
+                        if let Some(outbox) = echoes.upgrade() {
+                            // a full outbox drops the echo: the probe is lost, never late
+                            let _ = outbox.try_send(Ok(clock::echo(&probe, recv_ns)));
+                        }
+                    }
                     Ok(Some(msg)) => {
                         let msg = escape_message(msg);
                         if events.send(Inbound::Message { conn, msg }).await.is_err() {

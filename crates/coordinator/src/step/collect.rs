@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::bail;
+use cicada_results::{StartBasis, WorkerClock};
 use tokio::time::Instant;
 
 use super::{LostWorker, STOP_GRACE, StepEnd, WorkerShare};
@@ -43,6 +44,9 @@ pub(super) struct Collect {
     admits: Vec<Admit>,
     /// Workers that ended their share early (lost unless the run was interrupted).
     early: Vec<EarlyEnd>,
+    /// Each worker's clock as it measured it for this step, and how it placed the start.
+    clocks: BTreeMap<u32, WorkerClock>,
+    bases: BTreeMap<u32, StartBasis>,
     pub(super) end: StepEnd,
 }
 
@@ -60,6 +64,8 @@ impl Collect {
             cap,
             admits: Vec::new(),
             early: Vec::new(),
+            clocks: BTreeMap::new(),
+            bases: BTreeMap::new(),
             end: StepEnd {
                 planned: planned.values().sum(),
                 ..StepEnd::default()
@@ -79,13 +85,15 @@ impl Collect {
         self.all.iter().all(|w| self.finished.contains(w))
     }
 
-    /// Member `worker` is ready, saying it planned `claimed` requests.
+    /// Member `worker` is ready, saying it planned `claimed` requests, with
+    /// its clock as it measured it (checked already).
     pub(super) fn ready(
         &mut self,
         fleet: &mut Fleet,
         agg: &mut Aggregate,
         worker: u32,
         claimed: u64,
+        clock: Option<WorkerClock>,
     ) {
         if !self.all.contains(&worker) || self.finished.contains(&worker) {
             return;
@@ -93,6 +101,9 @@ impl Collect {
         match self.audit.check_ready(worker, claimed) {
             Ok(()) => {
                 self.ready.insert(worker);
+                if let Some(c) = clock {
+                    self.clocks.insert(worker, c);
+                }
             }
             Err(refusal) => self.lose(fleet, agg, worker, refusal.to_string()),
         }
@@ -192,6 +203,19 @@ impl Collect {
                 self.on_cap(fleet, agg, worker, verdict);
             }
             Event::Heartbeat { worker, in_flight } => agg.heartbeat(worker, in_flight),
+            Event::StartPlaced {
+                worker,
+                step,
+                basis,
+            } if step == self.step && !self.finished.contains(&worker) => match basis {
+                Ok(b) => {
+                    self.bases.insert(worker, b);
+                }
+                Err(why) => {
+                    let why = format!("its start basis failed a check: {why}");
+                    self.lose(fleet, agg, worker, why);
+                }
+            },
             Event::CapWaiting {
                 worker,
                 step,
@@ -388,6 +412,8 @@ impl Collect {
                 lost: self.end.lost.iter().any(|l| l.index == *i),
                 threads: m.threads,
                 version: m.version.clone(),
+                clock: self.clocks.get(i).copied(),
+                start_basis: self.bases.get(i).copied(),
             })
             .collect();
         self.end

@@ -148,9 +148,16 @@ impl Collect {
                     step,
                     planned,
                     routes,
+                    clock,
                 }) if step == self.step => {
                     self.end.proxy_routes.extend(routes);
-                    self.ready(fleet, agg, worker, planned);
+                    match clock.transpose() {
+                        Ok(clock) => self.ready(fleet, agg, worker, planned, clock),
+                        Err(why) => {
+                            let why = format!("its clock estimate failed a check: {why}");
+                            self.lose(fleet, agg, worker, why);
+                        }
+                    }
                 }
                 Some(Event::Failed {
                     worker, message, ..

@@ -15,6 +15,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::Streaming;
 
+use crate::barrier::Basis;
+use crate::clocksync::{self, ClockSync};
 use crate::executor::{self, Step};
 use crate::health::Health;
 use crate::leave::{Leave, LeaveReason};
@@ -156,7 +158,12 @@ pub async fn serve(
         pending: None,
         running: None,
         leave,
+        clock: ClockSync::default(),
+        unready: None,
     };
+    // measure the clocks at once: the fleet may take a while to assemble,
+    // and the estimate is there for the first step's start
+    session.clock.start_burst();
     let result = session.run(&mut inbound, silence).await;
     if let Some(r) = session.running.take() {
         // never leave load running without a coordinator
@@ -190,6 +197,10 @@ struct Session {
     running: Option<Running>,
     /// Pulled when this worker's host asks it to go.
     leave: Leave,
+    /// This worker's clock against the coordinator's.
+    clock: ClockSync,
+    /// A prepared step's Ready, held until its clock burst settles.
+    unready: Option<v1::Ready>,
 }
 
 impl Session {
@@ -206,6 +217,8 @@ impl Session {
         let mut heard = Instant::now();
         let mut leaving = false;
         let mut finishing = tokio::time::interval(Duration::from_millis(20));
+        let mut probe_tick = tokio::time::interval(clocksync::PROBE_GAP);
+        probe_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 () = self.leave.requested(), if !leaving => {
@@ -232,6 +245,11 @@ impl Session {
                         return end;
                     }
                 }
+                _ = probe_tick.tick(), if self.clock.busy() || self.unready.is_some() => {
+                    if !self.clock_tick().await {
+                        return Err(LinkError::Lost("the outgoing stream closed".into()));
+                    }
+                }
                 _ = beat.tick() => {
                     if heard.elapsed() > silence {
                         return Err(LinkError::Lost(format!("no word from the coordinator for {silence:?}")));
@@ -244,6 +262,31 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// The clock burst's next probe, or (once it settled) the Ready it held
+    /// back. False when the link is closed.
+    async fn clock_tick(&mut self) -> bool {
+        let now = Instant::now();
+        if self.clock.probing() {
+            let (seq, worker_mono_ns) = self.clock.probe(now);
+            let probe = v1::ClockProbe {
+                seq,
+                worker_mono_ns,
+            };
+            return self.tx.send(msg(WBody::ClockProbe(probe))).await.is_ok();
+        }
+        if !self.clock.settled(now) {
+            return true;
+        }
+        let Some(mut ready) = self.unready.take() else {
+            return true;
+        };
+        ready.clock = self
+            .clock
+            .map()
+            .map(|m| estimate(m, clocksync::mono_ns(Instant::now())));
+        self.tx.send(msg(WBody::Ready(ready))).await.is_ok()
     }
 
     /// Requests of the running step in flight now (0 between steps).
@@ -261,8 +304,13 @@ impl Session {
                         "start without an assigned stage".into(),
                     )));
                 };
-                let start =
-                    crate::barrier::start_now(Duration::from_micros(s.delay_us), s.start_unix_ns);
+                let (start, basis) = crate::barrier::start_now(
+                    Duration::from_micros(s.delay_us),
+                    s.start_unix_ns,
+                    self.clock.map(),
+                );
+                let placed = WBody::StartPlaced(placed(basis, s.step));
+                let _ = self.tx.send(msg(placed)).await;
                 tokio::spawn(crate::uplink::forward(
                     pending.gate,
                     s.step,
@@ -302,6 +350,16 @@ impl Session {
                     gate.admitted(a.fleet_completed, a.mine_included);
                 }
             }
+            Some(CBody::ClockEcho(e)) => {
+                let echo = clocksync::Echo {
+                    seq: e.seq,
+                    worker_mono_ns: e.worker_mono_ns,
+                    recv_unix_ns: e.coord_recv_unix_ns,
+                    send_unix_ns: e.coord_send_unix_ns,
+                };
+                self.clock
+                    .echo(&echo, Instant::now(), clocksync::wall_now());
+            }
             Some(CBody::Welcome(_)) | Some(CBody::Reject(_)) | None => {}
         }
         None
@@ -334,8 +392,11 @@ impl Session {
                         .as_ref()
                         .map(|p| p.step.routes())
                         .unwrap_or_default(),
+                    clock: None,
                 };
-                let _ = self.tx.send(msg(WBody::Ready(ready))).await;
+                // Ready goes out with a fresh clock estimate, once the burst settles
+                self.clock.start_burst();
+                self.unready = Some(ready);
                 None
             }
             Err(message) => {
@@ -347,6 +408,32 @@ impl Session {
                 Some(Err(LinkError::Step(message)))
             }
         }
+    }
+}
+
+/// A clock map as Ready carries it, judged at worker monotonic `now_ns`.
+fn estimate(m: &clocksync::ClockMap, now_ns: u64) -> v1::ClockEstimate {
+    v1::ClockEstimate {
+        offset_ns: m
+            .offset_ns
+            .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64,
+        uncertainty_ns: m.uncertainty_ns(now_ns),
+        min_rtt_ns: m.min_rtt_ns,
+        samples: m.samples,
+    }
+}
+
+/// How the start was placed, as StartPlaced carries it.
+fn placed(basis: Basis, step: u32) -> v1::StartPlaced {
+    let (basis, off_ns) = match basis {
+        Basis::Offset { .. } => (v1::StartBasis::Offset, 0),
+        Basis::WallClock { .. } => (v1::StartBasis::WallClock, 0),
+        Basis::Delay { off_ms } => (v1::StartBasis::Delay, (off_ms * 1e6) as i64),
+    };
+    v1::StartPlaced {
+        step,
+        basis: basis as i32,
+        off_ns,
     }
 }
 
