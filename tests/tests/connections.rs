@@ -171,7 +171,7 @@ fn a_server_ending_connections_every_few_requests_costs_no_request() {
             &mock,
             "openai-chat",
             &format!("http = \"{http}\""),
-            "[load]\nnum_prompts = 240\nmax_concurrency = 16",
+            "[load]\nnum_prompts = 240\nmax_concurrency = 48",
             reader,
         );
         let what = format!("HTTP/{http} ({reader})");

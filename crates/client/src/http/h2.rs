@@ -55,8 +55,8 @@ pub(crate) struct H2State {
     limit: AtomicU32,
     /// Streams it carried so far.
     opened: AtomicU64,
-    /// Streams the server answered (a response head came).
-    answered: AtomicU64,
+    /// Streams the server turned away unprocessed as the connection ended.
+    turned: AtomicU64,
     /// The connection ended (GOAWAY done, closed, failed).
     ended: AtomicBool,
 }
@@ -92,7 +92,7 @@ impl H2Conn {
             in_flight: AtomicU32::new(0),
             limit: AtomicU32::new(limit),
             opened: AtomicU64::new(0),
-            answered: AtomicU64::new(0),
+            turned: AtomicU64::new(0),
             ended: AtomicBool::new(false),
         });
         let shared = state.clone();
@@ -168,23 +168,26 @@ impl H2Conn {
         req: http::Request<ReqBody>,
     ) -> Result<http::Response<Incoming>, (hyper::Error, Option<http::Request<ReqBody>>)> {
         let mut sender = self.sender.clone();
-        let sent = sender.try_send_request(req).await.map_err(|mut e| {
+        sender.try_send_request(req).await.map_err(|mut e| {
             let unsent = e.take_message();
             (e.into_error(), unsent)
-        });
-        if sent.is_ok() {
-            self.state.answered.fetch_add(1, Ordering::Relaxed);
-        }
-        sent
+        })
     }
 
     /// The server turned a stream away unprocessed because the connection
     /// is ending (GOAWAY, or closed with streams unsent): the streams it
-    /// answered are what the origin's connections carry.
+    /// took are what the origin's connections carry. Every stream it turned
+    /// away says so (they fail together, as the GOAWAY arrives), so the
+    /// figure falls to the streams taken by the time the last one has.
     pub fn turned_away(&self) {
-        let answered = self.state.answered.load(Ordering::Relaxed);
-        if answered > 0 {
-            self.learned.per_conn.store(answered, Ordering::Relaxed);
+        let turned = self.state.turned.fetch_add(1, Ordering::Relaxed) + 1;
+        let taken = self
+            .state
+            .opened
+            .load(Ordering::Relaxed)
+            .saturating_sub(turned);
+        if taken > 0 {
+            self.learned.per_conn.store(taken, Ordering::Relaxed);
         }
     }
 
