@@ -1,14 +1,15 @@
 //! Checks for OpenAI event parsing, shared by the `openai_events` fuzz target
 //! and the workspace test that replays its corpus.
 
-use cicada_client::backend::{ApiCodec, EventInfo, Sampling, ServerFamily, WireApi};
+use cicada_client::backend::{ApiCodec, EventInfo};
+use cicada_request::{ResolvedSampling, ServerFamily, WireApi};
 
 fn codec(api: WireApi) -> ApiCodec {
     ApiCodec::new(
         api,
         ServerFamily::Vllm,
         "m".to_string(),
-        Sampling {
+        ResolvedSampling {
             temperature: None,
             top_p: None,
             top_k: None,

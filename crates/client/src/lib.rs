@@ -13,7 +13,9 @@
 //!
 //! The worker drives load with it; the coordinator's readiness probe and
 //! server-metrics scraper use the same connections, so all three talk alike.
-//! It knows nothing of plans, schedules or the coordinator.
+//! It knows nothing of plans, schedules or the coordinator; what a request
+//! is made of (API, sampling, prompt, TLS, HTTP version, addresses, proxy)
+//! it takes from `cicada-request`, which the scenario crate shares.
 
 pub mod backend;
 pub mod clock;

@@ -3,21 +3,13 @@
 
 use std::sync::Arc;
 
+use cicada_request::TlsSettings;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio_rustls::TlsConnector;
-
-/// Whom https connections trust (`target.tls_ca`, `target.tls_insecure`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct TlsSettings {
-    /// PEM text of extra CA certificates to trust, beside the system's.
-    pub ca_pem: Option<String>,
-    /// Accept any certificate (testing only).
-    pub insecure: bool,
-}
 
 /// Install rustls' ring crypto provider once per process (our connections and tonic need one).
 pub fn install_crypto_provider() {

@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use cicada_client::backend::ApiCodec;
-use cicada_client::backend::{Ask, Prompt, Sampling, ServerFamily, WireApi};
+use cicada_client::backend::Ask;
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, Exchange, perform};
 use cicada_client::http::{Client, Headers};
-use cicada_client::tls::TlsSettings;
 use cicada_metrics::Outcome;
 use cicada_mock::{FaultRates, MockApi, MockConfig, MockServer};
+use cicada_request::{Prompt, ResolvedSampling, ServerFamily, TlsSettings, WireApi};
 
 /// One way of talking to the mock: its API switch, our API and flavor, the route.
 struct Case {
@@ -83,8 +83,8 @@ const CASES: [Case; 7] = [
     },
 ];
 
-fn sampling() -> Sampling {
-    Sampling {
+fn sampling() -> ResolvedSampling {
+    ResolvedSampling {
         temperature: Some(0.0),
         top_p: None,
         top_k: None,
@@ -127,7 +127,7 @@ async fn exchange_with(
     base: &str,
     stream: bool,
     entry: &Ask,
-    sampling: Sampling,
+    sampling: ResolvedSampling,
 ) -> Exchange {
     let codec = ApiCodec::new(
         case.api,
@@ -189,7 +189,7 @@ async fn every_backend_streams_and_counts_against_its_fake() {
 #[tokio::test]
 async fn an_early_end_of_sequence_is_a_normal_finish_for_every_backend() {
     cicada_client::tls::install_crypto_provider();
-    let natural = Sampling {
+    let natural = ResolvedSampling {
         ignore_eos: false,
         ..sampling()
     };

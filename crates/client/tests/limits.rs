@@ -9,12 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cicada_client::backend::ApiCodec;
-use cicada_client::backend::{Sampling, ServerFamily, WireApi};
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, Exchange, perform};
 use cicada_client::http::{Client, Headers, Settings};
-use cicada_client::tls::TlsSettings;
 use cicada_metrics::{EXACT_EVENTS, Outcome};
+use cicada_request::{ResolvedSampling, ServerFamily, TlsSettings, WireApi};
 
 /// Read one request (head and Content-Length body); false at end of stream.
 fn read_request(s: &mut TcpStream) -> bool {
@@ -73,7 +72,7 @@ fn sse(body: &str) -> Vec<u8> {
 
 /// One exchange with a client that holds at most `limit` bytes of a response.
 async fn exchange(url: &str, stream: bool, keep_text: bool, limit: usize) -> Exchange {
-    let sampling = Sampling {
+    let sampling = ResolvedSampling {
         temperature: None,
         top_p: None,
         top_k: None,

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cicada_client::http::{Client, H1Impl, Headers, HttpError, Method, Request, Settings};
-use cicada_client::tls::TlsSettings;
+use cicada_request::TlsSettings;
 
 /// What the server does with one request on a connection.
 #[derive(Debug, Clone, Copy, PartialEq)]

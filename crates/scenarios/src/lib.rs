@@ -9,7 +9,6 @@ mod describe;
 mod error;
 mod load;
 pub mod mock;
-mod network;
 pub mod overlay;
 pub mod plan;
 pub mod scenario;

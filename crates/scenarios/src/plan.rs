@@ -15,62 +15,14 @@ use crate::schedule::ScheduleSpec;
 use crate::shape::{Cooldown, Warmup};
 
 pub use crate::closed_loop::{ClosedLoop, UserStage};
-/// A scenario key the plan carries as it is.
-pub use crate::network::{AddressChoice, HttpVersion, ProxySetting};
 pub use crate::scenario::Routing;
+/// What one request is, as the plan carries it to the client.
+pub use cicada_request::{
+    AddressChoice, HttpVersion, ProxySetting, ResolvedSampling, ServerFamily, TlsSettings, WireApi,
+};
 
 /// Longest schedule counted to plan a time-bound run.
 const COUNT_LIMIT: usize = 5_000_000;
-
-/// Which API goes on the wire: the request body and stream format spoken to
-/// the target (what `target.backend` resolves to, with the server family).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WireApi {
-    /// OpenAI text completions.
-    Completions,
-    /// OpenAI chat completions.
-    Chat,
-    /// HuggingFace TGI `/generate_stream` and `/generate`.
-    Tgi,
-    /// llama.cpp's native `/completion`.
-    LlamaCpp,
-    /// NVIDIA Triton's generate extension (`/v2/models/{model}/generate_stream`).
-    Triton,
-}
-
-/// Server family, for the extras it accepts beyond its API and where it
-/// exposes health and metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ServerFamily {
-    /// Plain OpenAI: no extra fields.
-    Openai,
-    /// vLLM: `ignore_eos`, `min_tokens`, continuous usage stats.
-    Vllm,
-    /// SGLang: `ignore_eos`, `min_tokens`, continuous usage stats.
-    Sglang,
-    /// The built-in mock (vLLM-compatible extras).
-    Mock,
-    /// HuggingFace text-generation-inference.
-    Tgi,
-    /// llama.cpp's `llama-server`: `ignore_eos`, `timings`.
-    LlamaCpp,
-    /// NVIDIA Triton (TensorRT-LLM or vLLM backend).
-    Triton,
-}
-
-/// TLS settings for the target's HTTPS connections.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct TlsSettings {
-    /// PEM text of extra CA certificates to trust (read by the coordinator,
-    /// shipped in the plan so remote workers need no file).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ca_pem: Option<String>,
-    /// Accept any certificate (testing only).
-    #[serde(default)]
-    pub insecure: bool,
-}
 
 /// The target with everything decided: URLs, model, API.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -119,17 +71,6 @@ fn yes() -> bool {
 
 fn default_max_event_bytes() -> u64 {
     crate::scenario::DEFAULT_MAX_EVENT_SIZE.get()
-}
-
-/// Sampling parameters with defaults applied.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ResolvedSampling {
-    pub temperature: Option<f64>,
-    pub top_p: Option<f64>,
-    pub top_k: Option<i64>,
-    pub ignore_eos: bool,
-    pub min_tokens: Option<u32>,
-    pub extra_body: BTreeMap<String, serde_json::Value>,
 }
 
 /// Which requests of the global schedule a worker sends: `index mod count == index_in`.

@@ -248,14 +248,14 @@ pub struct Target {
     pub keep_alive: bool,
     /// HTTP version: "auto" (HTTP/2 where an https server offers it by
     /// ALPN, else HTTP/1.1), "1.1", or "2" (h2c with prior knowledge on http).
-    pub http: crate::network::HttpVersion,
+    pub http: cicada_request::HttpVersion,
     /// Several addresses behind the name: "first" (the first that answers,
     /// RFC 8305 order) or "spread" (new connections take them in turn).
-    pub addresses: crate::network::AddressChoice,
+    pub addresses: cicada_request::AddressChoice,
     /// Proxy: "env" (the worker's HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and
     /// NO_PROXY, as curl and aiohttp read them), "none", or
     /// "http://[user:pass@]host[:port]".
-    pub proxy: crate::network::ProxySetting,
+    pub proxy: cicada_request::ProxySetting,
     /// Hosts reached directly whatever `proxy` says (NO_PROXY's grammar).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub no_proxy: Vec<String>,
@@ -267,9 +267,8 @@ pub struct Target {
     pub max_event_size: ByteSize,
 }
 
-/// Default of `target.max_event_size`: far above any real event (a
-/// 128k-token answer with logprobs is a few MiB), far below a worker's memory.
-pub const DEFAULT_MAX_EVENT_SIZE: ByteSize = ByteSize::mib(16);
+/// Default of `target.max_event_size` (one definition, the client's too).
+pub use cicada_request::DEFAULT_MAX_EVENT_SIZE;
 /// Smallest `target.max_event_size` accepted: a real event must fit.
 pub const MIN_MAX_EVENT_SIZE: ByteSize = ByteSize(1 << 10);
 /// Largest `target.max_event_size` accepted.
@@ -292,9 +291,9 @@ impl Default for Target {
             tls_ca: None,
             tls_insecure: false,
             keep_alive: true,
-            http: crate::network::HttpVersion::Auto,
-            addresses: crate::network::AddressChoice::First,
-            proxy: crate::network::ProxySetting::Env,
+            http: cicada_request::HttpVersion::Auto,
+            addresses: cicada_request::AddressChoice::First,
+            proxy: cicada_request::ProxySetting::Env,
             no_proxy: Vec::new(),
             server_metrics: true,
             max_event_size: DEFAULT_MAX_EVENT_SIZE,

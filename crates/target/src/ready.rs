@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
+use cicada_client::backend::Ask;
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, perform};
 use cicada_client::http::{ApiKey, Client, Fetched, Headers, Method, Request};
@@ -238,7 +239,10 @@ impl Check {
         entry: &PoolEntry,
     ) -> anyhow::Result<()> {
         let codec = cicada_bridge::codec(target, sampling);
-        let ask = cicada_bridge::ask(entry.prompt.clone(), entry.output_tokens);
+        let ask = Ask {
+            prompt: entry.prompt.clone(),
+            output_tokens: entry.output_tokens,
+        };
         let headers = self
             .headers
             .with(PROBE_HEADER, "ready")

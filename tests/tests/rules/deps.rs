@@ -44,9 +44,10 @@ pub fn package_name(manifest_text: &str) -> Option<String> {
 pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
     Some(match package {
         "cicada-metrics" | "cicada-alias" => &[],
-        "cicada-scenarios" => &["cicada-metrics"],
+        "cicada-request" => &["cicada-metrics"],
+        "cicada-scenarios" => &["cicada-metrics", "cicada-request"],
         "cicada-proto" => &["cicada-metrics", "cicada-scenarios"],
-        "cicada-client" => &["cicada-metrics"],
+        "cicada-client" => &["cicada-metrics", "cicada-request"],
         "cicada-bridge" => &["cicada-client", "cicada-scenarios"],
         "cicada-mock" => &["cicada-metrics", "cicada-scenarios"],
         "cicada-results" => &["cicada-metrics", "cicada-scenarios"],

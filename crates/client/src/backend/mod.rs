@@ -13,9 +13,10 @@ mod triton;
 
 use std::borrow::Cow;
 
+use cicada_request::{ResolvedSampling, ServerFamily, WireApi};
 use serde_json::{Map, Value};
 
-pub use ask::{Ask, Message, Prompt, Sampling, ServerFamily, WireApi};
+pub use ask::Ask;
 
 /// Token counts a server reported.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -59,7 +60,7 @@ pub struct ApiCodec {
     api: WireApi,
     family: ServerFamily,
     model: String,
-    sampling: Sampling,
+    sampling: ResolvedSampling,
     stream: bool,
 }
 
@@ -69,7 +70,7 @@ impl ApiCodec {
         api: WireApi,
         family: ServerFamily,
         model: String,
-        sampling: Sampling,
+        sampling: ResolvedSampling,
         stream: bool,
     ) -> Self {
         Self {
@@ -173,7 +174,7 @@ fn error_text(v: &Value) -> String {
 }
 
 /// Add the scenario's sampling fields that every API spells the same way.
-fn common_sampling(m: &mut Map<String, Value>, s: &Sampling) {
+fn common_sampling(m: &mut Map<String, Value>, s: &ResolvedSampling) {
     if let Some(t) = s.temperature {
         m.insert("temperature".into(), serde_json::json!(t));
     }
@@ -186,7 +187,7 @@ fn common_sampling(m: &mut Map<String, Value>, s: &Sampling) {
 }
 
 /// Merge `sampling.extra_body` into `m` (later keys win).
-fn extra_body(m: &mut Map<String, Value>, s: &Sampling) {
+fn extra_body(m: &mut Map<String, Value>, s: &ResolvedSampling) {
     for (k, v) in &s.extra_body {
         m.insert(k.clone(), v.clone());
     }
@@ -194,6 +195,8 @@ fn extra_body(m: &mut Map<String, Value>, s: &Sampling) {
 
 #[cfg(test)]
 pub(crate) mod test_support {
+    use cicada_request::Prompt;
+
     use super::*;
 
     /// A backend with greedy sampling, `ignore_eos` and one extra field.
@@ -202,7 +205,7 @@ pub(crate) mod test_support {
             api,
             family,
             "m".into(),
-            Sampling {
+            ResolvedSampling {
                 temperature: Some(0.0),
                 top_p: None,
                 top_k: None,

@@ -2,12 +2,12 @@
 
 use std::borrow::Cow;
 
+use cicada_request::{Prompt, ServerFamily, WireApi};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{
-    ApiCodec, Ask, EventInfo, Prompt, ServerFamily, ServerTiming, Usage, WireApi, common_sampling,
-    decode, error_text, extra_body,
+    ApiCodec, Ask, EventInfo, ServerTiming, Usage, common_sampling, decode, error_text, extra_body,
 };
 
 /// What a server family accepts beyond the OpenAI API (`ignore_eos` is sent
@@ -255,7 +255,7 @@ mod tests {
             api,
             family,
             "m".into(),
-            super::super::Sampling {
+            cicada_request::ResolvedSampling {
                 temperature: Some(0.0),
                 top_p: None,
                 top_k: None,

@@ -159,9 +159,9 @@ pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{ServerFamily, WireApi};
     use super::*;
     use crate::backend::test_support::{body as body_of, codec};
+    use cicada_request::{ServerFamily, WireApi};
 
     #[test]
     fn body_asks_for_details_and_greedy_without_temperature_zero() {

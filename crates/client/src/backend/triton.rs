@@ -84,9 +84,9 @@ pub(super) fn parse(data: &[u8]) -> Result<EventInfo<'_>, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{ServerFamily, WireApi};
     use super::*;
     use crate::backend::test_support::{body as body_of, codec};
+    use cicada_request::{ServerFamily, WireApi};
 
     #[test]
     fn body_serves_trt_llm_and_the_vllm_backend() {

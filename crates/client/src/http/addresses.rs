@@ -18,6 +18,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use cicada_request::AddressChoice;
 use tokio::time::Instant;
 
 use super::HttpError;
@@ -26,17 +27,6 @@ use super::HttpError;
 const DNS_TTL: Duration = Duration::from_secs(30);
 /// How long an address that refused or timed out is tried last.
 const DEAD_FOR: Duration = Duration::from_secs(30);
-
-/// How new connections choose among the addresses a name resolves to
-/// (`target.addresses`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Spread {
-    /// The first live address in RFC 8305 order (as curl and aiohttp do).
-    #[default]
-    First,
-    /// The live addresses in turn (e.g. a headless Kubernetes Service's pods).
-    Spread,
-}
 
 /// A name's addresses and what connecting to them taught.
 #[derive(Debug, Default)]
@@ -51,7 +41,7 @@ struct Book {
     fetched: Option<Instant>,
     /// Addresses that refused or timed out, and when.
     dead: HashMap<SocketAddr, Instant>,
-    /// Next start for `Spread::Spread`.
+    /// Next start for `AddressChoice::Spread`.
     next: usize,
 }
 
@@ -81,12 +71,12 @@ fn lock(m: &Mutex<Book>) -> std::sync::MutexGuard<'_, Book> {
 impl AddressBook {
     /// The addresses of `host:port` to try, in order: a literal IP alone;
     /// else the resolved ones (looked up again after [`DNS_TTL`]) in RFC 8305
-    /// order, live ones first, rotated for `Spread::Spread`.
+    /// order, live ones first, rotated for `AddressChoice::Spread`.
     pub async fn candidates(
         &self,
         host: &str,
         port: u16,
-        spread: Spread,
+        spread: AddressChoice,
     ) -> Result<Vec<SocketAddr>, HttpError> {
         if let Ok(ip) = host.parse::<IpAddr>() {
             return Ok(vec![SocketAddr::new(ip, port)]);
@@ -118,7 +108,7 @@ impl AddressBook {
             .retain(|_, since| now.duration_since(*since) < DEAD_FOR);
         let (mut live, dead): (Vec<SocketAddr>, Vec<SocketAddr>) =
             b.list.iter().partition(|a| !b.dead.contains_key(a));
-        if spread == Spread::Spread && !live.is_empty() {
+        if spread == AddressChoice::Spread && !live.is_empty() {
             let k = b.next % live.len();
             b.next = b.next.wrapping_add(1);
             live.rotate_left(k);
@@ -177,10 +167,16 @@ mod tests {
             b.list = vec![a("10.0.0.1:80"), a("10.0.0.2:80"), a("10.0.0.3:80")];
             b.fetched = Some(Instant::now());
         }
-        let first = book.candidates("svc", 80, Spread::First).await.unwrap();
+        let first = book
+            .candidates("svc", 80, AddressChoice::First)
+            .await
+            .unwrap();
         assert_eq!(first[0], a("10.0.0.1:80"));
         book.failed(a("10.0.0.1:80"));
-        let after = book.candidates("svc", 80, Spread::First).await.unwrap();
+        let after = book
+            .candidates("svc", 80, AddressChoice::First)
+            .await
+            .unwrap();
         assert_eq!(
             after,
             [a("10.0.0.2:80"), a("10.0.0.3:80"), a("10.0.0.1:80")]
@@ -188,7 +184,7 @@ mod tests {
         let turns: Vec<SocketAddr> = [0, 1, 2]
             .iter()
             .map(|_| {
-                futures_lite(book.candidates("svc", 80, Spread::Spread))
+                futures_lite(book.candidates("svc", 80, AddressChoice::Spread))
                     .unwrap()
                     .remove(0)
             })
@@ -199,12 +195,16 @@ mod tests {
         );
         book.worked(a("10.0.0.1:80"));
         assert_eq!(
-            book.candidates("svc", 80, Spread::First).await.unwrap()[0],
+            book.candidates("svc", 80, AddressChoice::First)
+                .await
+                .unwrap()[0],
             a("10.0.0.1:80")
         );
         // a literal address is itself
         assert_eq!(
-            book.candidates("::1", 8000, Spread::First).await.unwrap(),
+            book.candidates("::1", 8000, AddressChoice::First)
+                .await
+                .unwrap(),
             [a("[::1]:8000")]
         );
     }

@@ -13,12 +13,13 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cicada_request::AddressChoice;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use super::HttpError;
-use super::addresses::{AddressBook, Spread};
+use super::addresses::AddressBook;
 use super::endpoint::Origin;
 use super::io::StampedTcp;
 use super::proxy::connect_tunnel;
@@ -159,7 +160,7 @@ pub(crate) async fn open(
     origin: &Origin,
     tls: Option<&Arc<TlsConnector>>,
     first: &[u8],
-    spread: Spread,
+    spread: AddressChoice,
 ) -> Result<(Stream, usize), HttpError> {
     // through a proxy, the connection is to the proxy's addresses
     let (host, port) = match &origin.route {

@@ -33,16 +33,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use cicada_request::{
+    AddressChoice, DEFAULT_MAX_EVENT_SIZE, HttpVersion, ProxySetting, TlsSettings,
+};
 use http::{HeaderName, HeaderValue};
 use thiserror::Error;
 use tokio_rustls::TlsConnector;
 
-use crate::tls::TlsSettings;
-
-pub use addresses::Spread;
 pub use cicada_metrics::Resends;
 pub use endpoint::Endpoint;
-pub use proxy::Proxy;
 pub use response::{Protocol, Response};
 pub use send::Resend;
 pub use wire::Method;
@@ -53,21 +52,6 @@ use endpoint::{Origin, split_url};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest body [`Client::fetch`] keeps.
 const MAX_FETCH_BODY: usize = 256 * 1024 * 1024;
-/// The most of one response held at once unless set (`target.max_event_size`'s default).
-pub const DEFAULT_MAX_EVENT: usize = 16 << 20;
-
-/// Which HTTP version requests go out in (`target.http`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum HttpVersion {
-    /// HTTP/2 where an https server offers it (ALPN), else HTTP/1.1.
-    #[default]
-    Auto,
-    /// HTTP/1.1 only.
-    Http1,
-    /// HTTP/2 only: over TLS by ALPN, over plain TCP with prior knowledge (h2c).
-    Http2,
-}
-
 /// Why a client for the target could not be set up.
 #[derive(Debug, Error)]
 pub enum SetupError {
@@ -246,9 +230,9 @@ pub struct Settings {
     /// The HTTP version requests go out in.
     pub http: HttpVersion,
     /// Which of a name's addresses new connections use.
-    pub addresses: Spread,
+    pub addresses: AddressChoice,
     /// Which proxy requests go through.
-    pub proxy: Proxy,
+    pub proxy: ProxySetting,
     /// Hosts reached directly whatever the proxy (`NO_PROXY`'s grammar).
     pub no_proxy: Vec<String>,
     /// Who reads HTTP/1.1 (`CICADA_HTTP1`, else our own reader).
@@ -262,10 +246,10 @@ impl Settings {
         Self {
             tls: tls.clone(),
             keep_alive,
-            max_event: DEFAULT_MAX_EVENT,
+            max_event: usize::try_from(DEFAULT_MAX_EVENT_SIZE.get()).unwrap_or(usize::MAX),
             http: HttpVersion::Auto,
-            addresses: Spread::First,
-            proxy: Proxy::Env,
+            addresses: AddressChoice::First,
+            proxy: ProxySetting::Env,
             no_proxy: Vec::new(),
             h1: H1Impl::from_env(),
         }

@@ -28,23 +28,11 @@ mod tunnel;
 use std::fmt;
 
 use base64::Engine as _;
+use cicada_request::ProxySetting;
 use thiserror::Error;
 
 pub(crate) use no_proxy::NoProxy;
 pub(crate) use tunnel::connect_tunnel;
-
-/// Which proxy requests go through (`target.proxy`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Proxy {
-    /// This process's environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`,
-    /// `NO_PROXY`, as curl and aiohttp read them).
-    #[default]
-    Env,
-    /// No proxy, whatever the environment says.
-    None,
-    /// This proxy (`http://[user:pass@]host[:port]`) for every target.
-    Url(String),
-}
 
 /// Why the proxy rules cannot be set up.
 #[derive(Debug, Clone, Error, PartialEq, Eq)]
@@ -189,22 +177,22 @@ impl ProxyRules {
     }
 
     /// The rules of a scenario's `target.proxy` and `target.no_proxy`: with
-    /// [`Proxy::Env`] the environment's (through `lookup`), the entries of
+    /// [`ProxySetting::Env`] the environment's (through `lookup`), the entries of
     /// `no_proxy` exempting hosts besides the environment's own list.
     pub fn from_setting(
-        proxy: &Proxy,
+        proxy: &ProxySetting,
         no_proxy: &[String],
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ProxySetupError> {
         let extra = NoProxy::parse(no_proxy.iter().map(String::as_str));
         match proxy {
-            Proxy::None => Ok(Self::none()),
-            Proxy::Env => {
+            ProxySetting::None => Ok(Self::none()),
+            ProxySetting::Env => {
                 let mut rules = Self::from_env(lookup)?;
                 rules.no_proxy.extend(extra);
                 Ok(rules)
             }
-            Proxy::Url(url) => {
+            ProxySetting::Url(url) => {
                 let server = parse_proxy_url(url, "target.proxy")?;
                 Ok(Self {
                     http: Some(server.clone()),

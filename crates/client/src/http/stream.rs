@@ -195,7 +195,7 @@ mod tests {
             let _ = tls.read_to_end(&mut rest).await;
         });
         let Opened { tcp, .. } = connect_and_send(addr, &[]).await.unwrap();
-        let settings = crate::tls::TlsSettings {
+        let settings = cicada_request::TlsSettings {
             ca_pem: None,
             insecure: true,
         };

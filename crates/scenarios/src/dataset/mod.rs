@@ -30,6 +30,9 @@ use crate::scenario::{
 };
 use crate::tokenizer::{Tokenizer, TokenizerError};
 
+/// What a pool entry sends.
+pub use cicada_request::{ChatMessage, Prompt};
+
 /// Why a dataset could not be built.
 #[derive(Debug, Error)]
 pub enum DatasetError {
@@ -75,40 +78,6 @@ pub enum DatasetError {
     /// The settings cannot produce the requested pool.
     #[error("{0}")]
     Invalid(String),
-}
-
-/// A chat message as sent in a `messages` array.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChatMessage {
-    pub role: String,
-    pub content: String,
-}
-
-/// The prompt of one request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Prompt {
-    /// Plain text (sent as `prompt`, or as one user message to chat APIs).
-    Text(String),
-    /// A ready-made conversation.
-    Chat(Vec<ChatMessage>),
-}
-
-impl Prompt {
-    /// All text of the prompt, for fingerprints and counting.
-    pub fn text(&self) -> String {
-        match self {
-            Prompt::Text(t) => t.clone(),
-            Prompt::Chat(msgs) => {
-                let mut out = String::new();
-                for m in msgs {
-                    out.push_str(&m.content);
-                    out.push('\n');
-                }
-                out
-            }
-        }
-    }
 }
 
 /// One user turn of a multi-turn conversation.

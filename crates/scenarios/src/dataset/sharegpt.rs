@@ -401,7 +401,11 @@ mod tests {
                 .take(n as usize)
                 .map(|(_, p)| p.clone())
                 .collect();
-            let got: Vec<String> = pool.entries.iter().map(|e| e.prompt.text()).collect();
+            let got: Vec<String> = pool
+                .entries
+                .iter()
+                .map(|e| e.prompt.text().into_owned())
+                .collect();
             assert_eq!(got, want, "n={n}");
             let r = &pool.report;
             assert_eq!(r.read, 700);

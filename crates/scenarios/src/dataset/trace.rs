@@ -318,7 +318,11 @@ mod tests {
         for e in &t.entries {
             assert_eq!(tok.count(&e.prompt.text()).unwrap() as u32, e.input_tokens);
         }
-        let texts: Vec<String> = t.entries.iter().map(|e| e.prompt.text()).collect();
+        let texts: Vec<String> = t
+            .entries
+            .iter()
+            .map(|e| e.prompt.text().into_owned())
+            .collect();
         let common = texts[0]
             .chars()
             .zip(texts[1].chars())

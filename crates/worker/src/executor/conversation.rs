@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use cicada_client::backend::{Ask, Message, Prompt};
+use cicada_client::backend::Ask;
 use cicada_metrics::{EventLog, RequestRecord, Scope};
-use cicada_scenarios::dataset::Conversation;
+use cicada_scenarios::dataset::{ChatMessage, Conversation, Prompt};
 use cicada_scenarios::plan::Drive;
 use cicada_scenarios::schedule::Slot;
 use tokio::sync::Semaphore;
@@ -120,10 +120,10 @@ impl Session {
             &self.step.in_flight_by_target,
         )
         .min(plan.target.urls.len().saturating_sub(1));
-        let mut messages: Vec<Message> = conv
+        let mut messages: Vec<ChatMessage> = conv
             .system
             .iter()
-            .map(|s| Message {
+            .map(|s| ChatMessage {
                 role: "system".into(),
                 content: s.clone(),
             })
@@ -151,7 +151,7 @@ impl Session {
                 },
                 None => None,
             };
-            messages.push(Message {
+            messages.push(ChatMessage {
                 role: "user".into(),
                 content: turn.user.clone(),
             });
@@ -183,7 +183,7 @@ impl Session {
                 );
                 return;
             }
-            messages.push(Message {
+            messages.push(ChatMessage {
                 role: "assistant".into(),
                 content: answer,
             });

@@ -1,5 +1,5 @@
-//! The pool as this worker sends it: each plan entry's prompt turned into
-//! the client's terms once, when the plan arrives (moved, not copied).
+//! The pool as this worker sends it: each plan entry's prompt moved (never
+//! copied or converted: it is the client's type too) into its question.
 
 use cicada_client::backend::Ask;
 use cicada_scenarios::dataset::{Conversation, PoolEntry};
@@ -21,7 +21,10 @@ impl From<PoolEntry> for Entry {
     fn from(e: PoolEntry) -> Self {
         Self {
             id: e.id,
-            ask: cicada_bridge::ask(e.prompt, e.output_tokens),
+            ask: Ask {
+                prompt: e.prompt,
+                output_tokens: e.output_tokens,
+            },
             input_tokens: e.input_tokens,
             conversation: e.conversation,
         }

@@ -56,7 +56,7 @@ pub struct Step {
     pub headers: Headers,
     /// One per target URL, in the plan's order.
     pub endpoints: Vec<Endpoint>,
-    /// The plan's pool entries by id, in the client's terms.
+    /// The plan's pool entries by id, each ready to send.
     pub pool: HashMap<u64, Entry>,
     /// Each pool entry's request body, serialised once before the start
     /// (empty when the pool is too large to hold twice, or for conversations).
@@ -99,7 +99,7 @@ impl Step {
             worker: plan.worker_index,
         });
         let recorder = Arc::new(Recorder::with_details(recorder_shards, plan.slo, details));
-        // the pool moves (10,000s of prompts are not copied), converted once
+        // the pool moves (10,000s of prompts are neither copied nor converted)
         let pool: HashMap<u64, Entry> = std::mem::take(&mut plan.pool)
             .into_iter()
             .map(|e| (e.id, Entry::from(e)))

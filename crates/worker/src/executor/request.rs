@@ -256,9 +256,10 @@ pub(super) fn to_record(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cicada_client::backend::Ask;
     use cicada_client::backend::Usage;
-    use cicada_client::backend::{Ask, Prompt};
     use cicada_metrics::Outcome;
+    use cicada_scenarios::dataset::Prompt;
 
     fn entry() -> Entry {
         Entry {

@@ -386,11 +386,11 @@ fn an_explicit_setting_overrides_the_environment() {
         ("no_proxy", "env-exempt.test"),
     ];
     // "none": direct, whatever the environment says
-    let none = ProxyRules::from_setting(&Proxy::None, &[], env(&vars)).unwrap();
+    let none = ProxyRules::from_setting(&ProxySetting::None, &[], env(&vars)).unwrap();
     assert_eq!(route(&none, HTTPS, "a.test", 443), "direct");
 
     // a URL: for both schemes, with its own exemptions only
-    let url = Proxy::Url("http://u:p@set:3128".into());
+    let url = ProxySetting::Url("http://u:p@set:3128".into());
     let exempt = ["set-exempt.test".to_string(), "10.0.0.0/8".to_string()];
     let set = ProxyRules::from_setting(&url, &exempt, env(&vars)).unwrap();
     assert_eq!(
@@ -415,7 +415,7 @@ fn an_explicit_setting_overrides_the_environment() {
     );
 
     // "env": the environment's rules, the setting's exemptions added
-    let both = ProxyRules::from_setting(&Proxy::Env, &exempt, env(&vars)).unwrap();
+    let both = ProxyRules::from_setting(&ProxySetting::Env, &exempt, env(&vars)).unwrap();
     assert_eq!(
         route(&both, HTTPS, "a.test", 443),
         "http://env:1 from https_proxy"
@@ -424,8 +424,8 @@ fn an_explicit_setting_overrides_the_environment() {
     assert_eq!(route(&both, HTTPS, "set-exempt.test", 443), "direct");
 
     // a bad explicit URL names the key
-    let err =
-        ProxyRules::from_setting(&Proxy::Url("socks5://s:1".into()), &[], env(&[])).unwrap_err();
+    let err = ProxyRules::from_setting(&ProxySetting::Url("socks5://s:1".into()), &[], env(&[]))
+        .unwrap_err();
     assert!(
         err.to_string().starts_with("target.proxy is socks5://s:1"),
         "{err}"

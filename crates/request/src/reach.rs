@@ -1,8 +1,26 @@
-//! How requests reach the target: the HTTP version, which of a name's
-//! addresses new connections use, and the proxy. Keys of `[target]` that
-//! travel unchanged into each worker's plan.
+//! How requests reach the server: whom TLS trusts, the HTTP version, which
+//! of a name's addresses new connections use, the proxy, and the most of one
+//! response held at once. Keys of `[target]` that travel unchanged into each
+//! worker's plan and on into the client.
 
+use cicada_metrics::ByteSize;
 use serde::{Deserialize, Serialize};
+
+/// Default of `target.max_event_size`: far above any real event (a
+/// 128k-token answer with logprobs is a few MiB), far below a worker's memory.
+pub const DEFAULT_MAX_EVENT_SIZE: ByteSize = ByteSize::mib(16);
+
+/// Whom https connections trust (`target.tls_ca`, `target.tls_insecure`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TlsSettings {
+    /// PEM text of extra CA certificates to trust beside the system's (read
+    /// by the coordinator, shipped in the plan so remote workers need no file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_pem: Option<String>,
+    /// Accept any certificate (testing only).
+    #[serde(default)]
+    pub insecure: bool,
+}
 
 /// Which HTTP version requests go out in (`target.http`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

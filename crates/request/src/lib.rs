@@ -1,0 +1,16 @@
+//! What one request to an inference server is: the API dialect and server
+//! family, the sampling, the prompt and its messages, and how to reach the
+//! server (TLS trust, HTTP version, address choice, proxy, the most of one
+//! response held at once).
+//!
+//! One definition of each, shared by the scenario crate (which reads them
+//! from scenario files and ships them in plans, hence their serde spelling)
+//! and the client (which sends them), so neither keeps a copy of the other's.
+
+mod api;
+mod prompt;
+mod reach;
+
+pub use api::{ResolvedSampling, ServerFamily, WireApi};
+pub use prompt::{ChatMessage, Prompt};
+pub use reach::{AddressChoice, DEFAULT_MAX_EVENT_SIZE, HttpVersion, ProxySetting, TlsSettings};

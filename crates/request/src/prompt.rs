@@ -1,0 +1,89 @@
+//! What a request asks: plain text or a conversation.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+
+/// A chat message as sent in a `messages` array.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+/// The prompt of one request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Prompt {
+    /// Plain text (sent as `prompt`, or as one user message to chat APIs).
+    Text(String),
+    /// A ready-made conversation (sent as `messages`, or joined for text APIs).
+    Chat(Vec<ChatMessage>),
+}
+
+impl Prompt {
+    /// All text of the prompt, a conversation's messages one a line: what a
+    /// text-only API is sent, and what fingerprints and counts read.
+    pub fn text(&self) -> Cow<'_, str> {
+        match self {
+            Prompt::Text(t) => Cow::Borrowed(t),
+            Prompt::Chat(msgs) => {
+                let mut out = String::new();
+                for m in msgs {
+                    out.push_str(&m.content);
+                    out.push('\n');
+                }
+                Cow::Owned(out)
+            }
+        }
+    }
+
+    /// Bytes of text it holds (what a body built from it at least weighs).
+    pub fn text_bytes(&self) -> usize {
+        match self {
+            Prompt::Text(t) => t.len(),
+            Prompt::Chat(msgs) => msgs.iter().map(|m| m.content.len()).sum(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A conversation's text is its messages one a line; its bytes, theirs.
+    #[test]
+    fn a_conversation_reads_one_message_a_line() {
+        let chat = Prompt::Chat(vec![
+            ChatMessage {
+                role: "system".into(),
+                content: "be brief".into(),
+            },
+            ChatMessage {
+                role: "user".into(),
+                content: "hi".into(),
+            },
+        ]);
+        assert_eq!(chat.text(), "be brief\nhi\n");
+        assert_eq!(chat.text_bytes(), 10);
+        let text = Prompt::Text("hi there".into());
+        assert!(matches!(text.text(), Cow::Borrowed("hi there")));
+        assert_eq!(text.text_bytes(), 8);
+    }
+
+    /// The scenario file's and plan's spelling: `{"chat": [...]}`, `{"text": ...}`.
+    #[test]
+    fn prompts_keep_their_serde_spelling() {
+        let chat = Prompt::Chat(vec![ChatMessage {
+            role: "user".into(),
+            content: "hi".into(),
+        }]);
+        let json = serde_json::to_string(&chat).unwrap();
+        assert_eq!(json, r#"{"chat":[{"role":"user","content":"hi"}]}"#);
+        assert_eq!(serde_json::from_str::<Prompt>(&json).unwrap(), chat);
+        assert_eq!(
+            serde_json::to_string(&Prompt::Text("x".into())).unwrap(),
+            r#"{"text":"x"}"#
+        );
+    }
+}
