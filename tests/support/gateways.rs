@@ -161,6 +161,15 @@ impl Nginx {
         text.lines().filter_map(parse_access_line).collect()
     }
 
+    /// The POSTs nginx logged, once it has logged `n` requests of any kind
+    /// (or 30 s passed).
+    pub fn posts_once_served(&self, n: usize) -> Vec<Served> {
+        self.wait_served(n, Duration::from_secs(30))
+            .into_iter()
+            .filter(|s| s.request.starts_with("POST"))
+            .collect()
+    }
+
     /// Wait until nginx has logged `n` requests (or `limit` passed) and
     /// return what it logged.
     pub fn wait_served(&self, n: usize, limit: Duration) -> Vec<Served> {

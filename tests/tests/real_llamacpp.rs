@@ -453,11 +453,7 @@ fn through_an_http2_gateway_nothing_fails_and_ttft_moves_less_than_1_5_ms() {
     check_complete(&j, what, true);
     assert_eq!(counter(&j, "requests_http2"), PROMPTS, "{what}");
     // nginx logs a request once it finished it; the readiness check sent one more
-    let served = nginx.wait_served(PROMPTS as usize + 1, Duration::from_secs(30));
-    let posts: Vec<_> = served
-        .iter()
-        .filter(|s| s.request.starts_with("POST"))
-        .collect();
+    let posts = nginx.posts_once_served(PROMPTS as usize + 1);
     assert_eq!(
         posts.len() as u64,
         PROMPTS + 1,

@@ -422,11 +422,7 @@ fn through_an_http2_gateway_nothing_fails_and_ttft_moves_less_than_1_5_ms() {
     let j = read_json(&out.path().join("result.json"));
     check_complete(&j, PROMPTS, "openai-chat through nginx");
     assert_eq!(counter(&j, "requests_http2"), PROMPTS, "{stdout}");
-    let served = nginx.wait_served(PROMPTS as usize + 1, Duration::from_secs(30));
-    let posts: Vec<_> = served
-        .iter()
-        .filter(|s| s.request.starts_with("POST"))
-        .collect();
+    let posts = nginx.posts_once_served(PROMPTS as usize + 1);
     assert_eq!(
         posts.len() as u64,
         PROMPTS + 1,
