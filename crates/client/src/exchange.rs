@@ -299,10 +299,12 @@ fn on_event(
     if info.server.is_some() {
         ex.server = info.server;
     }
+    // reasoning is generated output too: it counts toward TTFT (vLLM's meaning)
+    let generated = info.content.is_some() || info.reasoning.is_some();
     let mut tokens = 1;
     if let Some(u) = info.usage {
         if let Some(c) = u.completion_tokens {
-            if info.content.is_some() {
+            if generated {
                 ex.counted_per_event = true;
                 tokens = c.saturating_sub(*last_completion) as u32;
             }
@@ -310,17 +312,25 @@ fn on_event(
         }
         ex.usage = merge_usage(ex.usage, u);
     }
-    if let Some(content) = &info.content {
+    if generated {
         ex.events.push(now_us, tokens);
         if let Some(text) = &mut ex.text {
-            if text.len() + content.len() > state.max_text {
+            let pieces = [&info.reasoning, &info.content];
+            let added: usize = pieces
+                .iter()
+                .filter_map(|p| p.as_ref())
+                .map(|p| p.len())
+                .sum();
+            if text.len() + added > state.max_text {
                 ex.fail(
                     Outcome::ResponseTooLarge,
                     over("the generated text kept", state.max_text),
                 );
                 return false;
             }
-            text.push_str(content);
+            for piece in pieces.into_iter().flatten() {
+                text.push_str(piece);
+            }
         }
     }
     if info.finished || info.done {
@@ -370,9 +380,11 @@ async fn read_whole(
                 ex.usage = u;
             }
             ex.server = info.server;
-            if let Some(content) = &info.content {
+            if info.content.is_some() || info.reasoning.is_some() {
                 if let Some(text) = &mut ex.text {
-                    text.push_str(content);
+                    for piece in [&info.reasoning, &info.content].into_iter().flatten() {
+                        text.push_str(piece);
+                    }
                 }
                 let tokens = ex
                     .usage

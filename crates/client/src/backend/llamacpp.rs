@@ -66,6 +66,7 @@ fn interpret(e: Event<'_>) -> EventInfo<'_> {
         done: false,
         error: None,
         server: e.timings.and_then(Timings::server),
+        ..EventInfo::default()
     }
 }
 

@@ -39,8 +39,11 @@ pub struct ServerTiming {
 /// What one streamed event (or a whole non-streamed body) said.
 #[derive(Debug, Default, PartialEq)]
 pub struct EventInfo<'a> {
-    /// Generated text (content and reasoning), if the event carried any.
+    /// Generated answer text, if the event carried any.
     pub content: Option<Cow<'a, str>>,
+    /// Generated reasoning ("thinking") text, if the event carried any: a
+    /// reasoning model's tokens before (or beside) its answer.
+    pub reasoning: Option<Cow<'a, str>>,
     /// Usage, if the event carried it (cumulative when continuous).
     pub usage: Option<Usage>,
     /// The server gave a finish reason.

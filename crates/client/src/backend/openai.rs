@@ -177,7 +177,7 @@ struct PromptDetails {
     cached_tokens: Option<u64>,
 }
 
-fn join<'a>(parts: [Option<Cow<'a, str>>; 3]) -> Option<Cow<'a, str>> {
+fn join<'a, const N: usize>(parts: [Option<Cow<'a, str>>; N]) -> Option<Cow<'a, str>> {
     let mut non_empty = parts.into_iter().flatten().filter(|p| !p.is_empty());
     let first = non_empty.next()?;
     match non_empty.next() {
@@ -224,13 +224,15 @@ fn interpret<'a>(api: WireApi, chunk: Chunk<'a>) -> EventInfo<'a> {
     }
     if let Some(choice) = chunk.choices.and_then(|c| c.into_iter().next()) {
         info.finished = choice.finish_reason.is_some();
-        info.content = match api {
-            WireApi::Chat => choice
-                .delta
-                .or(choice.message)
-                .and_then(|d| join([d.reasoning_content, d.reasoning, d.content])),
-            _ => choice.text.filter(|t| !t.is_empty()),
-        };
+        match api {
+            WireApi::Chat => {
+                if let Some(d) = choice.delta.or(choice.message) {
+                    info.reasoning = join([d.reasoning_content, d.reasoning]);
+                    info.content = d.content.filter(|t| !t.is_empty());
+                }
+            }
+            _ => info.content = choice.text.filter(|t| !t.is_empty()),
+        }
     }
     info
 }
@@ -338,15 +340,13 @@ mod tests {
         assert_eq!(e.content.as_deref(), Some("a\"b"));
         assert!(e.finished);
         let r = br#"{"choices":[{"delta":{"reasoning_content":"think"}}]}"#;
-        assert_eq!(
-            parse_event(WireApi::Chat, r).unwrap().content.as_deref(),
-            Some("think")
-        );
-        let r = br#"{"choices":[{"delta":{"reasoning":"new"}}]}"#;
-        assert_eq!(
-            parse_event(WireApi::Chat, r).unwrap().content.as_deref(),
-            Some("new")
-        );
+        let e = parse_event(WireApi::Chat, r).unwrap();
+        assert_eq!(e.reasoning.as_deref(), Some("think"));
+        assert_eq!(e.content, None);
+        let r = br#"{"choices":[{"delta":{"reasoning":"new","content":""}}]}"#;
+        let e = parse_event(WireApi::Chat, r).unwrap();
+        assert_eq!(e.reasoning.as_deref(), Some("new"));
+        assert_eq!(e.content, None);
         let t = br#"{"choices":[{"text":" x","finish_reason":null}]}"#;
         assert_eq!(
             parse_event(WireApi::Completions, t)

@@ -154,6 +154,7 @@ pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
         done: true,
         error: None,
         server: None,
+        ..EventInfo::default()
     })
 }
 
