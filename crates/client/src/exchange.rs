@@ -299,8 +299,8 @@ fn on_event(
     if info.server.is_some() {
         ex.server = info.server;
     }
-    // reasoning is generated output too: it counts toward TTFT (vLLM's meaning)
-    let generated = info.content.is_some() || info.reasoning.is_some();
+    // reasoning and tool calls are generated output too: TTFT counts them (vLLM's meaning)
+    let generated = info.generated();
     let mut tokens = 1;
     if let Some(u) = info.usage {
         if let Some(c) = u.completion_tokens {
@@ -315,7 +315,7 @@ fn on_event(
     if generated {
         ex.events.push(now_us, tokens);
         if let Some(text) = &mut ex.text {
-            let pieces = [&info.reasoning, &info.content];
+            let pieces = [&info.reasoning, &info.content, &info.tool_arguments];
             let added: usize = pieces
                 .iter()
                 .filter_map(|p| p.as_ref())
@@ -380,9 +380,10 @@ async fn read_whole(
                 ex.usage = u;
             }
             ex.server = info.server;
-            if info.content.is_some() || info.reasoning.is_some() {
+            if info.generated() {
                 if let Some(text) = &mut ex.text {
-                    for piece in [&info.reasoning, &info.content].into_iter().flatten() {
+                    let pieces = [&info.reasoning, &info.content, &info.tool_arguments];
+                    for piece in pieces.into_iter().flatten() {
                         text.push_str(piece);
                     }
                 }

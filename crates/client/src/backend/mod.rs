@@ -44,6 +44,9 @@ pub struct EventInfo<'a> {
     /// Generated reasoning ("thinking") text, if the event carried any: a
     /// reasoning model's tokens before (or beside) its answer.
     pub reasoning: Option<Cow<'a, str>>,
+    /// Generated tool-call argument text, if the event carried any: a
+    /// model's output as much as answer text is.
+    pub tool_arguments: Option<Cow<'a, str>>,
     /// Usage, if the event carried it (cumulative when continuous).
     pub usage: Option<Usage>,
     /// The server gave a finish reason.
@@ -54,6 +57,13 @@ pub struct EventInfo<'a> {
     pub error: Option<String>,
     /// The server's timing of the request, if the event carried it.
     pub server: Option<ServerTiming>,
+}
+
+impl EventInfo<'_> {
+    /// The event carried generated text of any kind (a content event).
+    pub fn generated(&self) -> bool {
+        self.content.is_some() || self.reasoning.is_some() || self.tool_arguments.is_some()
+    }
 }
 
 /// How to talk to one serving API: the request body for a pool entry, and
