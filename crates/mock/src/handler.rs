@@ -267,7 +267,8 @@ fn stream_spec(shared: &Shared, a: &Arrived, c: &Accounted, api: Api) -> StreamS
         final_usage: match api {
             Api::Chat | Api::Completions => options.is_some_and(|o| o.include_usage) || !a.stream,
             Api::Tgi => parsed.wants_details(),
-            Api::LlamaCpp => true,
+            // usage always rides on the terminal event
+            Api::LlamaCpp | Api::Responses | Api::Messages => true,
             Api::Triton => false,
         },
         continuous: options.is_some_and(|o| o.continuous_usage_stats),
