@@ -94,6 +94,9 @@ pub(crate) async fn generate(
         Ok(r) => r,
         Err(e) => return error_json(StatusCode::BAD_REQUEST, &format!("invalid JSON: {e}")),
     };
+    if let Some(why) = parsed.refusal(api) {
+        return error_json(StatusCode::BAD_REQUEST, why);
+    }
     let stream = match streaming {
         Streaming::AsAsked => parsed.stream,
         Streaming::Always => true,

@@ -202,6 +202,33 @@ impl IncomingRequest {
             .collect()
     }
 
+    /// Why the API's servers would refuse the request with a 400, if they
+    /// would: Anthropic's `messages` take only user and assistant turns (the
+    /// system prompt goes in `system`), and require `max_tokens`.
+    pub fn refusal(&self, api: crate::wire::Api) -> Option<&'static str> {
+        if api != crate::wire::Api::Messages {
+            return None;
+        }
+        let roles = self
+            .messages
+            .iter()
+            .flatten()
+            .filter_map(|m| m.role.as_deref());
+        if let Some(bad) = roles
+            .into_iter()
+            .find(|r| !matches!(*r, "user" | "assistant"))
+        {
+            return Some(if bad == "system" {
+                "messages: unexpected role \"system\"; put the system prompt in the top-level system field"
+            } else {
+                "messages: roles must be user or assistant"
+            });
+        }
+        self.max_tokens
+            .is_none()
+            .then_some("max_tokens: field required")
+    }
+
     /// TGI: the client asked for `details`.
     pub fn wants_details(&self) -> bool {
         self.parameters.as_ref().is_some_and(|p| p.details)
@@ -378,6 +405,22 @@ mod tests {
         );
         assert_eq!(log[0].fingerprint, fingerprint("be brief"));
         assert_eq!(anthropic.requested_tokens(), Some(4));
+        use crate::wire::Api;
+        assert_eq!(anthropic.refusal(Api::Messages), None);
+        let inline: IncomingRequest = serde_json::from_str(
+            r#"{"messages":[{"role":"system","content":"s"},{"role":"user","content":"u"}],"max_tokens":4}"#,
+        )
+        .unwrap();
+        assert!(inline.refusal(Api::Messages).unwrap().contains("system"));
+        assert_eq!(inline.refusal(Api::Chat), None);
+        let unlimited: IncomingRequest =
+            serde_json::from_str(r#"{"messages":[{"role":"user","content":"u"}]}"#).unwrap();
+        assert!(
+            unlimited
+                .refusal(Api::Messages)
+                .unwrap()
+                .contains("max_tokens")
+        );
     }
 
     #[test]
