@@ -36,6 +36,7 @@ pub fn headers(target: &ResolvedTarget, key: ApiKey) -> Result<Headers, SetupErr
         fixed: &target.headers,
         api_key_env: target.api_key_env.as_deref(),
         keep_alive: target.keep_alive,
+        anthropic: target.api == cicada_scenarios::plan::WireApi::Messages,
     };
     http::headers(spec, key)
 }

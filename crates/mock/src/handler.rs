@@ -94,6 +94,9 @@ pub(crate) async fn generate(
         Ok(r) => r,
         Err(e) => return error_json(StatusCode::BAD_REQUEST, &format!("invalid JSON: {e}")),
     };
+    if let Some(why) = parsed.refusal(api) {
+        return error_json(StatusCode::BAD_REQUEST, why);
+    }
     let stream = match streaming {
         Streaming::AsAsked => parsed.stream,
         Streaming::Always => true,
@@ -267,7 +270,8 @@ fn stream_spec(shared: &Shared, a: &Arrived, c: &Accounted, api: Api) -> StreamS
         final_usage: match api {
             Api::Chat | Api::Completions => options.is_some_and(|o| o.include_usage) || !a.stream,
             Api::Tgi => parsed.wants_details(),
-            Api::LlamaCpp => true,
+            // usage always rides on the terminal event
+            Api::LlamaCpp | Api::Responses | Api::Messages => true,
             Api::Triton => false,
         },
         continuous: options.is_some_and(|o| o.continuous_usage_stats),

@@ -47,6 +47,15 @@ pub(crate) struct IncomingRequest {
     /// Triton's TensorRT-LLM ensemble: generate at least this many tokens.
     #[serde(default)]
     pub min_length: Option<u32>,
+    /// OpenAI Responses: the prompt, text or a list of messages.
+    #[serde(default)]
+    pub input: Option<serde_json::Value>,
+    /// OpenAI Responses: the output limit.
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
+    /// Anthropic Messages: the system prompt, text or text blocks.
+    #[serde(default)]
+    pub system: Option<serde_json::Value>,
 }
 
 /// TGI's and Triton's `parameters` object.
@@ -77,20 +86,43 @@ pub(crate) struct Message {
 }
 
 impl IncomingRequest {
-    /// The prompt text as one string (chat messages joined by newlines).
-    pub fn prompt_text(&self) -> String {
+    /// The conversation, if the request carries one, as (role, content):
+    /// Anthropic's `system` first, then `messages`, or Responses' `input` list.
+    fn conversation(&self) -> Option<Vec<(&str, &serde_json::Value)>> {
+        let mut out: Vec<(&str, &serde_json::Value)> = Vec::new();
+        if let Some(system) = &self.system {
+            out.push(("system", system));
+        }
         if let Some(messages) = &self.messages {
-            let mut out = String::new();
             for m in messages {
                 if let Some(c) = &m.content {
-                    push_content(&mut out, c);
-                    out.push('\n');
+                    out.push((m.role.as_deref().unwrap_or(""), c));
                 }
+            }
+        } else if let Some(serde_json::Value::Array(items)) = &self.input {
+            for item in items {
+                if let Some(c) = item.get("content") {
+                    out.push((item.get("role").and_then(|r| r.as_str()).unwrap_or(""), c));
+                }
+            }
+        } else if out.is_empty() {
+            return None;
+        }
+        Some(out)
+    }
+
+    /// The prompt text as one string (chat messages joined by newlines).
+    pub fn prompt_text(&self) -> String {
+        if let Some(messages) = self.conversation() {
+            let mut out = String::new();
+            for (_, c) in messages {
+                push_content(&mut out, c);
+                out.push('\n');
             }
             return out;
         }
         let mut out = String::new();
-        if let Some(p) = &self.prompt {
+        if let Some(p) = self.prompt.as_ref().or(self.input.as_ref()) {
             push_content(&mut out, p);
         } else if let Some(t) = self.inputs.as_ref().or(self.text_input.as_ref()) {
             out.push_str(t);
@@ -103,6 +135,7 @@ impl IncomingRequest {
         let params = self.parameters.as_ref();
         self.max_completion_tokens
             .or(self.max_tokens)
+            .or(self.max_output_tokens)
             .or(params.and_then(|p| p.max_new_tokens.or(p.max_tokens)))
             .or(self
                 .n_predict
@@ -155,20 +188,45 @@ impl IncomingRequest {
 
     /// Role and content fingerprint of every chat message, in order.
     pub fn message_log(&self) -> Vec<LoggedMessage> {
-        self.messages
-            .iter()
+        self.conversation()
+            .into_iter()
             .flatten()
-            .map(|m| {
+            .map(|(role, c)| {
                 let mut text = String::new();
-                if let Some(c) = &m.content {
-                    push_content(&mut text, c);
-                }
+                push_content(&mut text, c);
                 LoggedMessage {
-                    role: m.role.clone().unwrap_or_default(),
+                    role: role.to_string(),
                     fingerprint: fingerprint(&text),
                 }
             })
             .collect()
+    }
+
+    /// Why the API's servers would refuse the request with a 400, if they
+    /// would: Anthropic's `messages` take only user and assistant turns (the
+    /// system prompt goes in `system`), and require `max_tokens`.
+    pub fn refusal(&self, api: crate::wire::Api) -> Option<&'static str> {
+        if api != crate::wire::Api::Messages {
+            return None;
+        }
+        let roles = self
+            .messages
+            .iter()
+            .flatten()
+            .filter_map(|m| m.role.as_deref());
+        if let Some(bad) = roles
+            .into_iter()
+            .find(|r| !matches!(*r, "user" | "assistant"))
+        {
+            return Some(if bad == "system" {
+                "messages: unexpected role \"system\"; put the system prompt in the top-level system field"
+            } else {
+                "messages: roles must be user or assistant"
+            });
+        }
+        self.max_tokens
+            .is_none()
+            .then_some("max_tokens: field required")
     }
 
     /// TGI: the client asked for `details`.
@@ -320,6 +378,49 @@ mod tests {
         let log = chat.message_log();
         assert_eq!(log[0].role, "user");
         assert_eq!(log[1].fingerprint, fingerprint("yo"));
+    }
+
+    #[test]
+    fn responses_and_messages_spell_their_prompt_and_limit() {
+        let text: IncomingRequest =
+            serde_json::from_str(r#"{"input":"a b c","max_output_tokens":6}"#).unwrap();
+        assert_eq!(count_words(&text.prompt_text()), 3);
+        assert_eq!(text.requested_tokens(), Some(6));
+        assert!(text.message_log().is_empty());
+        let list: IncomingRequest = serde_json::from_str(
+            r#"{"input":[{"role":"system","content":"s t"},{"role":"user","content":"u"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(count_words(&list.prompt_text()), 3);
+        assert_eq!(list.message_log()[0].role, "system");
+        let anthropic: IncomingRequest = serde_json::from_str(
+            r#"{"system":"be brief","messages":[{"role":"user","content":"x y z"}],"max_tokens":4}"#,
+        )
+        .unwrap();
+        assert_eq!(count_words(&anthropic.prompt_text()), 5);
+        let log = anthropic.message_log();
+        assert_eq!(
+            (log[0].role.as_str(), log[1].role.as_str()),
+            ("system", "user")
+        );
+        assert_eq!(log[0].fingerprint, fingerprint("be brief"));
+        assert_eq!(anthropic.requested_tokens(), Some(4));
+        use crate::wire::Api;
+        assert_eq!(anthropic.refusal(Api::Messages), None);
+        let inline: IncomingRequest = serde_json::from_str(
+            r#"{"messages":[{"role":"system","content":"s"},{"role":"user","content":"u"}],"max_tokens":4}"#,
+        )
+        .unwrap();
+        assert!(inline.refusal(Api::Messages).unwrap().contains("system"));
+        assert_eq!(inline.refusal(Api::Chat), None);
+        let unlimited: IncomingRequest =
+            serde_json::from_str(r#"{"messages":[{"role":"user","content":"u"}]}"#).unwrap();
+        assert!(
+            unlimited
+                .refusal(Api::Messages)
+                .unwrap()
+                .contains("max_tokens")
+        );
     }
 
     #[test]

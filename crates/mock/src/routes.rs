@@ -32,14 +32,18 @@ fn open_route(path: &str) -> bool {
         || path.starts_with("/v2/health/")
 }
 
-/// Whether the request carries the configured key (always, without one).
+/// Whether the request carries the configured key (always, without one):
+/// in `x-api-key` on Anthropic's `/messages` (the header Anthropic reads),
+/// else as `Authorization: Bearer`.
 fn authorized(config: &MockConfig, req: &Request<Incoming>) -> bool {
     let Some(key) = &config.api_key else {
         return true;
     };
-    req.headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
+    let header = |name| req.headers().get(name).and_then(|v| v.to_str().ok());
+    if req.uri().path().ends_with("/messages") {
+        return header("x-api-key").is_some_and(|given| given == key);
+    }
+    header(header::AUTHORIZATION.as_str())
         .and_then(|v| v.strip_prefix("Bearer "))
         .is_some_and(|given| given == key)
 }
@@ -108,6 +112,19 @@ pub(crate) async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Respon
             Ok(s) => json(StatusCode::OK, s),
             Err(e) => error_json(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
         },
+        (&Method::POST, p) if p.ends_with("/responses") => {
+            generate(
+                shared.clone(),
+                req,
+                Api::Responses,
+                Streaming::AsAsked,
+                path,
+            )
+            .await
+        }
+        (&Method::POST, p) if p.ends_with("/messages") => {
+            generate(shared.clone(), req, Api::Messages, Streaming::AsAsked, path).await
+        }
         (&Method::POST, p) if p.ends_with("/chat/completions") => {
             generate(shared.clone(), req, Api::Chat, Streaming::AsAsked, path).await
         }

@@ -19,6 +19,11 @@ pub enum WireApi {
     LlamaCpp,
     /// NVIDIA Triton's generate extension (`/v2/models/{model}/generate_stream`).
     Triton,
+    /// OpenAI Responses (`/v1/responses`): typed `response.*` events, usage on
+    /// `response.completed`.
+    Responses,
+    /// Anthropic Messages (`/v1/messages`): `message_start` ... `message_stop`.
+    Messages,
 }
 
 /// Server family, for the extras it accepts beyond its API and where it

@@ -76,7 +76,8 @@ pub struct MockConfig {
     #[arg(long, default_value_t = 0)]
     pub spec_tokens: u32,
     /// Require `Authorization: Bearer <key>` on the API routes, as vLLM's
-    /// `--api-key` does (health and metrics stay open). Command line only:
+    /// `--api-key` does (`x-api-key: <key>` on `/v1/messages`, as Anthropic
+    /// reads it; health and metrics stay open). Command line only:
     /// never read from or written to a scenario.
     #[arg(long, env = "CICADA_MOCK_API_KEY", hide_env_values = true)]
     #[serde(skip)]
@@ -134,12 +135,22 @@ pub enum MockApi {
     LlamacppCompletions,
     /// Triton's `/v2/models/{model}/generate_stream`.
     Triton,
+    /// OpenAI Responses, `/v1/responses`.
+    OpenaiResponses,
+    /// Anthropic Messages, `/v1/messages`.
+    AnthropicMessages,
 }
 
 impl MockApi {
     /// Requests go out as chat `messages`.
     pub fn sends_messages(self) -> bool {
-        matches!(self, MockApi::OpenaiChat | MockApi::LlamacppChat)
+        matches!(
+            self,
+            MockApi::OpenaiChat
+                | MockApi::LlamacppChat
+                | MockApi::OpenaiResponses
+                | MockApi::AnthropicMessages
+        )
     }
 
     /// The OpenAI routes answer in llama.cpp's dialect.

@@ -141,6 +141,11 @@ pub enum Backend {
     Triton,
     /// The built-in mock, started in-process (its API is `mock.api`).
     Mock,
+    /// OpenAI's Responses API, `/v1/responses` (vLLM's `openai-responses`;
+    /// vLLM and llama-server serve it too).
+    OpenaiResponses,
+    /// Anthropic's Messages API, `/v1/messages` (vLLM and llama-server serve it too).
+    AnthropicMessages,
 }
 
 impl Backend {
@@ -159,11 +164,13 @@ impl Backend {
             Backend::LlamacppCompletions => "llamacpp-completions",
             Backend::Triton => "triton",
             Backend::Mock => "mock",
+            Backend::OpenaiResponses => "openai-responses",
+            Backend::AnthropicMessages => "anthropic-messages",
         }
     }
 
     /// Every backend, in the order documentation lists them.
-    pub const ALL: [Backend; 12] = [
+    pub const ALL: [Backend; 14] = [
         Backend::Openai,
         Backend::OpenaiChat,
         Backend::Vllm,
@@ -176,6 +183,8 @@ impl Backend {
         Backend::LlamacppCompletions,
         Backend::Triton,
         Backend::Mock,
+        Backend::OpenaiResponses,
+        Backend::AnthropicMessages,
     ];
 
     /// Requests go out as chat `messages` (an OpenAI chat route); `mock_api`
@@ -185,7 +194,9 @@ impl Backend {
             Backend::OpenaiChat
             | Backend::VllmChat
             | Backend::SglangChat
-            | Backend::LlamacppChat => true,
+            | Backend::LlamacppChat
+            | Backend::OpenaiResponses
+            | Backend::AnthropicMessages => true,
             Backend::Mock => mock_api.sends_messages(),
             _ => false,
         }
@@ -195,9 +206,17 @@ impl Backend {
     /// servers that understand it. Plain OpenAI servers may reject an unknown
     /// field, so for `openai`/`openai-chat` it is sent only when asked for
     /// (`sampling.ignore_eos = true` or `--ignore-eos`, as `vllm bench serve`
-    /// sends it); TGI has no such field.
+    /// sends it); TGI and Anthropic Messages have no such field, nor has
+    /// OpenAI's own Responses API (vLLM's and llama-server's have).
     pub fn ignore_eos_by_default(self) -> bool {
-        !matches!(self, Backend::Openai | Backend::OpenaiChat | Backend::Tgi)
+        !matches!(
+            self,
+            Backend::Openai
+                | Backend::OpenaiChat
+                | Backend::Tgi
+                | Backend::OpenaiResponses
+                | Backend::AnthropicMessages
+        )
     }
 
     /// The backend a name (as in scenario files) stands for.

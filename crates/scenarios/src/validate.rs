@@ -182,6 +182,52 @@ fn sampling_problems(s: &Scenario) -> Vec<(String, String)> {
     {
         bad("sampling.top_p", format!("must be within (0, 1], got {p}"));
     }
+    out.extend(api_sampling_problems(s));
+    out
+}
+
+/// Sampling keys the Responses and Messages routes cannot carry: no server
+/// reads `min_tokens` on either (vLLM 0.32 and llama-server drop it), nor
+/// `ignore_eos` on `/v1/messages` (both drop it; Anthropic refuses unknown
+/// fields), so asking for them would silently measure something else.
+fn api_sampling_problems(s: &Scenario) -> Vec<(String, String)> {
+    use crate::scenario::MockApi;
+    let (responses, messages) = match s.target.backend {
+        Backend::OpenaiResponses => (true, false),
+        Backend::AnthropicMessages => (false, true),
+        Backend::Mock => (
+            s.mock.api == MockApi::OpenaiResponses,
+            s.mock.api == MockApi::AnthropicMessages,
+        ),
+        _ => (false, false),
+    };
+    let name = match s.target.backend {
+        Backend::Mock => format!(
+            "mock.api \"{}\"",
+            if responses {
+                "openai-responses"
+            } else {
+                "anthropic-messages"
+            }
+        ),
+        b => format!("backend \"{}\"", b.name()),
+    };
+    let mut out = Vec::new();
+    if (responses || messages) && s.sampling.min_tokens.is_some() {
+        out.push((
+            "sampling.min_tokens".to_string(),
+            format!("{name} cannot send min_tokens: no server reads it on this route (remove it)"),
+        ));
+    }
+    if messages && s.sampling.ignore_eos == Some(true) {
+        out.push((
+            "sampling.ignore_eos".to_string(),
+            format!(
+                "{name} cannot send ignore_eos: vLLM and llama-server drop it on /v1/messages \
+                 (start llama-server with --ignore-eos instead, or use openai-responses)"
+            ),
+        ));
+    }
     out
 }
 
@@ -348,6 +394,44 @@ mod tests {
     fn with(text: &str) -> Vec<(String, String)> {
         let s: Scenario = toml::from_str(text).unwrap();
         problems(&s)
+    }
+
+    #[test]
+    fn responses_and_messages_refuse_what_their_routes_drop() {
+        let base = "[target]\nbase_url = \"http://h\"\n";
+        let p = with(&format!(
+            "{base}backend = \"anthropic-messages\"\n[sampling]\nignore_eos = true\nmin_tokens = 2\n"
+        ));
+        let keys: Vec<&str> = p.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["sampling.min_tokens", "sampling.ignore_eos"],
+            "{p:?}"
+        );
+        assert!(
+            p.iter()
+                .all(|(_, m)| m.contains("backend \"anthropic-messages\"")),
+            "{p:?}"
+        );
+        // vLLM and llama-server read ignore_eos on /v1/responses, min_tokens nowhere
+        let p = with(&format!(
+            "{base}backend = \"openai-responses\"\n[sampling]\nignore_eos = true\nmin_tokens = 2\n"
+        ));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].0, "sampling.min_tokens");
+        assert!(p[0].1.contains("backend \"openai-responses\""), "{p:?}");
+        let p = with(
+            "[target]\nbackend = \"mock\"\n[mock]\napi = \"anthropic-messages\"\n[sampling]\nignore_eos = true\n",
+        );
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].1.contains("mock.api \"anthropic-messages\""), "{p:?}");
+        assert!(with(&format!("{base}backend = \"anthropic-messages\"\n")).is_empty());
+        assert!(
+            with(&format!(
+                "{base}backend = \"vllm\"\n[sampling]\nmin_tokens = 2\n"
+            ))
+            .is_empty()
+        );
     }
 
     #[test]

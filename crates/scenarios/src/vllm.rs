@@ -428,6 +428,8 @@ mod tests {
             ("llama.cpp", Backend::LlamacppCompletions),
             ("tensorrt-llm", Backend::Triton),
             ("tgi", Backend::Tgi),
+            // vLLM's bench name for the Responses API is ours too
+            ("openai-responses", Backend::OpenaiResponses),
         ] {
             assert_eq!(backend_name(vllm).unwrap(), ours.name());
         }

@@ -46,7 +46,13 @@ pub fn api_of(backend: Backend, mock_api: MockApi) -> (WireApi, ServerFamily) {
             MockApi::LlamacppChat => (WireApi::Chat, ServerFamily::LlamaCpp),
             MockApi::LlamacppCompletions => (WireApi::Completions, ServerFamily::LlamaCpp),
             MockApi::Triton => (WireApi::Triton, ServerFamily::Triton),
+            MockApi::OpenaiResponses => (WireApi::Responses, ServerFamily::Mock),
+            MockApi::AnthropicMessages => (WireApi::Messages, ServerFamily::Mock),
         },
+        // plain: `ignore_eos` only when asked (vLLM and llama-server read it on
+        // /v1/responses), never on /v1/messages (no server reads it there)
+        Backend::OpenaiResponses => (WireApi::Responses, ServerFamily::Openai),
+        Backend::AnthropicMessages => (WireApi::Messages, ServerFamily::Openai),
     }
 }
 
@@ -60,6 +66,8 @@ pub fn default_endpoint(api: WireApi, stream: bool) -> &'static str {
         (WireApi::LlamaCpp, _) => "/completion",
         (WireApi::Triton, true) => "/v2/models/{model}/generate_stream",
         (WireApi::Triton, false) => "/v2/models/{model}/generate",
+        (WireApi::Responses, _) => "/v1/responses",
+        (WireApi::Messages, _) => "/v1/messages",
     }
 }
 

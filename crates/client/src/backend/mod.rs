@@ -7,7 +7,9 @@
 
 mod ask;
 mod llamacpp;
+mod messages;
 mod openai;
+mod responses;
 mod tgi;
 mod triton;
 
@@ -17,6 +19,7 @@ use cicada_request::{ResolvedSampling, ServerFamily, WireApi};
 use serde_json::{Map, Value};
 
 pub use ask::Ask;
+pub use messages::DEFAULT_MAX_TOKENS as MESSAGES_DEFAULT_MAX_TOKENS;
 
 /// Token counts a server reported.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -118,6 +121,8 @@ impl ApiCodec {
             WireApi::Tgi => tgi::body(self, entry),
             WireApi::LlamaCpp => llamacpp::body(self, entry),
             WireApi::Triton => triton::body(self, entry),
+            WireApi::Responses => responses::body(self, entry),
+            WireApi::Messages => messages::body(self, entry),
         };
         serde_json::to_vec(&Value::Object(body)).unwrap_or_default()
     }
@@ -129,6 +134,8 @@ impl ApiCodec {
             WireApi::Tgi => tgi::parse(data),
             WireApi::LlamaCpp => llamacpp::parse(data),
             WireApi::Triton => triton::parse(data),
+            WireApi::Responses => responses::parse_event(data),
+            WireApi::Messages => messages::parse_event(data),
         }
     }
 
@@ -136,6 +143,8 @@ impl ApiCodec {
     pub fn parse_full<'a>(&self, body: &'a [u8]) -> Result<EventInfo<'a>, String> {
         let mut info = match self.api {
             WireApi::Tgi => tgi::parse_full(body)?,
+            WireApi::Responses => responses::parse_full(body)?,
+            WireApi::Messages => messages::parse_full(body)?,
             // the others answer with one object shaped like their last event
             _ => self.parse_event(body)?,
         };

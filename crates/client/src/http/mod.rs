@@ -169,10 +169,18 @@ pub struct HeaderSpec<'a> {
     pub api_key_env: Option<&'a str>,
     /// Reuse connections; off adds `Connection: close`.
     pub keep_alive: bool,
+    /// Anthropic's Messages API: the key goes in `x-api-key` too, and
+    /// `anthropic-version` is sent unless `fixed` gives one.
+    pub anthropic: bool,
 }
 
+/// The `anthropic-version` sent to the Messages API (the only version
+/// Anthropic has published; vLLM and llama-server do not read it).
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
 /// Headers for every request: the target's, `Authorization: Bearer <key>`
-/// from this process's environment, and `Connection: close` without keep-alive.
+/// from this process's environment (and `x-api-key` for Anthropic's API),
+/// and `Connection: close` without keep-alive.
 pub fn headers(spec: HeaderSpec<'_>, key: ApiKey) -> Result<Headers, SetupError> {
     let mut h = Headers::default();
     h.push("user-agent", concat!("cicada/", env!("CARGO_PKG_VERSION")))?;
@@ -180,14 +188,24 @@ pub fn headers(spec: HeaderSpec<'_>, key: ApiKey) -> Result<Headers, SetupError>
     for (name, value) in spec.fixed {
         h.push(name, value)?;
     }
+    let given = |name: &str| spec.fixed.keys().any(|k| k.eq_ignore_ascii_case(name));
+    if spec.anthropic && !given("anthropic-version") {
+        h.push("anthropic-version", ANTHROPIC_VERSION)?;
+    }
     if let Some(var) = spec.api_key_env {
+        let bad = |name: &str| SetupError::BadHeader {
+            name: name.into(),
+            reason: format!("the value of {var} is not a valid header value"),
+        };
         match std::env::var(var) {
-            Ok(k) => h
-                .push("authorization", &format!("Bearer {k}"))
-                .map_err(|_| SetupError::BadHeader {
-                    name: "Authorization".into(),
-                    reason: format!("the value of {var} is not a valid header value"),
-                })?,
+            Ok(k) => {
+                // Anthropic reads x-api-key; vLLM's /v1/messages only Authorization
+                if spec.anthropic {
+                    h.push("x-api-key", &k).map_err(|_| bad("x-api-key"))?;
+                }
+                h.push("authorization", &format!("Bearer {k}"))
+                    .map_err(|_| bad("Authorization"))?
+            }
             Err(_) if key == ApiKey::IfSet => {}
             Err(_) => return Err(SetupError::MissingApiKey(var.to_string())),
         }
@@ -421,5 +439,51 @@ impl Fetched {
     /// The body as text (lossy UTF-8).
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names_and_values(h: &Headers) -> Vec<(String, String)> {
+        h.map
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn anthropic_targets_get_x_api_key_and_a_version() {
+        // a variable only this test sets
+        let var = "CICADA_TEST_ANTHROPIC_HEADERS_KEY";
+        // SAFETY: no other test reads or writes this variable
+        unsafe { std::env::set_var(var, "sk-1") };
+        let fixed = BTreeMap::new();
+        let spec = |anthropic, fixed| HeaderSpec {
+            fixed,
+            api_key_env: Some(var),
+            keep_alive: true,
+            anthropic,
+        };
+        let h = names_and_values(&headers(spec(true, &fixed), ApiKey::Required).unwrap());
+        let has =
+            |h: &[(String, String)], n: &str, v: &str| h.iter().any(|(a, b)| a == n && b == v);
+        assert!(has(&h, "x-api-key", "sk-1"), "{h:?}");
+        assert!(has(&h, "authorization", "Bearer sk-1"), "{h:?}");
+        assert!(has(&h, "anthropic-version", ANTHROPIC_VERSION), "{h:?}");
+        let plain = names_and_values(&headers(spec(false, &fixed), ApiKey::Required).unwrap());
+        assert!(
+            !plain
+                .iter()
+                .any(|(n, _)| n == "x-api-key" || n == "anthropic-version")
+        );
+        // the target's own version wins, sent once
+        let own: BTreeMap<String, String> =
+            [("Anthropic-Version".to_string(), "2099-01-01".to_string())].into();
+        let h = names_and_values(&headers(spec(true, &own), ApiKey::Required).unwrap());
+        let versions: Vec<_> = h.iter().filter(|(n, _)| n == "anthropic-version").collect();
+        assert_eq!(versions.len(), 1, "{h:?}");
+        assert_eq!(versions[0].1, "2099-01-01");
     }
 }

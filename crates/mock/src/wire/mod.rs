@@ -4,7 +4,9 @@
 //! what happened (a step of tokens, the end, a fault).
 
 mod llamacpp;
+mod messages;
 mod openai;
+mod responses;
 mod tgi;
 mod triton;
 
@@ -24,6 +26,10 @@ pub(crate) enum Api {
     LlamaCpp,
     /// Triton `/v2/models/{model}/generate_stream` and `/generate`.
     Triton,
+    /// OpenAI Responses `/v1/responses`.
+    Responses,
+    /// Anthropic Messages `/v1/messages`.
+    Messages,
 }
 
 /// Words the mock generates; each is one token in common BPE vocabularies.
@@ -102,8 +108,11 @@ pub(crate) struct Reply {
 impl Reply {
     /// Events sent before the first token (the role-only chat chunk).
     pub fn opening(&self, out: &mut String) {
-        if self.api == Api::Chat && self.role_chunk {
-            openai::role(self, out);
+        match self.api {
+            Api::Chat if self.role_chunk => openai::role(self, out),
+            Api::Responses => responses::opening(self, out),
+            Api::Messages => messages::opening(self, out),
+            _ => {}
         }
     }
 
@@ -114,6 +123,8 @@ impl Reply {
             Api::Tgi => tgi::step(self, out, first, n, last),
             Api::LlamaCpp => llamacpp::step(self, out, first, n),
             Api::Triton => triton::step(self, out, first, n),
+            Api::Responses => responses::step(self, out, first, n),
+            Api::Messages => messages::step(self, out, first, n),
         }
     }
 
@@ -122,6 +133,8 @@ impl Reply {
         match self.api {
             Api::Completions | Api::Chat => openai::close(self, out, self.total_tokens),
             Api::LlamaCpp => llamacpp::close(self, out, self.total_tokens, self.llamacpp_stop()),
+            Api::Responses => responses::close(self, out, self.total_tokens),
+            Api::Messages => messages::close(self, out, self.total_tokens),
             Api::Tgi | Api::Triton => {}
         }
     }
@@ -143,6 +156,8 @@ impl Reply {
             Api::Tgi => tgi::empty(self, out),
             Api::LlamaCpp => llamacpp::close(self, out, 0, "eos"),
             Api::Triton => triton::step(self, out, 0, 0),
+            Api::Responses => responses::close(self, out, 0),
+            Api::Messages => messages::close(self, out, 0),
         }
     }
 
@@ -153,6 +168,8 @@ impl Reply {
             Api::Tgi => out.push_str(tgi::ERROR_EVENT),
             Api::LlamaCpp => out.push_str(llamacpp::ERROR_EVENT),
             Api::Triton => out.push_str(triton::ERROR_EVENT),
+            Api::Responses => responses::error_event(out),
+            Api::Messages => out.push_str(messages::ERROR_EVENT),
         }
     }
 
@@ -163,6 +180,8 @@ impl Reply {
             Api::Tgi => out.push_str("data:{\"index\":1,\"token\":{\"id\":\n\n"),
             Api::LlamaCpp => out.push_str("data: {\"index\":0,\"content\":\n\n"),
             Api::Triton => out.push_str("data: {\"model_name\":\"m\",\"text_output\":\n\n"),
+            Api::Responses => out.push_str(responses::MALFORMED_EVENT),
+            Api::Messages => out.push_str(messages::MALFORMED_EVENT),
         }
     }
 
@@ -176,6 +195,8 @@ impl Reply {
             Api::Tgi => tgi::full(self, out, &text, completion),
             Api::LlamaCpp => llamacpp::full(self, out, &text, completion),
             Api::Triton => triton::full(self, out, &text, prompt),
+            Api::Responses => responses::full(self, out, &text, completion),
+            Api::Messages => messages::full(self, out, &text, completion),
         }
     }
 
@@ -192,6 +213,8 @@ impl Reply {
                 r#"{"error":{"code":500,"message":"mock injected error","type":"server_error"}}"#
             }
             Api::Triton => r#"{"error":"mock injected error"}"#,
+            Api::Responses => responses::FULL_ERROR,
+            Api::Messages => messages::FULL_ERROR,
         }
     }
 
@@ -202,6 +225,8 @@ impl Reply {
             Api::Tgi => r#"{"generated_text":"#,
             Api::LlamaCpp => r#"{"index":0,"content":"#,
             Api::Triton => r#"{"model_name":"m","text_output":"#,
+            Api::Responses => responses::FULL_MALFORMED,
+            Api::Messages => messages::FULL_MALFORMED,
         }
     }
 
@@ -273,11 +298,15 @@ pub(crate) mod tests {
         }
     }
 
-    /// The data payloads of an SSE text (either `data:` spelling).
+    /// The data payloads of an SSE text (either `data:` spelling, after any `event:` line).
     pub(crate) fn payloads(text: &str) -> Vec<&str> {
         text.split("\n\n")
             .filter(|e| !e.is_empty())
             .map(|e| {
+                let e = match e.strip_prefix("event:") {
+                    Some(rest) => rest.split_once('\n').map_or("", |(_, d)| d),
+                    None => e,
+                };
                 let d = e.strip_prefix("data:").unwrap_or_else(|| panic!("{e}"));
                 d.strip_prefix(' ').unwrap_or(d)
             })
@@ -293,6 +322,8 @@ pub(crate) mod tests {
             Api::Tgi,
             Api::LlamaCpp,
             Api::Triton,
+            Api::Responses,
+            Api::Messages,
         ] {
             for llamacpp in [false, true] {
                 let mut r = reply(api, &model);

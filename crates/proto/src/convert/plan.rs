@@ -170,6 +170,8 @@ fn target(t: &ResolvedTarget) -> v1::Target {
             WireApi::Tgi => v1::WireApi::Tgi,
             WireApi::LlamaCpp => v1::WireApi::LlamaCpp,
             WireApi::Triton => v1::WireApi::Triton,
+            WireApi::Responses => v1::WireApi::Responses,
+            WireApi::Messages => v1::WireApi::Messages,
         } as i32,
         family: match t.family {
             ServerFamily::Openai => v1::ServerFamily::Openai,
@@ -222,6 +224,8 @@ fn target_from(t: v1::Target) -> Result<ResolvedTarget, PlanError> {
             Ok(v1::WireApi::Tgi) => WireApi::Tgi,
             Ok(v1::WireApi::LlamaCpp) => WireApi::LlamaCpp,
             Ok(v1::WireApi::Triton) => WireApi::Triton,
+            Ok(v1::WireApi::Responses) => WireApi::Responses,
+            Ok(v1::WireApi::Messages) => WireApi::Messages,
             Ok(v1::WireApi::Unspecified) | Err(_) => return Err(unknown("target.api", t.api)),
         },
         family: match v1::ServerFamily::try_from(t.family) {

@@ -1,0 +1,156 @@
+//! Anthropic Messages (`/v1/messages`) as vLLM 0.32 and Anthropic stream
+//! it: `message_start` (input tokens, cached ones apart), a `ping`, one text
+//! block (`content_block_start`, a `text_delta` per step,
+//! `content_block_stop`), `message_delta` (stop reason, output tokens) and
+//! `message_stop`; every payload's `type` repeated in an `event:` line.
+
+use std::fmt::Write as _;
+
+use super::{Reply, token_text};
+
+fn event(out: &mut String, kind: &str) {
+    let _ = write!(out, "event: {kind}\ndata: {{\"type\":\"{kind}\"");
+}
+
+/// Anthropic's stop reason of a complete output.
+fn stop_reason(r: &Reply, completion: u32) -> &'static str {
+    if r.eos || completion == 0 {
+        "end_turn"
+    } else {
+        "max_tokens"
+    }
+}
+
+/// The usage object; cached prompt tokens are counted apart from `input_tokens`.
+fn usage(r: &Reply, out: &mut String, completion: u32) {
+    if !r.counts {
+        return;
+    }
+    let cached = if r.cached_details { r.cached_tokens } else { 0 };
+    let _ = write!(
+        out,
+        ",\"usage\":{{\"input_tokens\":{},\"cache_read_input_tokens\":{cached},\"output_tokens\":{completion}}}",
+        r.prompt_tokens - cached.min(r.prompt_tokens)
+    );
+}
+
+/// `message_start`, a `ping` and the text block's start.
+pub(super) fn opening(r: &Reply, out: &mut String) {
+    event(out, "message_start");
+    let _ = write!(
+        out,
+        ",\"message\":{{\"id\":\"msg_{}\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":{},\"stop_reason\":null,\"stop_sequence\":null",
+        r.seq, r.model_json
+    );
+    usage(r, out, 0);
+    out.push_str("}}\n\n");
+    out.push_str("event: ping\ndata: {\"type\":\"ping\"}\n\n");
+    event(out, "content_block_start");
+    out.push_str(",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n");
+}
+
+/// One `text_delta` carrying tokens `first .. first + n`.
+pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32) {
+    let mut text = String::with_capacity(8 * n as usize);
+    token_text(&mut text, r.seq, first, n);
+    event(out, "content_block_delta");
+    let _ = write!(
+        out,
+        ",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{text}\"}}}}\n\n"
+    );
+}
+
+/// The block's end, the stop reason with the output count, and `message_stop`.
+pub(super) fn close(r: &Reply, out: &mut String, completion: u32) {
+    event(out, "content_block_stop");
+    out.push_str(",\"index\":0}\n\n");
+    event(out, "message_delta");
+    let _ = write!(
+        out,
+        ",\"delta\":{{\"stop_reason\":\"{}\",\"stop_sequence\":null}}",
+        stop_reason(r, completion)
+    );
+    usage(r, out, completion);
+    out.push_str("}\n\n");
+    event(out, "message_stop");
+    out.push_str("}\n\n");
+}
+
+/// Anthropic's in-band error event (the stream ends).
+pub(super) const ERROR_EVENT: &str = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"mock injected error\"}}\n\n";
+
+/// A delta whose JSON is cut short.
+pub(super) const MALFORMED_EVENT: &str = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":\n\n";
+
+/// A whole non-streamed message.
+pub(super) fn full(r: &Reply, out: &mut String, text: &str, completion: u32) {
+    let _ = write!(
+        out,
+        "{{\"id\":\"msg_{}\",\"type\":\"message\",\"role\":\"assistant\",\"model\":{},\"content\":[{{\"type\":\"text\",\"text\":\"{text}\"}}],\"stop_reason\":\"{}\",\"stop_sequence\":null",
+        r.seq,
+        r.model_json,
+        stop_reason(r, completion)
+    );
+    usage(r, out, completion);
+    out.push('}');
+}
+
+/// Anthropic's error body.
+pub(super) const FULL_ERROR: &str =
+    r#"{"type":"error","error":{"type":"api_error","message":"mock injected error"}}"#;
+
+/// A whole message cut short.
+pub(super) const FULL_MALFORMED: &str = r#"{"id":"msg_1","type":"message","content":["#;
+
+#[cfg(test)]
+mod tests {
+    use super::super::Api;
+    use super::super::tests::reply;
+    use super::*;
+
+    #[test]
+    fn a_stream_starts_streams_text_and_stops_with_usage() {
+        let model = "\"m\"".to_string();
+        let r = reply(Api::Messages, &model);
+        let mut out = String::new();
+        opening(&r, &mut out);
+        step(&r, &mut out, 0, 3);
+        step(&r, &mut out, 3, 1);
+        close(&r, &mut out, 4);
+        let e: Vec<(String, serde_json::Value)> = out
+            .split("\n\n")
+            .filter(|e| !e.is_empty())
+            .map(|e| {
+                let (name, data) = e.split_once('\n').unwrap();
+                let data = data.strip_prefix("data: ").unwrap();
+                (
+                    name.strip_prefix("event: ").unwrap().to_string(),
+                    serde_json::from_str(data).unwrap(),
+                )
+            })
+            .collect();
+        let kinds: Vec<&str> = e.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "message_start",
+                "ping",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        for (name, data) in &e {
+            assert_eq!(data["type"], name.as_str());
+        }
+        // 5 prompt tokens, 2 of them cached: counted apart, as Anthropic does
+        assert_eq!(e[0].1["message"]["usage"]["input_tokens"], 3);
+        assert_eq!(e[0].1["message"]["usage"]["cache_read_input_tokens"], 2);
+        assert_eq!(e[3].1["delta"]["type"], "text_delta");
+        assert_eq!(e[6].1["delta"]["stop_reason"], "max_tokens");
+        assert_eq!(e[6].1["usage"]["output_tokens"], 4);
+    }
+}
