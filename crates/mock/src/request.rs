@@ -47,6 +47,15 @@ pub(crate) struct IncomingRequest {
     /// Triton's TensorRT-LLM ensemble: generate at least this many tokens.
     #[serde(default)]
     pub min_length: Option<u32>,
+    /// OpenAI chat: tools the model may call.
+    #[serde(default)]
+    pub tools: Option<serde_json::Value>,
+    /// OpenAI chat: how the model must use them.
+    #[serde(default)]
+    pub tool_choice: Option<serde_json::Value>,
+    /// OpenAI chat: the answer's format (`json_schema`, `json_object`).
+    #[serde(default)]
+    pub response_format: Option<serde_json::Value>,
 }
 
 /// TGI's and Triton's `parameters` object.
