@@ -325,16 +325,22 @@ fn on_event(
     }
     if generated {
         ex.events.push(now_us, tokens);
-        if let Err(message) = keep(ex, &info, state) {
-            ex.fail(Outcome::ResponseTooLarge, message);
-            return false;
-        }
+    }
+    // a piece that only names its function is no output, and the check needs the name
+    if (generated || !info.tool_calls.is_empty())
+        && let Err(message) = keep(ex, &info, state)
+    {
+        ex.fail(Outcome::ResponseTooLarge, message);
+        return false;
     }
     if info.finished || info.done {
         ex.completed = true;
     }
     true
 }
+
+/// What one kept tool call costs beyond its text, for the limit on what is kept.
+const CALL_OVERHEAD: usize = 64;
 
 /// Keep what the request keeps of an event's text (for a tokenizer, for the
 /// output check), within the most held of one response.
@@ -354,8 +360,25 @@ fn keep(ex: &mut Exchange, info: &EventInfo<'_>, state: &mut StreamState) -> Res
         }
     }
     if let Some(out) = &mut ex.output {
-        let held = out.answer.len() + out.calls.iter().map(|c| c.arguments.len()).sum::<usize>();
-        if held + added > state.max_text {
+        // a call costs its text and its place, so no stream of empty pieces grows it unbounded
+        let call_size = |name: usize, args: usize| name + args + CALL_OVERHEAD;
+        let held = out.answer.len()
+            + out
+                .calls
+                .iter()
+                .map(|c| call_size(c.name.len(), c.arguments.len()))
+                .sum::<usize>();
+        let adding = info.content.as_ref().map_or(0, |c| c.len())
+            + info
+                .tool_calls
+                .iter()
+                .map(|p| {
+                    let len =
+                        |t: &Option<std::borrow::Cow<'_, str>>| t.as_ref().map_or(0, |t| t.len());
+                    call_size(len(&p.name), len(&p.arguments))
+                })
+                .sum::<usize>();
+        if held + adding > state.max_text {
             return Err(over("the output kept for its check", state.max_text));
         }
         if let Some(c) = &info.content {
@@ -423,15 +446,17 @@ async fn read_whole(
                 ex.usage = u;
             }
             ex.server = info.server;
+            let mut state = StreamState {
+                last_completion: 0,
+                max_text: limit,
+                call_indexes: Vec::new(),
+            };
+            if (info.generated() || !info.tool_calls.is_empty())
+                && let Err(message) = keep(ex, &info, &mut state)
+            {
+                return ex.fail(Outcome::ResponseTooLarge, message);
+            }
             if info.generated() {
-                let mut state = StreamState {
-                    last_completion: 0,
-                    max_text: limit,
-                    call_indexes: Vec::new(),
-                };
-                if let Err(message) = keep(ex, &info, &mut state) {
-                    return ex.fail(Outcome::ResponseTooLarge, message);
-                }
                 let tokens = ex
                     .usage
                     .completion_tokens
@@ -442,5 +467,89 @@ async fn read_whole(
             }
             ex.completed = info.done;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cicada_request::{ResolvedSampling, ServerFamily, ToolCall, WireApi};
+
+    use super::*;
+
+    fn stream(payloads: &[&str], limit: usize) -> Exchange {
+        let codec = ApiCodec::new(
+            WireApi::Chat,
+            ServerFamily::Vllm,
+            "m".into(),
+            ResolvedSampling::default(),
+            true,
+        );
+        let mut ex = Exchange {
+            output: Some(Output::default()),
+            ..Exchange::default()
+        };
+        let mut state = StreamState {
+            last_completion: 0,
+            max_text: limit,
+            call_indexes: Vec::new(),
+        };
+        for (k, p) in payloads.iter().enumerate() {
+            let e = SseEvent {
+                event: b"",
+                data: p.as_bytes(),
+            };
+            if !on_event(e, k as u64, &codec, &mut ex, &mut state) {
+                break;
+            }
+        }
+        ex
+    }
+
+    /// vLLM's way: the first piece names the function with empty arguments
+    /// (no output, but the name is kept), later pieces add argument text;
+    /// two calls apart by their index.
+    #[test]
+    fn tool_calls_are_assembled_from_their_pieces() {
+        let ex = stream(
+            &[
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":""}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"x\":"}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"b","type":"function","function":{"name":"g","arguments":"[]"}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":" 1}"}}]}}]}"#,
+                r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+            ],
+            1 << 20,
+        );
+        assert_eq!(ex.outcome().0, Outcome::Ok);
+        assert_eq!(ex.events.len(), 3, "the name-only piece is not output");
+        let calls = ex.output.unwrap().calls;
+        assert_eq!(
+            calls,
+            [
+                ToolCall {
+                    name: "f".into(),
+                    arguments: "{\"x\": 1}".into()
+                },
+                ToolCall {
+                    name: "g".into(),
+                    arguments: "[]".into()
+                }
+            ]
+        );
+    }
+
+    /// Pieces that name a function and carry nothing still count toward
+    /// the most kept of one response.
+    #[test]
+    fn empty_pieces_cannot_grow_the_kept_output_unbounded() {
+        let piece = |i: u32| {
+            format!(
+                r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":{i},"function":{{"name":"f","arguments":""}}}}]}}}}]}}"#
+            )
+        };
+        let pieces: Vec<String> = (0..100).map(piece).collect();
+        let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+        let ex = stream(&refs, 2048);
+        assert_eq!(ex.outcome().0, Outcome::ResponseTooLarge);
     }
 }
