@@ -107,6 +107,9 @@ impl Reply {
         if self.api == Api::Chat && self.role_chunk {
             openai::role(self, out);
         }
+        if self.api == Api::Chat {
+            openai::tool_call_opening(self, out);
+        }
     }
 
     /// The events of one step carrying tokens `first .. first + n`; `last` ends the output.

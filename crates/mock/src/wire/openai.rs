@@ -65,22 +65,32 @@ pub(super) fn role(r: &Reply, out: &mut String) {
 }
 
 /// The chat delta of a shaped answer's tokens `first .. first + n`: a piece
-/// of JSON content, or of the tool call's arguments (the first piece names
-/// the function).
+/// of JSON content, or of the tool call's arguments (named in the opening).
 fn shaped_delta(r: &Reply, first: u32, n: u32) -> Option<String> {
     let s = r.shaped.as_ref().filter(|_| r.api == Api::Chat)?;
     let piece = json_string(s.piece(first, n, r.total_tokens));
     Some(match &s.tool {
         None => format!("\"content\":{piece}"),
-        Some(name) if first == 0 => format!(
-            "\"tool_calls\":[{{\"index\":0,\"id\":\"call_{}\",\"type\":\"function\",\"function\":{{\"name\":{},\"arguments\":{piece}}}}}]",
-            r.seq,
-            json_string(name)
-        ),
         Some(_) => {
             format!("\"tool_calls\":[{{\"index\":0,\"function\":{{\"arguments\":{piece}}}}}]")
         }
     })
+}
+
+/// vLLM's first chunk of a tool call: it names the function, its
+/// arguments still empty (not output: no token is counted).
+pub(super) fn tool_call_opening(r: &Reply, out: &mut String) {
+    let Some(name) = r.shaped.as_ref().and_then(|s| s.tool.as_ref()) else {
+        return;
+    };
+    open(r, out);
+    let _ = write!(
+        out,
+        ",\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":0,\"id\":\"call_{}\",\"type\":\"function\",\"function\":{{\"name\":{},\"arguments\":\"\"}}}}]}},\"logprobs\":null,\"finish_reason\":null}}]",
+        r.seq,
+        json_string(name)
+    );
+    out.push_str("}\n\n");
 }
 
 /// `s` as a JSON string literal.
@@ -321,6 +331,7 @@ mod tests {
             r.llamacpp = llamacpp;
             r.shaped = crate::shaped::answer(&req, r.total_tokens, false);
             let mut out = String::new();
+            r.opening(&mut out);
             step(&r, &mut out, 0, 1, false);
             step(&r, &mut out, 1, 3, true);
             close(&r, &mut out, 4);
@@ -333,8 +344,9 @@ mod tests {
                 .iter()
                 .filter_map(|e| e["choices"][0]["delta"]["tool_calls"].get(0))
                 .collect();
-            assert_eq!(calls.len(), 2, "{out}");
+            assert_eq!(calls.len(), 3, "{out}");
             assert_eq!(calls[0]["function"]["name"], "f");
+            assert_eq!(calls[0]["function"]["arguments"], "", "vLLM's naming chunk");
             assert!(calls[1]["function"].get("name").is_none());
             let args: String = calls
                 .iter()
