@@ -5,7 +5,9 @@ use std::time::Duration;
 use cicada_metrics::ByteSize;
 use cicada_metrics::{EventLog, Outcome};
 
-use crate::backend::{ApiCodec, ServerTiming, Usage};
+use cicada_request::{Output, ToolCall};
+
+use crate::backend::{ApiCodec, EventInfo, ServerTiming, Usage};
 use crate::clock::Clock;
 use crate::http::wire::WireError;
 use crate::http::{Client, Endpoint, Headers, HttpError, Method, Protocol, Request, Response};
@@ -31,6 +33,9 @@ pub struct Exchange {
     pub ended_us: u64,
     /// Generated text, kept only when a tokenizer will count it.
     pub text: Option<String>,
+    /// The answer and tool calls apart, kept only when the request's output
+    /// is checked against the shape it asked for.
+    pub output: Option<Output>,
     /// When the request went out, µs since the barrier: the start of the
     /// attempt that got the response (a resend's, if there was one).
     pub sent_us: u64,
@@ -113,6 +118,8 @@ pub struct Conduit<'a> {
     pub timeout: Duration,
     /// Keep the generated text (a tokenizer will count it).
     pub keep_text: bool,
+    /// Keep the answer and tool calls apart (the output will be checked).
+    pub keep_output: bool,
 }
 
 /// Send `body` to `endpoint` and read the response into an [`Exchange`].
@@ -124,6 +131,7 @@ pub async fn perform(
 ) -> Exchange {
     let mut ex = Exchange {
         text: c.keep_text.then(String::new),
+        output: c.keep_output.then(Output::default),
         sent_us: c.clock.now_us(),
         ..Exchange::default()
     };
@@ -202,6 +210,7 @@ async fn run(
     let mut state = StreamState {
         last_completion: 0,
         max_text: limit,
+        call_indexes: Vec::new(),
     };
     loop {
         match resp.chunk().await {
@@ -267,6 +276,8 @@ struct StreamState {
     last_completion: u64,
     /// Longest generated text kept.
     max_text: usize,
+    /// The server's `index` of each tool call kept in `Exchange::output`, in order.
+    call_indexes: Vec<u32>,
 }
 
 /// Handle one SSE event; returns false to stop reading.
@@ -314,29 +325,84 @@ fn on_event(
     }
     if generated {
         ex.events.push(now_us, tokens);
-        if let Some(text) = &mut ex.text {
-            let pieces = [&info.reasoning, &info.content, &info.tool_arguments];
-            let added: usize = pieces
-                .iter()
-                .filter_map(|p| p.as_ref())
-                .map(|p| p.len())
-                .sum();
-            if text.len() + added > state.max_text {
-                ex.fail(
-                    Outcome::ResponseTooLarge,
-                    over("the generated text kept", state.max_text),
-                );
-                return false;
-            }
-            for piece in pieces.into_iter().flatten() {
-                text.push_str(piece);
-            }
-        }
+    }
+    // a piece that only names its function is no output, and the check needs the name
+    if (generated || !info.tool_calls.is_empty())
+        && let Err(message) = keep(ex, &info, state)
+    {
+        ex.fail(Outcome::ResponseTooLarge, message);
+        return false;
     }
     if info.finished || info.done {
         ex.completed = true;
     }
     true
+}
+
+/// What one kept tool call costs beyond its text, for the limit on what is kept.
+const CALL_OVERHEAD: usize = 64;
+
+/// Keep what the request keeps of an event's text (for a tokenizer, for the
+/// output check), within the most held of one response.
+fn keep(ex: &mut Exchange, info: &EventInfo<'_>, state: &mut StreamState) -> Result<(), String> {
+    let pieces = [&info.reasoning, &info.content, &info.tool_arguments];
+    let added: usize = pieces
+        .iter()
+        .filter_map(|p| p.as_ref())
+        .map(|p| p.len())
+        .sum();
+    if let Some(text) = &mut ex.text {
+        if text.len() + added > state.max_text {
+            return Err(over("the generated text kept", state.max_text));
+        }
+        for piece in pieces.into_iter().flatten() {
+            text.push_str(piece);
+        }
+    }
+    if let Some(out) = &mut ex.output {
+        // a call costs its text and its place, so no stream of empty pieces grows it unbounded
+        let call_size = |name: usize, args: usize| name + args + CALL_OVERHEAD;
+        let held = out.answer.len()
+            + out
+                .calls
+                .iter()
+                .map(|c| call_size(c.name.len(), c.arguments.len()))
+                .sum::<usize>();
+        let adding = info.content.as_ref().map_or(0, |c| c.len())
+            + info
+                .tool_calls
+                .iter()
+                .map(|p| {
+                    let len =
+                        |t: &Option<std::borrow::Cow<'_, str>>| t.as_ref().map_or(0, |t| t.len());
+                    call_size(len(&p.name), len(&p.arguments))
+                })
+                .sum::<usize>();
+        if held + adding > state.max_text {
+            return Err(over("the output kept for its check", state.max_text));
+        }
+        if let Some(c) = &info.content {
+            out.answer.push_str(c);
+        }
+        for piece in &info.tool_calls {
+            let at = match state.call_indexes.iter().position(|i| *i == piece.index) {
+                Some(at) => at,
+                None => {
+                    state.call_indexes.push(piece.index);
+                    out.calls.push(ToolCall::default());
+                    out.calls.len() - 1
+                }
+            };
+            let call = &mut out.calls[at];
+            if let Some(name) = &piece.name {
+                call.name.push_str(name);
+            }
+            if let Some(a) = &piece.arguments {
+                call.arguments.push_str(a);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn merge_usage(old: Usage, new: Usage) -> Usage {
@@ -380,13 +446,17 @@ async fn read_whole(
                 ex.usage = u;
             }
             ex.server = info.server;
+            let mut state = StreamState {
+                last_completion: 0,
+                max_text: limit,
+                call_indexes: Vec::new(),
+            };
+            if (info.generated() || !info.tool_calls.is_empty())
+                && let Err(message) = keep(ex, &info, &mut state)
+            {
+                return ex.fail(Outcome::ResponseTooLarge, message);
+            }
             if info.generated() {
-                if let Some(text) = &mut ex.text {
-                    let pieces = [&info.reasoning, &info.content, &info.tool_arguments];
-                    for piece in pieces.into_iter().flatten() {
-                        text.push_str(piece);
-                    }
-                }
                 let tokens = ex
                     .usage
                     .completion_tokens
@@ -397,5 +467,89 @@ async fn read_whole(
             }
             ex.completed = info.done;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cicada_request::{ResolvedSampling, ServerFamily, ToolCall, WireApi};
+
+    use super::*;
+
+    fn stream(payloads: &[&str], limit: usize) -> Exchange {
+        let codec = ApiCodec::new(
+            WireApi::Chat,
+            ServerFamily::Vllm,
+            "m".into(),
+            ResolvedSampling::default(),
+            true,
+        );
+        let mut ex = Exchange {
+            output: Some(Output::default()),
+            ..Exchange::default()
+        };
+        let mut state = StreamState {
+            last_completion: 0,
+            max_text: limit,
+            call_indexes: Vec::new(),
+        };
+        for (k, p) in payloads.iter().enumerate() {
+            let e = SseEvent {
+                event: b"",
+                data: p.as_bytes(),
+            };
+            if !on_event(e, k as u64, &codec, &mut ex, &mut state) {
+                break;
+            }
+        }
+        ex
+    }
+
+    /// vLLM's way: the first piece names the function with empty arguments
+    /// (no output, but the name is kept), later pieces add argument text;
+    /// two calls apart by their index.
+    #[test]
+    fn tool_calls_are_assembled_from_their_pieces() {
+        let ex = stream(
+            &[
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":""}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"x\":"}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"b","type":"function","function":{"name":"g","arguments":"[]"}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":" 1}"}}]}}]}"#,
+                r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+            ],
+            1 << 20,
+        );
+        assert_eq!(ex.outcome().0, Outcome::Ok);
+        assert_eq!(ex.events.len(), 3, "the name-only piece is not output");
+        let calls = ex.output.unwrap().calls;
+        assert_eq!(
+            calls,
+            [
+                ToolCall {
+                    name: "f".into(),
+                    arguments: "{\"x\": 1}".into()
+                },
+                ToolCall {
+                    name: "g".into(),
+                    arguments: "[]".into()
+                }
+            ]
+        );
+    }
+
+    /// Pieces that name a function and carry nothing still count toward
+    /// the most kept of one response.
+    #[test]
+    fn empty_pieces_cannot_grow_the_kept_output_unbounded() {
+        let piece = |i: u32| {
+            format!(
+                r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":{i},"function":{{"name":"f","arguments":""}}}}]}}}}]}}"#
+            )
+        };
+        let pieces: Vec<String> = (0..100).map(piece).collect();
+        let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+        let ex = stream(&refs, 2048);
+        assert_eq!(ex.outcome().0, Outcome::ResponseTooLarge);
     }
 }

@@ -114,6 +114,7 @@ fn entry(words: usize, output: u32) -> Ask {
     Ask {
         prompt: Prompt::Text(vec!["w"; words].join(" ")),
         output_tokens: Some(output),
+        structured: None,
     }
 }
 
@@ -162,6 +163,7 @@ async fn exchange_with(
         clock: &clock,
         timeout: Duration::from_secs(10),
         keep_text: true,
+        keep_output: false,
     };
     let path = if stream { case.path } else { case.whole_path };
     let endpoint = http.endpoint(&format!("{base}{path}")).unwrap();

@@ -101,6 +101,7 @@ async fn exchange(url: &str, stream: bool, keep_text: bool, limit: usize) -> Exc
         clock: &clock,
         timeout: Duration::from_secs(30),
         keep_text,
+        keep_output: false,
     };
     let endpoint = http.endpoint(url).unwrap();
     perform(conduit, &endpoint, "r", b"{}").await

@@ -35,6 +35,10 @@ pub enum Outcome {
     /// cicada itself failed on the request (a panic in the client: a bug to
     /// report); counted so that no request goes missing from the totals.
     ClientFault,
+    /// The request completed, and its output does not have the shape it
+    /// asked for (`response_format`'s schema, a JSON object, or a tool call
+    /// with arguments valid against the tool's `parameters`).
+    InvalidOutput,
 }
 
 impl Outcome {
@@ -59,6 +63,7 @@ impl fmt::Display for Outcome {
             Outcome::Empty => f.write_str("empty"),
             Outcome::Cancelled => f.write_str("cancelled"),
             Outcome::ClientFault => f.write_str("client_fault"),
+            Outcome::InvalidOutput => f.write_str("invalid_output"),
         }
     }
 }
@@ -79,6 +84,7 @@ impl FromStr for Outcome {
             "empty" => Outcome::Empty,
             "cancelled" => Outcome::Cancelled,
             "client_fault" => Outcome::ClientFault,
+            "invalid_output" => Outcome::InvalidOutput,
             other => match other.strip_prefix("http_").map(str::parse::<u16>) {
                 Some(Ok(status)) => Outcome::Http(status),
                 _ => {
@@ -200,6 +206,7 @@ mod tests {
             Outcome::Empty,
             Outcome::Cancelled,
             Outcome::ClientFault,
+            Outcome::InvalidOutput,
         ] {
             assert_eq!(o.to_string().parse::<Outcome>().unwrap(), o);
         }

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use crate::reply::{ResponseBody, Shared, error_json, json};
 use crate::request::{IncomingRequest, count_words, fingerprint};
+use crate::shaped::Shaped;
 use crate::stats::LoggedRequest;
 use crate::stream::{StreamSpec, Timing, TokenStream};
 use crate::wire::{Api, Reply, text_fingerprint};
@@ -53,6 +54,16 @@ fn pick_fault(config: &MockConfig, seq: u64) -> Option<Fault> {
         }
     }
     None
+}
+
+/// Whether request `seq`'s tool call or JSON answer is broken on purpose
+/// (seeded apart from the faults).
+fn pick_invalid(config: &MockConfig, seq: u64) -> bool {
+    if config.invalid_output <= 0.0 {
+        return false;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(config.seed ^ seq.wrapping_mul(0x2545_f491_4f6c_dd1d));
+    rng.random::<f64>() < config.invalid_output
 }
 
 fn ms(v: f64) -> Duration {
@@ -108,7 +119,7 @@ pub(crate) async fn generate(
         stream,
         parsed,
     };
-    let a = account(&shared, &arrived, request_id, path);
+    let a = account(&shared, &arrived, request_id, path, api);
     match a.fault {
         Some(Fault::Http429) => {
             return error_json(StatusCode::TOO_MANY_REQUESTS, "mock injected rate limit");
@@ -159,11 +170,19 @@ struct Accounted {
     fault: Option<Fault>,
     total_tokens: u32,
     eos: bool,
+    /// A tool call or JSON answer, when the request asks for one (chat).
+    shaped: Option<Shaped>,
 }
 
 /// Number the request, look its prompt up in the prefix cache, pick its
 /// fault and its length, and count it in `/metrics` and the ground truth.
-fn account(shared: &Shared, a: &Arrived, request_id: Option<String>, path: String) -> Accounted {
+fn account(
+    shared: &Shared,
+    a: &Arrived,
+    request_id: Option<String>,
+    path: String,
+    api: Api,
+) -> Accounted {
     let state = &shared.state;
     let config = &shared.config;
     let seq = if a.probe {
@@ -184,6 +203,12 @@ fn account(shared: &Shared, a: &Arrived, request_id: Option<String>, path: Strin
         pick_fault(config, seq)
     };
     let (total_tokens, eos) = a.parsed.output_tokens(config);
+    let shaped = if api == Api::Chat {
+        let invalid = !a.probe && pick_invalid(config, seq);
+        crate::shaped::answer(&a.parsed, total_tokens, invalid)
+    } else {
+        None
+    };
     let server = &state.server;
     server
         .all
@@ -217,6 +242,7 @@ fn account(shared: &Shared, a: &Arrived, request_id: Option<String>, path: Strin
             output_tokens: total_tokens,
             output_fingerprint: text_fingerprint(seq, total_tokens),
             cached_tokens: config.prefix_cache.then_some(cached_tokens),
+            invalid_output: shaped.as_ref().is_some_and(|s| s.invalid),
         });
     }
     Accounted {
@@ -227,6 +253,7 @@ fn account(shared: &Shared, a: &Arrived, request_id: Option<String>, path: Strin
         fault,
         total_tokens,
         eos,
+        shaped,
     }
 }
 
@@ -289,6 +316,7 @@ fn stream_spec(shared: &Shared, a: &Arrived, c: &Accounted, api: Api) -> StreamS
         itl_ms: config.itl_ms,
         spec_tokens: config.spec_tokens,
         tokens_per_event: config.tokens_per_event.max(1),
+        shaped: c.shaped.clone(),
     };
     StreamSpec {
         reply,

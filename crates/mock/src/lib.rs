@@ -23,6 +23,7 @@ mod reply;
 mod request;
 mod routes;
 mod server;
+mod shaped;
 mod stats;
 mod stream;
 mod wire;

@@ -56,6 +56,15 @@ pub(crate) struct IncomingRequest {
     /// Anthropic Messages: the system prompt, text or text blocks.
     #[serde(default)]
     pub system: Option<serde_json::Value>,
+    /// OpenAI chat: tools the model may call.
+    #[serde(default)]
+    pub tools: Option<serde_json::Value>,
+    /// OpenAI chat: how the model must use them.
+    #[serde(default)]
+    pub tool_choice: Option<serde_json::Value>,
+    /// OpenAI chat: the answer's format (`json_schema`, `json_object`).
+    #[serde(default)]
+    pub response_format: Option<serde_json::Value>,
 }
 
 /// TGI's and Triton's `parameters` object.

@@ -48,6 +48,9 @@ pub struct LoggedRequest {
     /// `prompt_tokens_details`, and as llama.cpp's `timings.cache_n`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u32>,
+    /// The answer was a tool call or JSON broken on purpose (`invalid_output`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub invalid_output: bool,
 }
 
 /// One chat message of a logged request.
@@ -110,6 +113,10 @@ pub struct MockStats {
     pub completed: u64,
     /// Output tokens sent.
     pub output_tokens: u64,
+    /// Tool-call and JSON answers broken on purpose, whose request had no
+    /// fault (what a client's check must count as `invalid_output`).
+    #[serde(default)]
+    pub invalid_outputs: u64,
     /// Faults injected, by fault.
     pub faults: BTreeMap<String, u64>,
     /// Faults injected, by the outcome class a correct client reports.
@@ -177,6 +184,8 @@ pub(crate) struct State {
     pub max_in_flight: AtomicU64,
     pub completed: AtomicU64,
     pub output_tokens: AtomicU64,
+    /// Answers broken on purpose (no fault, probes excluded).
+    pub invalid_outputs: AtomicU64,
     /// Ground truth of the run (probes excluded).
     pub run: Tally,
     /// What `/metrics` reports (probes included).
@@ -214,6 +223,7 @@ impl State {
             max_in_flight: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             output_tokens: AtomicU64::new(0),
+            invalid_outputs: AtomicU64::new(0),
             faults: Mutex::new(BTreeMap::new()),
             lateness: Mutex::new((h, 0, 0, 0)),
             log: Mutex::new(Vec::new()),
@@ -246,6 +256,9 @@ impl State {
     }
 
     pub fn log_request(&self, entry: LoggedRequest) {
+        if entry.invalid_output && entry.fault.is_none() {
+            self.invalid_outputs.fetch_add(1, Ordering::Relaxed);
+        }
         if let Some(f) = entry.fault
             && let Ok(mut faults) = self.faults.lock()
         {
@@ -326,6 +339,7 @@ impl State {
             max_in_flight: self.max_in_flight.load(Ordering::Relaxed),
             completed: self.completed.load(Ordering::Relaxed),
             output_tokens: self.output_tokens.load(Ordering::Relaxed),
+            invalid_outputs: self.invalid_outputs.load(Ordering::Relaxed),
             faults: faults
                 .into_iter()
                 .map(|(f, n)| {

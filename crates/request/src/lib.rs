@@ -8,9 +8,13 @@
 //! and the client (which sends them), so neither keeps a copy of the other's.
 
 mod api;
+mod check;
 mod prompt;
 mod reach;
+mod shape;
 
 pub use api::{ResolvedSampling, ServerFamily, WireApi};
+pub use check::{Output, Structured, ToolCall};
 pub use prompt::{ChatMessage, Prompt};
 pub use reach::{AddressChoice, DEFAULT_MAX_EVENT_SIZE, HttpVersion, ProxySetting, TlsSettings};
+pub use shape::{OutputShape, ResponseFormat, ShapeError, Tool, ToolChoice};

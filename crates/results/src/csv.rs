@@ -121,7 +121,7 @@ const FIXED: [Column; 23] = [
 ];
 
 /// cicada's own columns.
-const CICADA: [Column; 38] = [
+const CICADA: [Column; 39] = [
     ("scenario_hash", |x| x.r.scenario_hash.clone()),
     ("stage", |x| x.r.stage.to_string()),
     ("stage_name", |x| x.r.stage_name.clone()),
@@ -164,6 +164,7 @@ const CICADA: [Column; 38] = [
     ("failed_empty", |x| x.count(Outcome::Empty)),
     ("failed_cancelled", |x| x.count(Outcome::Cancelled)),
     ("failed_client_fault", |x| x.count(Outcome::ClientFault)),
+    ("failed_invalid_output", |x| x.count(Outcome::InvalidOutput)),
     ("failures", |x| {
         let classes: Vec<String> =
             x.t.outcomes

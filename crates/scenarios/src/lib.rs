@@ -16,6 +16,7 @@ pub mod schedule;
 pub mod shape;
 pub mod sharding;
 mod source;
+mod structured;
 pub mod tokenizer;
 pub mod units;
 mod validate;

@@ -104,6 +104,12 @@ pub struct MockConfig {
     #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub h2_max_streams: Option<u32>,
+    /// Share of tool-call and JSON answers (requests with tools or a
+    /// response format) broken on purpose: a value of the wrong type, which
+    /// a client's check must count as `invalid_output`.
+    #[arg(long, default_value_t = 0.0)]
+    #[serde(skip_serializing_if = "is_zero")]
+    pub invalid_output: f64,
     /// Seed for jitter and fault selection.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -111,6 +117,11 @@ pub struct MockConfig {
     #[command(flatten)]
     #[serde(default)]
     pub faults: FaultRates,
+}
+
+// zero is left out when serialising, so scenario hashes stay as they were
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// The API a client uses to talk to the mock.
@@ -290,6 +301,7 @@ impl Default for MockConfig {
             idle_timeout_ms: None,
             keepalive_requests: None,
             h2_max_streams: None,
+            invalid_output: 0.0,
             seed: 0,
             faults: FaultRates::default(),
         }
@@ -324,6 +336,12 @@ impl MockConfig {
             if zero {
                 out.push((key.to_string(), "must be at least 1".to_string()));
             }
+        }
+        if !(0.0..=1.0).contains(&self.invalid_output) {
+            out.push((
+                "invalid_output".to_string(),
+                format!("must be within [0, 1], got {}", self.invalid_output),
+            ));
         }
         if self.spec_tokens > 64 {
             out.push((

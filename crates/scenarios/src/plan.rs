@@ -107,6 +107,9 @@ pub struct Plan {
     pub cooldown: Cooldown,
     /// Pool entries this worker uses.
     pub pool: Vec<PoolEntry>,
+    /// The tools / response formats its entries point into (`PoolEntry::shape`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shapes: Vec<cicada_request::OutputShape>,
     pub report_interval_ms: u64,
     /// `tokenizer.json` text, when workers count or verify output tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -12,6 +12,7 @@ pub use crate::dataset_spec::{
 };
 pub use crate::mock::{Fault, FaultRates, MockApi, MockConfig};
 use crate::shape::{Cooldown, Ramp, StageSpec, Sweep, ThinkTime, Warmup};
+pub use crate::structured::StructuredSpec;
 use crate::units::{ByteSize, Rate, Span};
 
 /// How each request picks one of several replicas.
@@ -64,6 +65,10 @@ pub struct Scenario {
     /// Generation parameters sent with every request.
     #[serde(default)]
     pub sampling: Sampling,
+    /// Tools, tool choice and response format sent with every request, and
+    /// the check of each output against them.
+    #[serde(default, skip_serializing_if = "StructuredSpec::is_unset")]
+    pub structured: StructuredSpec,
     /// Service-level objectives for goodput.
     #[serde(default, skip_serializing_if = "slo_unset")]
     pub slo: Slo,
@@ -103,6 +108,7 @@ impl Default for Scenario {
             dataset: Dataset::default(),
             load: Load::default(),
             sampling: Sampling::default(),
+            structured: StructuredSpec::default(),
             slo: Slo::default(),
             mock: MockConfig::default(),
             output: Output::default(),

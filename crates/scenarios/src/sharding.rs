@@ -294,6 +294,7 @@ pub fn plans_for(
                 warmup: s.load.warmup,
                 cooldown: s.load.cooldown,
                 pool: mine,
+                shapes: pool.shapes.clone(),
                 report_interval_ms: s.load.report_interval.get().as_millis() as u64,
                 tokenizer: tokenizer.map(|t| t.json().to_string()),
                 verify_every: s.tokenizer.as_ref().map_or(0, |t| t.verify_every),

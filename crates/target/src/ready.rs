@@ -242,6 +242,8 @@ impl Check {
         let ask = Ask {
             prompt: entry.prompt.clone(),
             output_tokens: entry.output_tokens,
+            // the probe asks for text: whether the server can answer at all
+            structured: None,
         };
         let headers = self
             .headers
@@ -263,6 +265,7 @@ impl Check {
                     clock: &clock,
                     timeout: Duration::from_millis(target.timeout_ms),
                     keep_text: false,
+                    keep_output: false,
                 };
                 let sent = perform(conduit, &endpoint, "cicada-probe", &body);
                 let Some(ex) = self.by_deadline(sent).await else {

@@ -39,6 +39,18 @@ pub struct ServerTiming {
     pub per_token_us: Option<u64>,
 }
 
+/// One piece of a tool call in an event: the first piece of a call names
+/// its function, later ones add to its arguments.
+#[derive(Debug, Default, PartialEq)]
+pub struct ToolCallPiece<'a> {
+    /// Which call of the answer it belongs to (the server's `index`).
+    pub index: u32,
+    /// The function called, when this piece names it.
+    pub name: Option<Cow<'a, str>>,
+    /// Argument text it adds.
+    pub arguments: Option<Cow<'a, str>>,
+}
+
 /// What one streamed event (or a whole non-streamed body) said.
 #[derive(Debug, Default, PartialEq)]
 pub struct EventInfo<'a> {
@@ -60,6 +72,9 @@ pub struct EventInfo<'a> {
     pub error: Option<String>,
     /// The server's timing of the request, if the event carried it.
     pub server: Option<ServerTiming>,
+    /// The tool-call pieces the event carried (their arguments, joined, are
+    /// `tool_arguments`), for the check of a request's tool calls.
+    pub tool_calls: Vec<ToolCallPiece<'a>>,
 }
 
 impl EventInfo<'_> {
@@ -246,6 +261,7 @@ pub(crate) mod test_support {
         Ask {
             prompt: Prompt::Text("hi there".into()),
             output_tokens: Some(5),
+            structured: None,
         }
     }
 

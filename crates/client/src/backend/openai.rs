@@ -2,12 +2,13 @@
 
 use std::borrow::Cow;
 
-use cicada_request::{Prompt, ServerFamily, WireApi};
+use cicada_request::{OutputShape, Prompt, ResponseFormat, ServerFamily, ToolChoice, WireApi};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{
-    ApiCodec, Ask, EventInfo, ServerTiming, Usage, common_sampling, decode, error_text, extra_body,
+    ApiCodec, Ask, EventInfo, ServerTiming, ToolCallPiece, Usage, common_sampling, decode,
+    error_text, extra_body,
 };
 
 /// What a server family accepts beyond the OpenAI API (`ignore_eos` is sent
@@ -48,6 +49,11 @@ pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
             if let Some(n) = entry.output_tokens {
                 m.insert("max_completion_tokens".into(), json!(n));
             }
+            if let Some(s) = entry.structured.as_deref()
+                && !s.shape.check_only
+            {
+                shape_fields(&mut m, &s.shape);
+            }
         }
         _ => {
             m.insert(
@@ -81,6 +87,58 @@ pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     }
     extra_body(&mut m, s);
     m
+}
+
+/// `tools`, `tool_choice` and `response_format` in chat completions' spelling.
+fn shape_fields(m: &mut Map<String, Value>, shape: &OutputShape) {
+    if !shape.tools.is_empty() {
+        let tools: Vec<Value> = shape
+            .tools
+            .iter()
+            .map(|t| {
+                let mut f = Map::new();
+                f.insert("name".into(), json!(t.name));
+                if let Some(d) = &t.description {
+                    f.insert("description".into(), json!(d));
+                }
+                if let Some(p) = &t.parameters {
+                    f.insert("parameters".into(), p.clone());
+                }
+                if let Some(s) = t.strict {
+                    f.insert("strict".into(), json!(s));
+                }
+                json!({"type": "function", "function": f})
+            })
+            .collect();
+        m.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(c) = &shape.tool_choice {
+        let choice = match c {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Required => json!("required"),
+            ToolChoice::Function(name) => json!({"type": "function", "function": {"name": name}}),
+        };
+        m.insert("tool_choice".into(), choice);
+    }
+    if let Some(f) = &shape.response_format {
+        let format = match f {
+            ResponseFormat::Text => json!({"type": "text"}),
+            ResponseFormat::JsonObject => json!({"type": "json_object"}),
+            ResponseFormat::JsonSchema {
+                name,
+                schema,
+                strict,
+            } => {
+                let mut js = json!({"name": name, "schema": schema});
+                if let Some(s) = strict {
+                    js["strict"] = json!(s);
+                }
+                json!({"type": "json_schema", "json_schema": js})
+            }
+        };
+        m.insert("response_format".into(), format);
+    }
 }
 
 #[derive(Deserialize)]
@@ -159,6 +217,56 @@ struct Delta<'a> {
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     reasoning: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<ToolCallJson<'a>>>,
+}
+
+/// One entry of `tool_calls`: a whole call (non-streamed) or a piece of one.
+#[derive(Deserialize)]
+struct ToolCallJson<'a> {
+    /// Absent in non-streamed bodies, where the position is the index.
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default, borrow)]
+    function: Option<FunctionJson<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionJson<'a> {
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+/// The tool-call pieces of a delta or message, and their argument text joined.
+fn tool_pieces<'a>(calls: Vec<ToolCallJson<'a>>) -> (Vec<ToolCallPiece<'a>>, Option<Cow<'a, str>>) {
+    let pieces: Vec<ToolCallPiece<'a>> = calls
+        .into_iter()
+        .enumerate()
+        .map(|(k, c)| {
+            let (name, arguments) = c.function.map_or((None, None), |f| (f.name, f.arguments));
+            ToolCallPiece {
+                index: c.index.unwrap_or(k as u32),
+                name: name.filter(|n| !n.is_empty()),
+                arguments: arguments.filter(|a| !a.is_empty()),
+            }
+        })
+        .collect();
+    let mut args = pieces.iter().filter_map(|p| p.arguments.as_ref());
+    let joined = match (args.next(), args.next()) {
+        (None, _) => None,
+        // one piece (the usual case): borrowed from the payload when it can be
+        (Some(one), None) => Some(one.clone()),
+        (Some(a), Some(b)) => {
+            let mut s = format!("{a}{b}");
+            for more in args {
+                s.push_str(more);
+            }
+            Some(Cow::Owned(s))
+        }
+    };
+    (pieces, joined)
 }
 
 #[derive(Deserialize)]
@@ -229,6 +337,9 @@ fn interpret<'a>(api: WireApi, chunk: Chunk<'a>) -> EventInfo<'a> {
                 if let Some(d) = choice.delta.or(choice.message) {
                     info.reasoning = join([d.reasoning_content, d.reasoning]);
                     info.content = d.content.filter(|t| !t.is_empty());
+                    if let Some(calls) = d.tool_calls {
+                        (info.tool_calls, info.tool_arguments) = tool_pieces(calls);
+                    }
                 }
             }
             _ => info.content = choice.text.filter(|t| !t.is_empty()),
@@ -273,6 +384,7 @@ mod tests {
         Ask {
             prompt: Prompt::Text("hi there".into()),
             output_tokens: Some(5),
+            structured: None,
         }
     }
 
@@ -418,6 +530,66 @@ mod tests {
         let e = parse_event(WireApi::Completions, vllm_completion).unwrap();
         assert_eq!(e.content.as_deref(), Some(" a"));
         assert!(e.usage.is_none());
+    }
+
+    /// Streamed tool-call pieces carry their call's index, name and
+    /// argument text; the arguments are generated output.
+    #[test]
+    fn tool_call_deltas_are_generated_output() {
+        let first = br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"weather","arguments":""}}]}}]}"#;
+        let e = parse_event(WireApi::Chat, first).unwrap();
+        assert!(!e.generated(), "a name alone is no output");
+        assert_eq!(e.tool_calls.len(), 1);
+        assert_eq!(e.tool_calls[0].name.as_deref(), Some("weather"));
+        let more = br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{\"city\": "}}]}}]}"#;
+        let e = parse_event(WireApi::Chat, more).unwrap();
+        assert!(e.generated());
+        assert_eq!(e.tool_arguments.as_deref(), Some("{\"city\": "));
+        assert_eq!(e.tool_calls[0].index, 1);
+        assert_eq!(e.content, None);
+        let whole = br#"{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"b","type":"function","function":{"name":"g","arguments":"[1]"}}]},"finish_reason":"tool_calls"}]}"#;
+        let e = codec(WireApi::Chat, ServerFamily::Vllm)
+            .parse_full(whole)
+            .unwrap();
+        assert_eq!(e.tool_arguments.as_deref(), Some("{}[1]"));
+        let idx: Vec<u32> = e.tool_calls.iter().map(|p| p.index).collect();
+        assert_eq!(idx, [0, 1]);
+        assert!(e.finished && e.generated());
+    }
+
+    /// Tools, tool choice and response format go out in chat's spelling,
+    /// unless the shape is only checked.
+    #[test]
+    fn chat_bodies_carry_the_shape() {
+        use cicada_request::{OutputShape, Structured};
+        let shape = OutputShape::from_openai(
+            Some(&json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}, "strict": true}}])),
+            Some(&json!({"type": "function", "function": {"name": "f"}})),
+            Some(&json!({"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"}}})),
+        )
+        .unwrap();
+        let mut ask = entry();
+        ask.structured = Some(std::sync::Arc::new(Structured::new(shape.clone()).unwrap()));
+        let v: Value =
+            serde_json::from_slice(&codec(WireApi::Chat, ServerFamily::Vllm).body(&ask)).unwrap();
+        assert_eq!(
+            v["tools"],
+            json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}, "strict": true}}])
+        );
+        assert_eq!(
+            v["tool_choice"],
+            json!({"type": "function", "function": {"name": "f"}})
+        );
+        assert_eq!(
+            v["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"}}})
+        );
+        let mut quiet = shape;
+        quiet.check_only = true;
+        ask.structured = Some(std::sync::Arc::new(Structured::new(quiet).unwrap()));
+        let v: Value =
+            serde_json::from_slice(&codec(WireApi::Chat, ServerFamily::Vllm).body(&ask)).unwrap();
+        assert!(v.get("tools").is_none() && v.get("response_format").is_none());
     }
 
     #[test]

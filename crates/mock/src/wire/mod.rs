@@ -103,6 +103,8 @@ pub(crate) struct Reply {
     /// Speculative tokens proposed per step (llama.cpp `timings.draft_n`).
     pub spec_tokens: u32,
     pub tokens_per_event: u32,
+    /// A tool call or JSON answer in place of words (chat only).
+    pub shaped: Option<crate::shaped::Shaped>,
 }
 
 impl Reply {
@@ -113,6 +115,9 @@ impl Reply {
             Api::Responses => responses::opening(self, out),
             Api::Messages => messages::opening(self, out),
             _ => {}
+        }
+        if self.api == Api::Chat {
+            openai::tool_call_opening(self, out);
         }
     }
 
@@ -141,7 +146,13 @@ impl Reply {
 
     /// Finish reason of a complete output in OpenAI's spelling.
     pub fn finish_reason(&self) -> &'static str {
-        if self.eos { "stop" } else { "length" }
+        if self.shaped.as_ref().is_some_and(|s| s.tool.is_some()) {
+            "tool_calls"
+        } else if self.eos {
+            "stop"
+        } else {
+            "length"
+        }
     }
 
     /// llama.cpp's `stop_type` of a complete output.
@@ -295,6 +306,7 @@ pub(crate) mod tests {
             itl_ms: 2.0,
             spec_tokens: 0,
             tokens_per_event: 1,
+            shaped: None,
         }
     }
 

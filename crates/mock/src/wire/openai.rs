@@ -64,7 +64,47 @@ pub(super) fn role(r: &Reply, out: &mut String) {
     out.push_str("}\n\n");
 }
 
+/// The chat delta of a shaped answer's tokens `first .. first + n`: a piece
+/// of JSON content, or of the tool call's arguments (named in the opening).
+fn shaped_delta(r: &Reply, first: u32, n: u32) -> Option<String> {
+    let s = r.shaped.as_ref().filter(|_| r.api == Api::Chat)?;
+    let piece = json_string(s.piece(first, n, r.total_tokens));
+    Some(match &s.tool {
+        None => format!("\"content\":{piece}"),
+        Some(_) => {
+            format!("\"tool_calls\":[{{\"index\":0,\"function\":{{\"arguments\":{piece}}}}}]")
+        }
+    })
+}
+
+/// vLLM's first chunk of a tool call: it names the function, its
+/// arguments still empty (not output: no token is counted).
+pub(super) fn tool_call_opening(r: &Reply, out: &mut String) {
+    let Some(name) = r.shaped.as_ref().and_then(|s| s.tool.as_ref()) else {
+        return;
+    };
+    open(r, out);
+    let _ = write!(
+        out,
+        ",\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":0,\"id\":\"call_{}\",\"type\":\"function\",\"function\":{{\"name\":{},\"arguments\":\"\"}}}}]}},\"logprobs\":null,\"finish_reason\":null}}]",
+        r.seq,
+        json_string(name)
+    );
+    out.push_str("}\n\n");
+}
+
+/// `s` as a JSON string literal.
+fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string())
+}
+
 fn choice(r: &Reply, out: &mut String, text: &str, finish: Option<&str>) {
+    choice_with(r, out, text, None, finish);
+}
+
+/// A choice whose chat delta is `delta` when given (a shaped answer's piece).
+fn choice_with(r: &Reply, out: &mut String, text: &str, delta: Option<&str>, finish: Option<&str>) {
+    let delta = Delta { text, raw: delta };
     let finish = finish.map_or_else(|| "null".to_string(), |f| format!("\"{f}\""));
     let stop_reason = if r.llamacpp {
         ""
@@ -75,7 +115,7 @@ fn choice(r: &Reply, out: &mut String, text: &str, finish: Option<&str>) {
         (Api::Chat, false) => {
             let _ = write!(
                 out,
-                ",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}},\"logprobs\":null,\"finish_reason\":{finish}{}}}]",
+                ",\"choices\":[{{\"index\":0,\"delta\":{{{delta}}},\"logprobs\":null,\"finish_reason\":{finish}{}}}]",
                 if finish == "null" { "" } else { stop_reason }
             );
         }
@@ -88,7 +128,7 @@ fn choice(r: &Reply, out: &mut String, text: &str, finish: Option<&str>) {
         (Api::Chat, true) => {
             let _ = write!(
                 out,
-                ",\"choices\":[{{\"finish_reason\":{finish},\"index\":0,\"delta\":{{\"content\":\"{text}\"}}}}]"
+                ",\"choices\":[{{\"finish_reason\":{finish},\"index\":0,\"delta\":{{{delta}}}}}]"
             );
         }
         _ => {
@@ -100,13 +140,29 @@ fn choice(r: &Reply, out: &mut String, text: &str, finish: Option<&str>) {
     }
 }
 
+/// A chat delta's fields: the words as `content`, or a shaped answer's piece.
+struct Delta<'a> {
+    text: &'a str,
+    raw: Option<&'a str>,
+}
+
+impl std::fmt::Display for Delta<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.raw {
+            Some(raw) => f.write_str(raw),
+            None => write!(f, "\"content\":\"{}\"", self.text),
+        }
+    }
+}
+
 /// One content chunk for `n` tokens (several under speculative decoding).
 pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32, last: bool) {
     let mut text = String::with_capacity(8 * n as usize);
     token_text(&mut text, r.seq, first, n);
     open(r, out);
     let vllm_finish = (last && !r.llamacpp).then_some(r.finish_reason());
-    choice(r, out, &text, vllm_finish);
+    let delta = shaped_delta(r, first, n);
+    choice_with(r, out, &text, delta.as_deref(), vllm_finish);
     if r.counts && r.continuous && !r.llamacpp {
         usage(r, out, first + n);
     } else if r.api == Api::Completions && !r.llamacpp {
@@ -191,8 +247,23 @@ pub(super) fn full(r: &Reply, out: &mut String, text: &str, completion: u32) {
     } else {
         r.finish_reason()
     };
-    match r.api {
-        Api::Chat => {
+    match (r.api, r.shaped.as_ref().filter(|_| completion > 0)) {
+        (Api::Chat, Some(s)) => {
+            let body = json_string(s.text());
+            let message = match &s.tool {
+                None => format!("\"content\":{body}"),
+                Some(name) => format!(
+                    "\"content\":null,\"tool_calls\":[{{\"id\":\"call_{}\",\"type\":\"function\",\"function\":{{\"name\":{},\"arguments\":{body}}}}}]",
+                    r.seq,
+                    json_string(name)
+                ),
+            };
+            let _ = write!(
+                out,
+                ",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",{message}}},\"finish_reason\":\"{finish}\"}}]"
+            );
+        }
+        (Api::Chat, None) => {
             let _ = write!(
                 out,
                 ",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"{text}\"}},\"finish_reason\":\"{finish}\"}}]"
@@ -243,6 +314,60 @@ mod tests {
         assert_eq!(u["choices"].as_array().unwrap().len(), 0);
         assert_eq!(u["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
         assert_eq!(p[4], "[DONE]");
+    }
+
+    /// A tool call streams as `delta.tool_calls` pieces whose arguments join
+    /// to the JSON, named in the first; whole, it is `message.tool_calls`.
+    #[test]
+    fn shaped_answers_stream_as_tool_calls_or_json() {
+        let model = "\"m\"".to_string();
+        let req: crate::request::IncomingRequest = serde_json::from_value(serde_json::json!({
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {
+                "type": "object", "properties": {"city": {"type": "string", "minLength": 2}}}}}]
+        }))
+        .unwrap();
+        for llamacpp in [false, true] {
+            let mut r = reply(Api::Chat, &model);
+            r.llamacpp = llamacpp;
+            r.shaped = crate::shaped::answer(&req, r.total_tokens, false);
+            let mut out = String::new();
+            r.opening(&mut out);
+            step(&r, &mut out, 0, 1, false);
+            step(&r, &mut out, 1, 3, true);
+            close(&r, &mut out, 4);
+            let events: Vec<serde_json::Value> = payloads(&out)
+                .into_iter()
+                .filter(|p| *p != "[DONE]")
+                .map(|p| serde_json::from_str(p).unwrap())
+                .collect();
+            let calls: Vec<&serde_json::Value> = events
+                .iter()
+                .filter_map(|e| e["choices"][0]["delta"]["tool_calls"].get(0))
+                .collect();
+            assert_eq!(calls.len(), 3, "{out}");
+            assert_eq!(calls[0]["function"]["name"], "f");
+            assert_eq!(calls[0]["function"]["arguments"], "", "vLLM's naming chunk");
+            assert!(calls[1]["function"].get("name").is_none());
+            let args: String = calls
+                .iter()
+                .map(|c| c["function"]["arguments"].as_str().unwrap())
+                .collect();
+            let v: serde_json::Value = serde_json::from_str(&args).unwrap();
+            assert_eq!(v, serde_json::json!({"city": "aa"}));
+            assert!(
+                events
+                    .iter()
+                    .any(|e| e["choices"][0]["finish_reason"] == "tool_calls")
+            );
+            let mut whole = String::new();
+            full(&r, &mut whole, "", 4);
+            let w: serde_json::Value = serde_json::from_str(&whole).unwrap();
+            let call = &w["choices"][0]["message"]["tool_calls"][0]["function"];
+            assert_eq!(call["name"], "f");
+            let v: serde_json::Value =
+                serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+            assert_eq!(v, serde_json::json!({"city": "aa"}));
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 mod metrics;
 mod plan;
+mod shape;
 
 pub use metrics::{decode_histograms, decode_set, encode_histograms, encode_set};
 pub use plan::{PLAN_FORMAT, PlanError, decode_plan, encode_plan};

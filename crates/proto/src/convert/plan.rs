@@ -39,6 +39,8 @@ pub enum PlanError {
     Pool(String),
     #[error("the plan's sampling.extra_body.{key} is not JSON: {error}")]
     ExtraBody { key: String, error: String },
+    #[error("the plan's tools / response format: {0}")]
+    Shape(String),
 }
 
 /// The plan as it goes on the wire (`Assign.plan`).
@@ -72,6 +74,7 @@ pub fn encode_plan(plan: &Plan) -> v1::Plan {
         cooldown_cancel: plan.cooldown == Cooldown::Cancel,
         pool_deflated: deflate(&v1::Pool {
             entries: plan.pool.iter().map(pool_entry).collect(),
+            shapes: plan.shapes.iter().map(super::shape::shape).collect(),
         })
         .into(),
         report_interval_ms: plan.report_interval_ms,
@@ -119,6 +122,11 @@ pub fn decode_plan(wire: v1::Plan, format: u32) -> Result<Plan, PlanError> {
             Cooldown::Finish
         },
         pool: pool.entries.into_iter().map(pool_entry_from).collect(),
+        shapes: pool
+            .shapes
+            .into_iter()
+            .map(super::shape::shape_from)
+            .collect::<Result<_, _>>()?,
         report_interval_ms: wire.report_interval_ms,
         tokenizer: wire.tokenizer,
         verify_every: wire.verify_every,
@@ -534,6 +542,7 @@ fn pool_entry(e: &PoolEntry) -> v1::PoolEntry {
                 })
                 .collect(),
         }),
+        shape: e.shape,
     }
 }
 
@@ -570,6 +579,7 @@ fn pool_entry_from(e: v1::PoolEntry) -> PoolEntry {
                 })
                 .collect(),
         }),
+        shape: e.shape,
     }
 }
 
@@ -664,6 +674,39 @@ mod tests {
             }],
         });
         p.conversations = Some(ConversationSettings { think_time_ms: 250 });
+        // tools, every tool choice and response format, shared by index
+        let tools = serde_json::json!([
+            {"type": "function", "function": {"name": "f", "description": "d",
+             "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}, "strict": true}},
+            {"type": "function", "function": {"name": "g"}}]);
+        let schema = serde_json::json!({"type": "json_schema",
+            "json_schema": {"name": "n", "schema": {"enum": [1, "x"]}, "strict": false}});
+        for (choice, format) in [
+            (serde_json::json!("auto"), schema),
+            (
+                serde_json::json!("none"),
+                serde_json::json!({"type": "json_object"}),
+            ),
+            (
+                serde_json::json!("required"),
+                serde_json::json!({"type": "text"}),
+            ),
+            (
+                serde_json::json!({"type": "function", "function": {"name": "g"}}),
+                serde_json::Value::Null,
+            ),
+        ] {
+            let mut shape = cicada_request::OutputShape::from_openai(
+                Some(&tools),
+                Some(&choice),
+                Some(&format),
+            )
+            .unwrap();
+            shape.check_only = p.shapes.len() == 1;
+            p.shapes.push(shape);
+        }
+        p.pool[0].shape = Some(3);
+        p.pool[2].shape = Some(0);
         if let Drive::Open { schedule, .. } = &mut p.drive {
             schedule.arrivals_us = Some(vec![0, 5, 1_000_000]);
             schedule.burstiness = f64::INFINITY;
@@ -727,6 +770,7 @@ mod tests {
         assert_eq!(back, plan);
         let raw = v1::Pool {
             entries: plan.pool.iter().map(pool_entry).collect(),
+            shapes: Vec::new(),
         }
         .encoded_len();
         let t = Instant::now();

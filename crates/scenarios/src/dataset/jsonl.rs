@@ -1,7 +1,9 @@
 //! The `jsonl` workload: one request per line, either
 //! `{"prompt": "...", "output_tokens": N}` or `{"messages": [...]}` for chat.
 //! `output_tokens` is optional; `dataset.output_len` fixes every request's
-//! length instead (like vLLM's `--custom-output-len`). Lines are shuffled by
+//! length instead (like vLLM's `--custom-output-len`). A line may carry its
+//! own `tools`, `tool_choice` and `response_format` (OpenAI chat's spelling),
+//! which replace `[structured]`'s for that request. Lines are shuffled by
 //! the seed (unless `shuffle = false`) and the first `n` kept; prompts are
 //! sent as written (no chat template). Also the line reader for the other
 //! JSONL workloads.
@@ -18,6 +20,7 @@ use super::{
     parallel, tokenizer_error,
 };
 use crate::scenario::JsonlSpec;
+use crate::structured::ShapeTable;
 
 /// Call `f(line_number, line)` for every non-blank line (1-based numbers),
 /// showing progress in bytes; returns the number of non-blank lines.
@@ -128,14 +131,57 @@ struct Line {
     messages: Option<Vec<MessageIn>>,
     #[serde(default)]
     output_tokens: Option<u32>,
+    #[serde(default)]
+    tools: Option<serde_json::Value>,
+    #[serde(default)]
+    tool_choice: Option<serde_json::Value>,
+    #[serde(default)]
+    response_format: Option<serde_json::Value>,
 }
 
 struct Kept {
     prompt: Prompt,
     output: Option<u32>,
+    /// Index of the line's own shape in the builder's table.
+    shape: Option<u32>,
 }
 
-fn to_prompt(path: &Path, number: u64, l: Line) -> Result<Kept, DatasetError> {
+/// What the `jsonl` workload builds: the entries and the shapes they point into.
+pub(crate) struct Built {
+    pub entries: Vec<PoolEntry>,
+    pub report: DatasetReport,
+    pub shapes: Vec<cicada_request::OutputShape>,
+}
+
+/// The line's own tools / response format, interned (each new one compiled
+/// once, so a bad schema names its line).
+fn line_shape(
+    path: &Path,
+    number: u64,
+    l: &mut Line,
+    table: &mut ShapeTable,
+) -> Result<Option<u32>, DatasetError> {
+    if l.tools.is_none() && l.tool_choice.is_none() && l.response_format.is_none() {
+        return Ok(None);
+    }
+    let bad = |e: cicada_request::ShapeError| line_error(path, number, e.to_string());
+    let shape = cicada_request::OutputShape::from_openai(
+        l.tools.take().as_ref(),
+        l.tool_choice.take().as_ref(),
+        l.response_format.take().as_ref(),
+    )
+    .map_err(bad)?;
+    if shape.is_empty() {
+        return Ok(None);
+    }
+    let (i, new) = table.intern_new(shape.clone());
+    if new {
+        cicada_request::Structured::new(shape).map_err(bad)?;
+    }
+    Ok(Some(i))
+}
+
+fn to_prompt(path: &Path, number: u64, l: Line, shape: Option<u32>) -> Result<Kept, DatasetError> {
     let prompt = match (l.prompt, l.messages) {
         (Some(p), None) => Prompt::Text(p),
         (None, Some(m)) if !m.is_empty() => Prompt::Chat(
@@ -174,21 +220,22 @@ fn to_prompt(path: &Path, number: u64, l: Line) -> Result<Kept, DatasetError> {
     Ok(Kept {
         prompt,
         output: l.output_tokens,
+        shape,
     })
 }
 
 /// The pool: the first `n` lines in seeded shuffled order.
-pub(crate) fn build(
-    b: &Build<'_, JsonlSpec>,
-) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
+pub(crate) fn build(b: &Build<'_, JsonlSpec>) -> Result<Built, DatasetError> {
     let path = b.d.path.as_path();
     let shuffle = b.d.shuffle;
     let mut sel: Smallest<Kept> = Smallest::new(b.n);
     let mut report = b.report();
     let mut index = 0u64;
+    let mut table = ShapeTable::default();
     report.read = for_each_line(path, b.progress, |number, line| {
-        let rec: Line = parse_line(path, number, line)?;
-        let kept = to_prompt(path, number, rec)?;
+        let mut rec: Line = parse_line(path, number, line)?;
+        let shape = line_shape(path, number, &mut rec, &mut table)?;
+        let kept = to_prompt(path, number, rec, shape)?;
         if sel.offer(order_key(shuffle, b.seed, index), kept) {
             report.unused += 1;
         }
@@ -210,9 +257,14 @@ pub(crate) fn build(
             input_tokens,
             output_tokens: fixed.or(k.output),
             conversation: None,
+            shape: k.shape,
         })
         .collect();
-    Ok((entries, report))
+    Ok(Built {
+        entries,
+        report,
+        shapes: table.into_shapes(),
+    })
 }
 
 #[cfg(test)]
@@ -240,7 +292,7 @@ mod tests {
             tokenizer: None,
             progress: &Silent,
         };
-        build(&b).map(|(e, _)| e).map_err(|e| e.to_string())
+        build(&b).map(|j| j.entries).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -285,7 +337,9 @@ mod tests {
             tokenizer: Some(&tok),
             progress: &Silent,
         };
-        let (entries, report) = build(&b).unwrap();
+        let Built {
+            entries, report, ..
+        } = build(&b).unwrap();
         assert_eq!(report.counted_with, "trained-bpe");
         for e in entries {
             assert_eq!(

@@ -31,7 +31,7 @@ use crate::scenario::{
 use crate::tokenizer::{Tokenizer, TokenizerError};
 
 /// What a pool entry sends.
-pub use cicada_request::{ChatMessage, Prompt};
+pub use cicada_request::{ChatMessage, OutputShape, Prompt};
 
 /// Why a dataset could not be built.
 #[derive(Debug, Error)]
@@ -117,6 +117,9 @@ pub struct PoolEntry {
     /// The whole session, for the `conversations` workload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<Conversation>,
+    /// Index of its tools / response format in the pool's (and plan's) `shapes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<u32>,
 }
 
 /// Counts describing how the pool was built.
@@ -194,6 +197,8 @@ pub struct Pool {
     /// Send offsets from the start barrier, µs, one per entry in order
     /// (trace replay); `None` for workloads paced by the arrival process.
     pub arrivals_us: Option<Vec<u64>>,
+    /// The distinct tools / response formats entries ask for (`PoolEntry::shape`).
+    pub shapes: Vec<OutputShape>,
 }
 
 /// Receives progress while a pool is built (the coordinator draws a bar).
@@ -303,12 +308,17 @@ pub fn build_pool_with(
         };
     }
     let mut arrivals_us = None;
-    let (entries, report) = match &s.dataset {
+    let mut shapes = Vec::new();
+    let (mut entries, report) = match &s.dataset {
         Dataset::Random(d) => with!(d, random::build),
         Dataset::Sharegpt(d) => with!(d, sharegpt::build),
         Dataset::Sonnet(d) => with!(d, sonnet::build),
         Dataset::Prefix(d) => with!(d, prefix::build),
-        Dataset::Jsonl(d) => with!(d, jsonl::build),
+        Dataset::Jsonl(d) => {
+            let j = with!(d, jsonl::build);
+            shapes = j.shapes;
+            (j.entries, j.report)
+        }
         Dataset::Conversations(d) => with!(d, conversations::build),
         Dataset::Trace(d) => {
             let b = Build {
@@ -346,10 +356,19 @@ pub fn build_pool_with(
             },
         });
     }
+    let shapes = crate::structured::settle(s, &mut entries, shapes);
+    if !shapes.is_empty()
+        && let Some(why) = crate::structured::cannot_carry(s)
+    {
+        return Err(DatasetError::Invalid(format!(
+            "the dataset's lines carry tools or a response format: {why}"
+        )));
+    }
     Ok(Pool {
         entries,
         report,
         arrivals_us,
+        shapes,
     })
 }
 

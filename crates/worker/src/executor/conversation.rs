@@ -160,6 +160,8 @@ impl Session {
                 ask: Ask {
                     prompt: Prompt::Chat(messages.clone()),
                     output_tokens: turn.output_tokens,
+                    // conversations ask for text (the scenario refuses shapes)
+                    structured: None,
                 },
                 input_tokens: context_tokens.saturating_add(turn.input_tokens),
                 conversation: None,
@@ -220,6 +222,7 @@ impl Session {
             clock: &self.clock,
             timeout: step.timeout,
             keep_text: true,
+            keep_output: false,
         };
         let exchange = exchange(
             conduit,

@@ -1,8 +1,14 @@
 //! The pool as this worker sends it: each plan entry's prompt moved (never
-//! copied or converted: it is the client's type too) into its question.
+//! copied or converted: it is the client's type too) into its question, with
+//! the compiled shape it asks for (shared, never copied).
+
+use std::sync::Arc;
 
 use cicada_client::backend::Ask;
+use cicada_request::Structured;
 use cicada_scenarios::dataset::{Conversation, PoolEntry};
+
+use super::StepError;
 
 /// One pool entry, ready to be sent.
 #[derive(Debug, Clone)]
@@ -17,16 +23,26 @@ pub struct Entry {
     pub conversation: Option<Conversation>,
 }
 
-impl From<PoolEntry> for Entry {
-    fn from(e: PoolEntry) -> Self {
-        Self {
+impl Entry {
+    /// The entry, its shape (an index into `shapes`) resolved.
+    pub fn new(e: PoolEntry, shapes: &[Arc<Structured>]) -> Result<Self, StepError> {
+        let structured = match e.shape {
+            None => None,
+            Some(i) => Some(shapes.get(i as usize).cloned().ok_or(StepError::NoShape {
+                id: e.id,
+                shape: i,
+                count: shapes.len(),
+            })?),
+        };
+        Ok(Self {
             id: e.id,
             ask: Ask {
                 prompt: e.prompt,
                 output_tokens: e.output_tokens,
+                structured,
             },
             input_tokens: e.input_tokens,
             conversation: e.conversation,
-        }
+        })
     }
 }

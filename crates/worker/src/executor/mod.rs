@@ -45,6 +45,10 @@ pub enum StepError {
     NoTarget,
     #[error("the shipped tokenizer cannot be loaded: {0}")]
     Tokenizer(String),
+    #[error("the plan's tools / response format cannot be compiled: {0}")]
+    Shape(#[from] cicada_request::ShapeError),
+    #[error("pool entry {id} points at shape {shape}, and the plan has {count}")]
+    NoShape { id: u64, shape: u32, count: usize },
 }
 
 /// Everything shared by the requests of one step.
@@ -99,11 +103,16 @@ impl Step {
             worker: plan.worker_index,
         });
         let recorder = Arc::new(Recorder::with_details(recorder_shards, plan.slo, details));
+        // each shape compiled once, shared by the entries that ask it
+        let shapes = std::mem::take(&mut plan.shapes)
+            .into_iter()
+            .map(|s| cicada_request::Structured::new(s).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
         // the pool moves (10,000s of prompts are neither copied nor converted)
         let pool: HashMap<u64, Entry> = std::mem::take(&mut plan.pool)
             .into_iter()
-            .map(|e| (e.id, Entry::from(e)))
-            .collect();
+            .map(|e| Ok((e.id, Entry::new(e, &shapes)?)))
+            .collect::<Result<_, StepError>>()?;
         let bodies = prebuilt_bodies(&codec, &pool, plan.conversations.is_some());
         let in_flight_by_target = plan
             .target

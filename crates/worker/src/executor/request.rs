@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use futures::FutureExt;
 
-use cicada_metrics::{EventLog, RequestRecord, Scope, TokenSource};
+use cicada_metrics::{EventLog, Outcome, RequestRecord, Scope, TokenSource};
 use cicada_scenarios::schedule::Slot;
 use cicada_scenarios::tokenizer::Tokenizer;
 use tokio_util::sync::CancellationToken;
@@ -54,6 +54,7 @@ pub(super) async fn send_one(
         clock: &clock,
         timeout: step.timeout,
         keep_text: step.tokenizer.is_some(),
+        keep_output: entry.ask.structured.as_ref().is_some_and(|s| s.checks()),
     };
     let exchange = exchange(
         conduit,
@@ -181,6 +182,19 @@ pub(super) struct Counting<'a> {
     pub verify: bool,
 }
 
+/// How the request ended, its output held to the shape it asked for: a
+/// complete answer that breaks it is `invalid_output`.
+fn verdict(ex: &Exchange, entry: &Entry) -> (Outcome, Option<String>) {
+    let (outcome, error) = ex.outcome();
+    match (&entry.ask.structured, &ex.output) {
+        (Some(s), Some(out)) if outcome.is_ok() => match s.check(out) {
+            Ok(()) => (outcome, error),
+            Err(why) => (Outcome::InvalidOutput, Some(why)),
+        },
+        _ => (outcome, error),
+    }
+}
+
 /// Relative difference above which usage and tokenizer counts disagree.
 const MISMATCH_RATIO: f64 = 0.02;
 
@@ -202,7 +216,7 @@ pub(super) fn to_record(
         scheduled_us,
         sent_us,
     } = at;
-    let (outcome, error) = ex.outcome();
+    let (outcome, error) = verdict(ex, entry);
     let mut events = ex.events.clone();
     let wants_count = ex.usage.completion_tokens.is_none() || counting.verify;
     let counted = match (counting.tokenizer, &ex.text) {
@@ -258,7 +272,6 @@ mod tests {
     use super::*;
     use cicada_client::backend::Ask;
     use cicada_client::backend::Usage;
-    use cicada_metrics::Outcome;
     use cicada_scenarios::dataset::Prompt;
 
     fn entry() -> Entry {
@@ -267,6 +280,7 @@ mod tests {
             ask: Ask {
                 prompt: Prompt::Text("a b c".into()),
                 output_tokens: Some(8),
+                structured: None,
             },
             input_tokens: 3,
             conversation: None,
@@ -346,6 +360,58 @@ mod tests {
         let ok = guarded(async { Exchange::cancelled(1, 2) }, 0, 1, || 3).await;
         assert_eq!(ok.outcome().0, Outcome::Cancelled);
         assert_eq!(ok.ended_us, 2);
+    }
+
+    /// A complete answer that breaks the asked shape is `invalid_output`
+    /// with the reason; a valid one, or a request that failed anyway, is not.
+    #[test]
+    fn outputs_are_held_to_the_asked_shape() {
+        let shape = cicada_request::OutputShape::from_openai(
+            None,
+            None,
+            Some(&serde_json::json!({"type": "json_object"})),
+        )
+        .unwrap();
+        let mut e = entry();
+        e.ask.structured = Some(Arc::new(cicada_request::Structured::new(shape).unwrap()));
+        let answered = |text: &str, completed: bool| Exchange {
+            events: events(3),
+            completed,
+            output: Some(cicada_request::Output {
+                answer: text.to_string(),
+                calls: Vec::new(),
+            }),
+            ..Exchange::default()
+        };
+        let r = to_record(
+            &answered("[1, 2]", true),
+            &e,
+            at(0, 0),
+            true,
+            Counting::default(),
+        );
+        assert_eq!(r.outcome, Outcome::InvalidOutput);
+        assert!(r.error.unwrap_or_default().contains("not an object"));
+        let r = to_record(
+            &answered("{\"a\": 1}", true),
+            &e,
+            at(0, 0),
+            true,
+            Counting::default(),
+        );
+        assert_eq!(r.outcome, Outcome::Ok);
+        let r = to_record(
+            &answered("[1", false),
+            &e,
+            at(0, 0),
+            true,
+            Counting::default(),
+        );
+        assert_eq!(
+            r.outcome,
+            Outcome::StreamTruncated,
+            "the first failure stands"
+        );
     }
 
     #[test]
