@@ -13,6 +13,7 @@ mod histogram;
 mod metric;
 mod observe;
 mod outcome;
+mod reasoning;
 mod record;
 mod scope;
 mod seconds;
@@ -28,6 +29,7 @@ pub use event_log::{ContentEvent, EXACT_EVENTS, EventLog, Stretch};
 pub use histogram::{LatencyHistogram, SIGNIFICANT_DIGITS};
 pub use metric::{Metric, Unit};
 pub use outcome::{Outcome, OutcomeCount, Outcomes};
+pub use reasoning::Reasoning;
 pub use record::{
     EVENTS_OVER_USAGE_MIN, EVENTS_OVER_USAGE_RATIO, Events, RequestRecord, Resends, TokenSource,
 };

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ContentEvent, EventLog, Outcome};
+use crate::{ContentEvent, EventLog, Outcome, Reasoning};
 
 /// Where a request's output token count came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -135,6 +135,10 @@ pub struct RequestRecord<E = Vec<ContentEvent>> {
     /// The server's own time per generated token, µs, when its API reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_per_token_us: Option<u64>,
+    /// What it did while it reasoned, and its answer's events; absent when
+    /// no event carried reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<Reasoning<E>>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -97,6 +97,10 @@ pub(crate) struct Reply {
     /// Speculative tokens proposed per step (llama.cpp `timings.draft_n`).
     pub spec_tokens: u32,
     pub tokens_per_event: u32,
+    /// The first this many output tokens are reasoning (chat only).
+    pub reasoning_tokens: u32,
+    /// The delta field the reasoning goes in.
+    pub reasoning_field: crate::ReasoningField,
 }
 
 impl Reply {
@@ -270,6 +274,8 @@ pub(crate) mod tests {
             itl_ms: 2.0,
             spec_tokens: 0,
             tokens_per_event: 1,
+            reasoning_tokens: 0,
+            reasoning_field: crate::ReasoningField::default(),
         }
     }
 
