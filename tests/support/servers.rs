@@ -166,6 +166,12 @@ pub struct LlamaServer {
 impl LlamaServer {
     /// Start llama-server with `slots` slots of `ctx_per_slot` tokens each, on one core.
     pub fn start(slots: u32, ctx_per_slot: u32) -> LlamaServer {
+        Self::start_with(slots, ctx_per_slot, &[])
+    }
+
+    /// [`LlamaServer::start`] with more server flags (a chat template, a
+    /// reasoning format).
+    pub fn start_with(slots: u32, ctx_per_slot: u32, extra: &[&str]) -> LlamaServer {
         let dir = install("llama-server.sh");
         let scratch = crate::scratch();
         let log = scratch.path().join("llama-server.log");
@@ -178,6 +184,7 @@ impl LlamaServer {
             .args(["--ctx-size", &(slots * ctx_per_slot).to_string()])
             .args(["--threads", "1", "--threads-batch", "1"])
             .args(["--jinja", "--metrics", "--no-webui"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&log).expect("server log"))
             .stderr(std::fs::File::create(log.with_extension("err")).expect("server log"));
