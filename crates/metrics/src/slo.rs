@@ -89,4 +89,17 @@ mod tests {
         assert!(slo.met(1, None, 1, Some(1_000_000)));
         assert!(!Slo::default().is_set());
     }
+
+    #[test]
+    fn the_answer_bound_fails_a_request_that_never_answered() {
+        let slo = Slo {
+            ttfa_ms: Some(2.0),
+            ..Slo::default()
+        };
+        assert!(slo.is_set());
+        assert!(slo.answer_met(Some(2_000)));
+        assert!(!slo.answer_met(Some(2_001)));
+        assert!(!slo.answer_met(None), "thought and never answered");
+        assert!(Slo::default().answer_met(None), "no bound, nothing to fail");
+    }
 }
