@@ -29,9 +29,9 @@ pub use event_log::{ContentEvent, EXACT_EVENTS, EventLog, Stretch};
 pub use histogram::{LatencyHistogram, SIGNIFICANT_DIGITS};
 pub use metric::{Metric, Unit};
 pub use outcome::{Outcome, OutcomeCount, Outcomes};
-pub use reasoning::Reasoning;
 pub use record::{
-    EVENTS_OVER_USAGE_MIN, EVENTS_OVER_USAGE_RATIO, Events, RequestRecord, Resends, TokenSource,
+    EVENTS_OVER_USAGE_MIN, EVENTS_OVER_USAGE_RATIO, Events, Reasoning, RequestRecord, Resends,
+    TokenSource,
 };
 pub use scope::Scope;
 pub use seconds::{SecondBucket, Seconds};

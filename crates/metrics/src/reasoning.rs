@@ -5,28 +5,7 @@
 //! tokens are output tokens, the first reasoning delta is the first token);
 //! the figures here look at the answer alone.
 
-use serde::{Deserialize, Serialize};
-
-use crate::{ContentEvent, Counter, EventLog, Events, Metric, MetricSet, TokenSource};
-
-/// What a request that reasoned (one or more reasoning events) did while it
-/// thought, and its answer's events. Absent from a record without reasoning.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Reasoning<E = Vec<ContentEvent>> {
-    /// Arrival of the first reasoning event, µs since the barrier.
-    pub first_us: u64,
-    /// Arrival of the last reasoning event, µs since the barrier.
-    pub last_us: u64,
-    /// Events that carried reasoning text.
-    pub events: u64,
-    /// Reasoning tokens (part of the record's `output_tokens`).
-    pub tokens: u64,
-    /// Where `tokens` came from.
-    pub token_source: TokenSource,
-    /// The answer's events: those that carried answer text (or tool-call
-    /// arguments), in arrival order; empty when no answer came.
-    pub answer: E,
-}
+use crate::{Counter, EventLog, Events, Metric, MetricSet, Reasoning, TokenSource};
 
 impl<E: Events> Reasoning<E> {
     /// Arrival of the first answer event, µs since the barrier.
@@ -119,6 +98,7 @@ impl MetricSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ContentEvent;
 
     fn reasoning(answer: &[(u64, u32)]) -> Reasoning {
         Reasoning {

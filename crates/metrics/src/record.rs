@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ContentEvent, EventLog, Outcome, Reasoning};
+use crate::{ContentEvent, EventLog, Outcome};
 
 /// Where a request's output token count came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -58,6 +58,25 @@ impl Events for EventLog {
     fn count(&self) -> u64 {
         self.len()
     }
+}
+
+/// What a request that reasoned (one or more reasoning events) did while it
+/// thought, and its answer's events. Absent from a record without reasoning.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reasoning<E = Vec<ContentEvent>> {
+    /// Arrival of the first reasoning event, µs since the barrier.
+    pub first_us: u64,
+    /// Arrival of the last reasoning event, µs since the barrier.
+    pub last_us: u64,
+    /// Events that carried reasoning text.
+    pub events: u64,
+    /// Reasoning tokens (part of the record's `output_tokens`).
+    pub tokens: u64,
+    /// Where `tokens` came from.
+    pub token_source: TokenSource,
+    /// The answer's events: those that carried answer text (or tool-call
+    /// arguments), in arrival order; empty when no answer came.
+    pub answer: E,
 }
 
 /// A request brought more than this many content events per output token

@@ -27,7 +27,7 @@ fn rule(out: &mut String, title: &str, fill: char) {
     );
 }
 
-pub(crate) fn section(out: &mut String, title: &str) {
+fn section(out: &mut String, title: &str) {
     let pad = WIDTH.saturating_sub(title.chars().count());
     let left = pad / 2;
     let _ = writeln!(
@@ -195,7 +195,7 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
     rule(out, "cicada", '=');
     run_lines(out, r, s);
     extra_metrics(out, r, s);
-    crate::reasoning::block(out, t, s, &r.scenario.output.metric_percentiles);
+    crate::reasoning::block(out, section, (t, s), &r.scenario.output.metric_percentiles);
     client_vs_server(out, s, t);
     if let Some(f) = &r.server.total {
         client_vs_server_metrics(out, s, f);

@@ -27,14 +27,19 @@ fn float(out: &mut String, label: &str, v: f64) {
 }
 
 /// Requests that reasoned, their tokens and where the counts came from, and
-/// the answer's latencies (mean, median, the asked percentiles). Nothing
-/// when no request reasoned.
-pub(crate) fn block(out: &mut String, t: &MetricSet, s: &Summary, percentiles: &[f64]) {
+/// the answer's latencies (mean, median, the asked percentiles), under the
+/// console's `section` heading. Nothing when no request reasoned.
+pub(crate) fn block(
+    out: &mut String,
+    section: fn(&mut String, &str),
+    (t, s): (&MetricSet, &Summary),
+    percentiles: &[f64],
+) {
     let requests = t.counter(Counter::ReasoningRequests);
     if requests == 0 {
         return;
     }
-    super::console::section(out, "Reasoning (answer apart from thinking)");
+    section(out, "Reasoning (answer apart from thinking)");
     line(out, "Requests that reasoned:", requests);
     let tokens = t.counter(Counter::ReasoningTokens);
     let sources: Vec<String> = [
@@ -79,19 +84,24 @@ pub(crate) fn block(out: &mut String, t: &MetricSet, s: &Summary, percentiles: &
 mod tests {
     use super::*;
 
+    fn heading(out: &mut String, title: &str) {
+        out.push_str(title);
+        out.push('\n');
+    }
+
     #[test]
     fn the_block_shows_only_when_some_request_reasoned() {
         let mut t = MetricSet::default();
         let s = Summary::of(&t, false, &[99.0], 0);
         let mut out = String::new();
-        block(&mut out, &t, &s, &[99.0]);
+        block(&mut out, heading, (&t, &s), &[99.0]);
         assert!(out.is_empty());
         t.counters.add(Counter::ReasoningRequests, 2);
         t.counters.add(Counter::ReasoningTokens, 30);
         t.counters.add(Counter::ReasoningTokensFromUsage, 2);
         t.histogram_mut(Metric::Ttfa).record(120_000);
         let s = Summary::of(&t, false, &[99.0], 0);
-        block(&mut out, &t, &s, &[99.0]);
+        block(&mut out, heading, (&t, &s), &[99.0]);
         let row = |label: &str, v: &str| format!("{label:<40} {v}");
         assert!(
             out.contains(&row("Reasoning tokens:", "30 (source: usage 2)")),

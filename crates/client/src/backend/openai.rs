@@ -354,6 +354,13 @@ mod tests {
         let e = parse_event(WireApi::Chat, r).unwrap();
         assert_eq!(e.reasoning.as_deref(), Some("think"));
         assert_eq!(e.content, None);
+        // a reasoning model's usage says how many output tokens were thinking
+        let u = br#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":5}}}"#;
+        let usage = parse_event(WireApi::Chat, u).unwrap().usage.unwrap();
+        assert_eq!(
+            (usage.completion_tokens, usage.reasoning_tokens),
+            (Some(9), Some(5))
+        );
         let r = br#"{"choices":[{"delta":{"reasoning":"new","content":""}}]}"#;
         let e = parse_event(WireApi::Chat, r).unwrap();
         assert_eq!(e.reasoning.as_deref(), Some("new"));

@@ -4,7 +4,7 @@
 use cicada_client::exchange::Exchange;
 use cicada_metrics::{EventLog, Reasoning, TokenSource};
 
-use super::request::Counting;
+use cicada_scenarios::tokenizer::Tokenizer;
 
 /// The record's reasoning part, `None` when no event carried reasoning.
 ///
@@ -18,10 +18,10 @@ pub(super) fn reasoning(
     ex: &Exchange,
     ok: bool,
     (output_tokens, output_source): (u64, TokenSource),
-    counting: Counting<'_>,
+    tokenizer: Option<&Tokenizer>,
 ) -> Option<Reasoning<EventLog>> {
     let t = ex.thinking.as_ref()?;
-    let counted = match (counting.tokenizer, &t.text) {
+    let counted = match (tokenizer, &t.text) {
         (Some(tok), Some(text)) if ok && ex.usage.reasoning_tokens.is_none() => {
             tok.count(text).ok().map(|n| n as u64)
         }
@@ -84,15 +84,15 @@ mod tests {
     #[test]
     fn the_servers_count_wins_and_the_answer_gets_the_rest() {
         let usage = (12, TokenSource::Usage);
-        let r = reasoning(&exchange(Some(8), false), true, usage, Counting::default()).unwrap();
+        let r = reasoning(&exchange(Some(8), false), true, usage, None).unwrap();
         assert_eq!((r.tokens, r.token_source), (8, TokenSource::Usage));
         // 12 output tokens, 8 of them thinking: 4 answer tokens over 2 events
         assert_eq!(r.answer.tokens(), 4);
         assert_eq!(r.answer.first().map(|e| e.tokens), Some(2));
         // without the server's count, the events' count
-        let r = reasoning(&exchange(None, true), true, usage, Counting::default()).unwrap();
+        let r = reasoning(&exchange(None, true), true, usage, None).unwrap();
         assert_eq!((r.tokens, r.token_source), (3, TokenSource::Events));
         assert_eq!(r.answer.tokens(), 2, "per-event counts are kept");
-        assert!(reasoning(&Exchange::default(), true, usage, Counting::default()).is_none());
+        assert!(reasoning(&Exchange::default(), true, usage, None).is_none());
     }
 }

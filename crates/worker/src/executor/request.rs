@@ -222,8 +222,12 @@ pub(super) fn to_record(
         }
         _ => false,
     };
-    let reasoning =
-        super::reasoning::reasoning(ex, outcome.is_ok(), (output_tokens, token_source), counting);
+    let reasoning = super::reasoning::reasoning(
+        ex,
+        outcome.is_ok(),
+        (output_tokens, token_source),
+        counting.tokenizer,
+    );
     if !ex.counted_per_event && token_source != TokenSource::Events && !events.is_empty() {
         // with only a total known, every event is taken to carry an even share
         events.spread_evenly(output_tokens);
