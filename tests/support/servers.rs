@@ -169,7 +169,8 @@ impl LlamaServer {
         Self::start_with(slots, ctx_per_slot, &[])
     }
 
-    /// [`LlamaServer::start`] with more llama-server flags (`--ignore-eos`).
+    /// [`LlamaServer::start`] with more llama-server flags (`--ignore-eos`, a
+    /// chat template, a reasoning format).
     pub fn start_with(slots: u32, ctx_per_slot: u32, flags: &[&str]) -> LlamaServer {
         let dir = install("llama-server.sh");
         let scratch = crate::scratch();

@@ -12,6 +12,7 @@ use crate::clock::Clock;
 use crate::http::wire::WireError;
 use crate::http::{Client, Endpoint, Headers, HttpError, Method, Protocol, Request, Response};
 use crate::sse::{SseEvent, SseFramer, TooLarge};
+use crate::thinking::{self, Thinking};
 
 /// Longest error body kept from a failed response.
 const MAX_ERROR_BODY: usize = 2048;
@@ -54,6 +55,9 @@ pub struct Exchange {
     pub server: Option<ServerTiming>,
     /// Where a redirect pointed (its `Location`), when the answer was one.
     pub location: Option<String>,
+    /// The reasoning events and the answer's events, when any event carried
+    /// reasoning.
+    pub thinking: Option<Thinking>,
 }
 
 impl Exchange {
@@ -324,6 +328,8 @@ fn on_event(
         ex.usage = merge_usage(ex.usage, u);
     }
     if generated {
+        let keep = ex.text.is_some();
+        thinking::note(&mut ex.thinking, &ex.events, &info, (now_us, tokens), keep);
         ex.events.push(now_us, tokens);
     }
     // a piece that only names its function is no output, and the check needs the name
@@ -410,6 +416,7 @@ fn merge_usage(old: Usage, new: Usage) -> Usage {
         prompt_tokens: new.prompt_tokens.or(old.prompt_tokens),
         completion_tokens: new.completion_tokens.or(old.completion_tokens),
         cached_tokens: new.cached_tokens.or(old.cached_tokens),
+        reasoning_tokens: new.reasoning_tokens.or(old.reasoning_tokens),
     }
 }
 
@@ -462,6 +469,8 @@ async fn read_whole(
                     .completion_tokens
                     .unwrap_or(1)
                     .min(u64::from(u32::MAX)) as u32;
+                let keep = ex.text.is_some();
+                thinking::note(&mut ex.thinking, &ex.events, &info, (now, tokens), keep);
                 ex.events.push(now, tokens);
                 ex.counted_per_event = ex.usage.completion_tokens.is_some();
             }

@@ -9,6 +9,8 @@
 //!   the API key from this process's environment).
 //! - [`exchange`]: one request on the wire, read to its end and classified
 //!   into exactly one outcome.
+//! - [`thinking`]: a reasoning model's stream split into its reasoning and
+//!   answer events as they arrive.
 //! - [`clock`]: the stage's time base every timestamp is read from.
 //!
 //! The worker drives load with it; the coordinator's readiness probe and
@@ -23,4 +25,5 @@ pub mod exchange;
 pub mod http;
 pub mod sse;
 pub mod sys;
+pub mod thinking;
 pub mod tls;

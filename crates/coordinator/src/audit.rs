@@ -23,7 +23,7 @@ const PER_REQUEST: u64 = 1 << 32;
 const MAX_IN_FLIGHT: u64 = 10_000_000;
 
 /// Counters that count requests (at most one per request of the report).
-const REQUEST_COUNTERS: [Counter; 10] = [
+const REQUEST_COUNTERS: [Counter; 15] = [
     Counter::Goodput,
     Counter::TokensFromUsage,
     Counter::TokensFromTokenizer,
@@ -34,12 +34,17 @@ const REQUEST_COUNTERS: [Counter; 10] = [
     Counter::RequestsReused,
     Counter::TtftBelowServerPrompt,
     Counter::ServerInputRequests,
+    Counter::ReasoningRequests,
+    Counter::ReasoningTokensFromUsage,
+    Counter::ReasoningTokensFromTokenizer,
+    Counter::ReasoningTokensFromEvents,
+    Counter::ReasoningWithoutAnswer,
 ];
 
 /// Metrics measured on the worker's own clock, within the step: never
 /// longer than the step has run. (The server's own timings are the
 /// server's claim, and `output_tps_per_request` is a rate.)
-const CLOCKED: [Metric; 9] = [
+const CLOCKED: [Metric; 13] = [
     Metric::Ttft,
     Metric::Tpot,
     Metric::Itl,
@@ -49,6 +54,10 @@ const CLOCKED: [Metric; 9] = [
     Metric::E2elCo,
     Metric::ScheduleLag,
     Metric::TokenLatency,
+    Metric::Ttfa,
+    Metric::ReasoningTime,
+    Metric::AnswerTpot,
+    Metric::AnswerItl,
 ];
 
 /// Why a report was refused.
@@ -210,7 +219,10 @@ fn check_set(set: &MetricSet, bound_us: u64) -> Result<(), Refusal> {
         at_most(|| format!("counter {c}"), set.counter(c), bound)?;
     }
     for (m, h) in set.non_empty() {
-        let per_request = !matches!(m, Metric::Itl | Metric::Icl | Metric::RuntimeStall);
+        let per_request = !matches!(
+            m,
+            Metric::Itl | Metric::Icl | Metric::RuntimeStall | Metric::AnswerItl
+        );
         let most = if per_request {
             requests
         } else {
@@ -347,6 +359,42 @@ mod tests {
                 planned: 0
             })
         );
+    }
+
+    /// A reasoning request's answer ITL has one sample per answer token,
+    /// many per request; its TTFA one, within the step; at most one
+    /// reasoning request per request.
+    #[test]
+    fn reasoning_figures_are_bounded_like_their_kin() {
+        let mut a = Audit::new([(0, 0)]);
+        let mut r = report(0, 2, 1_000);
+        if let Ok(m) = r.measured.as_mut() {
+            let set = &mut m.scopes[0].1;
+            set.histogram_mut(Metric::AnswerItl).record_n(5_000, 500);
+            set.histogram_mut(Metric::Ttfa).record(90_000);
+            set.counters.add(Counter::ReasoningRequests, 2);
+            set.counters.add(Counter::ReasoningTokens, 900);
+        }
+        a.check(0, &r, 4_000_000).unwrap();
+        let mut r = report(1, 2, 1_000);
+        if let Ok(m) = r.measured.as_mut() {
+            m.scopes[0].1.counters.add(Counter::ReasoningRequests, 3);
+        }
+        assert!(matches!(
+            a.check(0, &r, 4_000_000),
+            Err(Refusal::Implausible { .. })
+        ));
+        let mut r = report(1, 2, 1_000);
+        if let Ok(m) = r.measured.as_mut() {
+            m.scopes[0]
+                .1
+                .histogram_mut(Metric::Ttfa)
+                .record(100_000_000);
+        }
+        assert!(matches!(
+            a.check(0, &r, 4_000_000),
+            Err(Refusal::Implausible { .. })
+        ));
     }
 
     #[test]

@@ -60,11 +60,23 @@ pub enum Counter {
     /// Successful requests whose content events far outnumbered the output
     /// tokens the server's usage counted (see `RequestRecord::events_over_usage`).
     EventsOverUsage,
+    /// Successful requests that reasoned (one or more reasoning events).
+    ReasoningRequests,
+    /// Reasoning tokens of successful requests (included in output tokens).
+    ReasoningTokens,
+    /// Requests whose reasoning count came from the server's usage.
+    ReasoningTokensFromUsage,
+    /// Requests whose reasoning count came from the tokenizer.
+    ReasoningTokensFromTokenizer,
+    /// Requests whose reasoning count came from the reasoning events.
+    ReasoningTokensFromEvents,
+    /// Successful requests that reasoned and never answered.
+    ReasoningWithoutAnswer,
 }
 
 impl Counter {
     /// Every counter, in storage order.
-    pub const ALL: [Counter; 24] = [
+    pub const ALL: [Counter; 30] = [
         Counter::InputTokens,
         Counter::OutputTokens,
         Counter::CachedTokens,
@@ -89,6 +101,12 @@ impl Counter {
         Counter::ServerInputTokens,
         Counter::ServerInputRequests,
         Counter::EventsOverUsage,
+        Counter::ReasoningRequests,
+        Counter::ReasoningTokens,
+        Counter::ReasoningTokensFromUsage,
+        Counter::ReasoningTokensFromTokenizer,
+        Counter::ReasoningTokensFromEvents,
+        Counter::ReasoningWithoutAnswer,
     ];
 
     /// Stable wire and file name.
@@ -118,6 +136,12 @@ impl Counter {
             Counter::ServerInputTokens => "server_input_tokens",
             Counter::ServerInputRequests => "server_input_requests",
             Counter::EventsOverUsage => "events_over_usage",
+            Counter::ReasoningRequests => "reasoning_requests",
+            Counter::ReasoningTokens => "reasoning_tokens",
+            Counter::ReasoningTokensFromUsage => "reasoning_token_source_usage",
+            Counter::ReasoningTokensFromTokenizer => "reasoning_token_source_tokenizer",
+            Counter::ReasoningTokensFromEvents => "reasoning_token_source_events",
+            Counter::ReasoningWithoutAnswer => "reasoning_without_answer",
         }
     }
 }

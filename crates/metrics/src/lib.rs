@@ -13,6 +13,7 @@ mod histogram;
 mod metric;
 mod observe;
 mod outcome;
+mod reasoning;
 mod record;
 mod scope;
 mod seconds;
@@ -29,7 +30,8 @@ pub use histogram::{LatencyHistogram, SIGNIFICANT_DIGITS};
 pub use metric::{Metric, Unit};
 pub use outcome::{Outcome, OutcomeCount, Outcomes};
 pub use record::{
-    EVENTS_OVER_USAGE_MIN, EVENTS_OVER_USAGE_RATIO, Events, RequestRecord, Resends, TokenSource,
+    EVENTS_OVER_USAGE_MIN, EVENTS_OVER_USAGE_RATIO, Events, Reasoning, RequestRecord, Resends,
+    TokenSource,
 };
 pub use scope::Scope;
 pub use seconds::{SecondBucket, Seconds};

@@ -34,6 +34,16 @@ pub enum Metric {
     ServerTpot,
     /// Lateness of the worker's runtime ticker: how long the client could not run.
     RuntimeStall,
+    /// Time to first answer token: the first event carrying answer text (not
+    /// reasoning) minus send; requests that reasoned only.
+    Ttfa,
+    /// Reasoning duration: first reasoning event to the first answer event
+    /// (or to the last reasoning event when no answer came).
+    ReasoningTime,
+    /// The answer's time per output token after its first (answer events only).
+    AnswerTpot,
+    /// The answer's inter-token latency, one sample per answer token.
+    AnswerItl,
 }
 
 /// How a metric's raw integer values are scaled for display.
@@ -74,7 +84,7 @@ impl Unit {
 
 impl Metric {
     /// Every request metric, in report order.
-    pub const REQUEST: [Metric; 13] = [
+    pub const REQUEST: [Metric; 17] = [
         Metric::Ttft,
         Metric::Tpot,
         Metric::Itl,
@@ -88,6 +98,18 @@ impl Metric {
         Metric::ServerPromptTime,
         Metric::TtftMinusServerPrompt,
         Metric::ServerTpot,
+        Metric::Ttfa,
+        Metric::ReasoningTime,
+        Metric::AnswerTpot,
+        Metric::AnswerItl,
+    ];
+
+    /// The reasoning figures, measured on requests that reasoned only.
+    pub const REASONING: [Metric; 4] = [
+        Metric::Ttfa,
+        Metric::ReasoningTime,
+        Metric::AnswerTpot,
+        Metric::AnswerItl,
     ];
 
     /// Metrics measured from the intended send time `t_sched`: they mean
@@ -96,7 +118,7 @@ impl Metric {
     pub const FROM_SCHEDULE: [Metric; 3] = [Metric::TtftCo, Metric::E2elCo, Metric::ScheduleLag];
 
     /// Every metric including the worker's health metrics.
-    pub const ALL: [Metric; 14] = [
+    pub const ALL: [Metric; 18] = [
         Metric::Ttft,
         Metric::Tpot,
         Metric::Itl,
@@ -111,6 +133,10 @@ impl Metric {
         Metric::TtftMinusServerPrompt,
         Metric::ServerTpot,
         Metric::RuntimeStall,
+        Metric::Ttfa,
+        Metric::ReasoningTime,
+        Metric::AnswerTpot,
+        Metric::AnswerItl,
     ];
 
     /// Stable name used on the wire, in JSON keys and CSV columns.
@@ -130,6 +156,10 @@ impl Metric {
             Metric::TtftMinusServerPrompt => "ttft_minus_server_prompt",
             Metric::ServerTpot => "server_tpot",
             Metric::RuntimeStall => "runtime_stall",
+            Metric::Ttfa => "ttfa",
+            Metric::ReasoningTime => "reasoning_time",
+            Metric::AnswerTpot => "answer_tpot",
+            Metric::AnswerItl => "answer_itl",
         }
     }
 
@@ -150,6 +180,10 @@ impl Metric {
             Metric::TtftMinusServerPrompt => "TTFT minus server prompt time",
             Metric::ServerTpot => "server time per output token",
             Metric::RuntimeStall => "runtime stall",
+            Metric::Ttfa => "TTFA",
+            Metric::ReasoningTime => "reasoning time",
+            Metric::AnswerTpot => "answer TPOT",
+            Metric::AnswerItl => "answer ITL",
         }
     }
 

@@ -76,7 +76,14 @@ impl MetricSet {
         };
         self.observe_seconds(&log, rec);
         self.observe_counts(rec, log.len());
-        if slo.is_set() && slo.met(if rec.streamed { ttft } else { e2el }, tpot, e2el, max_itl) {
+        let first_token = if rec.streamed { ttft } else { e2el };
+        // a request that did not reason answered with its first token
+        let first_answer = match &rec.reasoning {
+            Some(r) => self.observe_reasoning(r, rec.sent_us, rec.streamed),
+            None => Some(first_token),
+        };
+        if slo.is_set() && slo.met(first_token, tpot, e2el, max_itl) && slo.answer_met(first_answer)
+        {
             self.counters.add(Counter::Goodput, 1);
         }
     }
@@ -244,6 +251,7 @@ mod tests {
             inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
+            reasoning: None,
             events: evs,
         }
     }
@@ -393,6 +401,7 @@ mod long_stream_tests {
             inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
+            reasoning: None,
         }
     }
 
@@ -473,6 +482,7 @@ mod non_streaming_tests {
                 inexact_stamps: 0,
                 server_prompt_us: None,
                 server_per_token_us: None,
+                reasoning: None,
             },
             &Slo::default(),
         );
@@ -514,6 +524,7 @@ mod non_streaming_tests {
             inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
+            reasoning: None,
         };
         let slo = Slo {
             ttft_ms: Some(100.0),

@@ -60,6 +60,25 @@ impl Events for EventLog {
     }
 }
 
+/// What a request that reasoned (one or more reasoning events) did while it
+/// thought, and its answer's events. Absent from a record without reasoning.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reasoning<E = Vec<ContentEvent>> {
+    /// Arrival of the first reasoning event, µs since the barrier.
+    pub first_us: u64,
+    /// Arrival of the last reasoning event, µs since the barrier.
+    pub last_us: u64,
+    /// Events that carried reasoning text.
+    pub events: u64,
+    /// Reasoning tokens (part of the record's `output_tokens`).
+    pub tokens: u64,
+    /// Where `tokens` came from.
+    pub token_source: TokenSource,
+    /// The answer's events: those that carried answer text (or tool-call
+    /// arguments), in arrival order; empty when no answer came.
+    pub answer: E,
+}
+
 /// A request brought more than this many content events per output token
 /// the server counted ([`RequestRecord::events_over_usage`])...
 pub const EVENTS_OVER_USAGE_RATIO: u64 = 4;
@@ -135,6 +154,10 @@ pub struct RequestRecord<E = Vec<ContentEvent>> {
     /// The server's own time per generated token, µs, when its API reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_per_token_us: Option<u64>,
+    /// What it did while it reasoned, and its answer's events; absent when
+    /// no event carried reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<Reasoning<E>>,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -19,6 +19,10 @@ pub struct Slo {
     /// Largest per-token inter-token latency within the request, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub itl_ms: Option<f64>,
+    /// Time to first answer token, ms: a request that reasoned is judged on
+    /// its TTFA (and fails without an answer), one that did not on its TTFT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfa_ms: Option<f64>,
     /// Run gate: the least share of sent requests that must meet every bound
     /// (0..1]; below it `cicada run` exits non-zero. Not a per-request bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -32,6 +36,17 @@ impl Slo {
             || self.tpot_ms.is_some()
             || self.e2el_ms.is_some()
             || self.itl_ms.is_some()
+            || self.ttfa_ms.is_some()
+    }
+
+    /// Whether a request's time to first answer token (µs; `None` when it
+    /// reasoned and never answered) meets the TTFA bound.
+    pub fn answer_met(&self, ttfa_us: Option<u64>) -> bool {
+        match (self.ttfa_ms, ttfa_us) {
+            (None, _) => true,
+            (Some(ms), Some(us)) => us as f64 <= ms * 1000.0,
+            (Some(_), None) => false,
+        }
     }
 
     /// Whether a successful request with these latencies (µs) meets every bound.
@@ -73,5 +88,18 @@ mod tests {
         assert!(!slo.met(1, Some(50_001), 1, None));
         assert!(slo.met(1, None, 1, Some(1_000_000)));
         assert!(!Slo::default().is_set());
+    }
+
+    #[test]
+    fn the_answer_bound_fails_a_request_that_never_answered() {
+        let slo = Slo {
+            ttfa_ms: Some(2.0),
+            ..Slo::default()
+        };
+        assert!(slo.is_set());
+        assert!(slo.answer_met(Some(2_000)));
+        assert!(!slo.answer_met(Some(2_001)));
+        assert!(!slo.answer_met(None), "thought and never answered");
+        assert!(Slo::default().answer_met(None), "no bound, nothing to fail");
     }
 }

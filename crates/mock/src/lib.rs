@@ -30,7 +30,7 @@ mod wire;
 
 /// The mock's specification lives with the scenario model, which spells it
 /// as `[mock]`; the server runs exactly that type.
-pub use cicada_scenarios::mock::{Fault, FaultRates, MockApi, MockConfig, Truth};
+pub use cicada_scenarios::mock::{Fault, FaultRates, MockApi, MockConfig, ReasoningField, Truth};
 pub use handler::PROBE_HEADER;
 pub use request::fingerprint;
 pub use server::{MockError, MockServer, TlsFiles};

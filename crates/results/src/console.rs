@@ -180,6 +180,9 @@ fn render_targets(out: &mut String, r: &RunResult) {
                 metric_lines(out, &s, m, &sc.output.metric_percentiles);
             }
         }
+        if let Some(d) = s.metric(Metric::Ttfa) {
+            float(out, "Mean TTFA (ms):", d.mean);
+        }
         for (o, c) in set.outcomes.failures() {
             let _ = writeln!(out, "{:<40} {:<10}", format!("{o}:"), c.count);
         }
@@ -192,6 +195,7 @@ fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
     rule(out, "cicada", '=');
     run_lines(out, r, s);
     extra_metrics(out, r, s);
+    crate::reasoning::block(out, section, (t, s), &r.scenario.output.metric_percentiles);
     client_vs_server(out, s, t);
     if let Some(f) = &r.server.total {
         client_vs_server_metrics(out, s, f);

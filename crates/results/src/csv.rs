@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::{RunResult, rfc3339};
 
 /// Metrics with mean/p50/p90/p99/p99.9 columns.
-const CSV_METRICS: [Metric; 8] = [
+const CSV_METRICS: [Metric; 12] = [
     Metric::Ttft,
     Metric::Tpot,
     Metric::Itl,
@@ -26,6 +26,10 @@ const CSV_METRICS: [Metric; 8] = [
     Metric::TtftCo,
     Metric::E2elCo,
     Metric::ScheduleLag,
+    Metric::Ttfa,
+    Metric::ReasoningTime,
+    Metric::AnswerTpot,
+    Metric::AnswerItl,
 ];
 
 const CSV_PERCENTILES: [(f64, &str); 4] =
@@ -121,7 +125,7 @@ const FIXED: [Column; 23] = [
 ];
 
 /// cicada's own columns.
-const CICADA: [Column; 39] = [
+const CICADA: [Column; 41] = [
     ("scenario_hash", |x| x.r.scenario_hash.clone()),
     ("stage", |x| x.r.stage.to_string()),
     ("stage_name", |x| x.r.stage_name.clone()),
@@ -196,7 +200,23 @@ const CICADA: [Column; 39] = [
     }),
     ("degraded", |x| x.r.degraded().to_string()),
     ("partial", |x| x.r.partial().to_string()),
+    // empty, not 0, when no request reasoned
+    ("reasoning_requests", |x| {
+        reasoning_count(x, Counter::ReasoningRequests)
+    }),
+    ("reasoning_tokens", |x| {
+        reasoning_count(x, Counter::ReasoningTokens)
+    }),
 ];
+
+/// A reasoning counter of the scope; empty when no request reasoned.
+fn reasoning_count(x: &Scope<'_>, c: Counter) -> String {
+    if x.t.counter(Counter::ReasoningRequests) == 0 {
+        String::new()
+    } else {
+        x.t.counter(c).to_string()
+    }
+}
 
 /// fw-ai/benchmark's `Concurrency`: the users of a closed loop (each
 /// `[[stages]]` window's, joined with `/` for a staged run's whole row), else

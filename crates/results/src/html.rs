@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
-use cicada_metrics::{Metric, Outcomes, Summary};
+use cicada_metrics::{Counter, Metric, Outcomes, Summary};
 
 use super::stages::search_line;
 use super::svg::{LineChart, Series, XAxis, bar_chart, esc};
@@ -129,6 +129,10 @@ pub fn render(page: &Page<'_>) -> String {
         }
     }
     summary_table(&mut out, page);
+    let reasoned = |r: &&RunResult| r.total.counter(Counter::ReasoningRequests) > 0;
+    if page.steps.iter().chain(page.stages).any(reasoned) {
+        reasoning_table(&mut out, page);
+    }
     if page.sweep && !page.steps.is_empty() {
         out.push_str("<h2>Throughput vs latency</h2>");
         if let Some(s) = page.search {
@@ -148,6 +152,12 @@ pub fn render(page: &Page<'_>) -> String {
     for m in CURVES {
         out.push_str(&percentile_chart(curve_sets, m));
     }
+    // the answer's latencies, where some request reasoned
+    for m in [Metric::Ttfa, Metric::AnswerItl] {
+        if curve_sets.iter().any(|r| !r.total.histogram(m).is_empty()) {
+            out.push_str(&percentile_chart(curve_sets, m));
+        }
+    }
     out.push_str("</div><h2>Over time</h2><div class=\"grid\">");
     out.push_str(&over_time(page.steps, "TTFT over time", Metric::Ttft));
     out.push_str(&over_time(page.steps, "ITL over time", Metric::Itl));
@@ -160,6 +170,33 @@ pub fn render(page: &Page<'_>) -> String {
         "<footer><p>Every figure is defined in cicada's docs/METRICS.md. Latencies are per successful request; failures never enter them.</p><p id=\"render-status\"></p><pre id=\"render-errors\"></pre></footer><script>{SCRIPT}</script></body></html>"
     );
     out
+}
+
+/// Requests that reasoned, their tokens, and the answer's latencies apart
+/// from the thinking (docs/METRICS.md, "Reasoning"), per step or stage.
+fn reasoning_table(out: &mut String, page: &Page<'_>) {
+    out.push_str("<h2>Reasoning</h2><table><tr><th class=\"l\">stage</th><th>requests that reasoned</th><th>reasoning tokens</th><th>TTFA mean / p99 (ms)</th><th>reasoning time mean / p99 (ms)</th><th>answer TPOT mean / p99 (ms)</th><th>answer ITL mean / p99 (ms)</th></tr>");
+    for r in page.steps.iter().chain(page.stages) {
+        let s = r.summary();
+        let lat = |m: Metric| {
+            s.metric(m).map_or_else(
+                || "–".to_string(),
+                |d| format!("{} / {}", f(d.mean), f(d.percentile(99.0).unwrap_or(0.0))),
+            )
+        };
+        let _ = write!(
+            out,
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&stage_label(r)),
+            r.total.counter(Counter::ReasoningRequests),
+            r.total.counter(Counter::ReasoningTokens),
+            lat(Metric::Ttfa),
+            lat(Metric::ReasoningTime),
+            lat(Metric::AnswerTpot),
+            lat(Metric::AnswerItl),
+        );
+    }
+    out.push_str("</table>");
 }
 
 fn summary_table(out: &mut String, page: &Page<'_>) {

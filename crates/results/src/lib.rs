@@ -23,6 +23,7 @@ pub mod interval;
 pub mod json;
 pub mod live;
 pub mod outputs;
+mod reasoning;
 #[cfg(test)]
 mod sample;
 pub mod server;

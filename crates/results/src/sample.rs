@@ -93,6 +93,10 @@ fn measured(set: &mut MetricSet, n: u64, scale: u64) {
     set.counters.add(Counter::RequestedOutputTokens, n * 12);
     set.counters.add(Counter::Resends, 2);
     set.counters.add(Counter::ResendsUnsent, 2);
+    // every request reasoned (the reasoning metrics have a sample each)
+    set.counters.add(Counter::ReasoningRequests, n);
+    set.counters.add(Counter::ReasoningTokens, n * 4);
+    set.counters.add(Counter::ReasoningTokensFromUsage, n);
 }
 
 /// A two-replica step of a sweep with a lost worker, a warm-up, gates,

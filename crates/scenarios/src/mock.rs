@@ -108,8 +108,21 @@ pub struct MockConfig {
     /// response format) broken on purpose: a value of the wrong type, which
     /// a client's check must count as `invalid_output`.
     #[arg(long, default_value_t = 0.0)]
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "is_zero_share")]
     pub invalid_output: f64,
+    /// Output tokens each chat answer spends reasoning before it answers:
+    /// the first this many tokens stream as reasoning deltas (see
+    /// `reasoning_field`), the rest as content, and usage reports them in
+    /// `completion_tokens_details.reasoning_tokens` (they stay part of
+    /// `completion_tokens`, as vLLM counts them). 0: no reasoning.
+    #[arg(long, default_value_t = 0)]
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u32,
+    /// Which delta field carries the reasoning: vLLM's `reasoning_content`,
+    /// vLLM 0.32's newer `reasoning`, or both at once.
+    #[arg(long, value_enum, default_value_t = ReasoningField::ReasoningContent)]
+    #[serde(skip_serializing_if = "ReasoningField::is_default")]
+    pub reasoning_field: ReasoningField,
     /// Seed for jitter and fault selection.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -120,8 +133,34 @@ pub struct MockConfig {
 }
 
 // zero is left out when serialising, so scenario hashes stay as they were
-fn is_zero(v: &f64) -> bool {
+fn is_zero_share(v: &f64) -> bool {
     *v == 0.0
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The chat delta field a reasoning mock puts its thinking in.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum ReasoningField {
+    /// `reasoning_content` (vLLM's reasoning parsers, llama.cpp's `deepseek` format).
+    #[default]
+    ReasoningContent,
+    /// `reasoning` (vLLM 0.32's newer name).
+    Reasoning,
+    /// Both fields with the same text, as a server in transition might send.
+    Both,
+}
+
+impl ReasoningField {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// The API a client uses to talk to the mock.
@@ -302,6 +341,8 @@ impl Default for MockConfig {
             keepalive_requests: None,
             h2_max_streams: None,
             invalid_output: 0.0,
+            reasoning_tokens: 0,
+            reasoning_field: ReasoningField::default(),
             seed: 0,
             faults: FaultRates::default(),
         }

@@ -20,6 +20,8 @@ pub enum SloBound {
     Tpot,
     E2el,
     Itl,
+    /// Time to first answer token (reasoning models).
+    Ttfa,
 }
 
 impl SloBound {
@@ -30,6 +32,7 @@ impl SloBound {
             "tpot" => SloBound::Tpot,
             "e2el" => SloBound::E2el,
             "itl" => SloBound::Itl,
+            "ttfa" => SloBound::Ttfa,
             _ => return None,
         })
     }
@@ -40,6 +43,7 @@ impl SloBound {
             SloBound::Tpot => "tpot",
             SloBound::E2el => "e2el",
             SloBound::Itl => "itl",
+            SloBound::Ttfa => "ttfa",
         }
     }
 }
@@ -294,6 +298,7 @@ mod tests {
             Knob::TopP(0.5),
             Knob::TopK(-1),
             Knob::Slo(SloBound::Itl, 17.0),
+            Knob::Slo(SloBound::Ttfa, 18.0),
             Knob::MinSloAttainment(0.5),
             Knob::ResultDir("d".into()),
             Knob::ResultFilename("r.json".into()),
@@ -319,6 +324,7 @@ mod tests {
         }
         assert_eq!(s.target.ready_timeout.get().as_secs(), 7);
         assert_eq!(s.slo.itl_ms, Some(17.0));
+        assert_eq!(s.slo.ttfa_ms, Some(18.0));
         assert_eq!(s.load.max_concurrency, Some(15));
     }
 

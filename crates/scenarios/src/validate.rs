@@ -241,6 +241,7 @@ fn slo_problems(s: &Scenario) -> Vec<(String, String)> {
         ("slo.tpot_ms", s.slo.tpot_ms),
         ("slo.e2el_ms", s.slo.e2el_ms),
         ("slo.itl_ms", s.slo.itl_ms),
+        ("slo.ttfa_ms", s.slo.ttfa_ms),
     ] {
         if let Some(v) = v
             && !(v.is_finite() && v > 0.0)
@@ -261,7 +262,8 @@ fn slo_problems(s: &Scenario) -> Vec<(String, String)> {
         } else if !s.slo.is_set() {
             bad(
                 "slo.min_attainment",
-                "needs at least one bound (ttft_ms, tpot_ms, e2el_ms or itl_ms) to attain".into(),
+                "needs at least one bound (ttft_ms, tpot_ms, e2el_ms, itl_ms or ttfa_ms) to attain"
+                    .into(),
             );
         } else if s
             .sweep

@@ -213,7 +213,7 @@ pub fn goodput(specs: &[String]) -> Result<Overlay, ScenarioError> {
         let key = key.trim().to_ascii_lowercase();
         let bound = SloBound::from_name(&key).ok_or_else(|| {
             bad(format!(
-                "--goodput {spec}: unknown metric \"{key}\"; expected ttft, tpot, e2el or itl"
+                "--goodput {spec}: unknown metric \"{key}\"; expected ttft, tpot, e2el, itl or ttfa"
             ))
         })?;
         let ms: f64 = value.trim().parse().map_err(|_| {

@@ -39,6 +39,14 @@ struct Line<'a, E> {
     ttft_ms: Option<f64>,
     tpot_ms: Option<f64>,
     e2el_ms: Option<f64>,
+    /// Time to first answer token, reasoning time and answer TPOT: only on
+    /// a streamed request that reasoned (and answered, for the first and last).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttfa_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answer_tpot_ms: Option<f64>,
 }
 
 fn ms(us: Option<u64>) -> Option<f64> {
@@ -53,6 +61,7 @@ pub fn append_line<E: Events + Serialize>(
     rec: &RequestRecord<E>,
 ) {
     let ok = rec.outcome.is_ok();
+    let timed = rec.reasoning.as_ref().filter(|_| ok && rec.streamed);
     let line = Line {
         step: ctx.step,
         worker: ctx.worker,
@@ -64,6 +73,9 @@ pub fn append_line<E: Events + Serialize>(
         ttft_ms: ms(rec.ttft_us().filter(|_| ok && rec.streamed)),
         tpot_ms: ms(rec.tpot_us().filter(|_| ok && rec.streamed)),
         e2el_ms: ms(rec.e2el_us().filter(|_| ok)),
+        ttfa_ms: ms(timed.and_then(|r| r.ttfa_us(rec.sent_us))),
+        reasoning_ms: ms(timed.map(|r| r.duration_us())),
+        answer_tpot_ms: ms(timed.and_then(|r| r.answer_tpot_us())),
     };
     // a record of plain numbers and strings always serialises
     if serde_json::to_writer(&mut *buf, &line).is_ok() {
@@ -111,6 +123,7 @@ mod tests {
             inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
+            reasoning: None,
         };
         let mut buf = Vec::new();
         let ctx = DetailContext { step: 2, worker: 3 };
@@ -172,6 +185,7 @@ mod tests {
             inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
+            reasoning: None,
         };
         let mut buf = Vec::new();
         append_line(

@@ -58,6 +58,7 @@ fn interpret(e: Event<'_>) -> EventInfo<'_> {
         prompt_tokens: e.tokens_evaluated.or(timed.prompt_tokens),
         completion_tokens: e.tokens_predicted.or(timed.completion_tokens),
         cached_tokens: timed.cached_tokens,
+        ..Usage::default()
     };
     EventInfo {
         content: e.content.filter(|c| !c.is_empty()),
@@ -105,7 +106,8 @@ mod tests {
             Some(Usage {
                 prompt_tokens: Some(14),
                 completion_tokens: Some(128),
-                cached_tokens: Some(6)
+                cached_tokens: Some(6),
+                ..Usage::default()
             })
         );
         // older builds: counts only in timings

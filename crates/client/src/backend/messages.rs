@@ -127,6 +127,8 @@ impl UsageJson {
                 .map(|i| i + cached + self.cache_creation_input_tokens.unwrap_or(0)),
             completion_tokens: self.output_tokens.filter(|_| with_output),
             cached_tokens: Some(cached).filter(|c| *c > 0),
+            // Anthropic's usage has no reasoning count: the events give it
+            reasoning_tokens: None,
         }
     }
 }
@@ -258,6 +260,7 @@ mod tests {
                 },
             ]),
             output_tokens: None,
+            structured: None,
         };
         let v: Value = serde_json::from_slice(&b.body(&chat)).unwrap();
         assert_eq!(v["system"], "be brief");
@@ -278,6 +281,7 @@ mod tests {
                 prompt_tokens: Some(12),
                 completion_tokens: None,
                 cached_tokens: Some(8),
+                reasoning_tokens: None,
             })
         );
         let block = br#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#;

@@ -27,6 +27,9 @@ pub struct Usage {
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
     pub cached_tokens: Option<u64>,
+    /// Output tokens spent reasoning (`completion_tokens_details.reasoning_tokens`),
+    /// part of `completion_tokens`.
+    pub reasoning_tokens: Option<u64>,
 }
 
 /// The server's own timing of one request, where its API reports it

@@ -193,6 +193,7 @@ impl Timings {
             prompt_tokens: self.prompt_n.map(|p| p + self.cache_n.unwrap_or(0)),
             completion_tokens: self.predicted_n,
             cached_tokens: self.cache_n.filter(|c| *c > 0),
+            ..Usage::default()
         }
     }
 }
@@ -277,6 +278,14 @@ struct UsageJson {
     completion_tokens: Option<u64>,
     #[serde(default)]
     prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -326,6 +335,7 @@ fn interpret<'a>(api: WireApi, chunk: Chunk<'a>) -> EventInfo<'a> {
                 .prompt_tokens_details
                 .and_then(|d| d.cached_tokens)
                 .or(timed.and_then(|t| t.cached_tokens)),
+            reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
         });
     } else {
         info.usage = timed;
@@ -440,7 +450,8 @@ mod tests {
             Some(Usage {
                 prompt_tokens: Some(3),
                 completion_tokens: Some(9),
-                cached_tokens: Some(2)
+                cached_tokens: Some(2),
+                ..Usage::default()
             })
         );
     }
@@ -455,6 +466,13 @@ mod tests {
         let e = parse_event(WireApi::Chat, r).unwrap();
         assert_eq!(e.reasoning.as_deref(), Some("think"));
         assert_eq!(e.content, None);
+        // a reasoning model's usage says how many output tokens were thinking
+        let u = br#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":5}}}"#;
+        let usage = parse_event(WireApi::Chat, u).unwrap().usage.unwrap();
+        assert_eq!(
+            (usage.completion_tokens, usage.reasoning_tokens),
+            (Some(9), Some(5))
+        );
         let r = br#"{"choices":[{"delta":{"reasoning":"new","content":""}}]}"#;
         let e = parse_event(WireApi::Chat, r).unwrap();
         assert_eq!(e.reasoning.as_deref(), Some("new"));
@@ -520,7 +538,8 @@ mod tests {
             Some(Usage {
                 prompt_tokens: Some(12),
                 completion_tokens: Some(31),
-                cached_tokens: Some(8)
+                cached_tokens: Some(8),
+                ..Usage::default()
             })
         );
         let both = br#"{"choices":[],"usage":{"completion_tokens":31,"prompt_tokens":12,"total_tokens":43},"timings":{"cache_n":8,"prompt_n":4,"predicted_n":31}}"#;

@@ -102,12 +102,20 @@ struct UsageJson {
     output_tokens: Option<u64>,
     #[serde(default)]
     input_tokens_details: Option<InputDetails>,
+    #[serde(default)]
+    output_tokens_details: Option<OutputDetails>,
 }
 
 #[derive(Deserialize)]
 struct InputDetails {
     #[serde(default)]
     cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct OutputDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
 }
 
 impl UsageJson {
@@ -121,6 +129,12 @@ impl UsageJson {
                 .as_ref()
                 .and_then(|d| d.cached_tokens)
                 .filter(|c| *c > 0),
+            // servers without a reasoning parser say 0: that is no count
+            reasoning_tokens: self
+                .output_tokens_details
+                .as_ref()
+                .and_then(|d| d.reasoning_tokens)
+                .filter(|r| *r > 0),
         }
     }
 }
@@ -259,6 +273,7 @@ mod tests {
                 },
             ]),
             output_tokens: None,
+            structured: None,
         };
         let v: Value = serde_json::from_slice(&quiet.body(&chat)).unwrap();
         assert_eq!(v["input"][0]["role"], "system");
@@ -305,6 +320,7 @@ mod tests {
                 prompt_tokens: Some(12),
                 completion_tokens: Some(24),
                 cached_tokens: Some(8),
+                reasoning_tokens: Some(5),
             })
         );
         let llama = br#"{"type":"response.completed","response":{"status":"completed","output":[],"usage":{"input_tokens":4,"output_tokens":2,"total_tokens":6,"input_tokens_details":{"cached_tokens":0}}},"timings":{"prompt_n":4,"prompt_ms":2.0,"predicted_n":2,"predicted_per_token_ms":1.5}}"#;

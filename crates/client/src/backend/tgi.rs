@@ -101,6 +101,7 @@ fn details_usage(d: &Details) -> Usage {
         prompt_tokens: d.input_length,
         completion_tokens: d.generated_tokens,
         cached_tokens: None,
+        ..Usage::default()
     }
 }
 
@@ -190,7 +191,8 @@ mod tests {
             Some(Usage {
                 prompt_tokens: Some(7),
                 completion_tokens: Some(3),
-                cached_tokens: None
+                cached_tokens: None,
+                ..Usage::default()
             })
         );
         let eos = parse(br#"{"index":4,"token":{"id":2,"text":"</s>","logprob":-0.01,"special":true},"generated_text":"x","details":null}"#).unwrap();

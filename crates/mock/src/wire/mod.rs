@@ -105,6 +105,10 @@ pub(crate) struct Reply {
     pub tokens_per_event: u32,
     /// A tool call or JSON answer in place of words (chat only).
     pub shaped: Option<crate::shaped::Shaped>,
+    /// The first this many output tokens are reasoning (chat only).
+    pub reasoning_tokens: u32,
+    /// The delta field the reasoning goes in.
+    pub reasoning_field: crate::ReasoningField,
 }
 
 impl Reply {
@@ -307,6 +311,8 @@ pub(crate) mod tests {
             spec_tokens: 0,
             tokens_per_event: 1,
             shaped: None,
+            reasoning_tokens: 0,
+            reasoning_field: crate::ReasoningField::default(),
         }
     }
 

@@ -6,6 +6,7 @@
 use std::fmt::Write as _;
 
 use super::{Api, Reply, token_text};
+use crate::ReasoningField;
 
 /// End-of-stream marker.
 const DONE: &str = "data: [DONE]\n\n";
@@ -40,6 +41,13 @@ fn usage(r: &Reply, out: &mut String, completion: u32) {
         ",\"usage\":{{\"prompt_tokens\":{p},\"total_tokens\":{},\"completion_tokens\":{c}",
         p + c
     );
+    let reasoned = r.reasoning_tokens.min(c);
+    if reasoned > 0 {
+        let _ = write!(
+            out,
+            ",\"completion_tokens_details\":{{\"reasoning_tokens\":{reasoned}}}"
+        );
+    }
     if r.cached_details && r.cached_tokens > 0 {
         let _ = write!(
             out,
@@ -98,13 +106,43 @@ fn json_string(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string())
 }
 
-fn choice(r: &Reply, out: &mut String, text: &str, finish: Option<&str>) {
-    choice_with(r, out, text, None, finish);
+/// A chat delta's text fields: the reasoning (in the configured field or
+/// fields) and the answer's `content`; just `content` without reasoning.
+fn delta(r: &Reply, reasoning: &str, content: &str) -> String {
+    if reasoning.is_empty() {
+        return format!("\"content\":\"{content}\"");
+    }
+    let mut out = String::new();
+    for (field, on) in [
+        (
+            "reasoning_content",
+            r.reasoning_field != ReasoningField::Reasoning,
+        ),
+        (
+            "reasoning",
+            r.reasoning_field != ReasoningField::ReasoningContent,
+        ),
+    ] {
+        if on {
+            let _ = write!(out, "\"{field}\":\"{reasoning}\",");
+        }
+    }
+    if content.is_empty() {
+        out.push_str("\"content\":null");
+    } else {
+        let _ = write!(out, "\"content\":\"{content}\"");
+    }
+    out
 }
 
-/// A choice whose chat delta is `delta` when given (a shaped answer's piece).
-fn choice_with(r: &Reply, out: &mut String, text: &str, delta: Option<&str>, finish: Option<&str>) {
-    let delta = Delta { text, raw: delta };
+/// One choice: chat's delta holds `fields` (see [`delta`]), completions'
+/// `text` holds `text`.
+fn choice(r: &Reply, out: &mut String, text: &str, finish: Option<&str>) {
+    let fields = delta(r, "", text);
+    choice_with(r, out, (text, &fields), finish);
+}
+
+fn choice_with(r: &Reply, out: &mut String, (text, fields): (&str, &str), finish: Option<&str>) {
     let finish = finish.map_or_else(|| "null".to_string(), |f| format!("\"{f}\""));
     let stop_reason = if r.llamacpp {
         ""
@@ -115,7 +153,7 @@ fn choice_with(r: &Reply, out: &mut String, text: &str, delta: Option<&str>, fin
         (Api::Chat, false) => {
             let _ = write!(
                 out,
-                ",\"choices\":[{{\"index\":0,\"delta\":{{{delta}}},\"logprobs\":null,\"finish_reason\":{finish}{}}}]",
+                ",\"choices\":[{{\"index\":0,\"delta\":{{{fields}}},\"logprobs\":null,\"finish_reason\":{finish}{}}}]",
                 if finish == "null" { "" } else { stop_reason }
             );
         }
@@ -128,7 +166,7 @@ fn choice_with(r: &Reply, out: &mut String, text: &str, delta: Option<&str>, fin
         (Api::Chat, true) => {
             let _ = write!(
                 out,
-                ",\"choices\":[{{\"finish_reason\":{finish},\"index\":0,\"delta\":{{{delta}}}}}]"
+                ",\"choices\":[{{\"finish_reason\":{finish},\"index\":0,\"delta\":{{{fields}}}}}]"
             );
         }
         _ => {
@@ -140,29 +178,19 @@ fn choice_with(r: &Reply, out: &mut String, text: &str, delta: Option<&str>, fin
     }
 }
 
-/// A chat delta's fields: the words as `content`, or a shaped answer's piece.
-struct Delta<'a> {
-    text: &'a str,
-    raw: Option<&'a str>,
-}
-
-impl std::fmt::Display for Delta<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.raw {
-            Some(raw) => f.write_str(raw),
-            None => write!(f, "\"content\":\"{}\"", self.text),
-        }
-    }
-}
-
 /// One content chunk for `n` tokens (several under speculative decoding).
 pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32, last: bool) {
-    let mut text = String::with_capacity(8 * n as usize);
-    token_text(&mut text, r.seq, first, n);
+    // tokens before `reasoning_tokens` are thinking, the rest the answer
+    let thinking = r.reasoning_tokens.clamp(first, first + n) - first;
+    let mut reasoning = String::with_capacity(8 * thinking as usize);
+    token_text(&mut reasoning, r.seq, first, thinking);
+    let mut text = String::with_capacity(8 * (n - thinking) as usize);
+    token_text(&mut text, r.seq, first + thinking, n - thinking);
     open(r, out);
     let vllm_finish = (last && !r.llamacpp).then_some(r.finish_reason());
-    let delta = shaped_delta(r, first, n);
-    choice_with(r, out, &text, delta.as_deref(), vllm_finish);
+    // a shaped answer (tool call or JSON) replaces the words; it does not reason
+    let fields = shaped_delta(r, first, n).unwrap_or_else(|| delta(r, &reasoning, &text));
+    choice_with(r, out, (&text, &fields), vllm_finish);
     if r.counts && r.continuous && !r.llamacpp {
         usage(r, out, first + n);
     } else if r.api == Api::Completions && !r.llamacpp {
@@ -261,6 +289,17 @@ pub(super) fn full(r: &Reply, out: &mut String, text: &str, completion: u32) {
             let _ = write!(
                 out,
                 ",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",{message}}},\"finish_reason\":\"{finish}\"}}]"
+            );
+        }
+        (Api::Chat, None) if r.reasoning_tokens > 0 => {
+            let thinking = r.reasoning_tokens.min(completion);
+            let (mut reasoning, mut answer) = (String::new(), String::new());
+            token_text(&mut reasoning, r.seq, 0, thinking);
+            token_text(&mut answer, r.seq, thinking, completion - thinking);
+            let fields = delta(r, &reasoning, &answer);
+            let _ = write!(
+                out,
+                ",\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",{fields}}},\"finish_reason\":\"{finish}\"}}]"
             );
         }
         (Api::Chat, None) => {
@@ -391,5 +430,38 @@ mod tests {
         assert_eq!(fin["timings"]["cache_n"], 2);
         assert_eq!(fin["usage"]["completion_tokens"], 4);
         assert_eq!(fin["system_fingerprint"], "b6497-cicada");
+    }
+
+    #[test]
+    fn a_reasoning_chat_thinks_first_and_counts_its_thinking() {
+        let mut r = reply(Api::Chat, "\"m\"");
+        r.reasoning_tokens = 3;
+        r.tokens_per_event = 2;
+        let mut out = String::new();
+        step(&r, &mut out, 0, 2, false);
+        step(&r, &mut out, 2, 2, true);
+        let events: Vec<serde_json::Value> = payloads(&out)
+            .iter()
+            .map(|p| serde_json::from_str(p).unwrap())
+            .collect();
+        let d0 = &events[0]["choices"][0]["delta"];
+        assert!(
+            d0["reasoning_content"]
+                .as_str()
+                .is_some_and(|t| !t.is_empty())
+        );
+        assert!(d0["content"].is_null() && d0.get("reasoning").is_none());
+        // the second step straddles: one thinking token, one answer token
+        let d1 = &events[1]["choices"][0]["delta"];
+        assert!(d1["reasoning_content"].as_str().is_some() && d1["content"].as_str().is_some());
+        let usage = &events[1]["usage"];
+        assert_eq!(usage["completion_tokens_details"]["reasoning_tokens"], 3);
+        assert_eq!(usage["completion_tokens"], 4);
+        r.reasoning_field = ReasoningField::Reasoning;
+        let mut full_body = String::new();
+        full(&r, &mut full_body, "unused", 4);
+        let v: serde_json::Value = serde_json::from_str(&full_body).unwrap();
+        let m = &v["choices"][0]["message"];
+        assert!(m["reasoning"].as_str().is_some() && m.get("reasoning_content").is_none());
     }
 }

@@ -335,6 +335,7 @@ fn slo(s: &Slo) -> v1::Slo {
         tpot_ms: s.tpot_ms,
         e2el_ms: s.e2el_ms,
         itl_ms: s.itl_ms,
+        ttfa_ms: s.ttfa_ms,
         min_attainment: s.min_attainment,
     }
 }
@@ -345,6 +346,7 @@ fn slo_from(s: v1::Slo) -> Slo {
         tpot_ms: s.tpot_ms,
         e2el_ms: s.e2el_ms,
         itl_ms: s.itl_ms,
+        ttfa_ms: s.ttfa_ms,
         min_attainment: s.min_attainment,
     }
 }

@@ -5,6 +5,7 @@ mod dispatch;
 mod entry;
 mod gate;
 mod open_loop;
+mod reasoning;
 mod request;
 mod route;
 

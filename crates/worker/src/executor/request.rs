@@ -236,6 +236,12 @@ pub(super) fn to_record(
         }
         _ => false,
     };
+    let reasoning = super::reasoning::reasoning(
+        ex,
+        outcome.is_ok(),
+        (output_tokens, token_source),
+        counting.tokenizer,
+    );
     if !ex.counted_per_event && token_source != TokenSource::Events && !events.is_empty() {
         // with only a total known, every event is taken to carry an even share
         events.spread_evenly(output_tokens);
@@ -264,6 +270,7 @@ pub(super) fn to_record(
         inexact_stamps: ex.inexact_stamps,
         server_prompt_us: ex.server.and_then(|t| t.prompt_us),
         server_per_token_us: ex.server.and_then(|t| t.per_token_us),
+        reasoning,
     }
 }
 
@@ -312,6 +319,7 @@ mod tests {
                 prompt_tokens: Some(5),
                 completion_tokens: Some(8),
                 cached_tokens: None,
+                ..Usage::default()
             },
             completed: true,
             ended_us: 200,
