@@ -156,6 +156,7 @@ fn request(rng: &mut StdRng, index: u64, target: u32) -> RequestRecord {
         inexact_stamps: 0,
         server_prompt_us: None,
         server_per_token_us: None,
+        media: Default::default(),
     }
 }
 

@@ -60,11 +60,17 @@ pub enum Counter {
     /// Successful requests whose content events far outnumbered the output
     /// tokens the server's usage counted (see `RequestRecord::events_over_usage`).
     EventsOverUsage,
+    /// Images sent, by requests of every outcome.
+    Images,
+    /// Bytes of the images sent (as encoded, before base64), every outcome.
+    ImageBytes,
+    /// Bytes of the audio files uploaded, every outcome.
+    AudioBytes,
 }
 
 impl Counter {
     /// Every counter, in storage order.
-    pub const ALL: [Counter; 24] = [
+    pub const ALL: [Counter; 27] = [
         Counter::InputTokens,
         Counter::OutputTokens,
         Counter::CachedTokens,
@@ -89,6 +95,9 @@ impl Counter {
         Counter::ServerInputTokens,
         Counter::ServerInputRequests,
         Counter::EventsOverUsage,
+        Counter::Images,
+        Counter::ImageBytes,
+        Counter::AudioBytes,
     ];
 
     /// Stable wire and file name.
@@ -118,6 +127,9 @@ impl Counter {
             Counter::ServerInputTokens => "server_input_tokens",
             Counter::ServerInputRequests => "server_input_requests",
             Counter::EventsOverUsage => "events_over_usage",
+            Counter::Images => "images",
+            Counter::ImageBytes => "image_bytes",
+            Counter::AudioBytes => "audio_bytes",
         }
     }
 }

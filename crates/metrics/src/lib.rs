@@ -29,7 +29,8 @@ pub use histogram::{LatencyHistogram, SIGNIFICANT_DIGITS};
 pub use metric::{Metric, Unit};
 pub use outcome::{Outcome, OutcomeCount, Outcomes};
 pub use record::{
-    EVENTS_OVER_USAGE_MIN, EVENTS_OVER_USAGE_RATIO, Events, RequestRecord, Resends, TokenSource,
+    EVENTS_OVER_USAGE_MIN, EVENTS_OVER_USAGE_RATIO, Events, MediaSent, RequestRecord, Resends,
+    TokenSource,
 };
 pub use scope::Scope;
 pub use seconds::{SecondBucket, Seconds};

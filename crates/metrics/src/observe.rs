@@ -25,6 +25,14 @@ impl MetricSet {
         ] {
             self.counters.add(counter, u64::from(n));
         }
+        let m = &rec.media;
+        for (counter, n) in [
+            (Counter::Images, u64::from(m.images)),
+            (Counter::ImageBytes, m.image_bytes),
+            (Counter::AudioBytes, m.audio_bytes),
+        ] {
+            self.counters.add(counter, n);
+        }
         if let Some(addr) = &rec.address {
             *self.addresses.entry(addr.clone()).or_default() += 1;
         }
@@ -244,6 +252,7 @@ mod tests {
             inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
+            media: Default::default(),
             events: evs,
         }
     }
@@ -393,6 +402,7 @@ mod long_stream_tests {
             inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
+            media: Default::default(),
         }
     }
 
@@ -473,6 +483,7 @@ mod non_streaming_tests {
                 inexact_stamps: 0,
                 server_prompt_us: None,
                 server_per_token_us: None,
+                media: Default::default(),
             },
             &Slo::default(),
         );
@@ -514,6 +525,7 @@ mod non_streaming_tests {
             inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
+            media: Default::default(),
         };
         let slo = Slo {
             ttft_ms: Some(100.0),

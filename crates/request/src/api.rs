@@ -19,6 +19,8 @@ pub enum WireApi {
     LlamaCpp,
     /// NVIDIA Triton's generate extension (`/v2/models/{model}/generate_stream`).
     Triton,
+    /// OpenAI audio transcriptions (`/v1/audio/transcriptions`, multipart).
+    Transcription,
 }
 
 /// Server family, for the extras it accepts beyond its API and where it

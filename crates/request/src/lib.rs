@@ -8,9 +8,11 @@
 //! and the client (which sends them), so neither keeps a copy of the other's.
 
 mod api;
+mod media;
 mod prompt;
 mod reach;
 
 pub use api::{ResolvedSampling, ServerFamily, WireApi};
+pub use media::{Audio, Image, Media, MediaFile, WAV_HEADER_BYTES, synthetic_samples};
 pub use prompt::{ChatMessage, Prompt};
 pub use reach::{AddressChoice, DEFAULT_MAX_EVENT_SIZE, HttpVersion, ProxySetting, TlsSettings};

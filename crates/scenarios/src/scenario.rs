@@ -7,8 +7,8 @@ use cicada_metrics::Slo;
 use serde::{Deserialize, Serialize};
 
 pub use crate::dataset_spec::{
-    ConversationsSpec, Dataset, DatasetKind, JsonlSpec, PrefixSpec, RandomSpec, SharegptSpec,
-    SonnetSpec, TraceSpec,
+    AudioSpec, ConversationsSpec, Dataset, DatasetKind, ImageBucket, JsonlSpec, MmLimits,
+    PrefixSpec, RandomMmSpec, RandomSpec, SharegptSpec, SonnetSpec, TraceSpec,
 };
 pub use crate::mock::{Fault, FaultRates, MockApi, MockConfig};
 use crate::shape::{Cooldown, Ramp, StageSpec, Sweep, ThinkTime, Warmup};
@@ -141,6 +141,9 @@ pub enum Backend {
     Triton,
     /// The built-in mock, started in-process (its API is `mock.api`).
     Mock,
+    /// OpenAI `/v1/audio/transcriptions` (vLLM's `openai-audio`): multipart
+    /// uploads of the `audio` workload's clips.
+    OpenaiAudio,
 }
 
 impl Backend {
@@ -159,11 +162,12 @@ impl Backend {
             Backend::LlamacppCompletions => "llamacpp-completions",
             Backend::Triton => "triton",
             Backend::Mock => "mock",
+            Backend::OpenaiAudio => "openai-audio",
         }
     }
 
     /// Every backend, in the order documentation lists them.
-    pub const ALL: [Backend; 12] = [
+    pub const ALL: [Backend; 13] = [
         Backend::Openai,
         Backend::OpenaiChat,
         Backend::Vllm,
@@ -176,6 +180,7 @@ impl Backend {
         Backend::LlamacppCompletions,
         Backend::Triton,
         Backend::Mock,
+        Backend::OpenaiAudio,
     ];
 
     /// Requests go out as chat `messages` (an OpenAI chat route); `mock_api`
@@ -191,13 +196,22 @@ impl Backend {
         }
     }
 
+    /// Requests go out as audio uploads (a transcription route); the
+    /// embedded mock speaks no transcription API of its own.
+    pub fn sends_audio(self, _mock_api: MockApi) -> bool {
+        self == Backend::OpenaiAudio
+    }
+
     /// Whether `ignore_eos` is sent by default for synthetic workloads: the
     /// servers that understand it. Plain OpenAI servers may reject an unknown
     /// field, so for `openai`/`openai-chat` it is sent only when asked for
     /// (`sampling.ignore_eos = true` or `--ignore-eos`, as `vllm bench serve`
     /// sends it); TGI has no such field.
     pub fn ignore_eos_by_default(self) -> bool {
-        !matches!(self, Backend::Openai | Backend::OpenaiChat | Backend::Tgi)
+        !matches!(
+            self,
+            Backend::Openai | Backend::OpenaiChat | Backend::Tgi | Backend::OpenaiAudio
+        )
     }
 
     /// The backend a name (as in scenario files) stands for.

@@ -111,6 +111,7 @@ mod tests {
             inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
+            media: Default::default(),
         };
         let mut buf = Vec::new();
         let ctx = DetailContext { step: 2, worker: 3 };
@@ -172,6 +173,7 @@ mod tests {
             inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
+            media: Default::default(),
         };
         let mut buf = Vec::new();
         append_line(

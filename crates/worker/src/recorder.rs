@@ -183,6 +183,7 @@ mod tests {
             inexact_stamps: 0,
             server_prompt_us: None,
             server_per_token_us: None,
+            media: Default::default(),
         }
     }
 

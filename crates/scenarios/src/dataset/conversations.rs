@@ -213,6 +213,7 @@ pub(crate) fn build(
                 input_tokens: c.system_tokens + first.input_tokens,
                 output_tokens: first.output_tokens,
                 conversation: Some(c),
+                media: super::Media::default(),
             }
         })
         .collect();

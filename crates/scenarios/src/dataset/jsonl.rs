@@ -210,6 +210,7 @@ pub(crate) fn build(
             input_tokens,
             output_tokens: fixed.or(k.output),
             conversation: None,
+            media: super::Media::default(),
         })
         .collect();
     Ok((entries, report))

@@ -102,6 +102,7 @@ pub(crate) fn build(
                 input_tokens: u32::try_from(tokens).unwrap_or(u32::MAX),
                 output_tokens: Some(output),
                 conversation: None,
+                media: super::Media::default(),
             })
         })
         .collect();

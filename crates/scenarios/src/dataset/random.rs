@@ -87,6 +87,7 @@ fn with_words(b: &Build<'_, RandomSpec>) -> (Vec<PoolEntry>, DatasetReport) {
                 input_tokens: prefix_len + input,
                 output_tokens: Some(output),
                 conversation: None,
+                media: super::Media::default(),
             }
         })
         .collect();
@@ -158,6 +159,7 @@ fn with_tokens(
             input_tokens: u32::try_from(f.tokens).unwrap_or(u32::MAX),
             output_tokens: Some(p.output),
             conversation: None,
+            media: super::Media::default(),
         })
         .map(|e| (e, f.exact))
     })

@@ -230,6 +230,7 @@ pub(crate) fn build(
             input_tokens: u32::try_from(k.input).unwrap_or(u32::MAX),
             output_tokens: Some(u32::try_from(k.output).unwrap_or(u32::MAX)),
             conversation: None,
+            media: super::Media::default(),
         })
         .collect();
     Ok((entries, report))

@@ -109,6 +109,7 @@ pub(crate) fn build(
                 input_tokens: u32::try_from(n).unwrap_or(u32::MAX),
                 output_tokens: Some(output),
                 conversation: None,
+                media: super::Media::default(),
             });
             b.progress.advance(1);
         }

@@ -119,6 +119,7 @@ pub(crate) fn build(
             input_tokens,
             output_tokens: Some(l.output_length),
             conversation: None,
+            media: super::Media::default(),
         })
         .collect();
     Ok(Trace {

@@ -250,6 +250,7 @@ pub(super) fn to_record(
         inexact_stamps: ex.inexact_stamps,
         server_prompt_us: ex.server.and_then(|t| t.prompt_us),
         server_per_token_us: ex.server.and_then(|t| t.per_token_us),
+        media: entry.media,
     }
 }
 
@@ -266,10 +267,12 @@ mod tests {
             id: 0,
             ask: Ask {
                 prompt: Prompt::Text("a b c".into()),
+                media: Default::default(),
                 output_tokens: Some(8),
             },
             input_tokens: 3,
             conversation: None,
+            media: Default::default(),
         }
     }
 
