@@ -77,6 +77,28 @@ pub(crate) struct Message {
 }
 
 impl IncomingRequest {
+    /// The `image_url` parts of the chat messages, and the bytes their
+    /// `data:` URLs decode to (an image by reference counts no bytes).
+    pub fn images(&self) -> (u64, u64) {
+        let mut n = 0;
+        let mut bytes = 0;
+        let parts = self
+            .messages
+            .iter()
+            .flatten()
+            .filter_map(|m| m.content.as_ref()?.as_array())
+            .flatten();
+        for p in parts.filter(|p| p["type"] == "image_url") {
+            n += 1;
+            let url = p["image_url"]["url"].as_str().unwrap_or_default();
+            if let Some((_, b64)) = url.split_once(";base64,") {
+                let pad = b64.bytes().rev().take_while(|&c| c == b'=').count();
+                bytes += (b64.len() / 4 * 3).saturating_sub(pad) as u64;
+            }
+        }
+        (n, bytes)
+    }
+
     /// The prompt text as one string (chat messages joined by newlines).
     pub fn prompt_text(&self) -> String {
         if let Some(messages) = &self.messages {

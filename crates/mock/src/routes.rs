@@ -108,6 +108,10 @@ pub(crate) async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Respon
             Ok(s) => json(StatusCode::OK, s),
             Err(e) => error_json(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
         },
+        // vLLM streams transcriptions as chat-completion chunks
+        (&Method::POST, p) if p.ends_with("/audio/transcriptions") => {
+            generate(shared.clone(), req, Api::Chat, Streaming::AsAsked, path).await
+        }
         (&Method::POST, p) if p.ends_with("/chat/completions") => {
             generate(shared.clone(), req, Api::Chat, Streaming::AsAsked, path).await
         }
