@@ -108,13 +108,13 @@ impl DatasetKind {
 }
 
 // defaults, named for serde
-pub(crate) fn yes() -> bool {
+fn yes() -> bool {
     true
 }
 fn n10() -> u32 {
     10
 }
-pub(crate) fn n128() -> u32 {
+fn n128() -> u32 {
     128
 }
 fn n150() -> u32 {
@@ -132,10 +132,10 @@ fn n512() -> u32 {
 fn n550() -> u32 {
     550
 }
-pub(crate) fn n1024() -> u32 {
+fn n1024() -> u32 {
     1024
 }
-pub(crate) fn one() -> f64 {
+fn one() -> f64 {
     1.0
 }
 

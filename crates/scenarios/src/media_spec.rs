@@ -5,8 +5,6 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::dataset_spec::{RandomSpec, n128, n1024, one, yes};
-
 /// One image size of `random-mm` and how often it is drawn (vLLM's
 /// `--random-mm-bucket-config` entry `(height, width, 1): probability`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -100,18 +98,6 @@ pub struct RandomMmSpec {
     pub image_dir: Option<PathBuf>,
 }
 
-impl RandomMmSpec {
-    /// The text part's settings.
-    pub fn text(&self) -> RandomSpec {
-        RandomSpec {
-            input_len: self.input_len,
-            output_len: self.output_len,
-            range_ratio: self.range_ratio,
-            prefix_len: self.prefix_len,
-        }
-    }
-}
-
 /// `kind = "audio"`: clips to transcribe, from a directory of WAV files or
 /// synthetic (a tone under seeded noise, of drawn lengths).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -139,4 +125,18 @@ pub struct AudioSpec {
 
 fn n16000() -> u32 {
     16_000
+}
+
+// defaults, named for serde (the same as `dataset_spec`'s)
+fn yes() -> bool {
+    true
+}
+fn n128() -> u32 {
+    128
+}
+fn n1024() -> u32 {
+    1024
+}
+fn one() -> f64 {
+    1.0
 }

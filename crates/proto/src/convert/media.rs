@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use cicada_scenarios::dataset::{Audio, Image, Media, MediaFile};
 
-use super::plan::PlanError;
 use crate::v1;
 
 /// The pool's files as they are added, each once (by allocation: entries
@@ -85,21 +84,19 @@ pub(super) fn files_from(files: Vec<v1::MediaFile>) -> Vec<Arc<MediaFile>> {
         .collect()
 }
 
-fn file(files: &[Arc<MediaFile>], i: u32) -> Result<Arc<MediaFile>, PlanError> {
-    files.get(i as usize).cloned().ok_or_else(|| {
-        PlanError::Pool(format!(
-            "an entry sends file {i} of {} in the pool",
-            files.len()
-        ))
-    })
+fn file(files: &[Arc<MediaFile>], i: u32) -> Result<Arc<MediaFile>, String> {
+    files
+        .get(i as usize)
+        .cloned()
+        .ok_or_else(|| format!("an entry sends file {i} of {} in the pool", files.len()))
 }
 
-/// An entry's media from the wire.
+/// An entry's media from the wire, or what is wrong with them.
 pub(super) fn media_from(
     images: Vec<v1::Image>,
     audio: Option<v1::Audio>,
     files: &[Arc<MediaFile>],
-) -> Result<Media, PlanError> {
+) -> Result<Media, String> {
     use v1::audio::Kind as A;
     use v1::image::Kind as I;
     let images = images
@@ -111,7 +108,7 @@ pub(super) fn media_from(
                 seed: s.seed,
             }),
             Some(I::File(n)) => file(files, n).map(Image::File),
-            None => Err(PlanError::Pool("an image of no kind".into())),
+            None => Err("an image of no kind".to_string()),
         })
         .collect::<Result<_, _>>()?;
     let audio = match audio.map(|a| a.kind) {
@@ -122,7 +119,7 @@ pub(super) fn media_from(
             seed: s.seed,
         }),
         Some(Some(A::File(n))) => Some(Audio::File(file(files, n)?)),
-        Some(None) => return Err(PlanError::Pool("an audio clip of no kind".into())),
+        Some(None) => return Err("an audio clip of no kind".into()),
     };
     Ok(Media { images, audio })
 }

@@ -14,7 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use super::{
     Audio, Build, DatasetError, DatasetReport, Image, MediaFile, PoolEntry, Prompt, random,
 };
-use crate::scenario::{AudioSpec, DatasetKind, ImageBucket, RandomMmSpec};
+use crate::scenario::{AudioSpec, DatasetKind, ImageBucket, RandomMmSpec, RandomSpec};
 
 /// RNG stream reserved for the images of `random-mm`.
 const IMAGE_STREAM: u64 = 11;
@@ -88,6 +88,16 @@ pub(crate) fn image_buckets(d: &RandomMmSpec) -> Result<Vec<(&ImageBucket, f64)>
         .collect())
 }
 
+/// The text part's settings: `random`'s four keys.
+fn text_spec(d: &RandomMmSpec) -> RandomSpec {
+    RandomSpec {
+        input_len: d.input_len,
+        output_len: d.output_len,
+        range_ratio: d.range_ratio,
+        prefix_len: d.prefix_len,
+    }
+}
+
 /// `random-mm`: the `random` prompts, then each entry's images drawn in
 /// entry order from a stream of their own (so the text is `random`'s).
 pub(crate) fn build_random_mm(
@@ -95,7 +105,7 @@ pub(crate) fn build_random_mm(
 ) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
     let d = b.d;
     let (min, max) = item_bounds(d).map_err(DatasetError::Invalid)?;
-    let text = d.text();
+    let text = text_spec(d);
     let (mut entries, mut report) = random::build(&Build {
         d: &text,
         seed: b.seed,
@@ -322,7 +332,7 @@ mod tests {
         assert!((0.65..0.85).contains(&share), "3:1 weights drew {share}");
         assert_eq!(pool, build(&d, 7, 400));
         assert_ne!(pool, build(&d, 8, 400));
-        let text = d.text();
+        let text = text_spec(&d);
         let plain = random::build(&Build {
             d: &text,
             seed: 7,
