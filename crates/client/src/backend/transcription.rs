@@ -27,6 +27,9 @@ fn fields(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
         m.insert("max_completion_tokens".into(), json!(n));
     }
     m.insert("stream".into(), Value::Bool(b.stream));
+    // as vLLM's bench: without it vLLM first runs a language detection pass
+    // (`sampling.extra_body.language` overrides)
+    m.insert("language".into(), Value::String("en".into()));
     if b.stream {
         // vLLM flattens stream_options into form fields
         m.insert("stream_include_usage".into(), Value::Bool(true));
@@ -146,6 +149,7 @@ mod tests {
             ("max_completion_tokens", "7"),
             ("stream", "true"),
             ("stream_include_usage", "true"),
+            ("language", "en"),
             ("temperature", "0.0"),
             ("seed", "3"),
         ] {
