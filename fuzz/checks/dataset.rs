@@ -44,6 +44,9 @@ pub fn check(data: &[u8]) {
         Dataset::Jsonl(j) => (0, j.output_len.unwrap_or(0), 0.0),
         Dataset::Conversations(c) => (0, c.output_len.unwrap_or(0), 0.0),
         Dataset::Trace(_) => (0, 0, 0.0),
+        Dataset::RandomMm(r) => (r.prefix_len, r.input_len.max(r.output_len), r.range_ratio),
+        // clips carry no text to count
+        Dataset::Audio(_) => return,
     };
     let words = (len(Some(prefix)) + len(Some(longest)) * (1.0 + ratio)) * n as f64;
     if words > MAX_WORDS {

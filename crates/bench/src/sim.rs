@@ -157,6 +157,7 @@ fn request(rng: &mut StdRng, index: u64, target: u32) -> RequestRecord {
         server_prompt_us: None,
         server_per_token_us: None,
         reasoning: None,
+        media: Default::default(),
     }
 }
 

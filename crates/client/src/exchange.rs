@@ -10,7 +10,9 @@ use cicada_request::{Output, ToolCall};
 use crate::backend::{ApiCodec, EventInfo, ServerTiming, Usage};
 use crate::clock::Clock;
 use crate::http::wire::WireError;
-use crate::http::{Client, Endpoint, Headers, HttpError, Method, Protocol, Request, Response};
+use crate::http::{
+    Body, Client, Endpoint, Headers, HttpError, Method, Protocol, Request, Response,
+};
 use crate::sse::{SseEvent, SseFramer, TooLarge};
 use crate::thinking::{self, Thinking};
 
@@ -171,7 +173,10 @@ async fn run(
         endpoint,
         headers: c.headers,
         request_id: Some(request_id),
-        json: Some(body),
+        body: Some(Body {
+            bytes: body,
+            content_type: codec.content_type(),
+        }),
     };
     let mut resp = match c.http.send(request).await {
         Ok(r) => r,

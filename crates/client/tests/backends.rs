@@ -113,6 +113,7 @@ fn sampling() -> ResolvedSampling {
 fn entry(words: usize, output: u32) -> Ask {
     Ask {
         prompt: Prompt::Text(vec!["w"; words].join(" ")),
+        media: Default::default(),
         output_tokens: Some(output),
         structured: None,
     }

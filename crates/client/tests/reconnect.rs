@@ -12,7 +12,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cicada_client::http::{Client, H1Impl, Headers, HttpError, Method, Request, Settings};
+use cicada_client::http::{Body, Client, H1Impl, Headers, HttpError, Method, Request, Settings};
 use cicada_request::TlsSettings;
 
 /// What the server does with one request on a connection.
@@ -140,7 +140,10 @@ async fn exchange(client: &Client, url: &str) -> Result<Got, HttpError> {
             endpoint: &endpoint,
             headers: &headers,
             request_id: Some("r"),
-            json: Some(b"{}"),
+            body: Some(Body {
+                bytes: b"{}",
+                content_type: "application/json",
+            }),
         })
         .await?;
     let mut body = Vec::new();

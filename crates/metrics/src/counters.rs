@@ -72,11 +72,17 @@ pub enum Counter {
     ReasoningTokensFromEvents,
     /// Successful requests that reasoned and never answered.
     ReasoningWithoutAnswer,
+    /// Images sent, by requests of every outcome.
+    Images,
+    /// Bytes of the images sent (as encoded, before base64), every outcome.
+    ImageBytes,
+    /// Bytes of the audio files uploaded, every outcome.
+    AudioBytes,
 }
 
 impl Counter {
     /// Every counter, in storage order.
-    pub const ALL: [Counter; 30] = [
+    pub const ALL: [Counter; 33] = [
         Counter::InputTokens,
         Counter::OutputTokens,
         Counter::CachedTokens,
@@ -107,6 +113,9 @@ impl Counter {
         Counter::ReasoningTokensFromTokenizer,
         Counter::ReasoningTokensFromEvents,
         Counter::ReasoningWithoutAnswer,
+        Counter::Images,
+        Counter::ImageBytes,
+        Counter::AudioBytes,
     ];
 
     /// Stable wire and file name.
@@ -142,6 +151,9 @@ impl Counter {
             Counter::ReasoningTokensFromTokenizer => "reasoning_token_source_tokenizer",
             Counter::ReasoningTokensFromEvents => "reasoning_token_source_events",
             Counter::ReasoningWithoutAnswer => "reasoning_without_answer",
+            Counter::Images => "images",
+            Counter::ImageBytes => "image_bytes",
+            Counter::AudioBytes => "audio_bytes",
         }
     }
 }
@@ -167,8 +179,15 @@ impl FromStr for Counter {
 }
 
 /// All counters of one scope, array-indexed so the hot path is one add.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Counters([u64; Counter::ALL.len()]);
+
+// std derives `Default` for arrays of at most 32
+impl Default for Counters {
+    fn default() -> Self {
+        Self([0; Counter::ALL.len()])
+    }
+}
 
 impl Counters {
     /// Add `n` to one counter.

@@ -30,8 +30,8 @@ pub use histogram::{LatencyHistogram, SIGNIFICANT_DIGITS};
 pub use metric::{Metric, Unit};
 pub use outcome::{Outcome, OutcomeCount, Outcomes};
 pub use record::{
-    EVENTS_OVER_USAGE_MIN, EVENTS_OVER_USAGE_RATIO, Events, Reasoning, RequestRecord, Resends,
-    TokenSource,
+    EVENTS_OVER_USAGE_MIN, EVENTS_OVER_USAGE_RATIO, Events, MediaSent, Reasoning, RequestRecord,
+    Resends, TokenSource,
 };
 pub use scope::Scope;
 pub use seconds::{SecondBucket, Seconds};

@@ -25,6 +25,14 @@ impl MetricSet {
         ] {
             self.counters.add(counter, u64::from(n));
         }
+        let m = &rec.media;
+        for (counter, n) in [
+            (Counter::Images, u64::from(m.images)),
+            (Counter::ImageBytes, m.image_bytes),
+            (Counter::AudioBytes, m.audio_bytes),
+        ] {
+            self.counters.add(counter, n);
+        }
         if let Some(addr) = &rec.address {
             *self.addresses.entry(addr.clone()).or_default() += 1;
         }
@@ -252,6 +260,7 @@ mod tests {
             server_prompt_us: None,
             server_per_token_us: None,
             reasoning: None,
+            media: Default::default(),
             events: evs,
         }
     }
@@ -402,6 +411,7 @@ mod long_stream_tests {
             server_prompt_us: None,
             server_per_token_us: None,
             reasoning: None,
+            media: Default::default(),
         }
     }
 
@@ -483,6 +493,7 @@ mod non_streaming_tests {
                 server_prompt_us: None,
                 server_per_token_us: None,
                 reasoning: None,
+                media: Default::default(),
             },
             &Slo::default(),
         );
@@ -525,6 +536,7 @@ mod non_streaming_tests {
             server_prompt_us: None,
             server_per_token_us: None,
             reasoning: None,
+            media: Default::default(),
         };
         let slo = Slo {
             ttft_ms: Some(100.0),

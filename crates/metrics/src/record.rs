@@ -158,6 +158,28 @@ pub struct RequestRecord<E = Vec<ContentEvent>> {
     /// no event carried reasoning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<Reasoning<E>>,
+    /// Images and audio the request sent (none for text-only requests).
+    #[serde(default, flatten)]
+    pub media: MediaSent,
+}
+
+/// What a request sent beside its text, as counted when it was built.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MediaSent {
+    /// Images in the request.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub images: u32,
+    /// Bytes of those images as encoded (before base64).
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub image_bytes: u64,
+    /// Bytes of the audio file uploaded.
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub audio_bytes: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -97,13 +97,36 @@ pub(crate) async fn generate(
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    let form = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::form::boundary)
+        .map(str::to_string);
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => return error_json(StatusCode::BAD_REQUEST, &format!("cannot read body: {e}")),
     };
-    let parsed: IncomingRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => return error_json(StatusCode::BAD_REQUEST, &format!("invalid JSON: {e}")),
+    let (parsed, audio_bytes) = match form {
+        // an upload: only the transcription route takes one
+        Some(boundary) if path.ends_with("/audio/transcriptions") => {
+            match crate::form::transcription(&body, &boundary) {
+                Ok((r, file)) => (r, Some(file)),
+                Err(e) => {
+                    return error_json(StatusCode::BAD_REQUEST, &format!("invalid form: {e}"));
+                }
+            }
+        }
+        _ if path.ends_with("/audio/transcriptions") => {
+            return error_json(
+                StatusCode::BAD_REQUEST,
+                "a transcription is a multipart/form-data upload",
+            );
+        }
+        _ => match serde_json::from_slice::<IncomingRequest>(&body) {
+            Ok(r) => (r, None),
+            Err(e) => return error_json(StatusCode::BAD_REQUEST, &format!("invalid JSON: {e}")),
+        },
     };
     if let Some(why) = parsed.refusal(api) {
         return error_json(StatusCode::BAD_REQUEST, why);
@@ -118,6 +141,7 @@ pub(crate) async fn generate(
         probe,
         stream,
         parsed,
+        audio_bytes,
     };
     let a = account(&shared, &arrived, request_id, path, api);
     match a.fault {
@@ -159,6 +183,8 @@ struct Arrived {
     /// The answer streams.
     stream: bool,
     parsed: IncomingRequest,
+    /// Bytes of the uploaded file, for a transcription.
+    audio_bytes: Option<u64>,
 }
 
 /// What the mock decided for a request and counted of it.
@@ -218,7 +244,15 @@ fn account(
         .all
         .cached_tokens
         .fetch_add(u64::from(cached_tokens), Ordering::Relaxed);
+    let (images, image_bytes) = a.parsed.images();
     if !a.probe {
+        let run = &state.run;
+        run.images.fetch_add(images, Ordering::Relaxed);
+        run.image_bytes.fetch_add(image_bytes, Ordering::Relaxed);
+        if let Some(n) = a.audio_bytes {
+            run.audio_files.fetch_add(1, Ordering::Relaxed);
+            run.audio_bytes.fetch_add(n, Ordering::Relaxed);
+        }
         state
             .run
             .prompt_tokens
@@ -243,6 +277,8 @@ fn account(
             output_fingerprint: text_fingerprint(seq, total_tokens),
             cached_tokens: config.prefix_cache.then_some(cached_tokens),
             invalid_output: shaped.as_ref().is_some_and(|s| s.invalid),
+            images,
+            audio_bytes: a.audio_bytes,
         });
     }
     Accounted {
@@ -289,6 +325,7 @@ fn stream_spec(shared: &Shared, a: &Arrived, c: &Accounted, api: Api) -> StreamS
     let openai = matches!(api, Api::Chat | Api::Completions);
     let reply = Reply {
         api,
+        transcription: a.audio_bytes.is_some(),
         llamacpp: openai && config.api.llamacpp_dialect(),
         seq: c.seq,
         created: unix_secs(),

@@ -17,6 +17,7 @@
 mod cache;
 mod clock;
 mod connection;
+mod form;
 mod handler;
 mod prom;
 mod reply;

@@ -95,6 +95,28 @@ pub(crate) struct Message {
 }
 
 impl IncomingRequest {
+    /// The `image_url` parts of the chat messages, and the bytes their
+    /// `data:` URLs decode to (an image by reference counts no bytes).
+    pub fn images(&self) -> (u64, u64) {
+        let mut n = 0;
+        let mut bytes = 0;
+        let parts = self
+            .messages
+            .iter()
+            .flatten()
+            .filter_map(|m| m.content.as_ref()?.as_array())
+            .flatten();
+        for p in parts.filter(|p| p["type"] == "image_url") {
+            n += 1;
+            let url = p["image_url"]["url"].as_str().unwrap_or_default();
+            if let Some((_, b64)) = url.split_once(";base64,") {
+                let pad = b64.bytes().rev().take_while(|&c| c == b'=').count();
+                bytes += (b64.len() / 4 * 3).saturating_sub(pad) as u64;
+            }
+        }
+        (n, bytes)
+    }
+
     /// The conversation, if the request carries one, as (role, content):
     /// Anthropic's `system` first, then `messages`, or Responses' `input` list.
     fn conversation(&self) -> Option<Vec<(&str, &serde_json::Value)>> {

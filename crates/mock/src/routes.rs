@@ -125,6 +125,10 @@ pub(crate) async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Respon
         (&Method::POST, p) if p.ends_with("/messages") => {
             generate(shared.clone(), req, Api::Messages, Streaming::AsAsked, path).await
         }
+        // vLLM streams transcriptions as chat-completion chunks
+        (&Method::POST, p) if p.ends_with("/audio/transcriptions") => {
+            generate(shared.clone(), req, Api::Chat, Streaming::AsAsked, path).await
+        }
         (&Method::POST, p) if p.ends_with("/chat/completions") => {
             generate(shared.clone(), req, Api::Chat, Streaming::AsAsked, path).await
         }

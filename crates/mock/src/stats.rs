@@ -51,6 +51,16 @@ pub struct LoggedRequest {
     /// The answer was a tool call or JSON broken on purpose (`invalid_output`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub invalid_output: bool,
+    /// Images the request carried (`image_url` parts).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub images: u64,
+    /// Bytes of the uploaded audio file (transcriptions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_bytes: Option<u64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One chat message of a logged request.
@@ -117,6 +127,14 @@ pub struct MockStats {
     /// fault (what a client's check must count as `invalid_output`).
     #[serde(default)]
     pub invalid_outputs: u64,
+    /// Images received in chat messages (probes excluded).
+    pub images: u64,
+    /// Bytes of those images, decoded from their data URLs (probes excluded).
+    pub image_bytes: u64,
+    /// Audio files received for transcription (probes excluded).
+    pub audio_files: u64,
+    /// Bytes of those files (probes excluded).
+    pub audio_bytes: u64,
     /// Faults injected, by fault.
     pub faults: BTreeMap<String, u64>,
     /// Faults injected, by the outcome class a correct client reports.
@@ -150,6 +168,10 @@ pub(crate) struct Tally {
     pub cached_tokens: AtomicU64,
     pub preemptions: AtomicU64,
     pub spec: Mutex<SpecCounts>,
+    pub images: AtomicU64,
+    pub image_bytes: AtomicU64,
+    pub audio_files: AtomicU64,
+    pub audio_bytes: AtomicU64,
 }
 
 impl Tally {
@@ -340,6 +362,10 @@ impl State {
             completed: self.completed.load(Ordering::Relaxed),
             output_tokens: self.output_tokens.load(Ordering::Relaxed),
             invalid_outputs: self.invalid_outputs.load(Ordering::Relaxed),
+            images: self.run.images.load(Ordering::Relaxed),
+            image_bytes: self.run.image_bytes.load(Ordering::Relaxed),
+            audio_files: self.run.audio_files.load(Ordering::Relaxed),
+            audio_bytes: self.run.audio_bytes.load(Ordering::Relaxed),
             faults: faults
                 .into_iter()
                 .map(|(f, n)| {

@@ -24,6 +24,8 @@ pub enum WireApi {
     Responses,
     /// Anthropic Messages (`/v1/messages`): `message_start` ... `message_stop`.
     Messages,
+    /// OpenAI audio transcriptions (`/v1/audio/transcriptions`, multipart).
+    Transcription,
 }
 
 /// Server family, for the extras it accepts beyond its API and where it

@@ -9,12 +9,14 @@
 
 mod api;
 mod check;
+mod media;
 mod prompt;
 mod reach;
 mod shape;
 
 pub use api::{ResolvedSampling, ServerFamily, WireApi};
 pub use check::{Output, Structured, ToolCall};
+pub use media::{Audio, Image, Media, MediaFile, WAV_HEADER_BYTES, synthetic_samples};
 pub use prompt::{ChatMessage, Prompt};
 pub use reach::{AddressChoice, DEFAULT_MAX_EVENT_SIZE, HttpVersion, ProxySetting, TlsSettings};
 pub use shape::{OutputShape, ResponseFormat, ShapeError, Tool, ToolChoice};

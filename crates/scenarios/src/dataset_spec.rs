@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::units::Span;
 
+pub use crate::media_spec::{AudioSpec, ImageBucket, MmLimits, RandomMmSpec};
+
 /// Kinds of workload: the values of `dataset.kind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -31,11 +33,16 @@ pub enum DatasetKind {
     Conversations,
     /// A Mooncake-style trace replayed at its timestamps.
     Trace,
+    /// `random` prompts with images attached (vLLM's `random-mm`).
+    #[serde(rename = "random-mm")]
+    RandomMm,
+    /// Audio clips to transcribe: WAV files, or synthetic tones.
+    Audio,
 }
 
 impl DatasetKind {
     /// Every kind, for messages.
-    pub const ALL: [DatasetKind; 7] = [
+    pub const ALL: [DatasetKind; 9] = [
         DatasetKind::Random,
         DatasetKind::Sharegpt,
         DatasetKind::Sonnet,
@@ -43,6 +50,8 @@ impl DatasetKind {
         DatasetKind::Jsonl,
         DatasetKind::Conversations,
         DatasetKind::Trace,
+        DatasetKind::RandomMm,
+        DatasetKind::Audio,
     ];
 
     /// Name as written in scenario files.
@@ -55,6 +64,8 @@ impl DatasetKind {
             DatasetKind::Jsonl => "jsonl",
             DatasetKind::Conversations => "conversations",
             DatasetKind::Trace => "trace",
+            DatasetKind::RandomMm => "random-mm",
+            DatasetKind::Audio => "audio",
         }
     }
 
@@ -76,7 +87,7 @@ impl DatasetKind {
     pub fn synthetic(self) -> bool {
         matches!(
             self,
-            DatasetKind::Random | DatasetKind::Prefix | DatasetKind::Trace
+            DatasetKind::Random | DatasetKind::Prefix | DatasetKind::Trace | DatasetKind::RandomMm
         )
     }
 
@@ -90,6 +101,8 @@ impl DatasetKind {
             DatasetKind::Jsonl => field_names::<JsonlSpec>(),
             DatasetKind::Conversations => field_names::<ConversationsSpec>(),
             DatasetKind::Trace => field_names::<TraceSpec>(),
+            DatasetKind::RandomMm => field_names::<RandomMmSpec>(),
+            DatasetKind::Audio => field_names::<AudioSpec>(),
         }
     }
 }
@@ -280,6 +293,9 @@ pub enum Dataset {
     Jsonl(JsonlSpec),
     Conversations(ConversationsSpec),
     Trace(TraceSpec),
+    #[serde(rename = "random-mm")]
+    RandomMm(RandomMmSpec),
+    Audio(AudioSpec),
 }
 
 impl Default for Dataset {
@@ -299,6 +315,8 @@ impl Dataset {
             Dataset::Jsonl(_) => DatasetKind::Jsonl,
             Dataset::Conversations(_) => DatasetKind::Conversations,
             Dataset::Trace(_) => DatasetKind::Trace,
+            Dataset::RandomMm(_) => DatasetKind::RandomMm,
+            Dataset::Audio(_) => DatasetKind::Audio,
         }
     }
 
@@ -310,6 +328,8 @@ impl Dataset {
     fn path_ref(&self) -> Option<&PathBuf> {
         match self {
             Dataset::Random(_) | Dataset::Prefix(_) => None,
+            Dataset::RandomMm(d) => d.image_dir.as_ref(),
+            Dataset::Audio(d) => d.path.as_ref(),
             Dataset::Sharegpt(d) => Some(&d.path),
             Dataset::Sonnet(d) => Some(&d.path),
             Dataset::Jsonl(d) => Some(&d.path),
@@ -322,6 +342,8 @@ impl Dataset {
     pub(crate) fn path_mut(&mut self) -> Option<&mut PathBuf> {
         match self {
             Dataset::Random(_) | Dataset::Prefix(_) => None,
+            Dataset::RandomMm(d) => d.image_dir.as_mut(),
+            Dataset::Audio(d) => d.path.as_mut(),
             Dataset::Sharegpt(d) => Some(&mut d.path),
             Dataset::Sonnet(d) => Some(&mut d.path),
             Dataset::Jsonl(d) => Some(&mut d.path),
@@ -336,6 +358,14 @@ impl Dataset {
             Dataset::Random(d) => vec![
                 ("input_len", Some(d.input_len)),
                 ("output_len", Some(d.output_len)),
+            ],
+            Dataset::RandomMm(d) => vec![
+                ("input_len", Some(d.input_len)),
+                ("output_len", Some(d.output_len)),
+            ],
+            Dataset::Audio(d) => vec![
+                ("output_len", d.output_len),
+                ("sample_rate", Some(d.sample_rate)),
             ],
             Dataset::Sonnet(d) => vec![
                 ("input_len", Some(d.input_len)),
@@ -444,6 +474,8 @@ impl<'de> Deserialize<'de> for Dataset {
             DatasetKind::Jsonl => Dataset::Jsonl(spec(kind, table)?),
             DatasetKind::Conversations => Dataset::Conversations(spec(kind, table)?),
             DatasetKind::Trace => Dataset::Trace(spec(kind, table)?),
+            DatasetKind::RandomMm => Dataset::RandomMm(spec(kind, table)?),
+            DatasetKind::Audio => Dataset::Audio(spec(kind, table)?),
         })
     }
 }

@@ -301,6 +301,12 @@ mod tests {
                     b.name()
                 )
             };
+            // a transcription backend sends the audio workload only
+            let text = if b.sends_audio(Default::default()) {
+                format!("{text}[dataset]\nkind = \"audio\"\n")
+            } else {
+                text
+            };
             let s = parse(&text, "s.toml", &[]).unwrap();
             assert_eq!(s.target.backend, b);
             assert_eq!(crate::scenario::Backend::from_name(b.name()), Some(b));

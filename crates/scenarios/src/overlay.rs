@@ -113,6 +113,14 @@ pub enum Knob {
     MetricPercentiles(Vec<f64>),
     /// `output.max_failure_ratio`.
     MaxFailureRatio(f64),
+    /// `dataset.base_items_per_request` (random-mm).
+    MmBaseItems(u32),
+    /// `dataset.num_mm_items_range_ratio` (random-mm).
+    MmItemsRangeRatio(f64),
+    /// `dataset.limit_mm_per_prompt` (random-mm), by modality.
+    MmLimits(Vec<(String, u32)>),
+    /// `dataset.bucket_config` (random-mm): (height, width, frames, probability).
+    MmBuckets(Vec<(u32, u32, u32, f64)>),
 }
 
 impl Knob {
@@ -149,6 +157,10 @@ impl Knob {
             Knob::PercentileMetrics(_) => "output.percentile_metrics".into(),
             Knob::MetricPercentiles(_) => "output.metric_percentiles".into(),
             Knob::MaxFailureRatio(_) => "output.max_failure_ratio".into(),
+            Knob::MmBaseItems(_) => "dataset.base_items_per_request".into(),
+            Knob::MmItemsRangeRatio(_) => "dataset.num_mm_items_range_ratio".into(),
+            Knob::MmLimits(_) => "dataset.limit_mm_per_prompt".into(),
+            Knob::MmBuckets(_) => "dataset.bucket_config".into(),
         }
     }
 
@@ -171,14 +183,35 @@ impl Knob {
             Knob::InputLen(v)
             | Knob::OutputLen(v)
             | Knob::PrefixLen(v)
-            | Knob::MaxConcurrency(v) => whole(u64::from(*v)),
+            | Knob::MaxConcurrency(v)
+            | Knob::MmBaseItems(v) => whole(u64::from(*v)),
             Knob::RangeRatio(v)
             | Knob::Burstiness(v)
             | Knob::Temperature(v)
             | Knob::TopP(v)
             | Knob::Slo(_, v)
             | Knob::MinSloAttainment(v)
-            | Knob::MaxFailureRatio(v) => V::Float(*v),
+            | Knob::MaxFailureRatio(v)
+            | Knob::MmItemsRangeRatio(v) => V::Float(*v),
+            Knob::MmLimits(limits) => V::Table(
+                limits
+                    .iter()
+                    .map(|(k, n)| (k.clone(), whole(u64::from(*n))))
+                    .collect(),
+            ),
+            Knob::MmBuckets(buckets) => V::Array(
+                buckets
+                    .iter()
+                    .map(|(h, w, frames, p)| {
+                        let mut t = toml::Table::new();
+                        t.insert("height".into(), whole(u64::from(*h)));
+                        t.insert("width".into(), whole(u64::from(*w)));
+                        t.insert("frames".into(), whole(u64::from(*frames)));
+                        t.insert("probability".into(), V::Float(*p));
+                        V::Table(t)
+                    })
+                    .collect(),
+            ),
             Knob::TopK(v) => V::Integer(*v),
             Knob::IgnoreEos(b) | Knob::SaveDetailed(b) => V::Boolean(*b),
             Knob::RequestRate(raw) => rate(raw),

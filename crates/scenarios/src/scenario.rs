@@ -7,8 +7,8 @@ use cicada_metrics::Slo;
 use serde::{Deserialize, Serialize};
 
 pub use crate::dataset_spec::{
-    ConversationsSpec, Dataset, DatasetKind, JsonlSpec, PrefixSpec, RandomSpec, SharegptSpec,
-    SonnetSpec, TraceSpec,
+    AudioSpec, ConversationsSpec, Dataset, DatasetKind, ImageBucket, JsonlSpec, MmLimits,
+    PrefixSpec, RandomMmSpec, RandomSpec, SharegptSpec, SonnetSpec, TraceSpec,
 };
 pub use crate::mock::{Fault, FaultRates, MockApi, MockConfig};
 use crate::shape::{Cooldown, Ramp, StageSpec, Sweep, ThinkTime, Warmup};
@@ -152,6 +152,9 @@ pub enum Backend {
     OpenaiResponses,
     /// Anthropic's Messages API, `/v1/messages` (vLLM and llama-server serve it too).
     AnthropicMessages,
+    /// OpenAI `/v1/audio/transcriptions` (vLLM's `openai-audio`): multipart
+    /// uploads of the `audio` workload's clips.
+    OpenaiAudio,
 }
 
 impl Backend {
@@ -172,11 +175,12 @@ impl Backend {
             Backend::Mock => "mock",
             Backend::OpenaiResponses => "openai-responses",
             Backend::AnthropicMessages => "anthropic-messages",
+            Backend::OpenaiAudio => "openai-audio",
         }
     }
 
     /// Every backend, in the order documentation lists them.
-    pub const ALL: [Backend; 14] = [
+    pub const ALL: [Backend; 15] = [
         Backend::Openai,
         Backend::OpenaiChat,
         Backend::Vllm,
@@ -191,6 +195,7 @@ impl Backend {
         Backend::Mock,
         Backend::OpenaiResponses,
         Backend::AnthropicMessages,
+        Backend::OpenaiAudio,
     ];
 
     /// Requests go out as chat `messages` (an OpenAI chat route); `mock_api`
@@ -208,6 +213,12 @@ impl Backend {
         }
     }
 
+    /// Requests go out as audio uploads (a transcription route); the
+    /// embedded mock speaks no transcription API of its own.
+    pub fn sends_audio(self, _mock_api: MockApi) -> bool {
+        self == Backend::OpenaiAudio
+    }
+
     /// Whether `ignore_eos` is sent by default for synthetic workloads: the
     /// servers that understand it. Plain OpenAI servers may reject an unknown
     /// field, so for `openai`/`openai-chat` it is sent only when asked for
@@ -222,6 +233,7 @@ impl Backend {
                 | Backend::Tgi
                 | Backend::OpenaiResponses
                 | Backend::AnthropicMessages
+                | Backend::OpenaiAudio
         )
     }
 

@@ -368,6 +368,7 @@ fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
             ),
         ));
     }
+    out.extend(crate::validate_media::media_problems(s));
     let mut bad = |key: &str, msg: String| out.push((format!("dataset.{key}"), msg));
     match d {
         Dataset::Prefix(p) if p.prefix_len + p.suffix_len == 0 => {

@@ -96,6 +96,18 @@ pub struct VllmFlags {
     /// random dataset: tokens of a shared prefix.
     #[arg(long, help_heading = "vllm bench serve flags")]
     pub random_prefix_len: Option<u32>,
+    /// random-mm dataset: images per request, about.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub random_mm_base_items_per_request: Option<u32>,
+    /// random-mm dataset: image counts vary within ± this ratio.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub random_mm_num_mm_items_range_ratio: Option<f64>,
+    /// random-mm dataset: most items per request by modality, as JSON ('{"image": 3}').
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub random_mm_limit_mm_per_prompt: Option<String>,
+    /// random-mm dataset: image sizes and weights, vLLM's '{(H, W, 1): p, ...}'.
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub random_mm_bucket_config: Option<String>,
     /// Sampling temperature.
     #[arg(long, help_heading = "vllm bench serve flags")]
     pub temperature: Option<f64>,
@@ -178,6 +190,12 @@ pub fn overlay(f: &VllmFlags, has_scenario: bool) -> Result<Overlay, ScenarioErr
     out.set_some("backend", backend.map(Knob::Backend));
     target(&mut out, f, has_scenario, backend);
     dataset(&mut out, f);
+    if let Some(t) = &f.random_mm_limit_mm_per_prompt {
+        out.set("random-mm-limit-mm-per-prompt", mm_limits(t)?);
+    }
+    if let Some(t) = &f.random_mm_bucket_config {
+        out.set("random-mm-bucket-config", mm_buckets(t)?);
+    }
     load(&mut out, f);
     output(&mut out, f)?;
     if f.ignore_eos {
@@ -300,6 +318,62 @@ fn dataset(out: &mut Overlay, f: &VllmFlags) {
         "random-range-ratio",
         f.random_range_ratio.map(Knob::RangeRatio),
     );
+    out.set_some(
+        "random-mm-base-items-per-request",
+        f.random_mm_base_items_per_request.map(Knob::MmBaseItems),
+    );
+    out.set_some(
+        "random-mm-num-mm-items-range-ratio",
+        f.random_mm_num_mm_items_range_ratio
+            .map(Knob::MmItemsRangeRatio),
+    );
+}
+
+/// `--random-mm-limit-mm-per-prompt '{"image": 3, "video": 0}'`.
+fn mm_limits(text: &str) -> Result<Knob, ScenarioError> {
+    let v: std::collections::BTreeMap<String, u32> = serde_json::from_str(text).map_err(|e| {
+        bad(format!(
+            "--random-mm-limit-mm-per-prompt {text}: not a JSON object of counts ({e})"
+        ))
+    })?;
+    Ok(Knob::MmLimits(v.into_iter().collect()))
+}
+
+/// `--random-mm-bucket-config '{(256, 256, 1): 0.5, (720, 1280, 1): 0.5}'`
+/// (vLLM's Python literal: (height, width, frames) -> probability).
+fn mm_buckets(text: &str) -> Result<Knob, ScenarioError> {
+    let fail = || {
+        bad(format!(
+            "--random-mm-bucket-config {text}: expected {{(height, width, frames): probability, ...}}"
+        ))
+    };
+    let body = text
+        .trim()
+        .strip_prefix('{')
+        .and_then(|t| t.strip_suffix('}'))
+        .ok_or_else(fail)?;
+    let mut out = Vec::new();
+    let mut rest = body.trim();
+    while !rest.is_empty() {
+        let (key, after) = rest
+            .strip_prefix('(')
+            .and_then(|r| r.split_once(')'))
+            .ok_or_else(fail)?;
+        let dims: Vec<u32> = key
+            .split(',')
+            .map(|d| d.trim().parse::<u32>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| fail())?;
+        let [h, w, frames] = dims[..] else {
+            return Err(fail());
+        };
+        let after = after.trim_start().strip_prefix(':').ok_or_else(fail)?;
+        let (p, next) = after.split_once(',').unwrap_or((after, ""));
+        let p: f64 = p.trim().parse().map_err(|_| fail())?;
+        out.push((h, w, frames, p));
+        rest = next.trim();
+    }
+    Ok(Knob::MmBuckets(out))
 }
 
 /// How fast: count, rate, burstiness, concurrency, seed.
@@ -358,6 +432,45 @@ mod tests {
         sets: &[String],
     ) -> Result<LoadedScenario, ScenarioError> {
         describe(file, f, sets, &[], (None, None))
+    }
+
+    /// vLLM's random-mm flags, its JSON and Python-literal spellings included.
+    #[test]
+    fn random_mm_flags_set_the_dataset_keys() {
+        let f = VllmFlags {
+            backend: Some("openai-chat".into()),
+            port: Some(9000),
+            dataset_name: Some("random-mm".into()),
+            random_input_len: Some(16),
+            random_mm_base_items_per_request: Some(2),
+            random_mm_num_mm_items_range_ratio: Some(0.5),
+            random_mm_limit_mm_per_prompt: Some(r#"{"image": 3, "video": 0}"#.into()),
+            random_mm_bucket_config: Some("{(256, 256, 1): 0.5, (720, 1280, 1): 0.4}".into()),
+            ..flags()
+        };
+        let s = load_with_flags(None, &f, &[]).unwrap().scenario;
+        let crate::scenario::Dataset::RandomMm(d) = &s.dataset else {
+            panic!("a random-mm dataset: {:?}", s.dataset)
+        };
+        assert_eq!((d.input_len, d.base_items_per_request), (16, 2));
+        assert_eq!(d.num_mm_items_range_ratio, 0.5);
+        assert_eq!(
+            (d.limit_mm_per_prompt.image, d.limit_mm_per_prompt.video),
+            (3, 0)
+        );
+        let sizes: Vec<(u32, u32, f64)> = d
+            .bucket_config
+            .iter()
+            .map(|b| (b.height, b.width, b.probability))
+            .collect();
+        assert_eq!(sizes, [(256, 256, 0.5), (720, 1280, 0.4)]);
+        for bad in ["(256, 256, 1): 0.5", "{(256, 256): 0.5}", "{(1, 2, 3) 0.5}"] {
+            let f = VllmFlags {
+                random_mm_bucket_config: Some(bad.into()),
+                ..flags()
+            };
+            assert!(overlay(&f, false).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub fn api_of(backend: Backend, mock_api: MockApi) -> (WireApi, ServerFamily) {
         Backend::LlamacppChat => (WireApi::Chat, ServerFamily::LlamaCpp),
         Backend::LlamacppCompletions => (WireApi::Completions, ServerFamily::LlamaCpp),
         Backend::Triton => (WireApi::Triton, ServerFamily::Triton),
+        Backend::OpenaiAudio => (WireApi::Transcription, ServerFamily::Openai),
         Backend::Mock => match mock_api {
             MockApi::OpenaiChat => (WireApi::Chat, ServerFamily::Mock),
             MockApi::Openai => (WireApi::Completions, ServerFamily::Mock),
@@ -68,6 +69,7 @@ pub fn default_endpoint(api: WireApi, stream: bool) -> &'static str {
         (WireApi::Triton, false) => "/v2/models/{model}/generate",
         (WireApi::Responses, _) => "/v1/responses",
         (WireApi::Messages, _) => "/v1/messages",
+        (WireApi::Transcription, _) => "/v1/audio/transcriptions",
     }
 }
 

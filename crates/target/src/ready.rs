@@ -16,7 +16,7 @@ use anyhow::{Context, anyhow, bail};
 use cicada_client::backend::Ask;
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, perform};
-use cicada_client::http::{ApiKey, Client, Fetched, Headers, Method, Request};
+use cicada_client::http::{ApiKey, Body, Client, Fetched, Headers, Method, Request};
 use cicada_metrics::Outcome;
 use cicada_mock::PROBE_HEADER;
 use cicada_scenarios::dataset::PoolEntry;
@@ -131,13 +131,16 @@ impl Check {
             Err(e) => return Ok(Err(e.to_string())),
         };
         let method = if post { Method::Post } else { Method::Get };
-        let json = post.then_some(b"{}".as_slice());
+        let body = post.then_some(Body {
+            bytes: b"{}",
+            content_type: "application/json",
+        });
         let request = Request {
             method,
             endpoint: &endpoint,
             headers: &self.headers,
             request_id: None,
-            json,
+            body,
         };
         Ok(
             match self
@@ -241,6 +244,7 @@ impl Check {
         let codec = cicada_bridge::codec(target, sampling);
         let ask = Ask {
             prompt: entry.prompt.clone(),
+            media: entry.media.clone(),
             output_tokens: entry.output_tokens,
             // the probe asks for text: whether the server can answer at all
             structured: None,

@@ -41,7 +41,7 @@ impl Scraper {
             endpoint: &endpoint,
             headers: &self.headers,
             request_id: None,
-            json: None,
+            body: None,
         };
         let resp = self
             .http

@@ -124,6 +124,7 @@ mod tests {
             server_prompt_us: None,
             server_per_token_us: None,
             reasoning: None,
+            media: Default::default(),
         };
         let mut buf = Vec::new();
         let ctx = DetailContext { step: 2, worker: 3 };
@@ -186,6 +187,7 @@ mod tests {
             server_prompt_us: None,
             server_per_token_us: None,
             reasoning: None,
+            media: Default::default(),
         };
         let mut buf = Vec::new();
         append_line(

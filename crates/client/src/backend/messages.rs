@@ -261,6 +261,7 @@ mod tests {
             ]),
             output_tokens: None,
             structured: None,
+            media: Default::default(),
         };
         let v: Value = serde_json::from_slice(&b.body(&chat)).unwrap();
         assert_eq!(v["system"], "be brief");

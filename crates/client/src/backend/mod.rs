@@ -7,10 +7,12 @@
 
 mod ask;
 mod llamacpp;
+pub mod media;
 mod messages;
 mod openai;
 mod responses;
 mod tgi;
+mod transcription;
 mod triton;
 
 use std::borrow::Cow;
@@ -132,7 +134,8 @@ impl ApiCodec {
         self.api == WireApi::Triton
     }
 
-    /// JSON body for one request.
+    /// The body for one request: JSON, or a multipart form for uploads
+    /// (see [`ApiCodec::content_type`]).
     pub fn body(&self, entry: &Ask) -> Vec<u8> {
         let body = match self.api {
             WireApi::Completions | WireApi::Chat => openai::body(self, entry),
@@ -141,14 +144,25 @@ impl ApiCodec {
             WireApi::Triton => triton::body(self, entry),
             WireApi::Responses => responses::body(self, entry),
             WireApi::Messages => messages::body(self, entry),
+            WireApi::Transcription => return transcription::body(self, entry),
         };
         serde_json::to_vec(&Value::Object(body)).unwrap_or_default()
+    }
+
+    /// The `Content-Type` of [`ApiCodec::body`]'s bytes.
+    pub fn content_type(&self) -> &'static str {
+        match self.api {
+            WireApi::Transcription => transcription::CONTENT_TYPE,
+            _ => "application/json",
+        }
     }
 
     /// Interpret one SSE data payload. `Err` means the payload is not the API's format.
     pub fn parse_event<'a>(&self, data: &'a [u8]) -> Result<EventInfo<'a>, String> {
         match self.api {
             WireApi::Completions | WireApi::Chat => openai::parse_event(self.api, data),
+            // vLLM streams transcriptions as chat-completion chunks
+            WireApi::Transcription => openai::parse_event(WireApi::Chat, data),
             WireApi::Tgi => tgi::parse(data),
             WireApi::LlamaCpp => llamacpp::parse(data),
             WireApi::Triton => triton::parse(data),
@@ -163,6 +177,7 @@ impl ApiCodec {
             WireApi::Tgi => tgi::parse_full(body)?,
             WireApi::Responses => responses::parse_full(body)?,
             WireApi::Messages => messages::parse_full(body)?,
+            WireApi::Transcription => transcription::parse_full(body)?,
             // the others answer with one object shaped like their last event
             _ => self.parse_event(body)?,
         };
@@ -263,6 +278,7 @@ pub(crate) mod test_support {
     pub fn entry() -> Ask {
         Ask {
             prompt: Prompt::Text("hi there".into()),
+            media: Default::default(),
             output_tokens: Some(5),
             structured: None,
         }

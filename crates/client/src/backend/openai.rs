@@ -41,10 +41,11 @@ pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     m.insert("model".into(), Value::String(b.model.clone()));
     match b.api {
         WireApi::Chat => {
-            let messages = match &entry.prompt {
+            let mut messages = match &entry.prompt {
                 Prompt::Text(t) => json!([{"role": "user", "content": t}]),
                 Prompt::Chat(msgs) => json!(msgs),
             };
+            with_images(&mut messages, entry);
             m.insert("messages".into(), messages);
             if let Some(n) = entry.output_tokens {
                 m.insert("max_completion_tokens".into(), json!(n));
@@ -139,6 +140,31 @@ fn shape_fields(m: &mut Map<String, Value>, shape: &OutputShape) {
         };
         m.insert("response_format".into(), format);
     }
+}
+
+/// Put the request's images after the text of its last user message, as
+/// `image_url` parts holding `data:` URLs (vLLM's `random-mm` order: text,
+/// then images). A conversation without a user message gets one.
+fn with_images(messages: &mut Value, entry: &Ask) {
+    if entry.media.images.is_empty() {
+        return;
+    }
+    let Value::Array(list) = messages else {
+        return;
+    };
+    let at = match list.iter().rposition(|m| m["role"] == "user") {
+        Some(i) => i,
+        None => {
+            list.push(json!({"role": "user", "content": ""}));
+            list.len() - 1
+        }
+    };
+    let text = list[at]["content"].as_str().unwrap_or_default().to_string();
+    let mut parts = vec![json!({"type": "text", "text": text})];
+    parts.extend(entry.media.images.iter().map(
+        |image| json!({"type": "image_url", "image_url": {"url": super::media::data_url(image)}}),
+    ));
+    list[at]["content"] = Value::Array(parts);
 }
 
 #[derive(Deserialize)]
@@ -393,6 +419,7 @@ mod tests {
     fn entry() -> Ask {
         Ask {
             prompt: Prompt::Text("hi there".into()),
+            media: Default::default(),
             output_tokens: Some(5),
             structured: None,
         }
@@ -408,6 +435,46 @@ mod tests {
             e.starts_with("invalid event JSON (invalid type: string"),
             "{e}"
         );
+    }
+
+    /// Images go after the text of the last user message, as data URLs.
+    #[test]
+    fn images_follow_the_last_user_text_as_data_urls() {
+        use cicada_request::{ChatMessage, Image, MediaFile};
+        let file = std::sync::Arc::new(MediaFile {
+            mime: "image/jpeg".into(),
+            name: "a.jpg".into(),
+            bytes: b"abc".to_vec().into(),
+        });
+        let mut e = entry();
+        e.prompt = Prompt::Chat(vec![
+            ChatMessage {
+                role: "system".into(),
+                content: "s".into(),
+            },
+            ChatMessage {
+                role: "user".into(),
+                content: "look".into(),
+            },
+        ]);
+        e.media.images = vec![
+            Image::Synthetic {
+                width: 4,
+                height: 2,
+                seed: 9,
+            },
+            Image::File(file),
+        ];
+        let v: Value =
+            serde_json::from_slice(&codec(WireApi::Chat, ServerFamily::Vllm).body(&e)).unwrap();
+        assert_eq!(v["messages"][0]["content"], "s");
+        let parts = v["messages"][1]["content"].as_array().unwrap();
+        assert_eq!(parts.len(), 3);
+        assert_eq!(parts[0], json!({"type": "text", "text": "look"}));
+        assert_eq!(parts[1]["type"], "image_url");
+        let url = parts[1]["image_url"]["url"].as_str().unwrap();
+        assert!(url.starts_with("data:image/png;base64,"), "{url}");
+        assert_eq!(parts[2]["image_url"]["url"], "data:image/jpeg;base64,YWJj");
     }
 
     #[test]

@@ -274,6 +274,7 @@ mod tests {
             ]),
             output_tokens: None,
             structured: None,
+            media: Default::default(),
         };
         let v: Value = serde_json::from_slice(&quiet.body(&chat)).unwrap();
         assert_eq!(v["input"][0]["role"], "system");

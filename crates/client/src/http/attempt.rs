@@ -311,7 +311,7 @@ fn absolute_form(origin: &Origin) -> Option<&ProxyRoute> {
 /// The request in HTTP/1.1 bytes for our own writer.
 fn render(req: &Request<'_>, origin: &Origin) -> Vec<u8> {
     let mut bytes =
-        Vec::with_capacity(192 + req.headers.lines.len() + req.json.map_or(0, <[u8]>::len));
+        Vec::with_capacity(192 + req.headers.lines.len() + req.body.map_or(0, |b| b.bytes.len()));
     let mut extra: [(&str, &str); 3] = [("", ""); 3];
     let mut n = 0;
     let proxied = absolute_form(origin);
@@ -327,8 +327,8 @@ fn render(req: &Request<'_>, origin: &Origin) -> Vec<u8> {
         }
         None => req.endpoint.path.as_str(),
     };
-    if req.json.is_some() {
-        extra[n] = ("Content-Type", "application/json");
+    if let Some(body) = req.body {
+        extra[n] = ("Content-Type", body.content_type);
         n += 1;
     }
     if let Some(id) = req.request_id {
@@ -342,7 +342,7 @@ fn render(req: &Request<'_>, origin: &Origin) -> Vec<u8> {
         &origin.host_header,
         &req.headers.lines,
         &extra[..n],
-        req.json,
+        req.body.map(|b| b.bytes),
     );
     bytes
 }
@@ -365,7 +365,10 @@ fn hyper_request(
         Method::Get => http::Method::GET,
         Method::Post => http::Method::POST,
     };
-    let body = Full::new(req.json.map_or_else(Bytes::new, Bytes::copy_from_slice));
+    let body = Full::new(
+        req.body
+            .map_or_else(Bytes::new, |b| Bytes::copy_from_slice(b.bytes)),
+    );
     let mut request = http::Request::builder()
         .method(method)
         .uri(&uri)
@@ -387,11 +390,11 @@ fn hyper_request(
             );
         }
     }
-    if req.json.is_some() {
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("application/json"),
-        );
+    if let Some(value) = req
+        .body
+        .and_then(|b| http::HeaderValue::from_str(b.content_type).ok())
+    {
+        headers.insert(http::header::CONTENT_TYPE, value);
     }
     if let Some(auth) = proxied
         .and_then(|r| r.auth.as_deref())

@@ -297,8 +297,16 @@ pub struct Request<'a> {
     pub headers: &'a Headers,
     /// Sent as `x-request-id`, so server logs can be matched to records.
     pub request_id: Option<&'a str>,
-    /// A JSON body (POST).
-    pub json: Option<&'a [u8]>,
+    /// The body (POST), with its media type.
+    pub body: Option<Body<'a>>,
+}
+
+/// A request body and its `Content-Type` (the codec's: JSON, or a
+/// multipart form for uploads).
+#[derive(Debug, Clone, Copy)]
+pub struct Body<'a> {
+    pub bytes: &'a [u8],
+    pub content_type: &'a str,
 }
 
 impl Client {

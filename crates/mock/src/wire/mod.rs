@@ -71,6 +71,8 @@ pub(crate) fn text_fingerprint(seq: u64, n: u32) -> u64 {
 /// What one response's events share, fixed when the request arrives.
 pub(crate) struct Reply {
     pub api: Api,
+    /// A transcription (streamed as chat chunks; whole, as `{"text": ...}`).
+    pub transcription: bool,
     /// OpenAI routes answer in llama.cpp's dialect.
     pub llamacpp: bool,
     pub seq: u64,
@@ -205,6 +207,11 @@ impl Reply {
     pub fn full(&self, out: &mut String, completion: u32, prompt: Option<&str>) {
         let mut text = String::new();
         token_text(&mut text, self.seq, 0, completion);
+        if self.transcription {
+            // vLLM's usage counts the audio's seconds, which the mock does not read
+            let _ = write!(out, "{{\"text\":\"{text}\"}}");
+            return;
+        }
         match self.api {
             Api::Completions | Api::Chat => openai::full(self, out, &text, completion),
             Api::Tgi => tgi::full(self, out, &text, completion),
@@ -292,6 +299,7 @@ pub(crate) mod tests {
     pub(crate) fn reply(api: Api, model_json: &str) -> Reply {
         Reply {
             api,
+            transcription: false,
             llamacpp: false,
             seq: 3,
             created: 1,

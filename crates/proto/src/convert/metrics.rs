@@ -256,6 +256,7 @@ mod tests {
                     server_prompt_us: None,
                     server_per_token_us: None,
                     reasoning: None,
+                    media: Default::default(),
                 },
                 &slo,
             );

@@ -1,6 +1,7 @@
 //! Wire <-> domain conversion, the one place either side turns a `v1`
 //! message into its own types: measurements (`metrics`) and the plan (`plan`).
 
+mod media;
 mod metrics;
 mod plan;
 mod shape;

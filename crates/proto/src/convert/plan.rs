@@ -4,10 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cicada_metrics::Slo;
-use cicada_scenarios::dataset::{ChatMessage, Conversation, PoolEntry, Prompt, Turn};
+use cicada_scenarios::dataset::{
+    ChatMessage, Conversation, MediaFile, OutputShape, PoolEntry, Prompt, Turn,
+};
 use cicada_scenarios::plan::{
     AddressChoice, ClosedLoop, ConversationSettings, Drive, HttpVersion, Plan, ProxySetting,
     ResolvedSampling, ResolvedTarget, Routing, ServerFamily, StageWindow, Stripe, TlsSettings,
@@ -18,13 +21,16 @@ use cicada_scenarios::shape::{Cooldown, Ramp, RampStrategy, ThinkTime, Warmup};
 use cicada_scenarios::units::{Rate, Span};
 use prost::Message as _;
 
+use super::media::{Files, files_from, media_from};
 use crate::v1;
 
 /// Version of the plan's meaning, sent in `Assign.plan_format`; bumped when
 /// a field changes meaning, so a worker never runs a plan it would read
 /// otherwise (3: the plan became typed protobuf; 4: the target's HTTP
-/// version, address choice and proxy, which an older worker would ignore).
-pub const PLAN_FORMAT: u32 = 4;
+/// version, address choice and proxy, which an older worker would ignore;
+/// 5: the Responses, Messages and transcription APIs, output shapes, images
+/// and audio, and the `ttfa_ms` bound).
+pub const PLAN_FORMAT: u32 = 5;
 
 /// Why a plan from the wire could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -72,11 +78,7 @@ pub fn encode_plan(plan: &Plan) -> v1::Plan {
             .map(v1::plan::Warmup::WarmupRequests)
             .or(warmup_span.map(v1::plan::Warmup::WarmupSpan)),
         cooldown_cancel: plan.cooldown == Cooldown::Cancel,
-        pool_deflated: deflate(&v1::Pool {
-            entries: plan.pool.iter().map(pool_entry).collect(),
-            shapes: plan.shapes.iter().map(super::shape::shape).collect(),
-        })
-        .into(),
+        pool_deflated: deflate(&pool(&plan.pool, &plan.shapes)).into(),
         report_interval_ms: plan.report_interval_ms,
         tokenizer: plan.tokenizer.clone(),
         verify_every: plan.verify_every,
@@ -121,12 +123,13 @@ pub fn decode_plan(wire: v1::Plan, format: u32) -> Result<Plan, PlanError> {
         } else {
             Cooldown::Finish
         },
-        pool: pool.entries.into_iter().map(pool_entry_from).collect(),
         shapes: pool
             .shapes
-            .into_iter()
+            .iter()
+            .cloned()
             .map(super::shape::shape_from)
             .collect::<Result<_, _>>()?,
+        pool: pool_from(pool)?,
         report_interval_ms: wire.report_interval_ms,
         tokenizer: wire.tokenizer,
         verify_every: wire.verify_every,
@@ -180,6 +183,7 @@ fn target(t: &ResolvedTarget) -> v1::Target {
             WireApi::Triton => v1::WireApi::Triton,
             WireApi::Responses => v1::WireApi::Responses,
             WireApi::Messages => v1::WireApi::Messages,
+            WireApi::Transcription => v1::WireApi::Transcription,
         } as i32,
         family: match t.family {
             ServerFamily::Openai => v1::ServerFamily::Openai,
@@ -234,6 +238,7 @@ fn target_from(t: v1::Target) -> Result<ResolvedTarget, PlanError> {
             Ok(v1::WireApi::Triton) => WireApi::Triton,
             Ok(v1::WireApi::Responses) => WireApi::Responses,
             Ok(v1::WireApi::Messages) => WireApi::Messages,
+            Ok(v1::WireApi::Transcription) => WireApi::Transcription,
             Ok(v1::WireApi::Unspecified) | Err(_) => return Err(unknown("target.api", t.api)),
         },
         family: match v1::ServerFamily::try_from(t.family) {
@@ -513,9 +518,31 @@ fn think_from(t: v1::ThinkTime) -> Result<ThinkTime, PlanError> {
     })
 }
 
-fn pool_entry(e: &PoolEntry) -> v1::PoolEntry {
+/// The pool for the wire, each file and each output shape once.
+fn pool(entries: &[PoolEntry], shapes: &[OutputShape]) -> v1::Pool {
+    let mut files = Files::default();
+    let entries = entries.iter().map(|e| pool_entry(e, &mut files)).collect();
+    v1::Pool {
+        entries,
+        files: files.files,
+        shapes: shapes.iter().map(super::shape::shape).collect(),
+    }
+}
+
+fn pool_from(pool: v1::Pool) -> Result<Vec<PoolEntry>, PlanError> {
+    let files = files_from(pool.files);
+    pool.entries
+        .into_iter()
+        .map(|e| pool_entry_from(e, &files))
+        .collect()
+}
+
+fn pool_entry(e: &PoolEntry, files: &mut Files) -> v1::PoolEntry {
     use v1::pool_entry::Prompt as P;
+    let (images, audio) = files.media(&e.media);
     v1::PoolEntry {
+        images,
+        audio,
         id: e.id,
         prompt: Some(match &e.prompt {
             Prompt::Text(t) => P::Text(t.clone()),
@@ -548,9 +575,10 @@ fn pool_entry(e: &PoolEntry) -> v1::PoolEntry {
     }
 }
 
-fn pool_entry_from(e: v1::PoolEntry) -> PoolEntry {
+fn pool_entry_from(e: v1::PoolEntry, files: &[Arc<MediaFile>]) -> Result<PoolEntry, PlanError> {
     use v1::pool_entry::Prompt as P;
-    PoolEntry {
+    Ok(PoolEntry {
+        media: media_from(e.images, e.audio, files).map_err(PlanError::Pool)?,
         id: e.id,
         prompt: match e.prompt {
             Some(P::Chat(c)) => Prompt::Chat(
@@ -582,7 +610,7 @@ fn pool_entry_from(e: v1::PoolEntry) -> PoolEntry {
                 .collect(),
         }),
         shape: e.shape,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -716,6 +744,48 @@ mod tests {
         assert_eq!(round_trip(&p), p);
     }
 
+    /// Synthetic media travel as size and seed; a file sent by several
+    /// entries travels once and comes back shared.
+    #[test]
+    fn media_come_back_and_files_travel_once() {
+        use cicada_scenarios::dataset::{Audio, Image};
+        let s = scenario(
+            "[target]\nbackend = \"mock\"\n[dataset]\ninput_len = 4\n[load]\nnum_prompts = 3\n",
+        );
+        let pool = build_pool(&s, None).unwrap();
+        let mut p = plans_for(&s, &target(), &pool, None, "r", 0, 1).remove(0);
+        let file = Arc::new(MediaFile {
+            mime: "image/png".into(),
+            name: "a.png".into(),
+            bytes: vec![7u8; 50_000].into(),
+        });
+        p.pool[0].media.images = vec![
+            Image::Synthetic {
+                width: 640,
+                height: 480,
+                seed: 11,
+            },
+            Image::File(file.clone()),
+        ];
+        p.pool[1].media.images = vec![Image::File(file.clone())];
+        p.pool[2].media.audio = Some(Audio::Synthetic {
+            duration_ms: 1500,
+            sample_rate: 16_000,
+            seed: 4,
+        });
+        let wire = encode_plan(&p);
+        let pool_wire = inflate(&wire.pool_deflated).unwrap();
+        assert_eq!(pool_wire.files.len(), 1, "the shared file travels once");
+        let back = decode_plan(wire, PLAN_FORMAT).unwrap();
+        assert_eq!(back, p);
+        let (Image::File(a), Image::File(b)) =
+            (&back.pool[0].media.images[1], &back.pool[1].media.images[0])
+        else {
+            panic!("files came back as files");
+        };
+        assert!(Arc::ptr_eq(a, b), "entries share the decoded file");
+    }
+
     #[test]
     fn a_plan_of_another_format_or_a_corrupt_pool_is_refused() {
         let s = scenario("[target]\nbackend = \"mock\"\n[load]\nnum_prompts = 2\n");
@@ -770,11 +840,7 @@ mod tests {
         let back = decode_plan(v1::Plan::decode(bytes.as_slice()).unwrap(), PLAN_FORMAT).unwrap();
         let decode = t.elapsed();
         assert_eq!(back, plan);
-        let raw = v1::Pool {
-            entries: plan.pool.iter().map(pool_entry).collect(),
-            shapes: Vec::new(),
-        }
-        .encoded_len();
+        let raw = super::pool(&plan.pool, &plan.shapes).encoded_len();
         let t = Instant::now();
         let json = serde_json::to_vec(&plan).unwrap();
         let mut enc = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());

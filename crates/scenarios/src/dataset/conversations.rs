@@ -214,6 +214,7 @@ pub(crate) fn build(
                 output_tokens: first.output_tokens,
                 conversation: Some(c),
                 shape: None,
+                media: super::Media::default(),
             }
         })
         .collect();

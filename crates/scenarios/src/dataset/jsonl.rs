@@ -258,6 +258,7 @@ pub(crate) fn build(b: &Build<'_, JsonlSpec>) -> Result<Built, DatasetError> {
             output_tokens: fixed.or(k.output),
             conversation: None,
             shape: k.shape,
+            media: super::Media::default(),
         })
         .collect();
     Ok(Built {

@@ -8,6 +8,11 @@ mod conversations;
 mod exact;
 mod json_array;
 mod jsonl;
+mod media;
+/// The media workloads' own checks, for validation to name their keys.
+pub(crate) mod media_checks {
+    pub(crate) use super::media::{image_buckets, item_bounds};
+}
 mod parallel;
 mod prefix;
 mod random;
@@ -25,13 +30,13 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::scenario::{
-    ConversationsSpec, Dataset, DatasetKind, JsonlSpec, PrefixSpec, RandomSpec, Scenario,
-    SharegptSpec, SonnetSpec, TraceSpec,
+    AudioSpec, ConversationsSpec, Dataset, DatasetKind, JsonlSpec, PrefixSpec, RandomMmSpec,
+    RandomSpec, Scenario, SharegptSpec, SonnetSpec, TraceSpec,
 };
 use crate::tokenizer::{Tokenizer, TokenizerError};
 
 /// What a pool entry sends.
-pub use cicada_request::{ChatMessage, OutputShape, Prompt};
+pub use cicada_request::{Audio, ChatMessage, Image, Media, MediaFile, OutputShape, Prompt};
 
 /// Why a dataset could not be built.
 #[derive(Debug, Error)]
@@ -120,6 +125,9 @@ pub struct PoolEntry {
     /// Index of its tools / response format in the pool's (and plan's) `shapes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shape: Option<u32>,
+    /// Images and audio sent with the prompt.
+    #[serde(default, skip_serializing_if = "Media::is_empty")]
+    pub media: Media,
 }
 
 /// Counts describing how the pool was built.
@@ -243,6 +251,12 @@ impl Spec for ConversationsSpec {
 impl Spec for TraceSpec {
     const KIND: DatasetKind = DatasetKind::Trace;
 }
+impl Spec for RandomMmSpec {
+    const KIND: DatasetKind = DatasetKind::RandomMm;
+}
+impl Spec for AudioSpec {
+    const KIND: DatasetKind = DatasetKind::Audio;
+}
 
 /// What every builder gets: its kind's settings and the run's.
 pub(crate) struct Build<'a, S> {
@@ -320,6 +334,8 @@ pub fn build_pool_with(
             (j.entries, j.report)
         }
         Dataset::Conversations(d) => with!(d, conversations::build),
+        Dataset::RandomMm(d) => with!(d, media::build_random_mm),
+        Dataset::Audio(d) => with!(d, media::build_audio),
         Dataset::Trace(d) => {
             let b = Build {
                 d,

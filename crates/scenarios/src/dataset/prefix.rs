@@ -103,6 +103,7 @@ pub(crate) fn build(
                 output_tokens: Some(output),
                 conversation: None,
                 shape: None,
+                media: super::Media::default(),
             })
         })
         .collect();

@@ -88,6 +88,7 @@ fn with_words(b: &Build<'_, RandomSpec>) -> (Vec<PoolEntry>, DatasetReport) {
                 output_tokens: Some(output),
                 conversation: None,
                 shape: None,
+                media: super::Media::default(),
             }
         })
         .collect();
@@ -160,6 +161,7 @@ fn with_tokens(
             output_tokens: Some(p.output),
             conversation: None,
             shape: None,
+            media: super::Media::default(),
         })
         .map(|e| (e, f.exact))
     })

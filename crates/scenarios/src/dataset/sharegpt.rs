@@ -231,6 +231,7 @@ pub(crate) fn build(
             output_tokens: Some(u32::try_from(k.output).unwrap_or(u32::MAX)),
             conversation: None,
             shape: None,
+            media: super::Media::default(),
         })
         .collect();
     Ok((entries, report))

@@ -110,6 +110,7 @@ pub(crate) fn build(
                 output_tokens: Some(output),
                 conversation: None,
                 shape: None,
+                media: super::Media::default(),
             });
             b.progress.advance(1);
         }

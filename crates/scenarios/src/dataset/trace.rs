@@ -120,6 +120,7 @@ pub(crate) fn build(
             output_tokens: Some(l.output_length),
             conversation: None,
             shape: None,
+            media: super::Media::default(),
         })
         .collect();
     Ok(Trace {

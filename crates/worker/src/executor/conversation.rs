@@ -159,12 +159,14 @@ impl Session {
                 id,
                 ask: Ask {
                     prompt: Prompt::Chat(messages.clone()),
+                    media: Default::default(),
                     output_tokens: turn.output_tokens,
                     // conversations ask for text (the scenario refuses shapes)
                     structured: None,
                 },
                 input_tokens: context_tokens.saturating_add(turn.input_tokens),
                 conversation: None,
+                media: Default::default(),
             };
             let (record, answer) = self.send(&request, n, target, due_us).await;
             drop(permit);

@@ -2,9 +2,11 @@
 //! copied or converted: it is the client's type too) into its question, with
 //! the compiled shape it asks for (shared, never copied).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use cicada_client::backend::Ask;
+use cicada_client::backend::{Ask, media};
+use cicada_metrics::MediaSent;
 use cicada_request::Structured;
 use cicada_scenarios::dataset::{Conversation, PoolEntry};
 
@@ -21,11 +23,19 @@ pub struct Entry {
     pub input_tokens: u32,
     /// The whole session, for the `conversations` workload.
     pub conversation: Option<Conversation>,
+    /// The images and audio it sends, counted for its record.
+    pub media: MediaSent,
 }
 
 impl Entry {
-    /// The entry, its shape (an index into `shapes`) resolved.
-    pub fn new(e: PoolEntry, shapes: &[Arc<Structured>]) -> Result<Self, StepError> {
+    /// The entry, its shape (an index into `shapes`) resolved and its media
+    /// counted (`sizes` keeps each synthetic image size's encoded length,
+    /// measured once).
+    pub fn new(
+        e: PoolEntry,
+        shapes: &[Arc<Structured>],
+        sizes: &mut HashMap<(u32, u32), u64>,
+    ) -> Result<Self, StepError> {
         let structured = match e.shape {
             None => None,
             Some(i) => Some(shapes.get(i as usize).cloned().ok_or(StepError::NoShape {
@@ -35,9 +45,11 @@ impl Entry {
             })?),
         };
         Ok(Self {
+            media: media::sent(&e.media, sizes),
             id: e.id,
             ask: Ask {
                 prompt: e.prompt,
+                media: e.media,
                 output_tokens: e.output_tokens,
                 structured,
             },

@@ -110,9 +110,10 @@ impl Step {
             .map(|s| cicada_request::Structured::new(s).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()?;
         // the pool moves (10,000s of prompts are neither copied nor converted)
+        let mut sizes = HashMap::new();
         let pool: HashMap<u64, Entry> = std::mem::take(&mut plan.pool)
             .into_iter()
-            .map(|e| Ok((e.id, Entry::new(e, &shapes)?)))
+            .map(|e| Ok((e.id, Entry::new(e, &shapes, &mut sizes)?)))
             .collect::<Result<_, StepError>>()?;
         let bodies = prebuilt_bodies(&codec, &pool, plan.conversations.is_some());
         let in_flight_by_target = plan
@@ -207,7 +208,11 @@ fn prebuilt_bodies(
     pool: &HashMap<u64, Entry>,
     conversations: bool,
 ) -> HashMap<u64, Vec<u8>> {
-    let prompt_bytes: usize = pool.values().map(|e| e.ask.prompt.text_bytes()).sum();
+    // images go base64 (4/3 of their bytes), audio as it is
+    let prompt_bytes: usize = pool
+        .values()
+        .map(|e| e.ask.prompt.text_bytes() + e.ask.media.approx_bytes() / 3 * 4)
+        .sum();
     if conversations || prompt_bytes > PREBUILD_PROMPT_BYTES {
         return HashMap::new();
     }

@@ -271,6 +271,7 @@ pub(super) fn to_record(
         server_prompt_us: ex.server.and_then(|t| t.prompt_us),
         server_per_token_us: ex.server.and_then(|t| t.per_token_us),
         reasoning,
+        media: entry.media,
     }
 }
 
@@ -286,11 +287,13 @@ mod tests {
             id: 0,
             ask: Ask {
                 prompt: Prompt::Text("a b c".into()),
+                media: Default::default(),
                 output_tokens: Some(8),
                 structured: None,
             },
             input_tokens: 3,
             conversation: None,
+            media: Default::default(),
         }
     }
 
