@@ -213,6 +213,20 @@ impl Backend {
         }
     }
 
+    /// Requests go to an OpenAI chat-completions route: the one API whose
+    /// spelling of tools, response formats and image parts cicada writes
+    /// (Responses and Messages spell them otherwise, and do not get them yet).
+    pub fn chat_completions(self, mock_api: MockApi) -> bool {
+        match self {
+            Backend::OpenaiChat
+            | Backend::VllmChat
+            | Backend::SglangChat
+            | Backend::LlamacppChat => true,
+            Backend::Mock => matches!(mock_api, MockApi::OpenaiChat | MockApi::LlamacppChat),
+            _ => false,
+        }
+    }
+
     /// Requests go out as audio uploads (a transcription route); the
     /// embedded mock speaks no transcription API of its own.
     pub fn sends_audio(self, _mock_api: MockApi) -> bool {

@@ -85,7 +85,7 @@ pub(crate) fn problems(s: &Scenario) -> Vec<(String, String)> {
 
 /// Why the scenario's backend cannot send tools or a response format, if it cannot.
 pub(crate) fn cannot_carry(s: &Scenario) -> Option<String> {
-    if s.target.backend.sends_messages(s.mock.api) {
+    if s.target.backend.chat_completions(s.mock.api) {
         return None;
     }
     Some(if s.target.backend == Backend::Mock {
@@ -95,7 +95,7 @@ pub(crate) fn cannot_carry(s: &Scenario) -> Option<String> {
         )
     } else {
         format!(
-            "backend \"{}\" cannot send tools or a response format (use a -chat backend)",
+            "backend \"{}\" cannot send tools or a response format (only the chat-completions backends can: use a -chat backend)",
             s.target.backend.name()
         )
     })
@@ -206,6 +206,16 @@ mod tests {
         assert!(p[0].1.contains("backend \"vllm\""), "{p:?}");
         let p = problems_of(&format!("{mock}[mock]\napi = \"llamacpp\"\n{SECTION}"));
         assert!(p[0].1.contains("mock.api"), "{p:?}");
+        // Responses and Messages spell tools otherwise: refused, not sent without them
+        for backend in ["openai-responses", "anthropic-messages"] {
+            let p = problems_of(&format!(
+                "[target]\nbackend = \"{backend}\"\nbase_url = \"http://127.0.0.1:1\"\n{SECTION}"
+            ));
+            assert_eq!(p[0].0, "structured.tools", "{p:?}");
+            assert!(p[0].1.contains(&format!("backend \"{backend}\"")), "{p:?}");
+            let p = problems_of(&format!("{mock}[mock]\napi = \"{backend}\"\n{SECTION}"));
+            assert!(p[0].1.contains("mock.api"), "{p:?}");
+        }
         let p = problems_of(&format!(
             "{mock}[dataset]\nkind = \"conversations\"\npath = \"c.jsonl\"\n{SECTION}"
         ));

@@ -25,11 +25,11 @@ pub(crate) fn media_problems(s: &Scenario) -> Vec<(String, String)> {
             {
                 out.push(("dataset.bucket_config".into(), m));
             }
-            if !backend.sends_messages(s.mock.api) {
+            if !backend.chat_completions(s.mock.api) {
                 out.push((
                     key.into(),
                     format!(
-                        "the random-mm workload sends images in chat messages; {name} takes no chat messages (use a -chat backend)"
+                        "the random-mm workload sends images as chat-completions image_url parts; {name} is not a chat-completions route (use a -chat backend)"
                     ),
                 ));
             }
@@ -51,4 +51,32 @@ pub(crate) fn media_problems(s: &Scenario) -> Vec<(String, String)> {
         _ => {}
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Scenario;
+
+    fn problems_of(text: &str) -> Vec<(String, String)> {
+        let s: Scenario = toml::from_str(text).unwrap();
+        crate::validate::problems(&s)
+    }
+
+    /// Images go only where cicada writes them (chat completions): Responses
+    /// and Messages are refused by name, never sent without the images.
+    #[test]
+    fn images_need_a_chat_completions_route() {
+        let mm = "[dataset]\nkind = \"random-mm\"\ninput_len = 4\n";
+        let ok =
+            format!("[target]\nbackend = \"vllm-chat\"\nbase_url = \"http://127.0.0.1:1\"\n{mm}");
+        assert_eq!(problems_of(&ok), []);
+        for backend in ["openai-responses", "anthropic-messages", "vllm"] {
+            let p = problems_of(&format!(
+                "[target]\nbackend = \"{backend}\"\nbase_url = \"http://127.0.0.1:1\"\n{mm}"
+            ));
+            assert_eq!(p.len(), 1, "{p:?}");
+            assert_eq!(p[0].0, "target.backend", "{p:?}");
+            assert!(p[0].1.contains(backend), "{p:?}");
+        }
+    }
 }
