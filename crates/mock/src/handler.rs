@@ -128,7 +128,10 @@ pub(crate) async fn generate(
             Err(e) => return error_json(StatusCode::BAD_REQUEST, &format!("invalid JSON: {e}")),
         },
     };
-    if let Some(why) = parsed.refusal(api) {
+    if let Some(why) = (api == Api::Messages)
+        .then(|| parsed.messages_refusal())
+        .flatten()
+    {
         return error_json(StatusCode::BAD_REQUEST, why);
     }
     let stream = match streaming {

@@ -233,13 +233,10 @@ impl IncomingRequest {
             .collect()
     }
 
-    /// Why the API's servers would refuse the request with a 400, if they
-    /// would: Anthropic's `messages` take only user and assistant turns (the
-    /// system prompt goes in `system`), and require `max_tokens`.
-    pub fn refusal(&self, api: crate::wire::Api) -> Option<&'static str> {
-        if api != crate::wire::Api::Messages {
-            return None;
-        }
+    /// Why Anthropic Messages servers would refuse the request with a 400,
+    /// if they would: its `messages` take only user and assistant turns (the
+    /// system prompt goes in `system`), and it requires `max_tokens`.
+    pub fn messages_refusal(&self) -> Option<&'static str> {
         let roles = self
             .messages
             .iter()
@@ -436,22 +433,15 @@ mod tests {
         );
         assert_eq!(log[0].fingerprint, fingerprint("be brief"));
         assert_eq!(anthropic.requested_tokens(), Some(4));
-        use crate::wire::Api;
-        assert_eq!(anthropic.refusal(Api::Messages), None);
+        assert_eq!(anthropic.messages_refusal(), None);
         let inline: IncomingRequest = serde_json::from_str(
             r#"{"messages":[{"role":"system","content":"s"},{"role":"user","content":"u"}],"max_tokens":4}"#,
         )
         .unwrap();
-        assert!(inline.refusal(Api::Messages).unwrap().contains("system"));
-        assert_eq!(inline.refusal(Api::Chat), None);
+        assert!(inline.messages_refusal().unwrap().contains("system"));
         let unlimited: IncomingRequest =
             serde_json::from_str(r#"{"messages":[{"role":"user","content":"u"}]}"#).unwrap();
-        assert!(
-            unlimited
-                .refusal(Api::Messages)
-                .unwrap()
-                .contains("max_tokens")
-        );
+        assert!(unlimited.messages_refusal().unwrap().contains("max_tokens"));
     }
 
     #[test]

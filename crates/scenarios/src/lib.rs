@@ -24,6 +24,7 @@ mod validate;
 mod validate_media;
 mod validate_pool;
 mod validate_shape;
+mod validate_structured;
 pub mod vllm;
 #[cfg(test)]
 mod vllm_fixture;

@@ -1,16 +1,11 @@
 //! The scenario's `[structured]` section: `tools`, `tool_choice` and
 //! `response_format` sent with every request (OpenAI chat completions'
-//! spelling), and the pool's table of distinct shapes that entries point
-//! into, so one shape asked by many requests is held and shipped once.
+//! spelling). Its checks are in `validate_structured`, the pool's table of
+//! distinct shapes in `dataset::shapes`.
 
-use std::collections::HashMap;
-
-use cicada_request::{OutputShape, Structured};
+use cicada_request::OutputShape;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-use crate::dataset::PoolEntry;
-use crate::scenario::{Backend, Dataset, Scenario};
 
 /// `[structured]`: what every request asks of its output's shape (a JSONL
 /// line's own `tools` / `tool_choice` / `response_format` replace it).
@@ -49,131 +44,9 @@ impl StructuredSpec {
     }
 }
 
-/// Problems of `[structured]`, and of shapes with a backend or workload that
-/// cannot carry them, as (dotted key, message).
-pub(crate) fn problems(s: &Scenario) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let spec = &s.structured;
-    match spec.shape() {
-        Err(e) => out.push((format!("structured.{}", e.key), e.message)),
-        Ok(Some(shape)) => {
-            if let Err(e) = Structured::new(shape) {
-                out.push((format!("structured.{}", e.key), e.message));
-            }
-        }
-        Ok(None) if spec.check_only => out.push((
-            "structured.check_only".to_string(),
-            "there is nothing to check: give tools or response_format".to_string(),
-        )),
-        Ok(None) => {}
-    }
-    if spec.is_unset() {
-        return out;
-    }
-    let key = format!("structured.{}", spec_key(spec));
-    if let Some(why) = cannot_carry(s) {
-        out.push((key.clone(), why));
-    }
-    if matches!(s.dataset, Dataset::Conversations(_)) {
-        out.push((
-            key,
-            "the conversations workload sends no tools or response format (a turn's answer feeds the next)".to_string(),
-        ));
-    }
-    out
-}
-
-/// Why the scenario's backend cannot send tools or a response format, if it cannot.
-pub(crate) fn cannot_carry(s: &Scenario) -> Option<String> {
-    if s.target.backend.chat_completions(s.mock.api) {
-        return None;
-    }
-    Some(if s.target.backend == Backend::Mock {
-        format!(
-            "mock.api {:?} cannot send tools or a response format (use mock.api = \"openai-chat\")",
-            s.mock.api
-        )
-    } else {
-        format!(
-            "backend \"{}\" cannot send tools or a response format (only the chat-completions backends can: use a -chat backend)",
-            s.target.backend.name()
-        )
-    })
-}
-
-/// The first key given, for messages about the section as a whole.
-fn spec_key(spec: &StructuredSpec) -> &'static str {
-    if spec.tools.is_some() {
-        "tools"
-    } else if spec.response_format.is_some() {
-        "response_format"
-    } else {
-        "tool_choice"
-    }
-}
-
-/// The pool's distinct shapes, each once, for entries to point into.
-#[derive(Debug, Default)]
-pub(crate) struct ShapeTable {
-    shapes: Vec<OutputShape>,
-    /// Each shape's JSON, to find it again.
-    index: HashMap<String, u32>,
-}
-
-impl ShapeTable {
-    /// The index of `shape`, added if new.
-    pub fn intern(&mut self, shape: OutputShape) -> u32 {
-        self.intern_new(shape).0
-    }
-
-    /// The index of `shape`, and whether it was added now.
-    pub fn intern_new(&mut self, shape: OutputShape) -> (u32, bool) {
-        let key = serde_json::to_string(&shape).unwrap_or_default();
-        if let Some(i) = self.index.get(&key) {
-            return (*i, false);
-        }
-        let i = self.shapes.len() as u32;
-        self.shapes.push(shape);
-        self.index.insert(key, i);
-        (i, true)
-    }
-
-    /// The shapes, in index order.
-    pub fn into_shapes(self) -> Vec<OutputShape> {
-        self.shapes
-    }
-}
-
-/// Give entries without a shape of their own the scenario's, drop shapes no
-/// entry uses (a JSONL line read but not kept), and apply `check_only`.
-pub(crate) fn settle(
-    s: &Scenario,
-    entries: &mut [PoolEntry],
-    shapes: Vec<OutputShape>,
-) -> Vec<OutputShape> {
-    let mut table = ShapeTable::default();
-    let base = s.structured.shape().ok().flatten().map(|b| table.intern(b));
-    let mut shapes: Vec<Option<OutputShape>> = shapes.into_iter().map(Some).collect();
-    let mut renumbered: HashMap<u32, u32> = HashMap::new();
-    for e in entries.iter_mut() {
-        e.shape = match e.shape {
-            None => base,
-            Some(old) => Some(*renumbered.entry(old).or_insert_with(|| {
-                let mut shape = shapes
-                    .get_mut(old as usize)
-                    .and_then(Option::take)
-                    .unwrap_or_default();
-                shape.check_only = s.structured.check_only;
-                table.intern(shape)
-            })),
-        };
-    }
-    table.into_shapes()
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::Scenario;
     use crate::dataset::build_pool;
     use crate::dataset::testutil::Scratch;
 

@@ -26,7 +26,7 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     out.extend(load_problems(s));
     out.extend(crate::validate_shape::problems(s));
     out.extend(sampling_problems(s));
-    out.extend(crate::structured::problems(s));
+    out.extend(crate::validate_structured::problems(s));
     out.extend(slo_problems(s));
     out.extend(
         s.mock

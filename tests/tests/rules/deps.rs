@@ -46,7 +46,7 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
         "cicada-metrics" | "cicada-alias" => &[],
         "cicada-request" => &["cicada-metrics"],
         "cicada-scenarios" => &["cicada-metrics", "cicada-request"],
-        "cicada-proto" => &["cicada-metrics", "cicada-scenarios"],
+        "cicada-proto" => &["cicada-metrics", "cicada-request", "cicada-scenarios"],
         "cicada-client" => &["cicada-metrics", "cicada-request"],
         "cicada-bridge" => &["cicada-client", "cicada-scenarios"],
         "cicada-mock" => &["cicada-metrics", "cicada-scenarios"],
@@ -64,6 +64,7 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-client",
             "cicada-metrics",
             "cicada-proto",
+            "cicada-request",
             "cicada-scenarios",
         ],
         "cicada-coordinator" => &[

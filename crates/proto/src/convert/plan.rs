@@ -128,7 +128,8 @@ pub fn decode_plan(wire: v1::Plan, format: u32) -> Result<Plan, PlanError> {
             .iter()
             .cloned()
             .map(super::shape::shape_from)
-            .collect::<Result<_, _>>()?,
+            .collect::<Result<_, _>>()
+            .map_err(PlanError::Shape)?,
         pool: pool_from(pool)?,
         report_interval_ms: wire.report_interval_ms,
         tokenizer: wire.tokenizer,

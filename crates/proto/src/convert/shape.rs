@@ -5,7 +5,6 @@ use cicada_request::{ResponseFormat, Tool, ToolChoice};
 use cicada_scenarios::dataset::OutputShape;
 use serde_json::Value;
 
-use super::plan::PlanError;
 use crate::v1;
 
 /// A shape as it goes on the wire.
@@ -45,12 +44,13 @@ pub(super) fn shape(s: &OutputShape) -> v1::OutputShape {
     }
 }
 
-fn json(text: &str, what: &'static str) -> Result<Value, PlanError> {
-    serde_json::from_str(text).map_err(|e| PlanError::Shape(format!("{what} is not JSON: {e}")))
+fn json(text: &str, what: &'static str) -> Result<Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("{what} is not JSON: {e}"))
 }
 
-/// A shape from the wire.
-pub(super) fn shape_from(s: v1::OutputShape) -> Result<OutputShape, PlanError> {
+/// A shape from the wire, or what is wrong with it (the plan's caller
+/// names it a corrupt shape).
+pub(super) fn shape_from(s: v1::OutputShape) -> Result<OutputShape, String> {
     use v1::output_shape::{ResponseFormat as F, ToolChoice as C};
     let tools = s
         .tools
@@ -66,7 +66,7 @@ pub(super) fn shape_from(s: v1::OutputShape) -> Result<OutputShape, PlanError> {
                 strict: t.strict,
             })
         })
-        .collect::<Result<_, PlanError>>()?;
+        .collect::<Result<_, String>>()?;
     let tool_choice = match s.tool_choice {
         None => None,
         Some(C::ToolChoiceFunction(name)) => Some(ToolChoice::Function(name)),
@@ -75,10 +75,7 @@ pub(super) fn shape_from(s: v1::OutputShape) -> Result<OutputShape, PlanError> {
             Ok(v1::ToolChoiceMode::None) => ToolChoice::None,
             Ok(v1::ToolChoiceMode::Required) => ToolChoice::Required,
             _ => {
-                return Err(PlanError::Unknown {
-                    field: "shape.tool_choice_mode",
-                    value: m,
-                });
+                return Err(format!("unknown shape.tool_choice_mode {m}"));
             }
         }),
     };

@@ -15,12 +15,12 @@ use serde::Deserialize;
 
 use super::json_array::Counting;
 use super::select::{Smallest, order_key};
+use super::shapes::ShapeTable;
 use super::{
     Build, ChatMessage, DatasetError, DatasetReport, PoolEntry, Prompt, count_prompt, open,
     parallel, tokenizer_error,
 };
 use crate::scenario::JsonlSpec;
-use crate::structured::ShapeTable;
 
 /// Call `f(line_number, line)` for every non-blank line (1-based numbers),
 /// showing progress in bytes; returns the number of non-blank lines.

@@ -17,6 +17,7 @@ mod parallel;
 mod prefix;
 mod random;
 mod select;
+mod shapes;
 mod sharegpt;
 mod sonnet;
 mod trace;
@@ -372,9 +373,9 @@ pub fn build_pool_with(
             },
         });
     }
-    let shapes = crate::structured::settle(s, &mut entries, shapes);
+    let shapes = shapes::settle(s, &mut entries, shapes);
     if !shapes.is_empty()
-        && let Some(why) = crate::structured::cannot_carry(s)
+        && let Some(why) = crate::validate_structured::cannot_carry(s)
     {
         return Err(DatasetError::Invalid(format!(
             "the dataset's lines carry tools or a response format: {why}"
