@@ -8,6 +8,7 @@ pub mod hostile;
 pub mod hostile_worker;
 pub mod netns;
 pub mod pty;
+pub mod raw;
 pub mod relay;
 pub mod scripted;
 pub mod servers;

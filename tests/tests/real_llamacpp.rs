@@ -14,6 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use cicada_tests::gateways::{Nginx, NginxOptions};
+use cicada_tests::raw::{events, post};
 use cicada_tests::servers::LlamaServer;
 use cicada_tests::*;
 use serde_json::Value;
@@ -238,33 +239,6 @@ fn anthropic_messages_completes_every_request_every_way() {
     let _g = serial();
     let server = LlamaServer::start_with(SLOTS, 512, &["--ignore-eos"]);
     every_way_on(&server, "anthropic-messages", true);
-}
-
-/// POST a JSON body and return the raw response text.
-fn post(url: &str, body: &Value) -> (u16, String) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let resp = reqwest::Client::new()
-            .post(url)
-            .json(body)
-            .send()
-            .await
-            .unwrap();
-        let status = resp.status().as_u16();
-        (status, resp.text().await.unwrap())
-    })
-}
-
-/// The JSON payloads of an SSE body.
-fn events(text: &str) -> Vec<Value> {
-    text.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
 }
 
 #[test]

@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use cicada_tests::raw::{events, post};
 use cicada_tests::servers::LlamaServer;
 use cicada_tests::*;
 use serde_json::Value;
@@ -38,33 +39,6 @@ const TEMPLATE: &str = r#"{%- for message in messages %}
 const GRAMMAR: &str = r#"root ::= "<think>" [a-z ]{8,40} "</think>" [a-z ]{4,40}"#;
 const PROMPT: &str = "Think first, then answer.";
 const REQUESTS: u64 = 6;
-
-/// POST a JSON body and return the status and the raw response text.
-fn post(url: &str, body: &Value) -> (u16, String) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let resp = reqwest::Client::new()
-            .post(url)
-            .json(body)
-            .send()
-            .await
-            .unwrap();
-        let status = resp.status().as_u16();
-        (status, resp.text().await.unwrap())
-    })
-}
-
-/// The JSON payloads of an SSE body.
-fn events(text: &str) -> Vec<Value> {
-    text.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect()
-}
 
 /// What the server's own stream says of one answer: reasoning deltas, the
 /// tokens they carried by the server's running count (`timings.predicted_n`
