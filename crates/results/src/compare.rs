@@ -131,6 +131,11 @@ impl ResultFile {
         })
     }
 
+    /// The file's fields as read.
+    pub fn document(&self) -> &ResultDocument {
+        &self.doc
+    }
+
     fn field(&self, key: &str, reason: &str) -> ReportError {
         ReportError::Field {
             path: self.path.clone(),

@@ -2,7 +2,8 @@
 //! everything that turns it into output: the console block, `result.json`,
 //! `summary.csv`, the streamed files, `report.html`, the run gates, the
 //! run's last-line verdict, the client's health verdict, the exit codes, and
-//! `cicada report`, which reads result files back.
+//! `cicada report`, which reads result files back (as tables, or as
+//! comparison curves with `--html`).
 //!
 //! The coordinator builds a [`RunResult`] per finished step (from its merged
 //! aggregate, the fleet's shares and the servers' view) and hands it here;
@@ -12,6 +13,7 @@ pub mod cli;
 pub mod client_health;
 mod clocks;
 pub mod compare;
+pub mod compare_html;
 pub mod console;
 pub mod csv;
 pub mod document;

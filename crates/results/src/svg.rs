@@ -47,6 +47,8 @@ pub struct Series {
     pub dots: bool,
     /// A name per point for its tooltip (e.g. the sweep step), or empty.
     pub labels: Vec<String>,
+    /// Listed in the chart's legend (a p99 beside its p50 may leave itself out).
+    pub legend: bool,
 }
 
 impl Series {
@@ -59,6 +61,7 @@ impl Series {
             color,
             dots: false,
             labels: Vec::new(),
+            legend: true,
         }
     }
 
@@ -316,10 +319,28 @@ impl LineChart {
         );
     }
 
-    /// Clickable legend entries (the page's script toggles their series).
+    /// Clickable legend entries (the page's script toggles their series),
+    /// on one row: entries that do not fit are counted instead.
     fn legend(&self, out: &mut String) {
         let mut x = LEFT;
-        for (i, s) in self.series.iter().enumerate() {
+        let listed: Vec<(usize, &Series)> = self
+            .series
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.legend)
+            .collect();
+        for (k, (i, s)) in listed.iter().enumerate() {
+            let w = 30.0 + 6.5 * s.name.chars().count() as f64;
+            // room for the count when more follow
+            let reserve = if k + 1 < listed.len() { 56.0 } else { 0.0 };
+            if x + w > WIDTH - RIGHT - reserve && k > 0 {
+                let _ = write!(
+                    out,
+                    r##"<text class="legend" x="{x:.1}" y="33">+{} more</text>"##,
+                    listed.len() - k
+                );
+                break;
+            }
             let color = PALETTE[s.color % PALETTE.len()];
             let dash = if s.dashed {
                 r#" stroke-dasharray="4 3""#
@@ -333,7 +354,7 @@ impl LineChart {
                 x + 22.0,
                 esc(&s.name)
             );
-            x += 30.0 + 6.5 * s.name.chars().count() as f64;
+            x += w;
         }
     }
 }
@@ -416,6 +437,22 @@ mod tests {
         assert_eq!(svg.matches("<polyline").count(), 3, "a NaN breaks the line");
         assert!(!svg.contains("NaN"));
         assert_eq!(svg.matches('<').count(), svg.matches('>').count());
+        // a legend too long for one row counts what it leaves out
+        let many = LineChart {
+            series: (0..9)
+                .map(|i| Series::line(format!("configuration {i}"), i, vec![(0.0, 1.0)]))
+                .chain(std::iter::once(Series {
+                    legend: false,
+                    ..Series::line("unlisted", 0, vec![(0.0, 2.0)])
+                }))
+                .collect(),
+            ..chart.clone()
+        }
+        .render();
+        let listed = many.matches("<g class=\"legend-item\"").count();
+        assert!((2..9).contains(&listed), "{listed}");
+        assert!(many.contains(&format!("+{} more", 9 - listed)), "{many}");
+        assert!(!many.contains(">unlisted</text>"), "{many}");
         let empty = LineChart {
             series: vec![],
             ..chart
