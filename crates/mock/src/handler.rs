@@ -199,7 +199,8 @@ struct Accounted {
     fault: Option<Fault>,
     total_tokens: u32,
     eos: bool,
-    /// A tool call or JSON answer, when the request asks for one (chat).
+    /// A tool call or JSON answer, when the request asks for one (chat,
+    /// Responses, Messages).
     shaped: Option<Shaped>,
 }
 
@@ -232,7 +233,7 @@ fn account(
         pick_fault(config, seq)
     };
     let (total_tokens, eos) = a.parsed.output_tokens(config);
-    let shaped = if api == Api::Chat {
+    let shaped = if matches!(api, Api::Chat | Api::Responses | Api::Messages) {
         let invalid = !a.probe && pick_invalid(config, seq);
         crate::shaped::answer(&a.parsed, total_tokens, invalid)
     } else {

@@ -56,15 +56,21 @@ pub(crate) struct IncomingRequest {
     /// Anthropic Messages: the system prompt, text or text blocks.
     #[serde(default)]
     pub system: Option<serde_json::Value>,
-    /// OpenAI chat: tools the model may call.
+    /// Tools the model may call (chat's, Responses' or Messages' spelling).
     #[serde(default)]
     pub tools: Option<serde_json::Value>,
-    /// OpenAI chat: how the model must use them.
+    /// How the model must use them (each API's spelling).
     #[serde(default)]
     pub tool_choice: Option<serde_json::Value>,
     /// OpenAI chat: the answer's format (`json_schema`, `json_object`).
     #[serde(default)]
     pub response_format: Option<serde_json::Value>,
+    /// OpenAI Responses: `{format: ...}`, the answer's format.
+    #[serde(default)]
+    pub text: Option<serde_json::Value>,
+    /// Anthropic Messages: `{format: {type: "json_schema", schema}}`.
+    #[serde(default)]
+    pub output_config: Option<serde_json::Value>,
 }
 
 /// TGI's and Triton's `parameters` object.
@@ -95,26 +101,36 @@ pub(crate) struct Message {
 }
 
 impl IncomingRequest {
-    /// The `image_url` parts of the chat messages, and the bytes their
-    /// `data:` URLs decode to (an image by reference counts no bytes).
+    /// The image parts of the conversation (chat's `image_url`, Responses'
+    /// `input_image`, Messages' `image` blocks), and the bytes their base64
+    /// data decodes to (an image by reference counts no bytes).
     pub fn images(&self) -> (u64, u64) {
         let mut n = 0;
         let mut bytes = 0;
         let parts = self
-            .messages
-            .iter()
+            .conversation()
+            .into_iter()
             .flatten()
-            .filter_map(|m| m.content.as_ref()?.as_array())
+            .filter_map(|(_, c)| c.as_array())
             .flatten();
-        for p in parts.filter(|p| p["type"] == "image_url") {
+        for b in parts.filter_map(cicada_request::image_part_bytes) {
             n += 1;
-            let url = p["image_url"]["url"].as_str().unwrap_or_default();
-            if let Some((_, b64)) = url.split_once(";base64,") {
-                let pad = b64.bytes().rev().take_while(|&c| c == b'=').count();
-                bytes += (b64.len() / 4 * 3).saturating_sub(pad) as u64;
-            }
+            bytes += b;
         }
         (n, bytes)
+    }
+
+    /// The output shape the request asks, in its API's spelling (`None`
+    /// when it asks none, or spells it so a server would refuse it).
+    pub fn shape(&self) -> Option<cicada_request::OutputShape> {
+        let format = self
+            .response_format
+            .as_ref()
+            .or_else(|| self.text.as_ref()?.get("format"))
+            .or_else(|| self.output_config.as_ref()?.get("format"));
+        cicada_request::OutputShape::read(self.tools.as_ref(), self.tool_choice.as_ref(), format)
+            .ok()
+            .filter(|s| !s.is_empty())
     }
 
     /// The conversation, if the request carries one, as (role, content):

@@ -3,6 +3,7 @@
 //! schema (or, for the `invalid_output` knob, a value of the wrong type),
 //! spread over the answer's tokens so timing and counts stay the mock's.
 
+use cicada_request::{ResponseFormat, ToolChoice};
 use serde_json::{Map, Value, json};
 
 use crate::request::IncomingRequest;
@@ -64,35 +65,30 @@ impl Shaped {
 /// The shaped answer a request asks for, if any: a call when it offers
 /// tools (and `tool_choice` is not "none"), else JSON when it asks a
 /// response format; `tokens` is the answer's length, `invalid` breaks it.
+/// Each API's spelling is read (chat completions, Responses, Messages).
 pub(crate) fn answer(req: &IncomingRequest, tokens: u32, invalid: bool) -> Option<Shaped> {
-    let choice = req.tool_choice.as_ref();
-    let tools = req.tools.as_ref().and_then(Value::as_array);
-    let wants_call =
-        tools.is_some_and(|t| !t.is_empty()) && choice.and_then(Value::as_str) != Some("none");
-    if wants_call {
-        let tools = tools?;
-        let named = choice
-            .and_then(|c| c.get("function"))
-            .and_then(|f| f.get("name"))
-            .and_then(Value::as_str);
-        let function = |t: &Value| t.get("function").cloned().unwrap_or_else(|| t.clone());
-        let chosen = tools
-            .iter()
-            .map(function)
-            .find(|f| named.is_none_or(|n| f.get("name").and_then(Value::as_str) == Some(n)))?;
-        let name = chosen.get("name").and_then(Value::as_str)?.to_string();
+    let shape = req.shape()?;
+    if !shape.tools.is_empty() && shape.tool_choice != Some(ToolChoice::None) {
+        let chosen = match &shape.tool_choice {
+            Some(ToolChoice::Function(name)) => shape.tool(name)?,
+            _ => shape.tools.first()?,
+        };
         let schema = chosen
-            .get("parameters")
-            .cloned()
+            .parameters
+            .clone()
             .unwrap_or_else(|| json!({"type": "object"}));
         let text = instance(&schema, invalid);
-        return Some(Shaped::new(Some(name), text, tokens, invalid));
+        return Some(Shaped::new(
+            Some(chosen.name.clone()),
+            text,
+            tokens,
+            invalid,
+        ));
     }
-    let format = req.response_format.as_ref()?;
-    let schema = match format.get("type").and_then(Value::as_str) {
-        Some("json_object") => json!({"type": "object"}),
-        Some("json_schema") => format.get("json_schema")?.get("schema")?.clone(),
-        _ => return None,
+    let schema = match shape.response_format? {
+        ResponseFormat::JsonObject => json!({"type": "object"}),
+        ResponseFormat::JsonSchema { schema, .. } => schema,
+        ResponseFormat::Text => return None,
     };
     Some(Shaped::new(
         None,
@@ -281,5 +277,21 @@ mod tests {
         let first = req(json!({"tools": tools}));
         assert_eq!(answer(&first, 5, false).unwrap().tool.as_deref(), Some("f"));
         assert!(answer(&req(json!({})), 5, false).is_none());
+        // Responses' and Messages' spellings ask the same
+        let flat = json!([{"type": "function", "name": "f"}, {"type": "function", "name": "g", "parameters": {"type": "object", "properties": {"k": {"type": "string"}}}}]);
+        let resp = req(json!({"tools": flat, "tool_choice": {"type": "function", "name": "g"}}));
+        assert_eq!(answer(&resp, 5, false).unwrap(), s);
+        let anthropic = json!([{"name": "f"}, {"name": "g", "input_schema": {"type": "object", "properties": {"k": {"type": "string"}}}}]);
+        let msg = req(json!({"tools": anthropic, "tool_choice": {"type": "tool", "name": "g"}}));
+        assert_eq!(answer(&msg, 5, false).unwrap(), s);
+        let format = req(
+            json!({"text": {"format": {"type": "json_schema", "name": "n", "schema": {"type": "object", "properties": {"k": {"type": "string"}}}}}}),
+        );
+        let j = answer(&format, 5, false).unwrap();
+        assert_eq!((j.tool.as_deref(), j.text().trim()), (None, r#"{"k":"a"}"#));
+        let anthropic = req(
+            json!({"output_config": {"format": {"type": "json_schema", "schema": {"type": "object", "properties": {"k": {"type": "string"}}}}}}),
+        );
+        assert_eq!(answer(&anthropic, 5, false).unwrap(), j);
     }
 }

@@ -233,10 +233,8 @@ mod tests {
     use super::*;
 
     fn structured(tools: Value, choice: Value, format: Value) -> Structured {
-        Structured::new(
-            OutputShape::from_openai(Some(&tools), Some(&choice), Some(&format)).unwrap(),
-        )
-        .unwrap()
+        Structured::new(OutputShape::read(Some(&tools), Some(&choice), Some(&format)).unwrap())
+            .unwrap()
     }
 
     fn answer(text: &str) -> Output {
@@ -328,7 +326,7 @@ mod tests {
     /// A schema that is not one, or reaches outside itself, fails at compile time.
     #[test]
     fn bad_schemas_fail_early_and_name_their_key() {
-        let shape = OutputShape::from_openai(
+        let shape = OutputShape::read(
             None,
             None,
             Some(&json!({"type": "json_schema", "json_schema": {"schema": {"type": 12}}})),
@@ -336,7 +334,7 @@ mod tests {
         .unwrap();
         let e = Structured::new(shape).unwrap_err();
         assert_eq!(e.key, "response_format.json_schema.schema");
-        let shape = OutputShape::from_openai(
+        let shape = OutputShape::read(
             Some(&json!([{"name": "f", "parameters": {"$ref": "file:///etc/hostname"}}])),
             None,
             None,

@@ -13,6 +13,7 @@ mod media;
 mod prompt;
 mod reach;
 mod shape;
+mod spelling;
 
 pub use api::{ResolvedSampling, ServerFamily, WireApi};
 pub use check::{Output, Structured, ToolCall};
@@ -20,3 +21,4 @@ pub use media::{Audio, Image, Media, MediaFile, WAV_HEADER_BYTES, synthetic_samp
 pub use prompt::{ChatMessage, Prompt};
 pub use reach::{AddressChoice, DEFAULT_MAX_EVENT_SIZE, HttpVersion, ProxySetting, TlsSettings};
 pub use shape::{OutputShape, ResponseFormat, ShapeError, Tool, ToolChoice};
+pub use spelling::{Spelling, image_part_bytes};

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use cicada_metrics::Slo;
+use cicada_request::Spelling;
 use serde::{Deserialize, Serialize};
 
 pub use crate::dataset_spec::{
@@ -213,17 +214,24 @@ impl Backend {
         }
     }
 
-    /// Requests go to an OpenAI chat-completions route: the one API whose
-    /// spelling of tools, response formats and image parts cicada writes
-    /// (Responses and Messages spell them otherwise, and do not get them yet).
-    pub fn chat_completions(self, mock_api: MockApi) -> bool {
+    /// The spelling of tools, response formats and images the backend's
+    /// API takes (chat completions, Responses or Messages), if it takes any;
+    /// `mock_api` decides for the embedded mock.
+    pub fn spelling(self, mock_api: MockApi) -> Option<Spelling> {
         match self {
             Backend::OpenaiChat
             | Backend::VllmChat
             | Backend::SglangChat
-            | Backend::LlamacppChat => true,
-            Backend::Mock => matches!(mock_api, MockApi::OpenaiChat | MockApi::LlamacppChat),
-            _ => false,
+            | Backend::LlamacppChat => Some(Spelling::Chat),
+            Backend::OpenaiResponses => Some(Spelling::Responses),
+            Backend::AnthropicMessages => Some(Spelling::Messages),
+            Backend::Mock => match mock_api {
+                MockApi::OpenaiChat | MockApi::LlamacppChat => Some(Spelling::Chat),
+                MockApi::OpenaiResponses => Some(Spelling::Responses),
+                MockApi::AnthropicMessages => Some(Spelling::Messages),
+                _ => None,
+            },
+            _ => None,
         }
     }
 

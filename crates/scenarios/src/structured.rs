@@ -34,7 +34,7 @@ impl StructuredSpec {
 
     /// The shape it asks for (`None` when it asks nothing).
     pub fn shape(&self) -> Result<Option<OutputShape>, cicada_request::ShapeError> {
-        let mut shape = OutputShape::from_openai(
+        let mut shape = OutputShape::read(
             self.tools.as_ref(),
             self.tool_choice.as_ref(),
             self.response_format.as_ref(),
@@ -79,15 +79,23 @@ mod tests {
         assert!(p[0].1.contains("backend \"vllm\""), "{p:?}");
         let p = problems_of(&format!("{mock}[mock]\napi = \"llamacpp\"\n{SECTION}"));
         assert!(p[0].1.contains("mock.api"), "{p:?}");
-        // Responses and Messages spell tools otherwise: refused, not sent without them
+        // Responses and Messages take tools in their own spelling
         for backend in ["openai-responses", "anthropic-messages"] {
-            let p = problems_of(&format!(
-                "[target]\nbackend = \"{backend}\"\nbase_url = \"http://127.0.0.1:1\"\n{SECTION}"
-            ));
-            assert_eq!(p[0].0, "structured.tools", "{p:?}");
-            assert!(p[0].1.contains(&format!("backend \"{backend}\"")), "{p:?}");
-            let p = problems_of(&format!("{mock}[mock]\napi = \"{backend}\"\n{SECTION}"));
-            assert!(p[0].1.contains("mock.api"), "{p:?}");
+            let target =
+                format!("[target]\nbackend = \"{backend}\"\nbase_url = \"http://127.0.0.1:1\"\n");
+            assert_eq!(problems_of(&format!("{target}{SECTION}")), [], "{backend}");
+            assert_eq!(
+                problems_of(&format!("{mock}[mock]\napi = \"{backend}\"\n{SECTION}")),
+                []
+            );
+        }
+        // and a response format in theirs (Messages: output_config.format)
+        let format = "[structured]\nresponse_format = {type = \"json_object\"}\n";
+        for api in ["openai-responses", "anthropic-messages"] {
+            assert_eq!(
+                problems_of(&format!("{mock}[mock]\napi = \"{api}\"\n{format}")),
+                []
+            );
         }
         let p = problems_of(&format!(
             "{mock}[dataset]\nkind = \"conversations\"\npath = \"c.jsonl\"\n{SECTION}"

@@ -1,5 +1,5 @@
 //! The workloads that send images or audio, against the APIs that take them:
-//! images go in chat messages, audio only to a transcription backend, and a
+//! images go in chat-completions, Responses or Messages requests, audio only to a transcription backend, and a
 //! transcription backend sends nothing else.
 
 use crate::dataset::media_checks::{image_buckets, item_bounds};
@@ -25,11 +25,11 @@ pub(crate) fn media_problems(s: &Scenario) -> Vec<(String, String)> {
             {
                 out.push(("dataset.bucket_config".into(), m));
             }
-            if !backend.chat_completions(s.mock.api) {
+            if backend.spelling(s.mock.api).is_none() {
                 out.push((
                     key.into(),
                     format!(
-                        "the random-mm workload sends images as chat-completions image_url parts; {name} is not a chat-completions route (use a -chat backend)"
+                        "the random-mm workload sends images in chat messages; {name} takes none (use a -chat backend, \"openai-responses\" or \"anthropic-messages\")"
                     ),
                 ));
             }
@@ -62,15 +62,18 @@ mod tests {
         crate::validate::problems(&s)
     }
 
-    /// Images go only where cicada writes them (chat completions): Responses
-    /// and Messages are refused by name, never sent without the images.
+    /// Images go where cicada writes them (chat completions, Responses,
+    /// Messages); a text-only API is refused by name, never sent without them.
     #[test]
-    fn images_need_a_chat_completions_route() {
+    fn images_need_a_chat_route() {
         let mm = "[dataset]\nkind = \"random-mm\"\ninput_len = 4\n";
-        let ok =
-            format!("[target]\nbackend = \"vllm-chat\"\nbase_url = \"http://127.0.0.1:1\"\n{mm}");
-        assert_eq!(problems_of(&ok), []);
-        for backend in ["openai-responses", "anthropic-messages", "vllm"] {
+        for backend in ["vllm-chat", "openai-responses", "anthropic-messages"] {
+            let ok = format!(
+                "[target]\nbackend = \"{backend}\"\nbase_url = \"http://127.0.0.1:1\"\n{mm}"
+            );
+            assert_eq!(problems_of(&ok), [], "{backend}");
+        }
+        for backend in ["vllm", "tgi", "llamacpp"] {
             let p = problems_of(&format!(
                 "[target]\nbackend = \"{backend}\"\nbase_url = \"http://127.0.0.1:1\"\n{mm}"
             ));

@@ -40,20 +40,22 @@ pub(crate) fn problems(s: &Scenario) -> Vec<(String, String)> {
     out
 }
 
-/// Why the scenario's backend cannot send tools or a response format, if it cannot.
+/// Why the scenario's backend cannot send tools or a response format, if it
+/// cannot: only the chat-completions, Responses and Messages APIs take them.
 pub(crate) fn cannot_carry(s: &Scenario) -> Option<String> {
-    if s.target.backend.chat_completions(s.mock.api) {
+    let backend = s.target.backend;
+    if backend.spelling(s.mock.api).is_some() {
         return None;
     }
-    Some(if s.target.backend == Backend::Mock {
+    Some(if backend == Backend::Mock {
         format!(
-            "mock.api {:?} cannot send tools or a response format (use mock.api = \"openai-chat\")",
+            "mock.api {:?} cannot send tools or a response format (use mock.api = \"openai-chat\", \"openai-responses\" or \"anthropic-messages\")",
             s.mock.api
         )
     } else {
         format!(
-            "backend \"{}\" cannot send tools or a response format (only the chat-completions backends can: use a -chat backend)",
-            s.target.backend.name()
+            "backend \"{}\" cannot send tools or a response format (use a -chat backend, \"openai-responses\" or \"anthropic-messages\")",
+            backend.name()
         )
     })
 }

@@ -49,7 +49,7 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
         "cicada-proto" => &["cicada-metrics", "cicada-request", "cicada-scenarios"],
         "cicada-client" => &["cicada-metrics", "cicada-request"],
         "cicada-bridge" => &["cicada-client", "cicada-scenarios"],
-        "cicada-mock" => &["cicada-metrics", "cicada-scenarios"],
+        "cicada-mock" => &["cicada-metrics", "cicada-request", "cicada-scenarios"],
         "cicada-results" => &["cicada-metrics", "cicada-scenarios"],
         "cicada-target" => &[
             "cicada-bridge",

@@ -8,11 +8,14 @@
 
 use std::borrow::Cow;
 
-use cicada_request::Prompt;
+use cicada_request::{Prompt, Spelling};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{ApiCodec, Ask, EventInfo, Usage, common_sampling, decode, error_text, extra_body};
+use super::{
+    ApiCodec, Ask, EventInfo, ToolCallPiece, Usage, common_sampling, decode, error_text,
+    extra_body, spelled,
+};
 
 /// `max_tokens` sent when the workload leaves the output length open: the
 /// API requires the field; llama-server assumes the same when it is missing.
@@ -21,7 +24,7 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("model".into(), Value::String(b.model.clone()));
-    let (system, messages) = match &entry.prompt {
+    let (system, mut messages) = match &entry.prompt {
         Prompt::Text(t) => (Vec::new(), vec![json!({"role": "user", "content": t})]),
         Prompt::Chat(msgs) => {
             let (system, rest): (Vec<_>, Vec<_>) =
@@ -33,7 +36,9 @@ pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     if !system.is_empty() {
         m.insert("system".into(), Value::String(system.join("\n")));
     }
+    Spelling::Messages.put_images(&mut messages, spelled::image_urls(entry));
     m.insert("messages".into(), Value::Array(messages));
+    spelled::shape(Spelling::Messages, &mut m, entry);
     m.insert(
         "max_tokens".into(),
         json!(entry.output_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
@@ -51,6 +56,9 @@ pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
 struct Event<'a> {
     #[serde(default, borrow, rename = "type")]
     kind: Option<Cow<'a, str>>,
+    /// The content block a block event is about.
+    #[serde(default)]
+    index: Option<u32>,
     /// `message_start`'s message.
     #[serde(default)]
     message: Option<Whole>,
@@ -88,6 +96,9 @@ struct Block<'a> {
     thinking: Option<Cow<'a, str>>,
     #[serde(default)]
     input: Option<Value>,
+    /// A tool call's function.
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -148,6 +159,13 @@ pub(super) fn parse_event(data: &[u8]) -> Result<EventInfo<'_>, String> {
         }
         Some("content_block_start") => {
             if let Some(b) = e.content_block {
+                if b.kind.as_deref() == Some("tool_use") {
+                    info.tool_calls = vec![ToolCallPiece {
+                        index: e.index.unwrap_or(0),
+                        name: non_empty(b.name),
+                        arguments: None,
+                    }];
+                }
                 info.content = non_empty(b.text);
                 info.reasoning = non_empty(b.thinking);
             }
@@ -157,7 +175,14 @@ pub(super) fn parse_event(data: &[u8]) -> Result<EventInfo<'_>, String> {
                 match d.kind.as_deref() {
                     Some("text_delta") => info.content = non_empty(d.text),
                     Some("thinking_delta") => info.reasoning = non_empty(d.thinking),
-                    Some("input_json_delta") => info.tool_arguments = non_empty(d.partial_json),
+                    Some("input_json_delta") => {
+                        info.tool_arguments = non_empty(d.partial_json);
+                        info.tool_calls = vec![ToolCallPiece {
+                            index: e.index.unwrap_or(0),
+                            name: None,
+                            arguments: info.tool_arguments.clone(),
+                        }];
+                    }
                     // signature_delta and the unknown: no generated text
                     _ => {}
                 }
@@ -197,14 +222,19 @@ pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
         return Err("not an Anthropic message (no \"type\": \"message\")".into());
     }
     let (mut content, mut reasoning, mut args) = (String::new(), String::new(), String::new());
+    let mut calls = Vec::new();
     for b in &e.content {
         match b.kind.as_deref() {
             Some("text") => content.push_str(b.text.as_deref().unwrap_or("")),
             Some("thinking") => reasoning.push_str(b.thinking.as_deref().unwrap_or("")),
             Some("tool_use") => {
-                if let Some(input) = &b.input {
-                    args.push_str(&input.to_string());
-                }
+                let input = b.input.as_ref().map(Value::to_string).unwrap_or_default();
+                args.push_str(&input);
+                calls.push(ToolCallPiece {
+                    index: calls.len() as u32,
+                    name: b.name.clone().map(|n| Cow::Owned(n.into_owned())),
+                    arguments: Some(Cow::Owned(input)),
+                });
             }
             _ => {}
         }
@@ -214,6 +244,7 @@ pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
         content: some(content),
         reasoning: some(reasoning),
         tool_arguments: some(args),
+        tool_calls: calls,
         usage: e.usage.as_ref().map(|u| u.usage(true)),
         finished: e.stop_reason.is_some(),
         done: true,
@@ -329,5 +360,62 @@ mod tests {
         let err = parse_full(br#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: field required"}}"#).unwrap();
         assert_eq!(err.error.as_deref(), Some("max_tokens: field required"));
         assert!(parse_full(br#"{"choices":[]}"#).is_err());
+    }
+
+    /// Images become base64 image blocks after the user text; tools go with
+    /// input_schema and Anthropic's tool choice; no response format is sent.
+    #[test]
+    fn bodies_carry_images_and_tools() {
+        use cicada_request::{Image, OutputShape, Structured};
+        let shape = OutputShape::read(
+            Some(&json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])),
+            Some(&json!({"type": "function", "function": {"name": "f"}})),
+            None,
+        )
+        .unwrap();
+        let mut ask = crate::backend::test_support::entry();
+        ask.structured = Some(std::sync::Arc::new(Structured::new(shape).unwrap()));
+        ask.media.images = vec![Image::Synthetic {
+            width: 3,
+            height: 1,
+            seed: 2,
+        }];
+        let v: Value =
+            serde_json::from_slice(&codec(WireApi::Messages, ServerFamily::Vllm, true).body(&ask))
+                .unwrap();
+        let blocks = v["messages"][0]["content"].as_array().unwrap();
+        assert_eq!(blocks[0], json!({"type": "text", "text": "hi there"}));
+        assert_eq!(blocks[1]["type"], "image");
+        assert_eq!(blocks[1]["source"]["type"], "base64");
+        assert_eq!(blocks[1]["source"]["media_type"], "image/png");
+        assert!(
+            blocks[1]["source"]["data"]
+                .as_str()
+                .unwrap()
+                .starts_with("iVBORw0KGgo")
+        );
+        assert_eq!(
+            v["tools"],
+            json!([{"name": "f", "input_schema": {"type": "object"}}])
+        );
+        assert_eq!(v["tool_choice"], json!({"type": "tool", "name": "f"}));
+    }
+
+    /// A tool_use block names its call; its input_json_delta pieces fill it.
+    #[test]
+    fn tool_use_blocks_name_and_fill_the_call() {
+        let start = parse_event(br#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"f","input":{}}}"#).unwrap();
+        assert!(!start.generated());
+        assert_eq!(start.tool_calls[0].index, 1);
+        assert_eq!(start.tool_calls[0].name.as_deref(), Some("f"));
+        let d = parse_event(br#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"n\":"}}"#).unwrap();
+        assert!(d.generated());
+        assert_eq!(d.tool_calls[0].index, 1);
+        assert_eq!(d.tool_calls[0].arguments.as_deref(), Some("{\"n\":"));
+        let text = parse_event(br#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#).unwrap();
+        assert!(text.tool_calls.is_empty());
+        let whole = parse_full(br#"{"type":"message","content":[{"type":"tool_use","id":"t","name":"f","input":{"n":1}}],"stop_reason":"tool_use"}"#).unwrap();
+        assert_eq!(whole.tool_calls[0].name.as_deref(), Some("f"));
+        assert_eq!(whole.tool_calls[0].arguments.as_deref(), Some("{\"n\":1}"));
     }
 }

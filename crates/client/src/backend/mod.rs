@@ -11,6 +11,7 @@ pub mod media;
 mod messages;
 mod openai;
 mod responses;
+mod spelled;
 mod tgi;
 mod transcription;
 mod triton;

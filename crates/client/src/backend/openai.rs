@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use cicada_request::{OutputShape, Prompt, ResponseFormat, ServerFamily, ToolChoice, WireApi};
+use cicada_request::{ServerFamily, Spelling, WireApi};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -41,20 +41,12 @@ pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     m.insert("model".into(), Value::String(b.model.clone()));
     match b.api {
         WireApi::Chat => {
-            let mut messages = match &entry.prompt {
-                Prompt::Text(t) => json!([{"role": "user", "content": t}]),
-                Prompt::Chat(msgs) => json!(msgs),
-            };
-            with_images(&mut messages, entry);
-            m.insert("messages".into(), messages);
+            let messages = super::spelled::messages(Spelling::Chat, entry);
+            m.insert("messages".into(), Value::Array(messages));
             if let Some(n) = entry.output_tokens {
                 m.insert("max_completion_tokens".into(), json!(n));
             }
-            if let Some(s) = entry.structured.as_deref()
-                && !s.shape.check_only
-            {
-                shape_fields(&mut m, &s.shape);
-            }
+            super::spelled::shape(Spelling::Chat, &mut m, entry);
         }
         _ => {
             m.insert(
@@ -88,83 +80,6 @@ pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     }
     extra_body(&mut m, s);
     m
-}
-
-/// `tools`, `tool_choice` and `response_format` in chat completions' spelling.
-fn shape_fields(m: &mut Map<String, Value>, shape: &OutputShape) {
-    if !shape.tools.is_empty() {
-        let tools: Vec<Value> = shape
-            .tools
-            .iter()
-            .map(|t| {
-                let mut f = Map::new();
-                f.insert("name".into(), json!(t.name));
-                if let Some(d) = &t.description {
-                    f.insert("description".into(), json!(d));
-                }
-                if let Some(p) = &t.parameters {
-                    f.insert("parameters".into(), p.clone());
-                }
-                if let Some(s) = t.strict {
-                    f.insert("strict".into(), json!(s));
-                }
-                json!({"type": "function", "function": f})
-            })
-            .collect();
-        m.insert("tools".into(), Value::Array(tools));
-    }
-    if let Some(c) = &shape.tool_choice {
-        let choice = match c {
-            ToolChoice::Auto => json!("auto"),
-            ToolChoice::None => json!("none"),
-            ToolChoice::Required => json!("required"),
-            ToolChoice::Function(name) => json!({"type": "function", "function": {"name": name}}),
-        };
-        m.insert("tool_choice".into(), choice);
-    }
-    if let Some(f) = &shape.response_format {
-        let format = match f {
-            ResponseFormat::Text => json!({"type": "text"}),
-            ResponseFormat::JsonObject => json!({"type": "json_object"}),
-            ResponseFormat::JsonSchema {
-                name,
-                schema,
-                strict,
-            } => {
-                let mut js = json!({"name": name, "schema": schema});
-                if let Some(s) = strict {
-                    js["strict"] = json!(s);
-                }
-                json!({"type": "json_schema", "json_schema": js})
-            }
-        };
-        m.insert("response_format".into(), format);
-    }
-}
-
-/// Put the request's images after the text of its last user message, as
-/// `image_url` parts holding `data:` URLs (vLLM's `random-mm` order: text,
-/// then images). A conversation without a user message gets one.
-fn with_images(messages: &mut Value, entry: &Ask) {
-    if entry.media.images.is_empty() {
-        return;
-    }
-    let Value::Array(list) = messages else {
-        return;
-    };
-    let at = match list.iter().rposition(|m| m["role"] == "user") {
-        Some(i) => i,
-        None => {
-            list.push(json!({"role": "user", "content": ""}));
-            list.len() - 1
-        }
-    };
-    let text = list[at]["content"].as_str().unwrap_or_default().to_string();
-    let mut parts = vec![json!({"type": "text", "text": text})];
-    parts.extend(entry.media.images.iter().map(
-        |image| json!({"type": "image_url", "image_url": {"url": super::media::data_url(image)}}),
-    ));
-    list[at]["content"] = Value::Array(parts);
 }
 
 #[derive(Deserialize)]
@@ -397,6 +312,8 @@ pub(super) fn parse_event(api: WireApi, data: &[u8]) -> Result<EventInfo<'_>, St
 
 #[cfg(test)]
 mod tests {
+    use cicada_request::Prompt;
+
     use super::*;
 
     fn codec(api: WireApi, family: ServerFamily) -> ApiCodec {
@@ -648,7 +565,7 @@ mod tests {
     #[test]
     fn chat_bodies_carry_the_shape() {
         use cicada_request::{OutputShape, Structured};
-        let shape = OutputShape::from_openai(
+        let shape = OutputShape::read(
             Some(&json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}, "strict": true}}])),
             Some(&json!({"type": "function", "function": {"name": "f"}})),
             Some(&json!({"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"}}})),

@@ -8,21 +8,25 @@
 
 use std::borrow::Cow;
 
-use cicada_request::Prompt;
+use cicada_request::{Prompt, Spelling};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::openai::Timings;
-use super::{ApiCodec, Ask, EventInfo, Usage, common_sampling, decode, error_text, extra_body};
+use super::{
+    ApiCodec, Ask, EventInfo, ToolCallPiece, Usage, common_sampling, decode, error_text,
+    extra_body, spelled,
+};
 
 pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("model".into(), Value::String(b.model.clone()));
     let input = match &entry.prompt {
-        Prompt::Text(t) => Value::String(t.clone()),
-        Prompt::Chat(msgs) => json!(msgs),
+        Prompt::Text(t) if entry.media.images.is_empty() => Value::String(t.clone()),
+        _ => Value::Array(spelled::messages(Spelling::Responses, entry)),
     };
     m.insert("input".into(), input);
+    spelled::shape(Spelling::Responses, &mut m, entry);
     if let Some(n) = entry.output_tokens {
         m.insert("max_output_tokens".into(), json!(n));
     }
@@ -47,6 +51,12 @@ struct Event<'a> {
     kind: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     delta: Option<Cow<'a, str>>,
+    /// Which output item a delta belongs to (a function call's `id`).
+    #[serde(default, borrow)]
+    item_id: Option<Cow<'a, str>>,
+    /// `response.output_item.added`'s item: a function call names its function.
+    #[serde(default, borrow)]
+    item: Option<Added<'a>>,
     /// The terminal events' response object.
     #[serde(default)]
     response: Option<Whole>,
@@ -59,6 +69,28 @@ struct Event<'a> {
     /// llama-server: `timings` beside the terminal event.
     #[serde(default)]
     timings: Option<Timings>,
+}
+
+/// The item an `output_item.added` event opens.
+#[derive(Deserialize)]
+struct Added<'a> {
+    #[serde(default, borrow, rename = "type")]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+}
+
+/// The index a function call's pieces share: its item id, hashed (FNV-1a;
+/// llama-server's deltas carry the item id and no `output_index`).
+fn call_index(item_id: Option<&str>) -> u32 {
+    item_id
+        .unwrap_or_default()
+        .bytes()
+        .fold(0x811c_9dc5_u32, |h, b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        })
 }
 
 /// A response object: what a terminal event carries, or a whole
@@ -86,6 +118,8 @@ struct Item {
     summary: Vec<Part>,
     #[serde(default)]
     arguments: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -179,7 +213,26 @@ pub(super) fn parse_event(data: &[u8]) -> Result<EventInfo<'_>, String> {
         Some("response.reasoning_text.delta" | "response.reasoning_summary_text.delta") => {
             info.reasoning = delta;
         }
-        Some("response.function_call_arguments.delta") => info.tool_arguments = delta,
+        Some("response.function_call_arguments.delta") => {
+            info.tool_calls = vec![ToolCallPiece {
+                index: call_index(e.item_id.as_deref()),
+                name: None,
+                arguments: delta.clone(),
+            }];
+            info.tool_arguments = delta;
+        }
+        Some("response.output_item.added") => {
+            if let Some(item) = e
+                .item
+                .filter(|i| i.kind.as_deref() == Some("function_call"))
+            {
+                info.tool_calls = vec![ToolCallPiece {
+                    index: call_index(item.id.as_deref()),
+                    name: item.name.filter(|n| !n.is_empty()),
+                    arguments: None,
+                }];
+            }
+        }
         Some("response.completed" | "response.incomplete" | "response.failed") => {
             let whole = e.response.unwrap_or_default();
             let status = if e.kind.as_deref() == Some("response.failed") {
@@ -196,7 +249,7 @@ pub(super) fn parse_event(data: &[u8]) -> Result<EventInfo<'_>, String> {
                 .map_or_else(|| "error event".to_string(), error_text);
             return Ok(failed(why));
         }
-        // created, in_progress, output_item.*, content_part.*, *.done: no news
+        // created, in_progress, other items, content_part.*, *.done: no news
         _ => {}
     }
     Ok(info)
@@ -232,7 +285,15 @@ pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
                 texts(&item.content, &mut reasoning);
                 texts(&item.summary, &mut reasoning);
             }
-            "function_call" => args.push_str(item.arguments.as_deref().unwrap_or("")),
+            "function_call" => {
+                let arguments = item.arguments.as_deref().unwrap_or("");
+                args.push_str(arguments);
+                info.tool_calls.push(ToolCallPiece {
+                    index: info.tool_calls.len() as u32,
+                    name: item.name.clone().map(Cow::Owned),
+                    arguments: Some(Cow::Owned(arguments.to_string())),
+                });
+            }
             _ => {}
         }
     }
@@ -358,5 +419,81 @@ mod tests {
                 .unwrap();
         assert_eq!(err.error.as_deref(), Some("no model"));
         assert!(parse_full(br#"{"output":"#).is_err());
+    }
+
+    fn shaped_ask(images: usize) -> Ask {
+        use cicada_request::{Image, OutputShape, Structured};
+        let shape = OutputShape::read(
+            Some(&json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])),
+            Some(&json!("required")),
+            Some(&json!({"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"}}})),
+        )
+        .unwrap();
+        let mut ask = crate::backend::test_support::entry();
+        ask.structured = Some(std::sync::Arc::new(Structured::new(shape).unwrap()));
+        ask.media.images = (0..images)
+            .map(|i| Image::Synthetic {
+                width: 2,
+                height: 2,
+                seed: i as u64,
+            })
+            .collect();
+        ask
+    }
+
+    /// Images make the input a message list with input_text and input_image
+    /// parts; tools, tool choice and the format go in Responses' spelling.
+    #[test]
+    fn bodies_carry_images_tools_and_the_format() {
+        let b = codec(WireApi::Responses, ServerFamily::Vllm, true);
+        let v: Value = serde_json::from_slice(&b.body(&shaped_ask(2))).unwrap();
+        let parts = v["input"][0]["content"].as_array().unwrap();
+        assert_eq!(v["input"][0]["role"], "user");
+        assert_eq!(parts[0], json!({"type": "input_text", "text": "hi there"}));
+        assert_eq!(parts.len(), 3);
+        assert_eq!(parts[1]["type"], "input_image");
+        assert!(
+            parts[1]["image_url"]
+                .as_str()
+                .unwrap()
+                .starts_with("data:image/png;base64,")
+        );
+        assert_eq!(
+            v["tools"],
+            json!([{"type": "function", "name": "f", "parameters": {"type": "object"}}])
+        );
+        assert_eq!(v["tool_choice"], "required");
+        assert_eq!(v["text"]["format"]["type"], "json_schema");
+        assert_eq!(v["text"]["format"]["schema"], json!({"type": "object"}));
+        let v: Value = serde_json::from_slice(&b.body(&shaped_ask(0))).unwrap();
+        assert_eq!(v["input"], "hi there", "no images: the text as it is");
+    }
+
+    /// A function call's pieces share its item id's index (llama-server's
+    /// deltas have no output_index), the first naming the function.
+    #[test]
+    fn function_call_events_name_and_fill_the_call() {
+        let added = parse_event(br#"{"type":"response.output_item.added","item":{"id":"fc_7","arguments":"","call_id":"call_7","name":"f","type":"function_call","status":"in_progress"}}"#).unwrap();
+        assert!(!added.generated());
+        assert_eq!(added.tool_calls.len(), 1);
+        assert_eq!(added.tool_calls[0].name.as_deref(), Some("f"));
+        let d = parse_event(br#"{"type":"response.function_call_arguments.delta","delta":"{\"a\"","item_id":"fc_7"}"#).unwrap();
+        assert!(d.generated());
+        assert_eq!(d.tool_calls[0].index, added.tool_calls[0].index);
+        assert_eq!(d.tool_calls[0].arguments.as_deref(), Some("{\"a\""));
+        let other = parse_event(br#"{"type":"response.function_call_arguments.delta","delta":"1","item_id":"fc_8","output_index":1}"#).unwrap();
+        assert_ne!(other.tool_calls[0].index, d.tool_calls[0].index);
+        let msg = parse_event(br#"{"type":"response.output_item.added","output_index":0,"item":{"id":"msg_1","type":"message","content":[]}}"#).unwrap();
+        assert!(msg.tool_calls.is_empty());
+        let whole = parse_full(br#"{"status":"completed","output":[{"type":"function_call","name":"f","arguments":"{}"},{"type":"function_call","name":"g","arguments":"[1]"}]}"#).unwrap();
+        let calls: Vec<_> = whole
+            .tool_calls
+            .iter()
+            .map(|p| (p.index, p.name.as_deref(), p.arguments.as_deref()))
+            .collect();
+        assert_eq!(
+            calls,
+            [(0, Some("f"), Some("{}")), (1, Some("g"), Some("[1]"))]
+        );
     }
 }

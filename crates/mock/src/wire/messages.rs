@@ -2,19 +2,28 @@
 //! it: `message_start` (input tokens, cached ones apart), a `ping`, one text
 //! block (`content_block_start`, a `text_delta` per step,
 //! `content_block_stop`), `message_delta` (stop reason, output tokens) and
-//! `message_stop`; every payload's `type` repeated in an `event:` line.
+//! `message_stop`; every payload's `type` repeated in an `event:` line. A
+//! shaped answer that calls a tool is a `tool_use` block instead, streamed
+//! as `input_json_delta` pieces, stopping for `tool_use`.
 
 use std::fmt::Write as _;
 
-use super::{Reply, token_text};
+use super::{Reply, json_string, token_text};
 
 fn event(out: &mut String, kind: &str) {
     let _ = write!(out, "event: {kind}\ndata: {{\"type\":\"{kind}\"");
 }
 
+/// The function a shaped answer calls.
+fn called(r: &Reply) -> Option<&str> {
+    r.shaped.as_ref().and_then(|s| s.tool.as_deref())
+}
+
 /// Anthropic's stop reason of a complete output.
 fn stop_reason(r: &Reply, completion: u32) -> &'static str {
-    if r.eos || completion == 0 {
+    if called(r).is_some() && completion > 0 {
+        "tool_use"
+    } else if r.eos || completion == 0 {
         "end_turn"
     } else {
         "max_tokens"
@@ -46,17 +55,42 @@ pub(super) fn opening(r: &Reply, out: &mut String) {
     out.push_str("}}\n\n");
     out.push_str("event: ping\ndata: {\"type\":\"ping\"}\n\n");
     event(out, "content_block_start");
-    out.push_str(",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n");
+    match called(r) {
+        Some(name) => {
+            let _ = write!(
+                out,
+                ",\"index\":0,\"content_block\":{{\"type\":\"tool_use\",\"id\":\"toolu_{}\",\"name\":{},\"input\":{{}}}}}}\n\n",
+                r.seq,
+                json_string(name)
+            );
+        }
+        None => {
+            out.push_str(",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+        }
+    }
 }
 
-/// One `text_delta` carrying tokens `first .. first + n`.
+/// One `text_delta` carrying tokens `first .. first + n`, or an
+/// `input_json_delta` with a piece of the tool call's input.
 pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32) {
-    let mut text = String::with_capacity(8 * n as usize);
-    token_text(&mut text, r.seq, first, n);
     event(out, "content_block_delta");
+    let Some(s) = &r.shaped else {
+        let mut text = String::with_capacity(8 * n as usize);
+        token_text(&mut text, r.seq, first, n);
+        let _ = write!(
+            out,
+            ",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{text}\"}}}}\n\n"
+        );
+        return;
+    };
+    let piece = json_string(s.piece(first, n, r.total_tokens));
+    let (kind, field) = match s.tool {
+        Some(_) => ("input_json_delta", "partial_json"),
+        None => ("text_delta", "text"),
+    };
     let _ = write!(
         out,
-        ",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{text}\"}}}}\n\n"
+        ",\"index\":0,\"delta\":{{\"type\":\"{kind}\",\"{field}\":{piece}}}}}\n\n"
     );
 }
 
@@ -82,11 +116,24 @@ pub(super) const ERROR_EVENT: &str = "event: error\ndata: {\"type\":\"error\",\"
 /// A delta whose JSON is cut short.
 pub(super) const MALFORMED_EVENT: &str = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":\n\n";
 
-/// A whole non-streamed message.
+/// A whole non-streamed message: a text block, or the tool call's block
+/// (its `input` the shaped answer's JSON as it is).
 pub(super) fn full(r: &Reply, out: &mut String, text: &str, completion: u32) {
+    let block = match (&r.shaped, called(r)) {
+        (Some(s), Some(name)) if completion > 0 => format!(
+            "{{\"type\":\"tool_use\",\"id\":\"toolu_{}\",\"name\":{},\"input\":{}}}",
+            r.seq,
+            json_string(name),
+            s.text()
+        ),
+        (Some(s), None) if completion > 0 => {
+            format!("{{\"type\":\"text\",\"text\":{}}}", json_string(s.text()))
+        }
+        _ => format!("{{\"type\":\"text\",\"text\":\"{text}\"}}"),
+    };
     let _ = write!(
         out,
-        "{{\"id\":\"msg_{}\",\"type\":\"message\",\"role\":\"assistant\",\"model\":{},\"content\":[{{\"type\":\"text\",\"text\":\"{text}\"}}],\"stop_reason\":\"{}\",\"stop_sequence\":null",
+        "{{\"id\":\"msg_{}\",\"type\":\"message\",\"role\":\"assistant\",\"model\":{},\"content\":[{block}],\"stop_reason\":\"{}\",\"stop_sequence\":null",
         r.seq,
         r.model_json,
         stop_reason(r, completion)
@@ -152,5 +199,44 @@ mod tests {
         assert_eq!(e[3].1["delta"]["type"], "text_delta");
         assert_eq!(e[6].1["delta"]["stop_reason"], "max_tokens");
         assert_eq!(e[6].1["usage"]["output_tokens"], 4);
+    }
+
+    /// A tool call is a tool_use block whose input arrives as JSON pieces,
+    /// stopping for tool_use; whole, the block holds the input as JSON.
+    #[test]
+    fn a_tool_call_streams_its_input() {
+        let model = "\"m\"".to_string();
+        let mut r = reply(Api::Messages, &model);
+        let req: crate::request::IncomingRequest = serde_json::from_value(serde_json::json!({
+            "tools": [{"name": "f", "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}}}],
+            "tool_choice": {"type": "any"}
+        }))
+        .unwrap();
+        r.shaped = crate::shaped::answer(&req, r.total_tokens, false);
+        let mut out = String::new();
+        opening(&r, &mut out);
+        step(&r, &mut out, 0, 3);
+        step(&r, &mut out, 3, 1);
+        close(&r, &mut out, 4);
+        let data: Vec<serde_json::Value> = super::super::tests::payloads(&out)
+            .into_iter()
+            .map(|p| serde_json::from_str(p).unwrap())
+            .collect();
+        assert_eq!(data[2]["content_block"]["type"], "tool_use");
+        assert_eq!(data[2]["content_block"]["name"], "f");
+        let input: String = data[3..5]
+            .iter()
+            .map(|d| {
+                assert_eq!(d["delta"]["type"], "input_json_delta");
+                d["delta"]["partial_json"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(input.trim(), r#"{"n":0}"#);
+        assert_eq!(data[6]["delta"]["stop_reason"], "tool_use");
+        let mut whole = String::new();
+        full(&r, &mut whole, "", 4);
+        let v: serde_json::Value = serde_json::from_str(&whole).unwrap();
+        assert_eq!(v["content"][0]["input"], serde_json::json!({"n": 0}));
+        assert_eq!(v["stop_reason"], "tool_use");
     }
 }

@@ -68,6 +68,11 @@ pub(crate) fn text_fingerprint(seq: u64, n: u32) -> u64 {
     })
 }
 
+/// `s` as a JSON string literal.
+pub(crate) fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string())
+}
+
 /// What one response's events share, fixed when the request arrives.
 pub(crate) struct Reply {
     pub api: Api,
@@ -105,7 +110,7 @@ pub(crate) struct Reply {
     /// Speculative tokens proposed per step (llama.cpp `timings.draft_n`).
     pub spec_tokens: u32,
     pub tokens_per_event: u32,
-    /// A tool call or JSON answer in place of words (chat only).
+    /// A tool call or JSON answer in place of words (chat, Responses, Messages).
     pub shaped: Option<crate::shaped::Shaped>,
     /// The first this many output tokens are reasoning (chat only).
     pub reasoning_tokens: u32,
@@ -217,7 +222,7 @@ impl Reply {
             Api::Tgi => tgi::full(self, out, &text, completion),
             Api::LlamaCpp => llamacpp::full(self, out, &text, completion),
             Api::Triton => triton::full(self, out, &text, prompt),
-            Api::Responses => responses::full(self, out, &text, completion),
+            Api::Responses => responses::full(self, out, completion),
             Api::Messages => messages::full(self, out, &text, completion),
         }
     }

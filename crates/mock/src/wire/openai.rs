@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Api, Reply, token_text};
+use super::{Api, Reply, json_string, token_text};
 use crate::ReasoningField;
 
 /// End-of-stream marker.
@@ -99,11 +99,6 @@ pub(super) fn tool_call_opening(r: &Reply, out: &mut String) {
         json_string(name)
     );
     out.push_str("}\n\n");
-}
-
-/// `s` as a JSON string literal.
-fn json_string(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string())
 }
 
 /// A chat delta's text fields: the reasoning (in the configured field or

@@ -3,11 +3,13 @@
 //! first, one `response.output_text.delta` per step, then
 //! `response.output_text.done` and `response.completed` (status
 //! `incomplete` when the output stopped at the limit, as vLLM says it) with
-//! the usage. No `[DONE]`.
+//! the usage. No `[DONE]`. A shaped answer that calls a tool opens a
+//! `function_call` item instead and streams
+//! `response.function_call_arguments.delta` events.
 
 use std::fmt::Write as _;
 
-use super::{Reply, token_text};
+use super::{Reply, json_string, token_text};
 
 fn event(out: &mut String, kind: &str) {
     let _ = write!(
@@ -18,7 +20,7 @@ fn event(out: &mut String, kind: &str) {
 
 /// `status` and the reason, as vLLM reports an output cut at the limit.
 fn status(r: &Reply, completion: u32) -> &'static str {
-    if r.eos || completion == 0 {
+    if r.eos || completion == 0 || r.shaped.is_some() {
         "\"status\":\"completed\",\"incomplete_details\":null"
     } else {
         "\"status\":\"incomplete\",\"incomplete_details\":{\"reason\":\"max_output_tokens\"}"
@@ -39,69 +41,149 @@ fn usage(r: &Reply, out: &mut String, completion: u32) {
     );
 }
 
-/// The response object: its head, the message holding `text`, and its usage.
-fn response(r: &Reply, out: &mut String, text: Option<&str>, completion: u32) {
+/// The answer's text, whole: words, or the shaped answer's JSON.
+fn answer_text(r: &Reply, completion: u32) -> String {
+    match r.shaped.as_ref().filter(|_| completion > 0) {
+        Some(s) => s.text().to_string(),
+        None => {
+            let mut text = String::new();
+            token_text(&mut text, r.seq, 0, completion);
+            text
+        }
+    }
+}
+
+/// The output item, done: a function call with its arguments, or the
+/// message holding the answer text.
+fn output_item(r: &Reply, out: &mut String, completion: u32) {
+    let text = json_string(&answer_text(r, completion));
+    match r.shaped.as_ref().and_then(|s| s.tool.as_deref()) {
+        Some(name) if completion > 0 => {
+            let _ = write!(
+                out,
+                "{{\"id\":\"fc_{seq}\",\"type\":\"function_call\",\"status\":\"completed\",\"call_id\":\"call_{seq}\",\"name\":{},\"arguments\":{text}}}",
+                json_string(name),
+                seq = r.seq
+            );
+        }
+        _ => {
+            let _ = write!(
+                out,
+                "{{\"id\":\"msg_{}\",\"type\":\"message\",\"role\":\"assistant\",\"status\":\"completed\",\"content\":[{{\"type\":\"output_text\",\"text\":{text},\"annotations\":[],\"logprobs\":[]}}]}}",
+                r.seq
+            );
+        }
+    }
+}
+
+/// The response object: its head, and (when `done`) its output and usage.
+fn response(r: &Reply, out: &mut String, done: bool, completion: u32) {
     let _ = write!(
         out,
         "{{\"id\":\"resp_{}\",\"object\":\"response\",\"created_at\":{},\"model\":{},",
         r.seq, r.created, r.model_json
     );
-    match text {
-        None => out.push_str("\"status\":\"in_progress\",\"output\":[]"),
-        Some(t) => {
-            out.push_str(status(r, completion));
-            let _ = write!(
-                out,
-                ",\"output\":[{{\"id\":\"msg_{}\",\"type\":\"message\",\"role\":\"assistant\",\"status\":\"completed\",\"content\":[{{\"type\":\"output_text\",\"text\":\"{t}\",\"annotations\":[],\"logprobs\":[]}}]}}]",
-                r.seq
-            );
-            usage(r, out, completion);
-        }
+    if done {
+        out.push_str(status(r, completion));
+        out.push_str(",\"output\":[");
+        output_item(r, out, completion);
+        out.push(']');
+        usage(r, out, completion);
+    } else {
+        out.push_str("\"status\":\"in_progress\",\"output\":[]");
     }
     out.push('}');
 }
 
-/// `response.created` and the message item, before any text.
+/// The function a shaped answer calls.
+fn called(r: &Reply) -> Option<&str> {
+    r.shaped.as_ref().and_then(|s| s.tool.as_deref())
+}
+
+/// `response.created` and the output item (a message, or the function
+/// call naming its function), before any text.
 pub(super) fn opening(r: &Reply, out: &mut String) {
     event(out, "response.created");
     out.push_str("0,\"response\":");
-    response(r, out, None, 0);
+    response(r, out, false, 0);
     out.push_str("}\n\n");
     event(out, "response.output_item.added");
-    let _ = write!(
-        out,
-        "1,\"output_index\":0,\"item\":{{\"id\":\"msg_{}\",\"type\":\"message\",\"role\":\"assistant\",\"status\":\"in_progress\",\"content\":[]}}}}\n\n",
-        r.seq
-    );
+    let item = match called(r) {
+        Some(name) => format!(
+            "{{\"id\":\"fc_{seq}\",\"type\":\"function_call\",\"status\":\"in_progress\",\"call_id\":\"call_{seq}\",\"name\":{},\"arguments\":\"\"}}",
+            json_string(name),
+            seq = r.seq
+        ),
+        None => format!(
+            "{{\"id\":\"msg_{}\",\"type\":\"message\",\"role\":\"assistant\",\"status\":\"in_progress\",\"content\":[]}}",
+            r.seq
+        ),
+    };
+    let _ = write!(out, "1,\"output_index\":0,\"item\":{item}}}\n\n");
 }
 
-/// One text delta carrying tokens `first .. first + n`.
+/// One delta carrying tokens `first .. first + n`: answer text, or a piece
+/// of the function call's arguments.
 pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32) {
-    let mut text = String::with_capacity(8 * n as usize);
-    token_text(&mut text, r.seq, first, n);
-    event(out, "response.output_text.delta");
-    let _ = write!(
-        out,
-        "{},\"item_id\":\"msg_{}\",\"output_index\":0,\"content_index\":0,\"delta\":\"{text}\",\"logprobs\":[]}}\n\n",
-        2 + first,
-        r.seq
-    );
+    let delta = match &r.shaped {
+        Some(s) => json_string(s.piece(first, n, r.total_tokens)),
+        None => {
+            let mut text = String::with_capacity(8 * n as usize + 2);
+            text.push('"');
+            token_text(&mut text, r.seq, first, n);
+            text.push('"');
+            text
+        }
+    };
+    let seq = 2 + first;
+    match called(r) {
+        Some(_) => {
+            event(out, "response.function_call_arguments.delta");
+            let _ = write!(
+                out,
+                "{seq},\"item_id\":\"fc_{}\",\"output_index\":0,\"delta\":{delta}}}\n\n",
+                r.seq
+            );
+        }
+        None => {
+            event(out, "response.output_text.delta");
+            let _ = write!(
+                out,
+                "{seq},\"item_id\":\"msg_{}\",\"output_index\":0,\"content_index\":0,\"delta\":{delta},\"logprobs\":[]}}\n\n",
+                r.seq
+            );
+        }
+    }
 }
 
-/// The text's `done` event and `response.completed` with the usage.
+/// The text's (or the arguments') `done` event and `response.completed`
+/// with the usage.
 pub(super) fn close(r: &Reply, out: &mut String, completion: u32) {
-    let mut text = String::new();
-    token_text(&mut text, r.seq, 0, completion);
-    event(out, "response.output_text.done");
-    let _ = write!(
-        out,
-        "{},\"item_id\":\"msg_{}\",\"output_index\":0,\"content_index\":0,\"text\":\"{text}\",\"logprobs\":[]}}\n\n",
-        2 + completion,
-        r.seq
-    );
+    let text = json_string(&answer_text(r, completion));
+    match called(r).filter(|_| completion > 0) {
+        Some(name) => {
+            event(out, "response.function_call_arguments.done");
+            let _ = write!(
+                out,
+                "{},\"item_id\":\"fc_{}\",\"output_index\":0,\"name\":{},\"arguments\":{text}}}\n\n",
+                2 + completion,
+                r.seq,
+                json_string(name)
+            );
+        }
+        None => {
+            event(out, "response.output_text.done");
+            let _ = write!(
+                out,
+                "{},\"item_id\":\"msg_{}\",\"output_index\":0,\"content_index\":0,\"text\":{text},\"logprobs\":[]}}\n\n",
+                2 + completion,
+                r.seq
+            );
+        }
+    }
     event(out, "response.completed");
     let _ = write!(out, "{},\"response\":", 3 + completion);
-    response(r, out, Some(&text), completion);
+    response(r, out, true, completion);
     out.push_str("}\n\n");
 }
 
@@ -114,8 +196,8 @@ pub(super) fn error_event(out: &mut String) {
 pub(super) const MALFORMED_EVENT: &str = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\n\n";
 
 /// A whole non-streamed response.
-pub(super) fn full(r: &Reply, out: &mut String, text: &str, completion: u32) {
-    response(r, out, Some(text), completion);
+pub(super) fn full(r: &Reply, out: &mut String, completion: u32) {
+    response(r, out, true, completion);
 }
 
 /// vLLM's error body.
@@ -182,5 +264,46 @@ mod tests {
         let mut all = String::new();
         token_text(&mut all, r.seq, 0, 4);
         assert_eq!(done["output"][0]["content"][0]["text"], all.as_str());
+    }
+
+    /// A tool call opens a function_call item, streams its arguments in
+    /// pieces that join to the call, and completes with the item.
+    #[test]
+    fn a_tool_call_streams_its_arguments() {
+        let model = "\"m\"".to_string();
+        let mut r = reply(Api::Responses, &model);
+        let req: crate::request::IncomingRequest = serde_json::from_value(serde_json::json!({
+            "tools": [{"type": "function", "name": "f", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+            "tool_choice": "required"
+        }))
+        .unwrap();
+        r.shaped = crate::shaped::answer(&req, r.total_tokens, false);
+        let mut out = String::new();
+        opening(&r, &mut out);
+        for j in 0..4 {
+            step(&r, &mut out, j, 1);
+        }
+        close(&r, &mut out, 4);
+        let e = events(&out);
+        assert_eq!(e[1].1["item"]["type"], "function_call");
+        assert_eq!(e[1].1["item"]["name"], "f");
+        let args: String = e[2..6]
+            .iter()
+            .map(|(k, d)| {
+                assert_eq!(k, "response.function_call_arguments.delta");
+                assert_eq!(d["item_id"], e[1].1["item"]["id"]);
+                d["delta"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(args.trim(), r#"{"city":"a"}"#);
+        assert_eq!(e[6].0, "response.function_call_arguments.done");
+        let done = &e[7].1["response"];
+        assert_eq!(done["status"], "completed");
+        assert_eq!(done["output"][0]["type"], "function_call");
+        assert_eq!(done["output"][0]["arguments"], args.as_str());
+        let mut whole = String::new();
+        full(&r, &mut whole, 4);
+        let v: serde_json::Value = serde_json::from_str(&whole).unwrap();
+        assert_eq!(v["output"][0]["name"], "f");
     }
 }

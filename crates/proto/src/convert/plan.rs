@@ -727,12 +727,9 @@ mod tests {
                 serde_json::Value::Null,
             ),
         ] {
-            let mut shape = cicada_request::OutputShape::from_openai(
-                Some(&tools),
-                Some(&choice),
-                Some(&format),
-            )
-            .unwrap();
+            let mut shape =
+                cicada_request::OutputShape::read(Some(&tools), Some(&choice), Some(&format))
+                    .unwrap();
             shape.check_only = p.shapes.len() == 1;
             p.shapes.push(shape);
         }

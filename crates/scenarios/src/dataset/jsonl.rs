@@ -165,7 +165,7 @@ fn line_shape(
         return Ok(None);
     }
     let bad = |e: cicada_request::ShapeError| line_error(path, number, e.to_string());
-    let shape = cicada_request::OutputShape::from_openai(
+    let shape = cicada_request::OutputShape::read(
         l.tools.take().as_ref(),
         l.tool_choice.take().as_ref(),
         l.response_format.take().as_ref(),

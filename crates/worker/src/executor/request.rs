@@ -377,7 +377,7 @@ mod tests {
     /// with the reason; a valid one, or a request that failed anyway, is not.
     #[test]
     fn outputs_are_held_to_the_asked_shape() {
-        let shape = cicada_request::OutputShape::from_openai(
+        let shape = cicada_request::OutputShape::read(
             None,
             None,
             Some(&serde_json::json!({"type": "json_object"})),
