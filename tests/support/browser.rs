@@ -111,10 +111,18 @@ fn file_url(page: &Path) -> String {
 
 /// Load `page` and return the DOM after its scripts ran (`--dump-dom`).
 pub fn dump_dom(page: &Path) -> String {
+    dump_url(&file_url(page)).0
+}
+
+/// Load `url` (a page served over loopback) and return the DOM after its
+/// scripts ran for `budget_ms` of virtual time, and the browser's stderr,
+/// which holds the page's console messages (`--enable-logging=stderr`).
+pub fn dump_url_for(url: &str, budget_ms: u32) -> (String, String) {
     let profile = crate::scratch();
     let child = browser(profile.path())
-        .args(["--virtual-time-budget=5000", "--dump-dom"])
-        .arg(file_url(page))
+        .args(["--enable-logging=stderr", "--v=0", "--dump-dom"])
+        .arg(format!("--virtual-time-budget={budget_ms}"))
+        .arg(url)
         .spawn()
         .expect("starting chromium");
     let run = wait_with_limit(child, BROWSER_LIMIT);
@@ -124,7 +132,41 @@ pub fn dump_dom(page: &Path) -> String {
         "chromium --dump-dom failed\nstderr:\n{}",
         run.stderr
     );
-    run.stdout
+    (run.stdout, run.stderr)
+}
+
+fn dump_url(url: &str) -> (String, String) {
+    dump_url_for(url, 5000)
+}
+
+/// Every console message of the page in a browser's stderr (`CONSOLE`
+/// lines, whatever their level, and uncaught errors): a page that logs
+/// nothing on purpose has none.
+pub fn console_messages(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Load `url` in a `width` x `height` window and save a PNG screenshot to `out`.
+pub fn screenshot_url(url: &str, out: &Path, width: u32, height: u32) {
+    let profile = crate::scratch();
+    let child = browser(profile.path())
+        .arg(format!("--screenshot={}", out.display()))
+        .arg(format!("--window-size={width},{height}"))
+        .arg("--virtual-time-budget=4000")
+        .arg(url)
+        .spawn()
+        .expect("starting chromium");
+    let run = wait_with_limit(child, BROWSER_LIMIT);
+    assert!(
+        run.code == Some(0) && out.exists(),
+        "chromium --screenshot failed (exit {:?})\nstderr:\n{}",
+        run.code,
+        run.stderr
+    );
 }
 
 /// Load `page` in a `width` x `height` window and save a PNG screenshot to `out`.

@@ -17,6 +17,9 @@ struct Cli {
 enum Command {
     /// Run a scenario over a fleet of workers and report the results.
     Run(Box<cicada_coordinator::cli::RunArgs>),
+    /// Serve Locust's web UI with the fleet attached and idle until its
+    /// start form (or `POST /swarm`) starts the run: `run --web-wait`.
+    Web(Box<cicada_coordinator::cli::RunArgs>),
     /// Join a coordinator (`cicada run`) and run this worker's share of the load.
     Worker(Box<cicada_worker::WorkerArgs>),
     /// Serve the built-in mock inference server.
@@ -46,6 +49,10 @@ fn main() {
         // the worker sizes its own runtime (`--threads`)
         Command::Worker(args) => cicada_worker::main(*args),
         Command::Run(args) => block_on(cicada_coordinator::run(*args)),
+        Command::Web(mut args) => {
+            args.web_wait = true;
+            block_on(cicada_coordinator::run(*args))
+        }
         Command::Mock(args) => block_on(cicada_coordinator::mock(*args)),
         Command::Validate(args) => cicada_coordinator::validate(&args),
         Command::Selftest(args) => block_on(cicada_bench::selftest(args)),

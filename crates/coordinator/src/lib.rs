@@ -16,6 +16,8 @@
 //!   collect events until every worker is done or lost.
 //! - `progress`, `live`: what a running step shows (bar or log lines, and
 //!   the Prometheus exposition of `--metrics-addr`).
+//! - `web`: Locust's web UI and API (`--web`): the page, the run's board
+//!   the progress ticker refreshes, the token rule, the start form.
 //! - `merge`: worker reports merged exactly, cumulative and per interval
 //!   (`ReportMerge`: the same merge from a report's bytes, for the bench).
 //! - `fleet`: the only wire edge: the gRPC service, local workers, and the
@@ -41,6 +43,7 @@ mod run;
 mod signals;
 mod step;
 mod sweep;
+mod web;
 
 use cicada_mock::{MockServer, TlsFiles};
 

@@ -114,6 +114,11 @@ impl Aggregate {
         self.flush(false);
     }
 
+    /// Each live worker's requests in flight, by its latest report or heartbeat.
+    pub fn in_flight_by_worker(&self) -> &BTreeMap<u32, u64> {
+        &self.last_in_flight
+    }
+
     /// Requests in flight now, by each worker's latest report or heartbeat.
     pub fn in_flight(&self) -> u64 {
         self.last_in_flight.values().sum()

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use crate::live::{LiveMetrics, LiveView, render};
 use crate::merge::Aggregate;
+use crate::web::Feed;
 
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +57,8 @@ pub struct Progress {
     scenario: String,
     /// Measurements of the stages already finished (for run-wide live figures).
     finished: MetricSet,
+    /// The web UI's board, refreshed on every tick.
+    web: Option<Feed>,
 }
 
 /// The figures a progress line or bar shows.
@@ -118,7 +121,14 @@ impl Progress {
             live,
             scenario: scenario.to_string(),
             finished: MetricSet::default(),
+            web: None,
         }
+    }
+
+    /// Also refresh the web UI's board on every tick.
+    pub fn with_web(mut self, web: Option<Feed>) -> Self {
+        self.web = web;
+        self
     }
 
     /// Describe the next step: its number, the fleet size and, when time-bound, its length.
@@ -131,8 +141,11 @@ impl Progress {
         };
     }
 
-    /// The step's barrier passed; `planned` requests (0 = open-ended).
-    pub fn begin(&mut self, planned: u64) {
+    /// The step's barrier passed at `started_unix`; `planned` requests (0 = open-ended).
+    pub fn begin(&mut self, planned: u64, started_unix: f64) {
+        if let Some(web) = &self.web {
+            web.barrier(started_unix);
+        }
         self.step.planned = planned;
         self.last_rows = 0;
         if self.display == Display::Bar {
@@ -163,10 +176,13 @@ impl Progress {
     /// Called about once a second: redraw the bar, print a line for newly
     /// finished intervals, refresh the live exposition.
     pub fn tick(&mut self, agg: &Aggregate, start: Instant) {
-        if self.display == Display::Quiet && self.live.is_none() {
+        if self.display == Display::Quiet && self.live.is_none() && self.web.is_none() {
             return;
         }
         let total = agg.total();
+        if let Some(web) = &self.web {
+            web.tick(agg, &total);
+        }
         let f = Figures::of(agg, &total);
         let elapsed = Instant::now().saturating_duration_since(start);
         self.publish(agg, &total, elapsed);

@@ -1,5 +1,7 @@
 //! SIGINT / SIGTERM: the first asks the run to stop and keep its results; the
-//! second exits at once, taking the local workers down with it.
+//! second exits at once, taking the local workers down with it. The web
+//! UI's `POST /stop` arrives here too and stops the run as a first SIGINT
+//! does (results written); it never forces the immediate exit.
 
 use std::sync::Mutex;
 
@@ -11,8 +13,13 @@ use crate::error::exit_code_of;
 pub struct Signals {
     int: Option<Signal>,
     term: Option<Signal>,
+    /// `POST /stop` of the web UI.
+    web: Option<tokio::sync::mpsc::UnboundedReceiver<()>>,
     seen: u32,
 }
+
+/// What the run records as having stopped it after `POST /stop`.
+pub const WEB_STOP: &str = "POST /stop";
 
 impl Signals {
     /// Install the handlers (a platform without them just never fires).
@@ -20,8 +27,14 @@ impl Signals {
         Self {
             int: signal(SignalKind::interrupt()).ok(),
             term: signal(SignalKind::terminate()).ok(),
+            web: None,
             seen: 0,
         }
+    }
+
+    /// Also stop on the web UI's `POST /stop`.
+    pub fn attach_web(&mut self, stop: tokio::sync::mpsc::UnboundedReceiver<()>) {
+        self.web = Some(stop);
     }
 
     /// Resolves on the next signal; on the second, exits the process.
@@ -29,6 +42,11 @@ impl Signals {
         let name = tokio::select! {
             Some(()) = recv(&mut self.int) => "SIGINT",
             Some(()) = recv(&mut self.term) => "SIGTERM",
+            Some(()) = recv_web(&mut self.web) => {
+                // one stop is enough: later ones change nothing
+                self.web = None;
+                return WEB_STOP;
+            }
         };
         self.seen += 1;
         if self.seen >= 2 {
@@ -65,6 +83,13 @@ fn kill_local_workers() {
             // SAFETY: plain FFI call; the pid is our own child, not yet reaped
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
+    }
+}
+
+async fn recv_web(s: &mut Option<tokio::sync::mpsc::UnboundedReceiver<()>>) -> Option<()> {
+    match s {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
     }
 }
 

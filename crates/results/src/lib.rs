@@ -150,7 +150,7 @@ impl StartBasis {
 }
 
 /// Everything known about one finished step, or one `[[stages]]` window of it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct RunResult {
     pub scenario: Scenario,
     pub scenario_origin: String,

@@ -70,6 +70,19 @@ pub struct RunArgs {
     /// text format at http://ADDR/metrics while the run goes.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Serve Locust's web UI and API while the run goes (default address
+    /// 127.0.0.1:8089; any address outside 127.0.0.0/8 and ::1 needs a token).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8089")]
+    pub web: Option<SocketAddr>,
+    /// Start idle (implies --web), with the fleet attached, until the page's
+    /// start form (or `POST /swarm`) starts the run; stay up after it until
+    /// Ctrl-C.
+    #[arg(long)]
+    pub web_wait: bool,
+    /// File holding the web UI's token (default: the CICADA_WEB_TOKEN
+    /// environment variable); every request must carry it.
+    #[arg(long, value_name = "FILE")]
+    pub web_token_file: Option<PathBuf>,
     /// Exit with code 4 when more than this share of requests fail
     /// (output.max_failure_ratio; unset: when more than half of the run's fail).
     #[arg(long, value_name = "RATIO")]

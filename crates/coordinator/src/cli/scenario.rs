@@ -12,10 +12,17 @@ use crate::error::RunError;
 
 /// The scenario of `cicada run`.
 pub fn of_run(args: &RunArgs) -> Result<LoadedScenario, RunError> {
+    of_run_with(args, &[])
+}
+
+/// The scenario of `cicada run` with `extra` overrides after its `--set`s
+/// (the web UI's start form).
+pub fn of_run_with(args: &RunArgs, extra: &[String]) -> Result<LoadedScenario, RunError> {
+    let sets: Vec<String> = args.sets.iter().chain(extra).cloned().collect();
     Ok(cicada_scenarios::vllm::describe(
         args.scenario.as_deref(),
         &args.vllm,
-        &args.sets,
+        &sets,
         &args.goodput,
         (args.max_failure_ratio, args.min_slo_attainment),
     )?)

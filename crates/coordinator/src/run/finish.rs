@@ -33,6 +33,34 @@ pub struct FinishedStep<'a> {
     pub server: StepServerViews,
 }
 
+/// A step's result before anything is measured: the web UI fills it in
+/// from the merge as the step goes.
+pub fn provisional(ctx: &RunContext, number: u32, name: &str, scenario: &Scenario) -> RunResult {
+    RunResult {
+        scenario: scenario.clone(),
+        scenario_origin: ctx.scenario_origin.clone(),
+        scenario_hash: scenario_hash(scenario),
+        stage: number,
+        stage_name: name.to_string(),
+        target: ctx.target.clone(),
+        workers: ctx.workers,
+        total: Default::default(),
+        per_target: Vec::new(),
+        warmup: Default::default(),
+        window_start_us: 0,
+        rows: Vec::new(),
+        lost: Vec::new(),
+        worker_shares: Vec::new(),
+        interrupted: None,
+        proxy_routes: Vec::new(),
+        planned: 0,
+        started_unix: 0.0,
+        dataset: ctx.dataset.clone(),
+        server: ServerView::default(),
+        client: None,
+    }
+}
+
 /// Results of one step: the whole step first, then one per `[[stages]]` window.
 pub fn step_results(
     ctx: &RunContext,

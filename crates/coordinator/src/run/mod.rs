@@ -6,6 +6,7 @@
 
 mod finish;
 mod setup;
+mod start_form;
 
 use cicada_metrics::Counter;
 use cicada_scenarios::dataset::Pool;
@@ -21,6 +22,7 @@ use crate::progress::{Display, Progress};
 use crate::signals::Signals;
 use crate::step::{Step, run_step};
 use crate::sweep::{self, Outcome, Sweeper};
+use crate::web::{Feed, RunState, Web};
 use cicada_results::outputs::{Outputs, StepDone};
 use cicada_results::write::{RunContext, write_step};
 use cicada_results::{RunResult, stages, verdict};
@@ -41,11 +43,35 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         }),
     };
     let mut fleet = setup.fleet(&args, &mut signals).await?;
+    let mut web = setup.web.take();
+    let (pool, target) = match web.as_mut() {
+        Some(w) => {
+            if let Some(stop) = w.take_stop() {
+                signals.attach_web(stop);
+            }
+            if args.web_wait {
+                let started =
+                    start_form::wait(&args, &mut setup, w, &mut fleet, &mut signals).await;
+                match started {
+                    Ok(ready) => ready,
+                    Err(e) => {
+                        fleet.shutdown().await;
+                        return Err(e);
+                    }
+                }
+            } else {
+                (pool, target)
+            }
+        }
+        None => (pool, target),
+    };
+    let feed = web.as_ref().map(Web::feed);
     let progress = Progress::new(
         Display::choose(args.quiet, args.headless),
         setup.live.take(),
         &setup.scenario.name,
-    );
+    )
+    .with_web(feed.clone());
     let mut steps = Steps {
         ctx: RunContext {
             scenario_origin: setup.origin.clone(),
@@ -58,6 +84,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         progress,
         finished: Vec::new(),
         stage_results: Vec::new(),
+        web: feed,
     };
     let env = Env {
         setup: &setup,
@@ -68,8 +95,19 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     fleet.shutdown().await;
     drop(target.mock);
     // a signal before a step started travels as a RunError inside anyhow
+    if let Some(feed) = &steps.web {
+        feed.set_state(RunState::Stopped);
+    }
     outcome.map_err(|e| e.downcast::<RunError>().unwrap_or_else(RunError::Failed))?;
-    Ok(steps.finish())
+    let code = steps.finish();
+    if let (true, Some(w)) = (args.web_wait, &web) {
+        eprintln!(
+            "cicada: the run ended; its results stay at {} until Ctrl-C",
+            w.url()
+        );
+        signals.next().await;
+    }
+    Ok(code)
 }
 
 /// The run's settings, its request pool and its target, ready to go.
@@ -97,6 +135,8 @@ struct Steps {
     finished: Vec<RunResult>,
     /// Every finished `[[stages]]` window's result.
     stage_results: Vec<RunResult>,
+    /// The web UI's board, if it is served.
+    web: Option<Feed>,
 }
 
 impl Steps {
@@ -152,6 +192,12 @@ impl Steps {
         self.progress.step(step_no, plans.len() as u32, duration);
         if self.sweeper.is_sweep() {
             eprintln!("stage {step_no}: {}", step.name);
+        }
+        if let Some(feed) = &self.web {
+            let members: Vec<(u32, String)> =
+                fleet.active().map(|(i, m)| (i, m.host.clone())).collect();
+            let r = finish::provisional(&self.ctx, step_no, &step.name, &step.scenario);
+            feed.step_began(r, self.sweeper.is_sweep(), &members);
         }
         let mut watch = Watch::start(&step.scenario, env.target, &windows).await;
         let end = run_step(
@@ -235,6 +281,9 @@ impl Steps {
             search: self.sweeper.search(),
         })?;
         write_step(&results, self.sweeper.is_sweep(), &extra)?;
+        if let Some(feed) = &self.web {
+            feed.step_finished(&results);
+        }
         let whole = results.remove(0);
         let stop = whole.partial();
         self.finished.push(whole);

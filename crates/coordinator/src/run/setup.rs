@@ -15,6 +15,7 @@ use crate::fleet::tls::TlsFiles;
 use crate::fleet::{Fleet, FleetOptions, LocalWorkers, ServerTls, TOKEN_ENV};
 use crate::live::LiveMetrics;
 use crate::signals::Signals;
+use crate::web::{Feed, RunState, WEB_TOKEN_ENV, Web};
 
 /// What the command line settles before anything runs.
 pub(super) struct Setup {
@@ -29,6 +30,8 @@ pub(super) struct Setup {
     pub remote: bool,
     pub tokenizer: Option<Tokenizer>,
     pub live: Option<LiveMetrics>,
+    /// The web UI (`--web`).
+    pub web: Option<Web>,
     /// The shared worker token.
     token: String,
     /// TLS for the worker port.
@@ -76,6 +79,7 @@ pub(super) async fn prepare(args: &RunArgs) -> Result<Setup, RunError> {
         }
         None => None,
     };
+    let web = web_ui(args, &scenario).await?;
     Ok(Setup {
         scenario,
         origin: loaded.origin,
@@ -84,9 +88,45 @@ pub(super) async fn prepare(args: &RunArgs) -> Result<Setup, RunError> {
         remote,
         tokenizer,
         live,
+        web,
         token,
         tls,
     })
+}
+
+/// Default address of the web UI (Locust's port).
+const WEB_DEFAULT: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8089);
+
+/// The web UI, when `--web` or `--web-wait` asks for it.
+async fn web_ui(args: &RunArgs, scenario: &Scenario) -> Result<Option<Web>, RunError> {
+    let addr = match (args.web, args.web_wait) {
+        (Some(a), _) => a,
+        (None, true) => WEB_DEFAULT,
+        (None, false) if args.web_token_file.is_some() => {
+            return Err(RunError::BadInput(
+                "--web-token-file needs --web (or --web-wait)".into(),
+            ));
+        }
+        (None, false) => return Ok(None),
+    };
+    let token = match &args.web_token_file {
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+            RunError::BadInput(format!("--web-token-file {}: {e}", path.display()))
+        })?),
+        None => std::env::var(WEB_TOKEN_ENV).ok(),
+    };
+    let state = if args.web_wait {
+        RunState::Ready
+    } else {
+        RunState::Running
+    };
+    let feed = Feed::new(scenario.clone(), state);
+    let web = Web::serve(addr, token, feed)
+        .await
+        .map_err(|e| RunError::BadInput(e.to_string()))?;
+    eprintln!("cicada: web UI at {}", web.url());
+    Ok(Some(web))
 }
 
 impl Setup {
@@ -218,7 +258,7 @@ fn server_tls(args: &RunArgs, local: bool) -> Result<Option<ServerTls>, RunError
 const MAX_STREAMS_PER_WORKER: u32 = 100_000;
 
 /// Refuse a run that would give one worker more streams than it can hold.
-fn check_streams_per_worker(s: &Scenario, workers: u32) -> Result<(), RunError> {
+pub(super) fn check_streams_per_worker(s: &Scenario, workers: u32) -> Result<(), RunError> {
     let Some(peak) = cicada_scenarios::peak_streams(s) else {
         return Ok(());
     };

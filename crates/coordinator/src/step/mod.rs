@@ -89,7 +89,8 @@ pub async fn run_step(
     collect.started(barrier.at);
     (step.on_start)(barrier.at);
     collect.end.started_unix = barrier.unix_s;
-    step.progress.begin(collect.end.planned);
+    step.progress
+        .begin(collect.end.planned, collect.end.started_unix);
     step.agg.begin(collect.end.started_unix);
     fleet.mark_all_seen();
     collect.run(fleet, signals, step.agg, step.progress).await?;

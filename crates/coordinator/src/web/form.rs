@@ -1,0 +1,144 @@
+//! `POST /swarm`'s form: Locust's fields (`user_count`, `spawn_rate`,
+//! `host`, `run_time`) and cicada's (`rate`, `max_concurrency`,
+//! `duration`, `num_prompts`), each checked and turned into the `--set`
+//! override it stands for, so the scenario's own validation has the last word.
+
+/// `a=1&b=x%20y` -> `[("a", "1"), ("b", "x y")]` (`+` is a space).
+pub fn parse(body: &str) -> Vec<(String, String)> {
+    body.split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'+', _) => out.push(b' '),
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 2;
+            }
+            (b, _) => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The overrides a start form asks for; an error names the field at fault.
+pub fn swarm_sets(fields: &[(String, String)]) -> Result<Vec<String>, String> {
+    let mut sets = Vec::new();
+    for (key, value) in fields {
+        let value = value.trim();
+        if value.is_empty() {
+            continue;
+        }
+        let set = match key.as_str() {
+            "user_count" => format!("load.users={}", whole(key, value)?),
+            "spawn_rate" => format!("load.spawn_rate={}", positive(key, value)?),
+            "max_concurrency" => format!("load.max_concurrency={}", whole(key, value)?),
+            "num_prompts" => format!("load.num_prompts={}", whole(key, value)?),
+            "rate" | "request_rate" => {
+                if value.eq_ignore_ascii_case("inf") {
+                    "load.request_rate=\"inf\"".to_string()
+                } else {
+                    format!("load.request_rate={}", positive(key, value)?)
+                }
+            }
+            "run_time" | "duration" => format!("load.duration=\"{}\"", span(key, value)?),
+            "host" => format!("target.base_url=\"{}\"", url(value)?),
+            // Locust's other fields (user classes, tags) have no meaning here
+            _ => continue,
+        };
+        sets.push(set);
+    }
+    Ok(sets)
+}
+
+fn whole(key: &str, v: &str) -> Result<u32, String> {
+    v.parse::<u32>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{key}: `{v}` is not a whole number above 0"))
+}
+
+fn positive(key: &str, v: &str) -> Result<f64, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x > 0.0)
+        .ok_or_else(|| format!("{key}: `{v}` is not a number above 0"))
+}
+
+fn span(key: &str, v: &str) -> Result<String, String> {
+    let ok = v.len() <= 32
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == ' ');
+    if ok && v.starts_with(|c: char| c.is_ascii_digit()) {
+        Ok(v.to_string())
+    } else {
+        Err(format!("{key}: `{v}` is not a duration such as 30s or 5m"))
+    }
+}
+
+fn url(v: &str) -> Result<String, String> {
+    let ok = (v.starts_with("http://") || v.starts_with("https://"))
+        && v.len() <= 2048
+        && !v.contains(|c: char| c == '"' || c == '\\' || c.is_control() || c == ' ');
+    if ok {
+        Ok(v.trim_end_matches('/').to_string())
+    } else {
+        Err(format!("host: `{v}` is not an http:// or https:// URL"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locust_fields_become_overrides() {
+        let f = parse(
+            "user_count=8&spawn_rate=2.5&host=http%3A%2F%2F127.0.0.1%3A8000%2F&user_classes=X&run_time=30s",
+        );
+        assert_eq!(
+            swarm_sets(&f).unwrap(),
+            [
+                "load.users=8",
+                "load.spawn_rate=2.5",
+                "target.base_url=\"http://127.0.0.1:8000\"",
+                "load.duration=\"30s\""
+            ]
+        );
+        let f = parse("rate=inf&max_concurrency=16&user_count=");
+        assert_eq!(
+            swarm_sets(&f).unwrap(),
+            ["load.request_rate=\"inf\"", "load.max_concurrency=16"]
+        );
+        assert_eq!(parse("a=x+y%21%zz%4")[0].1, "x y!%zz%4");
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        for (body, field) in [
+            ("user_count=-1", "user_count"),
+            ("spawn_rate=0", "spawn_rate"),
+            ("host=ftp://x", "host"),
+            ("host=http://x\"%0a", "host"),
+            ("run_time=1s\"%0ax=1", "run_time"),
+        ] {
+            let e = swarm_sets(&parse(body)).unwrap_err();
+            assert!(e.starts_with(field), "{body}: {e}");
+        }
+    }
+}

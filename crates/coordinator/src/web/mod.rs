@@ -1,0 +1,172 @@
+//! `cicada run --web [ADDR]` (and `cicada web`): Locust's web UI for a
+//! cicada run, served by the coordinator itself while the run goes. The
+//! page (`page`: HTML, CSS and a small script drawing SVG charts, compiled
+//! in; nothing is fetched) reads a Locust-compatible API (`routes`) over
+//! the board the run loop keeps (`state`, rendered by `stats`); `auth`
+//! decides who may ask; `form` reads the start form.
+//!
+//! The run loop reaches the server two ways: `POST /stop` arrives as a stop
+//! the signal listener hands out like Ctrl-C's, and `POST /swarm` (when
+//! started with `--web-wait`) as a [`SwarmAsk`] it answers once the
+//! scenario it describes is checked.
+
+mod auth;
+mod form;
+mod page;
+mod routes;
+pub mod state;
+mod stats;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+pub use state::{Feed, RunState};
+
+/// Environment variable holding the UI's token (or use `--web-token-file`).
+pub const WEB_TOKEN_ENV: &str = "CICADA_WEB_TOKEN";
+
+/// Why the UI could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WebError {
+    /// The address could not be bound.
+    #[error("--web {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// A non-loopback address without a token.
+    #[error("{0}")]
+    NeedsToken(String),
+}
+
+/// A start form that was sent: the overrides it asks for, and where to say
+/// whether the run starts.
+#[derive(Debug)]
+pub struct SwarmAsk {
+    /// `--set` overrides, in the form's order.
+    pub sets: Vec<String>,
+    reply: oneshot::Sender<Result<(), String>>,
+}
+
+impl SwarmAsk {
+    /// Tell the form whether the run starts (or why not).
+    pub fn answer(self, outcome: Result<(), String>) {
+        let _ = self.reply.send(outcome);
+    }
+}
+
+/// What every connection of the server shares.
+#[derive(Debug)]
+struct Shared {
+    feed: Feed,
+    guard: auth::Guard,
+    stop: mpsc::UnboundedSender<()>,
+    swarm: mpsc::Sender<SwarmAsk>,
+}
+
+/// A running web UI.
+#[derive(Debug)]
+pub struct Web {
+    addr: SocketAddr,
+    feed: Feed,
+    token: Option<String>,
+    stop: Option<mpsc::UnboundedReceiver<()>>,
+    swarm: mpsc::Receiver<SwarmAsk>,
+    task: JoinHandle<()>,
+}
+
+impl Web {
+    /// Bind `addr` and serve the UI for `feed` until dropped; a
+    /// non-loopback `addr` needs a `token`.
+    pub async fn serve(
+        addr: SocketAddr,
+        token: Option<String>,
+        feed: Feed,
+    ) -> Result<Self, WebError> {
+        let guard = auth::Guard::new(addr.ip(), token).map_err(WebError::NeedsToken)?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| WebError::Bind { addr, source })?;
+        let bound = listener
+            .local_addr()
+            .map_err(|source| WebError::Bind { addr, source })?;
+        let (stop_tx, stop_rx) = mpsc::unbounded_channel();
+        let (swarm_tx, swarm_rx) = mpsc::channel(4);
+        let token = guard.token().map(str::to_string);
+        let shared = Arc::new(Shared {
+            feed: feed.clone(),
+            guard,
+            stop: stop_tx,
+            swarm: swarm_tx,
+        });
+        let task = tokio::spawn(accept_loop(listener, shared));
+        Ok(Self {
+            addr: bound,
+            feed,
+            token,
+            stop: Some(stop_rx),
+            swarm: swarm_rx,
+            task,
+        })
+    }
+
+    /// The page's address to print (with `?token=` when one is needed).
+    pub fn url(&self) -> String {
+        match &self.token {
+            Some(_) => format!("http://{}/?token=<the token>", self.addr),
+            None => format!("http://{}/", self.addr),
+        }
+    }
+
+    /// The board the run loop writes.
+    pub fn feed(&self) -> Feed {
+        self.feed.clone()
+    }
+
+    /// `POST /stop`'s channel, handed once to the signal listener.
+    pub fn take_stop(&mut self) -> Option<mpsc::UnboundedReceiver<()>> {
+        self.stop.take()
+    }
+
+    /// The next start form sent (`None` once the server is gone). Cancel-safe.
+    pub async fn next_swarm(&mut self) -> Option<SwarmAsk> {
+        self.swarm.recv().await
+    }
+}
+
+impl Drop for Web {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "web UI: accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req: http::Request<Incoming>| {
+                let shared = shared.clone();
+                async move { Ok::<_, std::convert::Infallible>(routes::respond(req, &shared).await) }
+            });
+            let _ = auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}

@@ -1,0 +1,213 @@
+//! The UI's routes, Locust's where Locust has one: `GET /` (the page),
+//! `GET /stats/requests`, `/stats/requests/csv`, `/stats/failures/csv`,
+//! `/stats/report` (the HTML report so far), `/stats/history` (chart
+//! points), `/result.json` and `/summary.csv` (downloads), and the control
+//! routes `POST /swarm` and `POST /stop`. Every request passes `auth` first.
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use serde_json::json;
+
+use super::auth::Pass;
+use super::state::RunState;
+use super::{Shared, SwarmAsk, form, page, stats};
+use cicada_results::RunResult;
+use cicada_results::html::{self, Page};
+
+/// Largest request body read (a start form is a few hundred bytes).
+const MAX_BODY: usize = 64 * 1024;
+
+type Resp = Response<Full<Bytes>>;
+
+fn reply(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Resp {
+    let mut resp = Response::new(Full::new(body.into()));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::HeaderName::from_static("x-content-type-options"),
+        HeaderValue::from_static("nosniff"),
+    );
+    resp
+}
+
+fn json_reply(status: StatusCode, v: &serde_json::Value) -> Resp {
+    reply(status, "application/json", v.to_string())
+}
+
+fn text(status: StatusCode, body: impl Into<String>) -> Resp {
+    reply(status, "text/plain; charset=utf-8", body.into())
+}
+
+fn download(content_type: &'static str, name: &'static str, body: String) -> Resp {
+    let mut r = reply(StatusCode::OK, content_type, body);
+    r.headers_mut().insert(
+        header::CONTENT_DISPOSITION,
+        HeaderValue::from_static(match name {
+            "result.json" => "attachment; filename=\"result.json\"",
+            "summary.csv" => "attachment; filename=\"summary.csv\"",
+            "requests.csv" => "attachment; filename=\"requests.csv\"",
+            _ => "attachment; filename=\"failures.csv\"",
+        }),
+    );
+    r
+}
+
+/// Answer one request.
+pub async fn respond(req: Request<Incoming>, shared: &Shared) -> Resp {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
+    let query = parts.uri.query();
+    let pass = match shared
+        .guard
+        .check(&parts.method, &path, query, &parts.headers)
+    {
+        Ok(p) => p,
+        Err(refusal) => {
+            let mut r = text(refusal.status, format!("{}\n", refusal.why));
+            if refusal.status == StatusCode::UNAUTHORIZED {
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            return r;
+        }
+    };
+    match (parts.method.clone(), path.as_str()) {
+        (Method::GET, "/") => {
+            let mut r = reply(StatusCode::OK, "text/html; charset=utf-8", page::html());
+            if pass == Pass::SetCookie
+                && let Some(c) = shared.guard.cookie_header()
+                && let Ok(v) = HeaderValue::from_str(&c)
+            {
+                r.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            r
+        }
+        (Method::POST, "/stop") => stop(shared),
+        (Method::POST, "/swarm") => swarm(body, shared).await,
+        (Method::GET, _) => get(&path, query, shared),
+        (_, "/" | "/stop" | "/swarm") | (_, "/stats/requests") => text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "control routes take POST, the others GET\n",
+        ),
+        _ => text(StatusCode::NOT_FOUND, "no such route\n"),
+    }
+}
+
+/// The read-only routes.
+fn get(path: &str, query: Option<&str>, shared: &Shared) -> Resp {
+    let b = shared.feed.lock();
+    match path {
+        "/stats/requests" => json_reply(StatusCode::OK, &stats::requests(&b)),
+        "/stats/history" => {
+            let from = query
+                .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("from=")))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            json_reply(StatusCode::OK, &stats::history(&b, from))
+        }
+        "/stats/requests/csv" => download("text/csv", "requests.csv", stats::requests_csv(&b)),
+        "/stats/failures/csv" => download("text/csv", "failures.csv", stats::failures_csv(&b)),
+        "/stats/report" => {
+            let steps: Vec<&RunResult> = b.finished.iter().chain(b.current.as_ref()).collect();
+            let stages: Vec<&RunResult> = b.stages.iter().collect();
+            let page = Page {
+                steps: &steps,
+                stages: if b.sweep { &[] } else { &stages },
+                sweep: b.sweep,
+                search: None,
+            };
+            reply(
+                StatusCode::OK,
+                "text/html; charset=utf-8",
+                html::render(&page),
+            )
+        }
+        "/result.json" => match b.latest() {
+            Some(r) => match serde_json::to_string_pretty(&cicada_results::json::document(r)) {
+                Ok(doc) => download("application/json", "result.json", doc),
+                Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+            },
+            None => text(StatusCode::NOT_FOUND, "no step has started yet\n"),
+        },
+        "/summary.csv" => {
+            let mut out = stats::csv_line(&cicada_results::csv::header());
+            let rows = b.finished.iter().chain(b.current.as_ref());
+            for row in rows.flat_map(cicada_results::csv::rows) {
+                out.push_str(&stats::csv_line(&row));
+            }
+            download("text/csv", "summary.csv", out)
+        }
+        _ => text(StatusCode::NOT_FOUND, "no such route\n"),
+    }
+}
+
+/// `POST /stop`: the run stops as on Ctrl-C (results are written).
+fn stop(shared: &Shared) -> Resp {
+    {
+        let mut b = shared.feed.lock();
+        if b.state == RunState::Running {
+            b.state = RunState::Stopping;
+        }
+    }
+    let _ = shared.stop.send(());
+    json_reply(
+        StatusCode::OK,
+        &json!({"success": true, "message": "Test stopped"}),
+    )
+}
+
+/// `POST /swarm`: start the run the form describes (only while ready).
+async fn swarm(body: Incoming, shared: &Shared) -> Resp {
+    let fail = |status, message: String| {
+        json_reply(status, &json!({"success": false, "message": message}))
+    };
+    if shared.feed.lock().state != RunState::Ready {
+        return fail(
+            StatusCode::CONFLICT,
+            "a run has already started (changing it mid-run is not built yet)".into(),
+        );
+    }
+    let bytes = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(e) => return fail(StatusCode::BAD_REQUEST, format!("reading the form: {e}")),
+    };
+    let fields = form::parse(&String::from_utf8_lossy(&bytes));
+    let sets = match form::swarm_sets(&fields) {
+        Ok(s) => s,
+        Err(e) => return fail(StatusCode::BAD_REQUEST, e),
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    if shared
+        .swarm
+        .send(SwarmAsk { sets, reply: tx })
+        .await
+        .is_err()
+    {
+        return fail(
+            StatusCode::CONFLICT,
+            "the run no longer takes a start".into(),
+        );
+    }
+    match rx.await {
+        Ok(Ok(())) => {
+            let host = fields
+                .iter()
+                .find(|(k, _)| k == "host")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            json_reply(
+                StatusCode::OK,
+                &json!({"success": true, "message": "Swarming started", "host": host}),
+            )
+        }
+        Ok(Err(e)) => fail(StatusCode::BAD_REQUEST, e),
+        Err(_) => fail(
+            StatusCode::CONFLICT,
+            "the run no longer takes a start".into(),
+        ),
+    }
+}

@@ -1,0 +1,296 @@
+//! What the web UI shows, kept for the whole run: the run's state, the
+//! step running (a provisional result the progress ticker refreshes every
+//! second from the exact merge), the steps already finished, every interval
+//! as a chart point since the run began (not a rolling window), and the
+//! workers' own figures. The run loop writes it through a [`Feed`]; the
+//! server reads it.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use cicada_metrics::{Metric, MetricSet};
+use cicada_results::RunResult;
+use cicada_results::interval::IntervalRow;
+use cicada_scenarios::Scenario;
+use tokio::time::Instant;
+
+use crate::merge::Aggregate;
+
+/// Where the run is, in Locust's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunState {
+    /// Waiting for `POST /swarm` (`--web-wait`).
+    Ready,
+    /// Preparing or sending load.
+    Running,
+    /// Stop was asked; results are being written.
+    Stopping,
+    /// Ended; the results are written.
+    Stopped,
+}
+
+impl RunState {
+    /// Locust's name for the state.
+    pub fn word(self) -> &'static str {
+        match self {
+            RunState::Ready => "ready",
+            RunState::Running => "running",
+            RunState::Stopping => "stopping",
+            RunState::Stopped => "stopped",
+        }
+    }
+}
+
+/// One interval of the run, as the charts draw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// Seconds since the run's first start barrier, at the interval's end.
+    pub t: f64,
+    /// The step it belongs to (0 without a sweep).
+    pub step: u32,
+    /// Successful requests per second.
+    pub rps: f64,
+    /// Failed requests per second.
+    pub fail_s: f64,
+    /// Output tokens per second.
+    pub tok_s: f64,
+    /// Requests in flight at its end.
+    pub in_flight: u64,
+    /// (metric, p50, p99) in ms of the interval's requests.
+    pub latency: Vec<(Metric, f64, f64)>,
+}
+
+impl Point {
+    fn of(offset_s: f64, step: u32, row: &IntervalRow) -> Self {
+        let len = row.length_s.max(f64::MIN_POSITIVE);
+        Self {
+            t: offset_s + row.start_s + row.length_s,
+            step,
+            rps: row.ok as f64 / len,
+            fail_s: row.failed as f64 / len,
+            tok_s: row.output_tokens as f64 / len,
+            in_flight: row.in_flight,
+            latency: row
+                .metrics
+                .iter()
+                .map(|(m, _, _, p50, _, p99, _)| (*m, *p50, *p99))
+                .collect(),
+        }
+    }
+}
+
+/// A worker, as the workers tab shows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkerView {
+    /// Its member index.
+    pub index: u32,
+    /// The host it said it runs on.
+    pub host: String,
+    /// Still in the fleet.
+    pub active: bool,
+    /// Requests in flight by its latest report or heartbeat.
+    pub in_flight: u64,
+    /// CPU seconds it used in the current step.
+    pub cpu_s: f64,
+    /// Its peak resident memory, bytes.
+    pub rss_bytes: u64,
+}
+
+/// Everything the UI shows.
+#[derive(Debug)]
+pub struct Board {
+    /// Where the run is.
+    pub state: RunState,
+    /// The scenario as the command line describes it (the start form's defaults).
+    pub scenario: Scenario,
+    /// The step running, as far as it got.
+    pub current: Option<RunResult>,
+    /// Finished steps' whole results.
+    pub finished: Vec<RunResult>,
+    /// Finished `[[stages]]` windows.
+    pub stages: Vec<RunResult>,
+    /// The steps are a sweep.
+    pub sweep: bool,
+    /// Every interval since the run began.
+    pub history: Vec<Point>,
+    /// Seconds from the run's first barrier to the current step's.
+    step_offset_s: f64,
+    run_started: Option<Instant>,
+    step_started: Option<Instant>,
+    /// Requests in flight now.
+    pub in_flight: u64,
+    /// Seconds since the current step's barrier.
+    pub elapsed_s: f64,
+    /// The workers.
+    pub workers: BTreeMap<u32, WorkerView>,
+}
+
+/// The writing side: the run loop and the progress ticker hold one each.
+#[derive(Debug, Clone)]
+pub struct Feed {
+    board: Arc<Mutex<Board>>,
+}
+
+impl Feed {
+    /// A board for `scenario`, in `state`.
+    pub fn new(scenario: Scenario, state: RunState) -> Self {
+        Self {
+            board: Arc::new(Mutex::new(Board {
+                state,
+                scenario,
+                current: None,
+                finished: Vec::new(),
+                stages: Vec::new(),
+                sweep: false,
+                history: Vec::new(),
+                step_offset_s: 0.0,
+                run_started: None,
+                step_started: None,
+                in_flight: 0,
+                elapsed_s: 0.0,
+                workers: BTreeMap::new(),
+            })),
+        }
+    }
+
+    /// The board, for reading or writing (a poisoned lock still holds figures).
+    pub fn lock(&self) -> MutexGuard<'_, Board> {
+        self.board.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Set the run's state.
+    pub fn set_state(&self, state: RunState) {
+        self.lock().state = state;
+    }
+
+    /// The run's scenario changed (the start form was sent).
+    pub fn set_scenario(&self, scenario: Scenario) {
+        self.lock().scenario = scenario;
+    }
+
+    /// A step is about to start: `provisional` is its result with nothing
+    /// measured yet; `workers` its members and hosts.
+    pub fn step_began(&self, provisional: RunResult, sweep: bool, workers: &[(u32, String)]) {
+        let mut b = self.lock();
+        b.state = RunState::Running;
+        b.sweep = sweep;
+        b.current = Some(provisional);
+        for w in b.workers.values_mut() {
+            w.active = false;
+        }
+        for (index, host) in workers {
+            let w = b.workers.entry(*index).or_default();
+            w.index = *index;
+            w.host = host.clone();
+            w.active = true;
+        }
+    }
+
+    /// The step's start barrier passed.
+    pub fn barrier(&self, started_unix: f64) {
+        let mut b = self.lock();
+        let now = Instant::now();
+        let run_started = *b.run_started.get_or_insert(now);
+        b.step_offset_s = now.saturating_duration_since(run_started).as_secs_f64();
+        b.step_started = Some(now);
+        if let Some(cur) = b.current.as_mut() {
+            cur.started_unix = started_unix;
+        }
+    }
+
+    /// About once a second: the step's figures so far from the merge.
+    pub fn tick(&self, agg: &Aggregate, total: &MetricSet) {
+        let targets = self
+            .lock()
+            .current
+            .as_ref()
+            .map_or(0, |c| c.target.urls.len().max(1) as u32);
+        // the merges happen outside the lock
+        let per_target: Vec<MetricSet> = (0..targets)
+            .map(|t| agg.merged(|s| !s.warmup && s.target == t))
+            .collect();
+        let mut b = self.lock();
+        b.in_flight = agg.in_flight();
+        b.elapsed_s = b.step_started.map_or(0.0, |s| {
+            Instant::now().saturating_duration_since(s).as_secs_f64()
+        });
+        for (worker, usage) in &agg.usage {
+            let w = b.workers.entry(*worker).or_default();
+            w.cpu_s = usage.cpu_us as f64 / 1e6;
+            w.rss_bytes = usage.peak_rss_bytes;
+        }
+        for (worker, n) in agg.in_flight_by_worker() {
+            b.workers.entry(*worker).or_default().in_flight = *n;
+        }
+        let Some(mut cur) = b.current.take() else {
+            return;
+        };
+        cur.total = total.clone();
+        cur.per_target = per_target;
+        let new = agg.rows.get(cur.rows.len()..).unwrap_or_default();
+        b.add_points(cur.stage, new);
+        cur.rows.extend(new.iter().cloned());
+        b.current = Some(cur);
+    }
+
+    /// The step ended: `results` is its whole result, then its windows.
+    pub fn step_finished(&self, results: &[RunResult]) {
+        let mut b = self.lock();
+        let Some(whole) = results.first() else {
+            return;
+        };
+        let had = b.current.take().map_or(0, |c| c.rows.len());
+        b.add_points(whole.stage, whole.rows.get(had..).unwrap_or_default());
+        b.in_flight = 0;
+        for w in b.workers.values_mut() {
+            w.in_flight = 0;
+        }
+        b.finished.push(whole.clone());
+        b.stages.extend(results[1..].iter().cloned());
+    }
+}
+
+impl Board {
+    fn add_points(&mut self, step: u32, rows: &[IntervalRow]) {
+        let offset = self.step_offset_s;
+        self.history
+            .extend(rows.iter().map(|r| Point::of(offset, step, r)));
+    }
+
+    /// The result the figures come from: the step running, else the last one finished.
+    pub fn latest(&self) -> Option<&RunResult> {
+        self.current.as_ref().or(self.finished.last())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn points_keep_the_whole_run_across_steps() {
+        let feed = Feed::new(Scenario::default(), RunState::Ready);
+        let row = |i: u64| IntervalRow {
+            index: i,
+            start_s: i as f64,
+            length_s: 1.0,
+            ended: 4,
+            ok: 3,
+            failed: 1,
+            output_tokens: 30,
+            input_tokens: 0,
+            in_flight: 2,
+            metrics: vec![(Metric::Ttft, 3, 5.0, 4.0, 6.0, 9.0, 9.5)],
+        };
+        let mut b = feed.lock();
+        b.add_points(1, &[row(0), row(1)]);
+        b.step_offset_s = 10.0;
+        b.add_points(2, &[row(0)]);
+        let t: Vec<f64> = b.history.iter().map(|p| p.t).collect();
+        assert_eq!(t, [1.0, 2.0, 11.0]);
+        assert_eq!(b.history[2].step, 2);
+        assert_eq!(b.history[0].rps, 3.0);
+        assert_eq!(b.history[0].tok_s, 30.0);
+        assert_eq!(b.history[0].latency, [(Metric::Ttft, 4.0, 9.0)]);
+    }
+}

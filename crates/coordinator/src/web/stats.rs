@@ -1,0 +1,396 @@
+//! The board in Locust's shapes: `/stats/requests` (its JSON, with cicada's
+//! LLM figures under the `cicada` key), `/stats/requests/csv`,
+//! `/stats/failures/csv`, and the chart points of `/stats/history`.
+//! Locust's "response time" is cicada's E2EL (send to last byte), in ms.
+
+use cicada_metrics::{LatencyHistogram, Metric, MetricSet};
+use cicada_results::RunResult;
+use cicada_scenarios::sharding;
+use serde_json::{Value, json};
+
+use super::state::{Board, Point, RunState};
+
+/// Latencies with percentiles in the `cicada` block and the charts.
+pub const LATENCIES: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
+
+/// Locust's columns of `/stats/requests/csv` after the counts.
+const CSV_PERCENTILES: [f64; 12] = [
+    0.5, 0.66, 0.75, 0.8, 0.9, 0.95, 0.98, 0.99, 0.999, 0.9999, 1.0, 1.0,
+];
+
+fn ms(h: &LatencyHistogram, q: f64) -> f64 {
+    if h.is_empty() {
+        0.0
+    } else {
+        h.quantile(q) as f64 / 1e3
+    }
+}
+
+fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
+/// One row of Locust's `stats`: a replica or the aggregate.
+fn stat_row(name: &str, set: &MetricSet, current_rps: f64, current_fail_s: f64) -> Value {
+    let e2el = set.histogram(Metric::E2el);
+    json!({
+        "method": "POST",
+        "name": name,
+        "safe_name": name,
+        "num_requests": set.outcomes.sent(),
+        "num_failures": set.outcomes.failed(),
+        "avg_response_time": round2(e2el.mean() / 1e3),
+        "min_response_time": round2(if e2el.is_empty() { 0.0 } else { e2el.min() as f64 / 1e3 }),
+        "max_response_time": round2(if e2el.is_empty() { 0.0 } else { e2el.max() as f64 / 1e3 }),
+        "median_response_time": round2(ms(&e2el, 0.5)),
+        "ninetieth_response_time": round2(ms(&e2el, 0.9)),
+        "ninety_ninth_response_time": round2(ms(&e2el, 0.99)),
+        "current_rps": round2(current_rps),
+        "current_fail_per_sec": round2(current_fail_s),
+    })
+}
+
+/// The last interval's rates: (ok requests/s, failures/s, output tokens/s).
+fn current_rates(b: &Board) -> (f64, f64, f64) {
+    if b.state != RunState::Running {
+        return (0.0, 0.0, 0.0);
+    }
+    b.history
+        .last()
+        .map_or((0.0, 0.0, 0.0), |p| (p.rps + p.fail_s, p.fail_s, p.tok_s))
+}
+
+/// Per-replica rows (when there are several), then "Aggregated".
+fn stats_rows(b: &Board, r: &RunResult) -> Vec<Value> {
+    let (rps, fail_s, _) = current_rates(b);
+    let mut rows = Vec::new();
+    if r.target.urls.len() > 1 {
+        let total = r.total.outcomes.sent().max(1) as f64;
+        for (url, set) in r.targets() {
+            // a replica's share of the current rate, by its share of requests
+            let share = set.outcomes.sent() as f64 / total;
+            rows.push(stat_row(url, set, rps * share, fail_s * share));
+        }
+    }
+    rows.push(stat_row("Aggregated", &r.total, rps, fail_s));
+    rows
+}
+
+fn latency_block(set: &MetricSet) -> Value {
+    let mut out = serde_json::Map::new();
+    for m in LATENCIES {
+        let h = set.histogram(m);
+        let v = if h.is_empty() {
+            Value::Null
+        } else {
+            json!({
+                "count": h.count(),
+                "mean": round2(h.mean() / 1e3),
+                "p50": round2(ms(&h, 0.5)),
+                "p90": round2(ms(&h, 0.9)),
+                "p99": round2(ms(&h, 0.99)),
+            })
+        };
+        out.insert(format!("{}_ms", m.name()), v);
+    }
+    Value::Object(out)
+}
+
+/// The start form's defaults and what the run was set to.
+fn scenario_block(b: &Board) -> Value {
+    let s = &b.scenario;
+    let l = &s.load;
+    json!({
+        "name": s.name,
+        "closed_loop": sharding::is_closed_loop(s),
+        "users": l.users,
+        "spawn_rate": l.spawn_rate,
+        "rate": l.request_rate.to_string(),
+        "max_concurrency": l.max_concurrency,
+        "host": s.target.base_url.clone().or_else(|| s.target.urls.first().cloned()),
+        "duration": l.duration.map(|d| d.to_string()),
+        "num_prompts": l.num_prompts,
+    })
+}
+
+/// `/stats/requests`: Locust's JSON, plus `cicada`.
+pub fn requests(b: &Board) -> Value {
+    let empty = MetricSet::default();
+    let total = b.latest().map_or(&empty, |r| &r.total);
+    let (rps, fail_s, tok_s) = current_rates(b);
+    let stats = b.latest().map(|r| stats_rows(b, r)).unwrap_or_default();
+    let errors: Vec<Value> = total
+        .outcomes
+        .failures()
+        .map(|(class, c)| {
+            json!({
+                "method": "POST",
+                "name": class.to_string(),
+                "error": c.first_error.clone().unwrap_or_else(|| class.to_string()),
+                "occurrences": c.count,
+            })
+        })
+        .collect();
+    let sent = total.outcomes.sent();
+    let e2el = total.histogram(Metric::E2el);
+    let closed = sharding::is_closed_loop(&b.scenario);
+    let user_count = if closed {
+        u64::from(b.scenario.load.users.unwrap_or(0))
+    } else {
+        b.in_flight
+    };
+    let workers: Vec<Value> = b
+        .workers
+        .values()
+        .map(|w| {
+            json!({
+                "id": format!("{}#{}", w.host, w.index),
+                "state": if !w.active { "missing" } else { b.state.word() },
+                "user_count": w.in_flight,
+                "cpu_usage": if b.elapsed_s > 0.0 { round2(100.0 * w.cpu_s / b.elapsed_s) } else { 0.0 },
+                "memory_usage": w.rss_bytes,
+                "cicada": {"index": w.index, "host": w.host, "in_flight": w.in_flight,
+                           "cpu_s": round2(w.cpu_s), "peak_rss_bytes": w.rss_bytes},
+            })
+        })
+        .collect();
+    let failures: serde_json::Map<String, Value> = total
+        .outcomes
+        .failures()
+        .map(|(class, c)| (class.to_string(), json!(c.count)))
+        .collect();
+    json!({
+        "stats": stats,
+        "errors": errors,
+        "total_rps": round2(rps),
+        "total_fail_per_sec": round2(fail_s),
+        "fail_ratio": if sent > 0 { total.outcomes.failed() as f64 / sent as f64 } else { 0.0 },
+        "current_response_time_percentiles": {
+            "response_time_percentile_0.5": round2(ms(&e2el, 0.5)),
+            "response_time_percentile_0.95": round2(ms(&e2el, 0.95)),
+        },
+        "total_avg_response_time": round2(e2el.mean() / 1e3),
+        "state": b.state.word(),
+        "user_count": user_count,
+        "workers": workers,
+        "worker_count": b.workers.values().filter(|w| w.active).count(),
+        "cicada": {
+            "step": b.latest().map_or(0, |r| r.stage),
+            "steps_finished": b.finished.len(),
+            "elapsed_s": round2(b.elapsed_s),
+            "in_flight": b.in_flight,
+            "requests": sent,
+            "ok": total.outcomes.ok(),
+            "failed": total.outcomes.failed(),
+            "output_tokens_per_s": round2(tok_s),
+            "output_tokens": total.counter(cicada_metrics::Counter::OutputTokens),
+            "latency": latency_block(total),
+            "failures_by_class": failures,
+            "points": b.history.len(),
+            "scenario": scenario_block(b),
+        },
+    })
+}
+
+/// One CSV line, quoting fields that need it.
+pub fn csv_line(fields: &[String]) -> String {
+    let quoted: Vec<String> = fields
+        .iter()
+        .map(|f| {
+            if f.contains([',', '"', '\n', '\r']) {
+                format!("\"{}\"", f.replace('"', "\"\""))
+            } else {
+                f.clone()
+            }
+        })
+        .collect();
+    quoted.join(",") + "\n"
+}
+
+/// `/stats/requests/csv`: Locust's columns, response times as E2EL ms.
+pub fn requests_csv(b: &Board) -> String {
+    let mut head: Vec<String> = [
+        "Type",
+        "Name",
+        "Request Count",
+        "Failure Count",
+        "Median Response Time",
+        "Average Response Time",
+        "Min Response Time",
+        "Max Response Time",
+        "Average Content Size",
+        "Requests/s",
+        "Failures/s",
+    ]
+    .map(String::from)
+    .to_vec();
+    head.extend(
+        [
+            "50%", "66%", "75%", "80%", "90%", "95%", "98%", "99%", "99.9%", "99.99%", "100%",
+        ]
+        .map(String::from),
+    );
+    let mut out = csv_line(&head);
+    let Some(r) = b.latest() else { return out };
+    let duration = r.summary().duration_s.max(f64::MIN_POSITIVE);
+    let mut sets: Vec<(&str, &MetricSet)> = Vec::new();
+    if r.target.urls.len() > 1 {
+        sets.extend(r.targets());
+    }
+    sets.push(("Aggregated", &r.total));
+    for (name, set) in sets {
+        let e = set.histogram(Metric::E2el);
+        let f = |v: f64| format!("{v:.2}");
+        let mut row = vec![
+            if name == "Aggregated" {
+                String::new()
+            } else {
+                "POST".into()
+            },
+            name.to_string(),
+            set.outcomes.sent().to_string(),
+            set.outcomes.failed().to_string(),
+            f(ms(&e, 0.5)),
+            f(e.mean() / 1e3),
+            f(if e.is_empty() {
+                0.0
+            } else {
+                e.min() as f64 / 1e3
+            }),
+            f(if e.is_empty() {
+                0.0
+            } else {
+                e.max() as f64 / 1e3
+            }),
+            "0".into(),
+            f(set.outcomes.sent() as f64 / duration),
+            f(set.outcomes.failed() as f64 / duration),
+        ];
+        row.extend(CSV_PERCENTILES[..11].iter().map(|q| f(ms(&e, *q))));
+        out.push_str(&csv_line(&row));
+    }
+    out
+}
+
+/// `/stats/failures/csv`: one line per failure class, with its first message.
+pub fn failures_csv(b: &Board) -> String {
+    let mut out = csv_line(&["Method", "Name", "Error", "Occurrences"].map(String::from));
+    let Some(r) = b.latest() else { return out };
+    for (class, c) in r.total.outcomes.failures() {
+        out.push_str(&csv_line(&[
+            "POST".into(),
+            class.to_string(),
+            c.first_error.clone().unwrap_or_default(),
+            c.count.to_string(),
+        ]));
+    }
+    out
+}
+
+fn point(p: &Point) -> Value {
+    let mut lat = serde_json::Map::new();
+    for (m, p50, p99) in p.latency.iter().filter(|(m, ..)| LATENCIES.contains(m)) {
+        lat.insert(m.name().to_string(), json!([round2(*p50), round2(*p99)]));
+    }
+    json!({"t": round2(p.t), "step": p.step, "rps": round2(p.rps), "fail_s": round2(p.fail_s),
+           "tok_s": round2(p.tok_s), "in_flight": p.in_flight, "ms": lat})
+}
+
+/// `/stats/history?from=N`: chart points from the N-th on, and how many there are.
+pub fn history(b: &Board, from: usize) -> Value {
+    let points: Vec<Value> = b.history.iter().skip(from).map(point).collect();
+    json!({"from": from.min(b.history.len()), "next": b.history.len(), "points": points})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::web::state::Feed;
+    use cicada_metrics::Outcome;
+    use cicada_scenarios::Scenario;
+
+    fn result() -> RunResult {
+        use cicada_scenarios::plan::{
+            AddressChoice, HttpVersion, ProxySetting, ResolvedTarget, ServerFamily, WireApi,
+        };
+        RunResult {
+            scenario: Scenario::default(),
+            scenario_origin: "test".into(),
+            scenario_hash: "h".into(),
+            stage: 0,
+            stage_name: String::new(),
+            proxy_routes: Vec::new(),
+            target: ResolvedTarget {
+                api: WireApi::Chat,
+                family: ServerFamily::Mock,
+                urls: vec!["http://t".into()],
+                model: "m".into(),
+                headers: Default::default(),
+                api_key_env: None,
+                timeout_ms: 1,
+                stream: true,
+                routing: Default::default(),
+                tls: Default::default(),
+                keep_alive: true,
+                http: HttpVersion::Auto,
+                addresses: AddressChoice::First,
+                proxy: ProxySetting::Env,
+                no_proxy: Vec::new(),
+                max_event_bytes: 1 << 20,
+            },
+            workers: 1,
+            per_target: Vec::new(),
+            total: MetricSet::default(),
+            warmup: MetricSet::default(),
+            window_start_us: 0,
+            rows: Vec::new(),
+            lost: Vec::new(),
+            worker_shares: Vec::new(),
+            interrupted: None,
+            planned: 0,
+            started_unix: 0.0,
+            dataset: Default::default(),
+            server: Default::default(),
+            client: None,
+        }
+    }
+
+    #[test]
+    fn locust_shape_with_cicada_figures() {
+        let feed = Feed::new(Scenario::default(), RunState::Ready);
+        let empty = requests(&feed.lock());
+        assert_eq!(empty["state"], "ready");
+        assert_eq!(empty["stats"].as_array().map(Vec::len), Some(0));
+        let mut r = result();
+        for v in 1..=100u64 {
+            r.total.count_outcome(Outcome::Ok, None);
+            r.total.histogram_mut(Metric::E2el).record(v * 1_000);
+        }
+        r.total
+            .outcomes
+            .add_n(Outcome::Http(503), 5, Some("busy, \"later\""));
+        feed.step_finished(&[r]);
+        let b = feed.lock();
+        let j = requests(&b);
+        let agg = &j["stats"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(agg["name"], "Aggregated");
+        assert_eq!(agg["num_requests"], 105);
+        assert_eq!(agg["num_failures"], 5);
+        assert_eq!(agg["median_response_time"], 50.0);
+        assert_eq!(j["errors"][0]["occurrences"], 5);
+        assert_eq!(j["errors"][0]["name"], "http_503");
+        assert!((j["fail_ratio"].as_f64().unwrap() - 5.0 / 105.0).abs() < 1e-9);
+        assert_eq!(j["cicada"]["failures_by_class"]["http_503"], 5);
+        assert_eq!(j["cicada"]["latency"]["e2el_ms"]["p99"], 99.0);
+        assert_eq!(j["cicada"]["latency"]["ttft_ms"], Value::Null);
+        let fail = failures_csv(&b);
+        assert_eq!(
+            fail,
+            "Method,Name,Error,Occurrences\nPOST,http_503,\"busy, \"\"later\"\"\",5\n"
+        );
+        let req = requests_csv(&b);
+        let last = req.lines().last().unwrap();
+        assert!(last.starts_with(",Aggregated,105,5,50.00,"), "{last}");
+        assert_eq!(req.lines().next().unwrap().split(',').count(), 22);
+    }
+}
