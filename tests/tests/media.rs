@@ -89,6 +89,53 @@ fn random_mm_images_arrive_as_counted_for_any_worker_count() {
     assert_eq!(totals[0], totals[1], "the pool does not depend on workers");
 }
 
+/// The same seeded images go out in Responses' `input_image` parts and
+/// Messages' base64 `image` blocks, streamed and not: the mock finds every
+/// one cicada counts, of the bytes it counts, and they are the chat run's.
+#[test]
+fn random_mm_images_arrive_in_responses_and_messages_requests() {
+    let _g = serial();
+    let mut seen = Vec::new();
+    for (backend, stream) in [
+        ("vllm-chat", true),
+        ("openai-responses", true),
+        ("openai-responses", false),
+        ("anthropic-messages", true),
+        ("anthropic-messages", false),
+    ] {
+        let api = if backend == "vllm-chat" {
+            "openai-chat"
+        } else {
+            backend
+        };
+        let mock = Mock::start(&["--ttft-ms", "2", "--itl-ms", "1", "--api", api]);
+        let dir = scratch();
+        let text = images_scenario(&mock.url).replace(
+            "backend = \"vllm-chat\"",
+            &format!("backend = \"{backend}\"\nstream = {stream}"),
+        );
+        let (r, j) = run_scenario(dir.path(), "mm", &text, "2", &[], LIMIT);
+        assert_ok(&r);
+        let what = format!("{backend} stream={stream}");
+        assert_eq!(j["completed"].as_u64(), Some(30), "{what}\n{}", r.stdout);
+        let counters = &j["cicada"]["counters"];
+        let (images, bytes) = (
+            counters["images"].as_u64().unwrap(),
+            counters["image_bytes"].as_u64().unwrap(),
+        );
+        let stats = mock.stats();
+        assert_eq!(stats["images"].as_u64(), Some(images), "{what}: {stats}");
+        assert_eq!(
+            stats["image_bytes"].as_u64(),
+            Some(bytes),
+            "{what}: {stats}"
+        );
+        assert!(images >= 30, "{what}: {images}");
+        seen.push((images, bytes));
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:?}");
+}
+
 fn audio_scenario(url: &str, stream: bool) -> String {
     format!(
         r#"

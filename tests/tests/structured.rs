@@ -151,3 +151,93 @@ fn a_schema_the_server_was_not_told_is_caught() {
     // the mock answered words: it never saw a response format
     assert_eq!(mock.stats()["invalid_outputs"].as_u64(), Some(0));
 }
+
+/// Tools in Responses' and Messages' spelling, streamed and whole: the mock
+/// reads them, calls the tool in each API's events, breaks a share on the
+/// knob, and cicada counts exactly the broken ones as `invalid_output`; the
+/// argument pieces are the output (no usage: counted from events). A JSON
+/// schema in Responses' `text.format` is answered and checked the same way.
+#[test]
+fn tool_calls_and_schemas_in_responses_and_messages_are_checked() {
+    let _g = serial();
+    let dir = scratch();
+    for (api, stream) in [
+        ("openai-responses", true),
+        ("openai-responses", false),
+        ("anthropic-messages", true),
+        ("anthropic-messages", false),
+    ] {
+        let mock = Mock::start(&[
+            "--ttft-ms",
+            "1",
+            "--itl-ms",
+            "0",
+            "--invalid-output",
+            "0.3",
+            "--usage",
+            "false",
+            "--api",
+            api,
+        ]);
+        let name = format!("{api}-{stream}");
+        let text = format!(
+            "{}[load]\nnum_prompts = 40\n[structured]\ntool_choice = {{ type = \"function\", function = {{ name = \"get_weather\" }} }}\n{TOOLS}",
+            target(&mock.url).replace(
+                "backend = \"openai-chat\"",
+                &format!("backend = \"{api}\"\nstream = {stream}")
+            )
+        );
+        let (r, j) = run_scenario(dir.path(), &name, &text, "2", &[], LIMIT);
+        assert_ok(&r);
+        let broken = mock.stats()["invalid_outputs"].as_u64().unwrap();
+        assert!(
+            broken > 2 && broken < 30,
+            "{name}: the knob broke {broken} of 40"
+        );
+        assert_eq!(outcome(&j, "invalid_output"), broken, "{name}: {j:#}");
+        assert_eq!(j["completed"].as_u64(), Some(40 - broken), "{name}");
+        let first = j["cicada"]["outcomes"]["invalid_output"]["first_error"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            first.contains("(\"get_weather\"): its arguments break the parameters"),
+            "{name}: {first}"
+        );
+        if stream {
+            assert_eq!(j["cicada"]["token_source"], "events", "{name}: {j:#}");
+            assert_eq!(
+                j["total_output_tokens"].as_u64(),
+                Some(12 * (40 - broken)),
+                "{name}"
+            );
+        }
+    }
+    // a JSON schema: Responses' text.format, Messages' output_config.format
+    let format = "response_format = { type = \"json_schema\", json_schema = { name = \"city\", schema = { type = \"object\", required = [\"name\"], properties = { name = { type = \"string\" } } } } }\n";
+    for api in ["openai-responses", "anthropic-messages"] {
+        let mock = Mock::start(&[
+            "--ttft-ms",
+            "1",
+            "--itl-ms",
+            "0",
+            "--invalid-output",
+            "0.3",
+            "--api",
+            api,
+        ]);
+        let name = format!("{api}-json");
+        let text = format!(
+            "{}[load]\nnum_prompts = 40\n[structured]\n{format}",
+            target(&mock.url).replace("backend = \"openai-chat\"", &format!("backend = \"{api}\""))
+        );
+        let (r, j) = run_scenario(dir.path(), &name, &text, "1", &[], LIMIT);
+        assert_ok(&r);
+        let broken = mock.stats()["invalid_outputs"].as_u64().unwrap();
+        assert!(
+            broken > 2 && broken < 30,
+            "{name}: the knob broke {broken} of 40"
+        );
+        assert_eq!(outcome(&j, "invalid_output"), broken, "{name}: {j:#}");
+        assert_eq!(j["completed"].as_u64(), Some(40 - broken), "{name}: {j:#}");
+    }
+}
