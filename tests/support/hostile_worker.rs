@@ -209,6 +209,7 @@ pub fn done(step: u32, sent: u64) -> WBody {
         sent,
         cancelled: false,
         stopped_by: String::new(),
+        not_sent_at_end: 0,
     })
 }
 

@@ -202,3 +202,89 @@ fn selftest_prints_a_row_per_level_and_writes_json() {
         }
     }
 }
+
+/// `cicada selftest --http-rate` with a tiny duration: a row per fixed rate
+/// and one for the closed loop, every figure well formed (never a speed),
+/// the same in the JSON. oha and wrk are left out here only through
+/// `--no-load-tools`, which the output says; without the flag and without
+/// the tools installed, it fails naming the script that installs them.
+#[test]
+fn selftest_http_rate_prints_well_formed_figures() {
+    let _g = serial();
+    assert!(
+        cores() >= 2,
+        "the mock and the client get cores of their own"
+    );
+    let dir = scratch();
+    let json = dir.path().join("rate.json");
+    let run = coord_run(
+        &[
+            "selftest",
+            "--http-rate",
+            "--rates",
+            "100,300",
+            "--connections",
+            "4",
+            "--seconds",
+            "1",
+            "--no-load-tools",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert_ok(&run);
+    let out = &run.stdout;
+    assert!(
+        out.contains("--no-load-tools: oha and wrk were not run"),
+        "{out}"
+    );
+    // rows: "<rate> | <achieved> - - | <cpu> - - | <lat err> - | <late> -"
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.len() > 2 && w[1] == "|" && w[0].parse::<u32>().is_ok())
+        .collect();
+    assert_eq!(rows.len(), 3, "two rates and the closed loop: {out}");
+    for (row, first) in rows.iter().zip(["100", "300", "4"]) {
+        assert_eq!(row[0], first, "{out}");
+        let figures: Vec<f64> = row[1..]
+            .iter()
+            .filter(|w| **w != "|" && **w != "-")
+            .map(|w| w.parse().unwrap_or_else(|_| panic!("{w:?} in {out}")))
+            .collect();
+        assert!(figures.iter().all(|f| f.is_finite()), "{out}");
+        assert!(figures[0] > 0.0 && figures[1] > 0.0, "rate and CPU: {out}");
+    }
+    let j = read_json(&json);
+    assert!(j["tools_skipped"].is_string(), "{j}");
+    for (r, rate) in j["rates"].as_array().unwrap().iter().zip([100, 300]) {
+        assert_eq!(r["rate"], rate, "{j}");
+        let c = &r["cicada"];
+        assert!(c["achieved_rps"].as_f64().unwrap() > 0.0, "{j}");
+        assert!(c["cpu_us_per_request"].as_f64().unwrap() > 0.0, "{j}");
+        // the client's mean latency against the mock's configured 1 ms: generous
+        assert!(c["mean_latency_ms"].as_f64().unwrap() >= 1.0, "{j}");
+        assert!(c["latency_error_ms"].as_f64().unwrap() < 100.0, "{j}");
+        assert!(r["oha"].is_null(), "{j}");
+    }
+    let closed = &j["closed"];
+    assert_eq!(closed["connections"], 4, "{j}");
+    assert!(closed["cicada"]["rps"].as_f64().unwrap() > 0.0, "{j}");
+    assert!(closed["wrk"].is_null(), "{j}");
+    // no silent skip: without the flag, missing tools are an error
+    let missing = dir.path().join("no-tools");
+    let run = coord_run(
+        &[
+            "selftest",
+            "--http-rate",
+            "--seconds",
+            "1",
+            "--load-tools",
+            missing.to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert!(run.stderr.contains("scripts/load-tools.sh"), "{run:?}");
+}

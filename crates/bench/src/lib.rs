@@ -16,7 +16,9 @@ mod fleet;
 mod floor;
 mod level;
 mod procs;
+mod rate;
 mod sim;
+mod tools;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -82,6 +84,30 @@ pub struct SelftestArgs {
     /// coordinator at this URL (the selftest runs itself so).
     #[arg(long, hide = true)]
     pub fleet_sim: Option<String>,
+    /// Instead of the levels: requests per second per core on the mock's
+    /// non-streamed route, at fixed rates (--rates) and in a closed loop
+    /// (--connections), beside oha and wrk (scripts/load-tools.sh installs them).
+    #[arg(long)]
+    pub http_rate: bool,
+    /// --http-rate: the fixed rates, requests per second.
+    #[arg(long, value_delimiter = ',', default_value = "2000,10000")]
+    pub rates: Vec<u32>,
+    /// --http-rate: closed-loop users (wrk's and oha's connections).
+    #[arg(long, default_value_t = 64)]
+    pub connections: u32,
+    /// --http-rate: the mock's delay before each answer at the fixed rates, ms.
+    #[arg(long, default_value_t = 1.0)]
+    pub http_rate_delay_ms: f64,
+    /// --http-rate: the mock's delay in the closed loop, ms.
+    #[arg(long, default_value_t = 0.0)]
+    pub http_rate_closed_delay_ms: f64,
+    /// --http-rate: where scripts/load-tools.sh installed oha and wrk
+    /// (default: its directory under ~/.cache/cicada).
+    #[arg(long)]
+    pub load_tools: Option<PathBuf>,
+    /// --http-rate: measure cicada alone, without oha and wrk (the output says so).
+    #[arg(long)]
+    pub no_load_tools: bool,
     /// Internal: be the floor client for the first level against this mock
     /// and print its figures as one JSON line (the selftest runs itself so).
     #[arg(long, hide = true)]
@@ -144,6 +170,12 @@ async fn levels(a: SelftestArgs) -> anyhow::Result<i32> {
         let result = fleet::run(&exe, &a, &dir).await;
         let _ = std::fs::remove_dir_all(&dir);
         return result.map(|()| 0);
+    }
+    if a.http_rate {
+        let result = rate::run(&exe, &a, &dir).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        rate::write_json(a.json.as_ref(), &result?)?;
+        return Ok(0);
     }
     if !a.rss_requests.is_empty() {
         println!(

@@ -12,12 +12,20 @@ use super::floor::FloorFigures;
 
 /// Limit a child to one core (Linux), so the client and the mock never share one.
 pub(super) fn pin(cmd: &mut Command, core: usize) {
+    pin_set(cmd, &[core]);
+}
+
+/// Limit a child to `cores` (Linux).
+pub(super) fn pin_set(cmd: &mut Command, cores: &[usize]) {
     use std::os::unix::process::CommandExt;
+    let cores = cores.to_vec();
     // SAFETY: only async-signal-safe libc calls between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(core, &mut set);
+            for &core in &cores {
+                libc::CPU_SET(core, &mut set);
+            }
             if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -87,6 +95,39 @@ pub(super) fn start_mock(exe: &Path, a: &SelftestArgs, dir: &Path) -> anyhow::Re
         url,
         ca: pki.map(|p| p.ca),
         http: http.build().context("a client for the mock's routes")?,
+    })
+}
+
+/// Start `cicada mock` for one-token, non-streamed answers after `delay_ms`,
+/// pinned to `cores`.
+pub(super) fn start_mock_on(exe: &Path, delay_ms: f64, cores: &[usize]) -> anyhow::Result<Mock> {
+    let mut cmd = Command::new(exe);
+    cmd.args(["mock", "--listen", "127.0.0.1:0"])
+        .args(["--ttft-ms", &delay_ms.to_string(), "--itl-ms", "0"])
+        .args(["--output-tokens", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    pin_set(&mut cmd, cores);
+    let mut child = cmd.spawn().context("starting the mock")?;
+    let stdout = child.stdout.take().context("the mock's stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .context("reading the mock's address")?;
+    let url = line
+        .split_whitespace()
+        .last()
+        .filter(|u| u.starts_with("http://"))
+        .with_context(|| format!("unexpected mock banner {line:?}"))?
+        .to_string();
+    Ok(Mock {
+        child,
+        url,
+        ca: None,
+        http: reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .context("a client for the mock's routes")?,
     })
 }
 
@@ -222,6 +263,50 @@ pub(super) async fn pinned_floor(
     let what = format!("the floor client at {streams} streams");
     let out = pinned_output(cmd, a.worker_core, &what).await?;
     serde_json::from_slice(&out).with_context(|| format!("reading the figures of {what}"))
+}
+
+/// A process's user + system CPU time, µs, from its rusage at exit; with its stdout.
+#[allow(
+    clippy::zombie_processes,
+    reason = "the child is reaped by wait4, which also gives its rusage"
+)]
+pub(super) fn run_timed(
+    mut cmd: Command,
+    cores: &[usize],
+    what: &str,
+) -> anyhow::Result<(Vec<u8>, f64)> {
+    use std::io::Read;
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    pin_set(&mut cmd, cores);
+    let mut child = cmd.spawn().with_context(|| format!("starting {what}"))?;
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    let (mut out, mut err) = (
+        child.stdout.take().context("a child's stdout")?,
+        child.stderr.take().context("a child's stderr")?,
+    );
+    let errs = std::thread::spawn(move || {
+        let _ = err.read_to_end(&mut stderr);
+        stderr
+    });
+    out.read_to_end(&mut stdout)
+        .with_context(|| format!("reading {what}"))?;
+    let stderr = errs.join().unwrap_or_default();
+    let mut status = 0;
+    // SAFETY: rusage is plain integers, for which all-zero bytes are valid
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: our own child, not yet reaped; both pointers are to live locals
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    if rc != pid {
+        bail!("waiting for {what}: {}", std::io::Error::last_os_error());
+    }
+    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        bail!("{what} failed: {}", String::from_utf8_lossy(&stderr).trim());
+    }
+    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    Ok((stdout, us(usage.ru_utime) + us(usage.ru_stime)))
 }
 
 #[cfg(test)]

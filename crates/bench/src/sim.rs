@@ -364,6 +364,7 @@ async fn report_loop(
         sent: 0,
         cancelled: false,
         stopped_by: String::new(),
+        not_sent_at_end: 0,
     };
     tx.send(msg(WBody::Done(done))).await?;
     Ok(sent)

@@ -28,7 +28,7 @@ enum Command {
     Validate(cicada_coordinator::cli::ValidateArgs),
     /// Measure this machine's client: throughput, CPU per token and timing
     /// error against the built-in mock, one core each.
-    Selftest(cicada_bench::SelftestArgs),
+    Selftest(Box<cicada_bench::SelftestArgs>),
     /// Compare result files side by side, or merge them into one row.
     Report(cicada_results::cli::ReportArgs),
 }
@@ -55,7 +55,7 @@ fn main() {
         }
         Command::Mock(args) => block_on(cicada_coordinator::mock(*args)),
         Command::Validate(args) => cicada_coordinator::validate(&args),
-        Command::Selftest(args) => block_on(cicada_bench::selftest(args)),
+        Command::Selftest(args) => block_on(cicada_bench::selftest(*args)),
         Command::Report(args) => cicada_results::cli::report(&args),
     };
     std::process::exit(code);

@@ -71,6 +71,10 @@ pub enum Refusal {
     BeyondPlan { reported: u64, planned: u64 },
     #[error("it said it planned {claimed} requests; the coordinator planned {planned}")]
     PlanMismatch { claimed: u64, planned: u64 },
+    #[error(
+        "it said {not_sent} requests were due but not sent at the time limit; {rest} of its share were unreported"
+    )]
+    NotSentBeyondShare { not_sent: u64, rest: u64 },
     #[error("the report cannot be decoded: {0}")]
     Undecodable(String),
     #[error("{what} is {value}, beyond any real run's {bound}")]
@@ -107,6 +111,8 @@ struct Account {
     next_seq: u64,
     /// Requests its merged reports account for (every outcome).
     reported: u64,
+    /// Requests it said were due before the time limit and not sent by then.
+    not_sent_at_end: u64,
 }
 
 /// Every worker's account in one step.
@@ -143,6 +149,30 @@ impl Audit {
     /// Requests `worker`'s merged reports account for.
     pub fn reported(&self, worker: u32) -> u64 {
         self.accounts.get(&worker).map_or(0, |a| a.reported)
+    }
+
+    /// Requests `worker` said were due before the time limit and not sent.
+    pub fn not_sent_at_end(&self, worker: u32) -> u64 {
+        self.accounts.get(&worker).map_or(0, |a| a.not_sent_at_end)
+    }
+
+    /// The worker ended its share at the time limit with `not_sent` of its
+    /// due requests not sent: they must fit the part of its planned share
+    /// its reports do not account for (an open-ended share has no limit to
+    /// be behind, so it says none).
+    pub fn ended_at_limit(&mut self, worker: u32, not_sent: u64) -> Result<(), Refusal> {
+        if not_sent == 0 {
+            return Ok(());
+        }
+        let account = self.accounts.entry(worker).or_default();
+        let rest = account
+            .planned
+            .map_or(0, |p| p.saturating_sub(account.reported));
+        if not_sent > rest {
+            return Err(Refusal::NotSentBeyondShare { not_sent, rest });
+        }
+        account.not_sent_at_end = not_sent;
+        Ok(())
     }
 
     /// What the worker said it planned, against the coordinator's plan.
@@ -359,6 +389,26 @@ mod tests {
                 planned: 0
             })
         );
+    }
+
+    #[test]
+    fn requests_not_sent_at_the_limit_must_fit_the_unreported_share() {
+        let mut a = Audit::new([(0, 10), (1, 10), (2, 0)]);
+        a.check(0, &report(0, 6, 50_000), 1_000_000).unwrap();
+        a.check(1, &report(0, 6, 50_000), 1_000_000).unwrap();
+        a.ended_at_limit(0, 4).unwrap();
+        assert_eq!(a.not_sent_at_end(0), 4);
+        assert_eq!(
+            a.ended_at_limit(1, 5),
+            Err(Refusal::NotSentBeyondShare {
+                not_sent: 5,
+                rest: 4
+            })
+        );
+        assert_eq!(a.not_sent_at_end(1), 0);
+        // an open-ended share has nothing due to be behind on
+        assert!(a.ended_at_limit(2, 1).is_err());
+        assert!(a.ended_at_limit(2, 0).is_ok());
     }
 
     /// A reasoning request's answer ITL has one sample per answer token,

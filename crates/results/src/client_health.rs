@@ -111,6 +111,14 @@ pub fn assess(
             c.stall_p99_ms, c.stall_max_ms
         ));
     }
+    // behind its own schedule with no cap to wait for: the client's doing
+    let behind = shares.iter().filter(|s| s.not_sent_at_end > 0);
+    for share in behind.filter(|_| uncapped_open_loop) {
+        c.reasons.push(format!(
+            "worker {} had {} requests due and not sent at the time limit",
+            share.index, share.not_sent_at_end
+        ));
+    }
     let lag = total.histogram(Metric::ScheduleLag);
     if uncapped_open_loop && !lag.is_empty() && ms(lag.quantile(0.99)) > LAG_P99_MS {
         c.reasons.push(format!(
@@ -133,6 +141,7 @@ mod tests {
             host: "h".into(),
             planned: 0,
             reported: 0,
+            not_sent_at_end: 0,
             lost: false,
             threads,
             version: String::new(),
@@ -198,6 +207,27 @@ mod tests {
             10.0,
             false,
         );
+        assert!(!capped.client_bound);
+    }
+
+    #[test]
+    fn requests_not_sent_at_the_time_limit_flag_an_uncapped_client() {
+        let behind = WorkerShare {
+            planned: 2_000,
+            reported: 1_200,
+            not_sent_at_end: 800,
+            ..share(1, 1)
+        };
+        let shares = [share(0, 1), behind];
+        let none = MetricSet::default();
+        let c = assess(&none, &BTreeMap::new(), &shares, &none, 2.0, true);
+        assert!(c.client_bound);
+        assert_eq!(
+            c.reasons,
+            ["worker 1 had 800 requests due and not sent at the time limit"]
+        );
+        // waiting for a concurrency cap at the limit is the server's pace
+        let capped = assess(&none, &BTreeMap::new(), &shares, &none, 2.0, false);
         assert!(!capped.client_bound);
     }
 }

@@ -375,6 +375,20 @@ fn warnings(out: &mut String, r: &RunResult) {
             t.counter(Counter::EventsOverUsage)
         );
     }
+    let not_sent = r.not_sent_at_end();
+    if not_sent > 0 {
+        let by: Vec<String> = r
+            .worker_shares
+            .iter()
+            .filter(|w| w.not_sent_at_end > 0)
+            .map(|w| format!("worker {}: {}", w.index, w.not_sent_at_end))
+            .collect();
+        let _ = writeln!(
+            out,
+            "warning: {not_sent} requests due before the time limit were not sent ({}): the workers were behind their schedule when it came, so the achieved rate is below the asked one; they were not sent late",
+            by.join(", ")
+        );
+    }
     for l in &r.lost {
         let share = if r.planned > 0 {
             format!(

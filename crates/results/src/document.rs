@@ -258,6 +258,9 @@ pub struct Cicada {
     pub degraded: bool,
     pub lost_workers: Vec<LostWorker>,
     pub lost_planned_requests: u64,
+    /// Requests due before the time limit that the workers had not sent by
+    /// then (they were behind their schedule); never sent late, not lost.
+    pub not_sent_at_end: u64,
     /// Targets reached through a proxy ("<url> via <proxy> (<variable>, <how>)").
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub proxy_routes: Vec<String>,
@@ -397,6 +400,8 @@ pub struct WorkerShare {
     pub host: String,
     pub planned_requests: u64,
     pub reported_requests: u64,
+    /// Due before the time limit and not sent by then (behind schedule).
+    pub not_sent_at_end: u64,
     pub lost: bool,
     pub version: String,
 }

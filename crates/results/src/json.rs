@@ -280,6 +280,7 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
             .iter()
             .map(|l| l.planned.saturating_sub(l.reported))
             .sum(),
+        not_sent_at_end: r.not_sent_at_end(),
         worker_shares: r
             .worker_shares
             .iter()
@@ -288,6 +289,7 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
                 host: w.host.clone(),
                 planned_requests: w.planned,
                 reported_requests: w.reported,
+                not_sent_at_end: w.not_sent_at_end,
                 lost: w.lost,
                 version: w.version.clone(),
             })

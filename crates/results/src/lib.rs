@@ -93,6 +93,9 @@ pub struct WorkerShare {
     pub planned: u64,
     /// Requests it reported (every outcome).
     pub reported: u64,
+    /// Requests of its share due before the time limit that it had not
+    /// sent when the limit came (it was behind its schedule); never sent late.
+    pub not_sent_at_end: u64,
     /// It was lost before finishing.
     pub lost: bool,
     /// Runtime threads it runs (its share of the machine).
@@ -193,6 +196,11 @@ impl RunResult {
         for set in std::iter::once(&mut self.total).chain(&mut self.per_target) {
             hide(set, hidden);
         }
+    }
+
+    /// Requests due before the time limit that no worker had sent by then.
+    pub fn not_sent_at_end(&self) -> u64 {
+        self.worker_shares.iter().map(|w| w.not_sent_at_end).sum()
     }
 
     /// Whether the requests asked the server to ignore end-of-sequence.

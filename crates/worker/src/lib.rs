@@ -98,13 +98,16 @@ impl WorkerArgs {
 
 /// Run a worker as a task of this process, dialling `url` like the `worker`
 /// binary does: a fleet without a process boundary, for tests and
-/// single-process runs.
+/// single-process runs. Its load runs on the caller's runtime.
 pub fn spawn_in_process(
     url: String,
     who: Identity,
     dial_wait: Duration,
 ) -> tokio::task::JoinHandle<Result<(), LinkError>> {
-    tokio::spawn(async move { serve(&url, who, &Tls::default(), dial_wait, Leave::new()).await })
+    let load = tokio::runtime::Handle::current();
+    tokio::spawn(
+        async move { serve(&url, who, &Tls::default(), dial_wait, Leave::new(), load).await },
+    )
 }
 
 /// The index a scheduler assigned through the environment, if any.
@@ -124,7 +127,12 @@ pub fn read_token(args: &WorkerArgs) -> std::io::Result<String> {
 
 /// `cicada worker`: join the coordinator and run this worker's share until
 /// the run ends or a signal says leave; returns the process exit code.
-/// Builds its own runtime, with `--threads` threads.
+///
+/// Two runtimes: the load (requests, the dispatcher's hand-over, reports)
+/// on `--threads` threads, and the link to the coordinator (the gRPC
+/// connection, heartbeats, pings, stops) on a thread of its own, so a load
+/// loop that keeps every load thread busy, with a backlog of ready tasks,
+/// cannot delay a heartbeat past the coordinator's timeout.
 pub fn main(args: WorkerArgs) -> i32 {
     let threads = args
         .threads
@@ -143,12 +151,19 @@ pub fn main(args: WorkerArgs) -> i32 {
             return 2;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let runtimes = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
+        .thread_name("cicada-load")
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
+        .and_then(|load| {
+            let link = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            Ok((load, link))
+        });
+    let (load, link) = match runtimes {
+        Ok(rts) => rts,
         Err(e) => {
             eprintln!("worker: cannot start the runtime: {e}");
             return 1;
@@ -162,12 +177,24 @@ pub fn main(args: WorkerArgs) -> i32 {
         token,
         threads,
     };
-    let result = runtime.block_on(async {
+    let on_load = load.handle().clone();
+    let result = link.block_on(async {
         // SIGINT/SIGTERM (a Ctrl-C, a pod deletion): finish, report, leave
         let leave = Leave::new();
         tokio::spawn(watch_signals(leave.clone()));
-        serve(&args.coordinator, who, &tls, args.dial_timeout, leave).await
+        serve(
+            &args.coordinator,
+            who,
+            &tls,
+            args.dial_timeout,
+            leave,
+            on_load,
+        )
+        .await
     });
+    drop(link);
+    // whatever the load left (a request past its step) is not waited for
+    load.shutdown_timeout(Duration::from_secs(1));
     match result {
         Ok(()) => 0,
         Err(e) => {

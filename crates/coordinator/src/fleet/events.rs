@@ -35,11 +35,13 @@ pub enum Event {
         report: Box<WorkerReport>,
     },
     /// It finished the step; `stopped_by` says what ended it early on its
-    /// own host (a signal), if anything did.
+    /// own host (a signal), if anything did; `not_sent_at_end` counts the
+    /// requests due before the time limit that it had not sent by then.
     Done {
         worker: u32,
         step: u32,
         stopped_by: Option<String>,
+        not_sent_at_end: u64,
     },
     /// It hit an error; a fatal one ends its part of the run.
     Failed {
@@ -128,6 +130,7 @@ pub(super) fn decode(worker: u32, msg: v1::WorkerMessage) -> Option<Event> {
             worker,
             step: d.step,
             stopped_by: Some(d.stopped_by).filter(|s| !s.is_empty()),
+            not_sent_at_end: d.not_sent_at_end,
         },
         WBody::Error(e) => Event::Failed {
             worker,

@@ -177,8 +177,9 @@ impl Collect {
                 worker,
                 step,
                 stopped_by,
+                not_sent_at_end,
             } if step == self.step && !self.finished.contains(&worker) => {
-                self.done(agg, worker, stopped_by);
+                self.done(fleet, agg, worker, stopped_by, not_sent_at_end);
             }
             Event::Failed {
                 worker,
@@ -253,15 +254,30 @@ impl Collect {
 
     /// The worker finished the step. Short of its planned share (said so,
     /// or left on a signal of its own host), it ended early: its share is
-    /// lost unless the whole run was stopped.
-    fn done(&mut self, agg: &mut Aggregate, worker: u32, stopped_by: Option<String>) {
+    /// lost unless the whole run was stopped. Requests it says came due
+    /// before the time limit and were not sent by then are part of its
+    /// share, ended as planned (counted, not lost), if they fit it.
+    fn done(
+        &mut self,
+        fleet: &mut Fleet,
+        agg: &mut Aggregate,
+        worker: u32,
+        stopped_by: Option<String>,
+        not_sent_at_end: u64,
+    ) {
+        if let Err(refusal) = self.audit.ended_at_limit(worker, not_sent_at_end) {
+            let why = format!("its Done failed a check: {refusal}");
+            self.lose(fleet, agg, worker, why);
+            return;
+        }
         self.finished.insert(worker);
         agg.retire(worker);
         if let Some(cap) = &mut self.cap {
             self.admits.extend(cap.gone(worker));
         }
-        let (planned, reported) = (self.audit.planned(worker), self.audit.reported(worker));
-        let short = planned > 0 && reported < planned;
+        let planned = self.audit.planned(worker);
+        let accounted = self.audit.reported(worker) + self.audit.not_sent_at_end(worker);
+        let short = planned > 0 && accounted < planned;
         if short || stopped_by.is_some() {
             let reason = match stopped_by {
                 Some(by) => format!("ended its share early: stopped by {by}"),
@@ -409,6 +425,7 @@ impl Collect {
                 host: m.host.clone(),
                 planned: self.audit.planned(*i),
                 reported: self.audit.reported(*i),
+                not_sent_at_end: self.audit.not_sent_at_end(*i),
                 lost: self.end.lost.iter().any(|l| l.index == *i),
                 threads: m.threads,
                 version: m.version.clone(),

@@ -74,6 +74,8 @@ pub struct Step {
     pub in_flight_by_target: Vec<InFlight>,
     /// The fleet-wide `max_concurrency` single requests wait for, if any.
     pub gate: Option<Gate>,
+    /// Requests this worker's plan has it send (0: open-ended).
+    pub planned: u64,
     in_flight: AtomicU64,
 }
 
@@ -133,6 +135,7 @@ impl Step {
             .map(|(cap, shared)| Gate::new(cap, uplink.filter(|_| shared)));
         Ok(Self {
             gate,
+            planned: plan.planned_requests(),
             timeout: Duration::from_millis(plan.target.timeout_ms),
             plan,
             codec,
@@ -219,7 +222,27 @@ fn prebuilt_bodies(
     pool.values().map(|e| (e.id, codec.body(&e.ask))).collect()
 }
 
-/// Run the step with the executor its plan asks for; returns requests dispatched.
+/// How a step's dispatching ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ended {
+    /// Requests dispatched.
+    pub sent: u64,
+    /// Requests of the plan due before its time limit that were not sent
+    /// when the limit came (the worker was behind its schedule).
+    pub not_sent_at_end: u64,
+}
+
+impl Ended {
+    /// Everything dispatched that was due: `sent` requests, none left over.
+    fn all(sent: u64) -> Self {
+        Ended {
+            sent,
+            not_sent_at_end: 0,
+        }
+    }
+}
+
+/// Run the step with the executor its plan asks for.
 /// `stop` ends dispatching (in-flight requests finish); `cancel` also aborts
 /// in-flight requests, which are counted as cancelled.
 pub async fn run(
@@ -227,12 +250,12 @@ pub async fn run(
     clock: Clock,
     stop: CancellationToken,
     cancel: CancellationToken,
-) -> u64 {
+) -> Ended {
     if step.plan.conversations.is_some() {
-        return run_conversations(step, clock, stop, cancel).await;
+        return Ended::all(run_conversations(step, clock, stop, cancel).await);
     }
     match &step.plan.drive {
         Drive::Open { .. } => open_loop::run(step, clock, stop, cancel).await,
-        Drive::Closed(_) => closed_loop::run(step, clock, stop, cancel).await,
+        Drive::Closed(_) => Ended::all(closed_loop::run(step, clock, stop, cancel).await),
     }
 }

@@ -10,25 +10,28 @@ use cicada_scenarios::shape::Cooldown;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::Step;
 use super::dispatch;
 use super::request::send_one;
+use super::{Ended, Step};
 use cicada_client::clock::Clock;
 
-/// Run this worker's stripe of the schedule; returns requests dispatched.
+/// Run this worker's stripe of the schedule. At a time limit, requests due
+/// before it that have not left yet (the worker fell behind its schedule:
+/// starved of CPU, or waiting for the fleet cap) are not sent late: they are
+/// counted as not sent, and the share ends as planned.
 pub(super) async fn run(
     step: Arc<Step>,
     clock: Clock,
     stop: CancellationToken,
     cancel: CancellationToken,
-) -> u64 {
+) -> Ended {
     let Drive::Open {
         stripe: Some(stripe),
         schedule,
         ..
     } = &step.plan.drive
     else {
-        return 0;
+        return Ended::default();
     };
     let duration = schedule.duration;
     let end_of_run = async move {
@@ -91,5 +94,15 @@ pub(super) async fn run(
         }
     }
     tracker.wait().await;
-    dispatched
+    // the schedule ended (every due slot went out) or its time limit came
+    // first; a stop from the coordinator or a signal is not a time limit
+    let not_sent_at_end = if duration.is_some() && !stop.is_cancelled() {
+        step.planned.saturating_sub(dispatched)
+    } else {
+        0
+    };
+    Ended {
+        sent: dispatched,
+        not_sent_at_end,
+    }
 }

@@ -134,12 +134,15 @@ struct Pending {
 /// Serve one coordinator until it ends the run (Ok), is lost, or `leave`
 /// is pulled (Err). Leaving finishes the running step first: its in-flight
 /// requests are cancelled and counted, its last report and Done go out.
+/// The link (this future, and the gRPC connection it dials) runs on the
+/// caller's runtime; steps run on `load`, so liveness never waits for the load.
 pub async fn serve(
     url: &str,
     who: Identity,
     tls: &Tls,
     dial_wait: Duration,
     leave: Leave,
+    load: tokio::runtime::Handle,
 ) -> Result<(), LinkError> {
     let attached = tokio::select! {
         a = attach_retrying(url, &who, tls, dial_wait) => a?,
@@ -153,6 +156,7 @@ pub async fn serve(
         "joined the coordinator"
     );
     let mut session = Session {
+        load,
         threads: who.threads,
         tx,
         pending: None,
@@ -191,6 +195,8 @@ fn left(leave: &Leave) -> LinkError {
 
 /// A joined worker: the step it prepared and the one it runs.
 struct Session {
+    /// The runtime steps run on (not the link's).
+    load: tokio::runtime::Handle,
     threads: usize,
     tx: mpsc::Sender<v1::WorkerMessage>,
     pending: Option<Pending>,
@@ -317,6 +323,7 @@ impl Session {
                     self.tx.clone(),
                 ));
                 self.running = Some(start_step(
+                    &self.load,
                     pending.step,
                     s.step,
                     Clock::new(start),
@@ -373,9 +380,13 @@ impl Session {
             .ok_or_else(|| "the assignment carries no plan".to_string())
             .and_then(|plan| decode_plan(plan, a.plan_format).map_err(|e| e.to_string()))
             .and_then(|plan| {
-                let planned = plan.planned_requests();
+                // its client's connections and tasks belong to the load's runtime
+                let _on_load = self.load.enter();
                 Step::new(plan, self.threads + 1, Some(uplink))
-                    .map(|s| (s, planned))
+                    .map(|s| {
+                        let planned = s.planned;
+                        (s, planned)
+                    })
                     .map_err(|e| e.to_string())
             });
         match step {
@@ -438,6 +449,7 @@ fn placed(basis: Basis, step: u32) -> v1::StartPlaced {
 }
 
 fn start_step(
+    load: &tokio::runtime::Handle,
     step: Arc<Step>,
     step_no: u32,
     clock: Clock,
@@ -448,7 +460,7 @@ fn start_step(
     let cancel = CancellationToken::new();
     let (s2, c2, cancelled) = (stop.clone(), cancel.clone(), cancel.clone());
     let shared = step.clone();
-    let task = tokio::spawn(async move {
+    let task = load.spawn(async move {
         let interval = Duration::from_millis(step.plan.report_interval_ms.max(100));
         let health = Arc::new(Health::new());
         let ticking = CancellationToken::new();
@@ -462,7 +474,7 @@ fn start_step(
         let mut ticker = tokio::time::interval_at(clock.start() + interval, interval);
         let mut seq = 0u64;
         let mut last_end = 0u64;
-        let sent = loop {
+        let ended = loop {
             tokio::select! {
                 _ = ticker.tick() => {
                     let report = build_report(&step, &health, step_no, seq, last_end, clock.now_us());
@@ -472,7 +484,7 @@ fn start_step(
                         return;
                     }
                 }
-                r = &mut exec => break r.unwrap_or(0),
+                r = &mut exec => break r.unwrap_or_default(),
             }
         };
         drop(_stop_ticker);
@@ -482,9 +494,10 @@ fn start_step(
         let _ = tx
             .send(msg(WBody::Done(v1::Done {
                 step: step_no,
-                sent,
+                sent: ended.sent,
                 cancelled: cancelled.is_cancelled(),
                 stopped_by: leave.reason().map(|r| r.what.clone()).unwrap_or_default(),
+                not_sent_at_end: ended.not_sent_at_end,
             })))
             .await;
     });
