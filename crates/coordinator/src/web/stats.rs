@@ -376,12 +376,13 @@ mod tests {
         assert_eq!(agg["name"], "Aggregated");
         assert_eq!(agg["num_requests"], 105);
         assert_eq!(agg["num_failures"], 5);
-        assert_eq!(agg["median_response_time"], 50.0);
+        let near = |v: &Value, want: f64| (v.as_f64().unwrap() - want).abs() < 0.1;
+        assert!(near(&agg["median_response_time"], 50.0), "{agg}");
         assert_eq!(j["errors"][0]["occurrences"], 5);
         assert_eq!(j["errors"][0]["name"], "http_503");
         assert!((j["fail_ratio"].as_f64().unwrap() - 5.0 / 105.0).abs() < 1e-9);
         assert_eq!(j["cicada"]["failures_by_class"]["http_503"], 5);
-        assert_eq!(j["cicada"]["latency"]["e2el_ms"]["p99"], 99.0);
+        assert!(near(&j["cicada"]["latency"]["e2el_ms"]["p99"], 99.0), "{j}");
         assert_eq!(j["cicada"]["latency"]["ttft_ms"], Value::Null);
         let fail = failures_csv(&b);
         assert_eq!(
@@ -390,7 +391,7 @@ mod tests {
         );
         let req = requests_csv(&b);
         let last = req.lines().last().unwrap();
-        assert!(last.starts_with(",Aggregated,105,5,50.00,"), "{last}");
+        assert!(last.starts_with(",Aggregated,105,5,50.0"), "{last}");
         assert_eq!(req.lines().next().unwrap().split(',').count(), 22);
     }
 }
