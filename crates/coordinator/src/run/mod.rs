@@ -46,6 +46,9 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
     let mut web = setup.web.take();
     let (pool, target) = match web.as_mut() {
         Some(w) => {
+            let members: Vec<(u32, String)> =
+                fleet.active().map(|(i, m)| (i, m.host.clone())).collect();
+            w.feed().roster(&members);
             if let Some(stop) = w.take_stop() {
                 signals.attach_web(stop);
             }

@@ -88,12 +88,14 @@ pub async fn respond(req: Request<Incoming>, shared: &Shared) -> Resp {
         }
         (Method::POST, "/stop") => stop(shared),
         (Method::POST, "/swarm") => swarm(body, shared).await,
+        (_, "/stop" | "/swarm") => {
+            text(StatusCode::METHOD_NOT_ALLOWED, "control routes take POST\n")
+        }
         (Method::GET, _) => get(&path, query, shared),
-        (_, "/" | "/stop" | "/swarm") | (_, "/stats/requests") => text(
+        _ => text(
             StatusCode::METHOD_NOT_ALLOWED,
-            "control routes take POST, the others GET\n",
+            "the other routes take GET\n",
         ),
-        _ => text(StatusCode::NOT_FOUND, "no such route\n"),
     }
 }
 

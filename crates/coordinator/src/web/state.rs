@@ -171,10 +171,18 @@ impl Feed {
     /// A step is about to start: `provisional` is its result with nothing
     /// measured yet; `workers` its members and hosts.
     pub fn step_began(&self, provisional: RunResult, sweep: bool, workers: &[(u32, String)]) {
+        {
+            let mut b = self.lock();
+            b.state = RunState::Running;
+            b.sweep = sweep;
+            b.current = Some(provisional);
+        }
+        self.roster(workers);
+    }
+
+    /// The fleet's members (index, host); the others are gone.
+    pub fn roster(&self, workers: &[(u32, String)]) {
         let mut b = self.lock();
-        b.state = RunState::Running;
-        b.sweep = sweep;
-        b.current = Some(provisional);
         for w in b.workers.values_mut() {
             w.active = false;
         }
