@@ -9,12 +9,15 @@ Everything is built here, nothing is downloaded:
   layer, feed-forward 128, 80 mel bins, 1500 audio positions (Whisper's 30 s
   window: vLLM pads every clip to it) and 448 text positions, float32, random
   weights from a fixed seed;
-- the tokenizer: byte-level BPE with no merges (one token per byte, GPT-2's
-  byte-to-unicode spelling, as Whisper's own vocabulary starts) and Whisper's
+- the tokenizer: byte-level BPE with no merges (one token per printable ASCII
+  character or newline, in GPT-2's byte-to-unicode spelling, as Whisper's own
+  vocabulary starts; anything else is <|endoftext|>) and Whisper's
   special tokens: <|endoftext|>, <|startoftranscript|>, a token per language
   vLLM knows, <|translate|>, <|transcribe|>, <|startoflm|>, <|startofprev|>,
   <|nospeech|>, <|notimestamps|>; the decoder prompt vLLM builds
   (<|startoftranscript|><|en|><|transcribe|><|notimestamps|>) is four tokens;
+  the special tokens' embeddings are zero, so the random model only ever
+  writes characters (a transcript is never empty, nor shorter than asked);
 - the feature extractor: WhisperFeatureExtractor's defaults (16 kHz, 80
   mels, hop 160, 30 s chunks).
 
@@ -65,9 +68,10 @@ def bytes_to_unicode():
 
 
 def write_tokenizer(out):
-    """A byte-level BPE with no merges, as Whisper's tokenizer."""
+    """A byte-level BPE with no merges over printable ASCII, as Whisper's tokenizer."""
     spell = bytes_to_unicode()
-    vocab = {spell[b]: i for i, b in enumerate(range(256))}
+    chars = list(range(0x20, 0x7F)) + [0x0A]
+    vocab = {spell[b]: i for i, b in enumerate(chars)}
     tok = WhisperTokenizerFast(vocab=vocab, merges=[])
     tok.add_special_tokens({"additional_special_tokens": SPECIAL[1:]})
     tok.add_special_tokens({"eos_token": SPECIAL[0], "bos_token": SPECIAL[0], "unk_token": SPECIAL[0]})
@@ -98,6 +102,11 @@ def write_model(out, tok):
         begin_suppress_tokens=[],
     )
     model = WhisperForConditionalGeneration(config).to(torch.float32)
+    # special tokens' embeddings (tied to the output projection) are zero, so
+    # their logits are 0 and a character's (a random sign) always beats them:
+    # every answer is text, max_completion_tokens long
+    with torch.no_grad():
+        model.model.decoder.embed_tokens.weight[min(ids.values()) :] = 0.0
     model.generation_config.lang_to_id = {f"<|{lang}|>": ids[f"<|{lang}|>"] for lang in LANGUAGES}
     model.generation_config.task_to_id = {"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]}
     model.generation_config.no_timestamps_token_id = ids["<|notimestamps|>"]

