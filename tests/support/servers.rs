@@ -259,17 +259,47 @@ fn read_env(path: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The flags every test's vLLM server gets besides its own.
+const VLLM_FLAGS: &[&str] = &["--dtype", "float32"];
+/// The tiny model's context.
+const TINY_LEN: &[&str] = &["--max-model-len", "2048"];
+
 impl VllmServer {
     /// The shared server, started on first use.
     pub fn shared() -> &'static VllmServer {
-        static SERVER: OnceLock<VllmServer> = OnceLock::new();
-        SERVER.get_or_init(Self::start)
+        Self::shared_with(&[])
     }
 
-    fn start() -> VllmServer {
+    /// The shared server started with more `vllm serve` flags (a tool-call
+    /// parser, a structured-outputs config); one test binary uses one set.
+    pub fn shared_with(flags: &'static [&'static str]) -> &'static VllmServer {
+        static SERVER: OnceLock<(&'static [&'static str], VllmServer)> = OnceLock::new();
+        let (started, server) = SERVER.get_or_init(|| (flags, Self::start(None, TINY_LEN, flags)));
+        assert_eq!(
+            *started, flags,
+            "one test binary shares one vLLM server: start it with one set of flags"
+        );
+        server
+    }
+
+    /// The shared server serving another model `vllm-server.sh` wrote (the
+    /// `env.sh` variable `model_var` names its directory, e.g.
+    /// `VLLM_TINY_WHISPER`), with `flags` (its context length among them).
+    pub fn shared_model(model_var: &str, flags: &'static [&'static str]) -> &'static VllmServer {
+        static SERVER: OnceLock<VllmServer> = OnceLock::new();
+        SERVER.get_or_init(|| Self::start(Some(model_var), &[], flags))
+    }
+
+    fn start(model_var: Option<&str>, len: &[&str], flags: &[&str]) -> VllmServer {
         let dir = install("vllm-server.sh");
         let env = read_env(&dir.join("env.sh"));
-        let model = dir.join("model");
+        let var = |k: &str| {
+            env.iter()
+                .find(|(name, _)| name == k)
+                .map(|(_, v)| PathBuf::from(v))
+                .unwrap_or_else(|| panic!("{}: no {k}", dir.join("env.sh").display()))
+        };
+        let model = var(model_var.unwrap_or("VLLM_TINY_MODEL"));
         let vllm = dir.join("venv/bin/vllm");
         let name = "tiny".to_string();
         let port = free_port();
@@ -278,6 +308,12 @@ impl VllmServer {
         let (tx, rx) = std::sync::mpsc::channel();
         let (vllm_bin, model_dir, log_path, envs) =
             (vllm.clone(), model.clone(), log.clone(), env.clone());
+        let flags: Vec<String> = VLLM_FLAGS
+            .iter()
+            .chain(len)
+            .chain(flags)
+            .map(|f| f.to_string())
+            .collect();
         // the thread that spawns the server lives as long as the process:
         // PR_SET_PDEATHSIG fires when the spawning *thread* ends
         std::thread::spawn(move || {
@@ -286,7 +322,7 @@ impl VllmServer {
                 .arg(&model_dir)
                 .args(["--served-model-name", "tiny"])
                 .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-                .args(["--dtype", "float32", "--max-model-len", "2048"])
+                .args(&flags)
                 .envs(envs)
                 // one core for the server, the other for the clients
                 .env("OMP_NUM_THREADS", "1")
