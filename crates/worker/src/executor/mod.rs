@@ -91,6 +91,8 @@ impl Step {
         if plan.target.urls.is_empty() {
             return Err(StepError::NoTarget);
         }
+        // before the pool moves out: a conversation plan counts its turns
+        let planned = plan.planned_requests();
         let headers = cicada_bridge::headers(&plan.target, ApiKey::Required)?;
         let http = cicada_bridge::client(&plan.target)?;
         let endpoints = plan
@@ -135,7 +137,7 @@ impl Step {
             .map(|(cap, shared)| Gate::new(cap, uplink.filter(|_| shared)));
         Ok(Self {
             gate,
-            planned: plan.planned_requests(),
+            planned,
             timeout: Duration::from_millis(plan.target.timeout_ms),
             plan,
             codec,
