@@ -157,7 +157,12 @@ fn every_backend_completes_every_request_streamed_and_not() {
 /// The Responses and Messages routes, streamed and not: nothing fails, and
 /// the token counts are the server's own (its `/metrics` agree). Responses
 /// takes `ignore_eos`, so every output has the asked length; vLLM's Messages
-/// route has no way to ask, so outputs may end early at the model's EOS.
+/// route has no way to ask, so outputs may end early at the model's EOS, and
+/// the tiny model (about a hundred tokens) sometimes picks EOS first: an
+/// answer with no text, which cicada, like vLLM's bench, counts as failed
+/// (class `empty`). Those are the only failures allowed there, and a run
+/// that has them checks the server's totals as bounds (vLLM's totals count
+/// successful requests only; the server counted the empty ones too).
 #[test]
 fn responses_and_messages_complete_every_request_streamed_and_not() {
     let _g = serial();
@@ -172,11 +177,15 @@ fn responses_and_messages_complete_every_request_streamed_and_not() {
             let short = j["cicada"]["counters"]["short_outputs"]
                 .as_u64()
                 .unwrap_or(0);
+            let empty = j["cicada"]["outcomes"]["empty"]["count"]
+                .as_u64()
+                .unwrap_or(0);
             if backend == "openai-responses" {
                 check_complete(&j, N, &what);
             } else {
-                assert_eq!(j["completed"], N, "{what}: {}", j["cicada"]["outcomes"]);
-                assert_eq!(j["failed"], 0, "{what}");
+                let completed = j["completed"].as_u64().unwrap();
+                assert_eq!(completed + empty, N, "{what}: {}", j["cicada"]["outcomes"]);
+                assert_eq!(j["failed"], empty, "{what}: {}", j["cicada"]["outcomes"]);
                 let out_tokens = j["total_output_tokens"].as_u64().unwrap();
                 assert!(out_tokens <= N * OUTPUT, "{what}: {out_tokens}");
                 assert_eq!(
@@ -184,20 +193,23 @@ fn responses_and_messages_complete_every_request_streamed_and_not() {
                     "{what}: every message_start carried the prompt count"
                 );
             }
-            assert_eq!(j["cicada"]["token_sources"]["usage"], N, "{what}");
+            let completed = N - empty;
+            assert_eq!(j["cicada"]["token_sources"]["usage"], completed, "{what}");
             let srv = &j["cicada"]["server"];
             let n = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
             assert_eq!(n(&srv["requests_finished"]), N as f64, "{what}: {srv}");
-            assert_eq!(
-                n(&srv["generation_tokens"]),
-                n(&j["total_output_tokens"]),
-                "{what}: {srv}"
-            );
-            assert_eq!(
-                n(&srv["prompt_tokens"]),
-                n(&j["cicada"]["server_input_tokens"]),
-                "{what}: {srv}"
-            );
+            let pairs = [
+                ("generation_tokens", n(&j["total_output_tokens"])),
+                ("prompt_tokens", n(&j["cicada"]["server_input_tokens"])),
+            ];
+            for (name, ours) in pairs {
+                let theirs = n(&srv[name]);
+                if empty == 0 {
+                    assert_eq!(theirs, ours, "{what}: {name}: {srv}");
+                } else {
+                    assert!(theirs >= ours, "{what}: {name}: {srv}");
+                }
+            }
             seen.push(format!(
                 "{what}: {} output tokens, {short} short outputs",
                 j["total_output_tokens"]
