@@ -187,3 +187,15 @@ pub fn screenshot(page: &Path, out: &Path, width: u32, height: u32) {
         run.stderr
     );
 }
+
+/// Pixels of a screenshot within 24 of `rgb` in every channel: how a page
+/// test tells that a chart's coloured ink was drawn.
+pub fn pixels_like(img: &[u8], channels: usize, rgb: (u8, u8, u8)) -> usize {
+    img.chunks(channels)
+        .filter(|p| {
+            (p[0] as i32 - rgb.0 as i32).abs() < 24
+                && (p[1] as i32 - rgb.1 as i32).abs() < 24
+                && (p[2] as i32 - rgb.2 as i32).abs() < 24
+        })
+        .count()
+}

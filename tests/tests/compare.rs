@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cicada_tests::browser::{dump_dom, screenshot};
+use cicada_tests::browser::{dump_dom, pixels_like, screenshot};
 use cicada_tests::*;
 use serde_json::Value;
 
@@ -203,17 +203,6 @@ fn report_html_draws_two_sweeps_as_two_lines() {
         let r = report(&bad);
         assert_eq!(r.code, Some(2), "{bad:?}: {}", r.stderr);
     }
-}
-
-/// Count pixels within 24 of `rgb` in every channel.
-fn pixels_like(img: &[u8], channels: usize, rgb: (u8, u8, u8)) -> usize {
-    img.chunks(channels)
-        .filter(|p| {
-            (p[0] as i32 - rgb.0 as i32).abs() < 24
-                && (p[1] as i32 - rgb.1 as i32).abs() < 24
-                && (p[2] as i32 - rgb.2 as i32).abs() < 24
-        })
-        .count()
 }
 
 /// The comparison of two sweeps renders in headless Chromium: the DOM names

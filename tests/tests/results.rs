@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use cicada_tests::browser::{dump_dom, screenshot};
+use cicada_tests::browser::{dump_dom, pixels_like, screenshot};
 use cicada_tests::*;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
@@ -351,17 +351,6 @@ fn streamed_files_cover_the_run() {
         result["cicada"]["version"]
     );
     assert!(result["cicada"]["window_start_s"].is_number());
-}
-
-/// Count pixels close to one colour.
-fn pixels_like(img: &[u8], channels: usize, rgb: (u8, u8, u8)) -> usize {
-    img.chunks(channels)
-        .filter(|p| {
-            (p[0] as i32 - rgb.0 as i32).abs() < 24
-                && (p[1] as i32 - rgb.1 as i32).abs() < 24
-                && (p[2] as i32 - rgb.2 as i32).abs() < 24
-        })
-        .count()
 }
 
 /// The report of a two-stage sweep loads in headless Chromium without script
