@@ -86,3 +86,18 @@ pub fn start_coord_for_remote(
     args.extend_from_slice(extra);
     (start_coord(dir, &args, env), port)
 }
+
+/// Waits until the coordinator says it listens for remote workers, so a test
+/// dials only a port that is open; fails if it exits first or takes a minute.
+pub fn wait_listening(dir: &Path, coordinator: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !coord_output(dir).1.contains("remote worker(s)") {
+        assert!(Instant::now() < deadline, "{:?}", coord_output(dir));
+        assert!(
+            coordinator.try_wait().unwrap().is_none(),
+            "{:?}",
+            coord_output(dir)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -3,6 +3,7 @@
 
 pub mod background;
 pub mod browser;
+pub mod fleet;
 pub mod gateways;
 pub mod hostile;
 pub mod hostile_worker;
@@ -17,7 +18,8 @@ pub mod timing;
 pub mod tty;
 
 pub use background::{
-    coord_output, signal, start_coord, start_coord_for_remote, wait_exit, wait_requests,
+    coord_output, signal, start_coord, start_coord_for_remote, wait_exit, wait_listening,
+    wait_requests,
 };
 
 use std::io::{BufRead, BufReader, Read};

@@ -1,11 +1,11 @@
 //! Issue: many machines, faults and hostile input. Remote workers on
 //! network-namespace hosts, lost workers, a lost coordinator, signals, auth, TLS.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use cicada_tests::fleet::{port_of, worker_on};
 use cicada_tests::netns::Lan;
 use cicada_tests::*;
 
@@ -16,10 +16,6 @@ fn unix_us() -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_micros() as u64
-}
-
-fn port_of(url: &str) -> u16 {
-    url.rsplit(':').next().unwrap().parse().unwrap()
 }
 
 fn scenario(dir: &Path, base_url: &str, load: &str) -> PathBuf {
@@ -61,22 +57,6 @@ fn requests_by_worker(mock: &Mock, workers: u64) -> Vec<u64> {
         counts[(index % workers) as usize] += 1;
     }
     counts
-}
-
-fn worker_on(lan: &Lan, host: usize, router_port: u16, dir: &Path) -> Child {
-    lan.command(host, &cicada())
-        .arg("worker")
-        .args([
-            "--coordinator",
-            &format!("http://{}:{router_port}", lan.router),
-            "--index",
-            &host.to_string(),
-        ])
-        .env("CICADA_TOKEN", TOKEN)
-        .stdout(Stdio::null())
-        .stderr(File::create(dir.join(format!("worker{host}.err"))).unwrap())
-        .spawn()
-        .expect("starting a worker in its namespace")
 }
 
 /// The test LAN works: each host reaches a TCP listener on the router, and a
@@ -132,7 +112,7 @@ fn a_killed_and_a_cut_off_worker_degrade_the_run_but_lose_nothing_else() {
         &[("CICADA_TOKEN", TOKEN)],
     );
     let mut workers: Vec<Child> = (0..4)
-        .map(|h| worker_on(&lan, h, port, dir.path()))
+        .map(|h| worker_on(&lan, h, port, dir.path(), TOKEN))
         .collect();
     wait_requests(&mock, 60, Duration::from_secs(60));
     workers[1].kill().unwrap();
@@ -223,7 +203,7 @@ fn a_killed_coordinator_stops_every_worker() {
         &[("CICADA_TOKEN", TOKEN)],
     );
     let mut workers: Vec<Child> = (0..3)
-        .map(|h| worker_on(&lan, h, port, dir.path()))
+        .map(|h| worker_on(&lan, h, port, dir.path(), TOKEN))
         .collect();
     wait_requests(&mock, 60, Duration::from_secs(60));
     coordinator.kill().unwrap();

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use cicada_proto::v1;
 use cicada_proto::v1::coordinator_message::Body as CBody;
 use cicada_proto::v1::worker_message::Body as WBody;
+use cicada_tests::fleet::runtime;
 use cicada_tests::hostile_worker::{self as hostile, Answer, HostileWorker};
 use cicada_tests::*;
 use serde_json::Value;
@@ -74,15 +75,6 @@ fn honest_worker(dir: &Path, url: &str) -> Child {
         .stderr(File::create(dir.join("honest.err")).unwrap())
         .spawn()
         .expect("starting the honest worker")
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 /// The forgery's messages after Start (or instead of Ready).
@@ -166,20 +158,6 @@ async fn play(url: String, f: Forgery) {
             Ok(Ok(Some(CBody::Stop(_)))) | Ok(Ok(None)) | Ok(Err(_)) => break,
             _ => {}
         }
-    }
-}
-
-/// Wait until the coordinator says it waits for remote workers (it listens).
-fn wait_listening(dir: &Path, coordinator: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !coord_output(dir).1.contains("remote worker(s)") {
-        assert!(Instant::now() < deadline, "{:?}", coord_output(dir));
-        assert!(
-            coordinator.try_wait().unwrap().is_none(),
-            "{:?}",
-            coord_output(dir)
-        );
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use cicada_proto::v1::coordinator_message::Body as CBody;
+use cicada_tests::fleet::runtime;
 use cicada_tests::hostile_worker::{self as hostile, Answer, HostileWorker};
 use cicada_tests::*;
 
@@ -37,29 +38,6 @@ output_len = 10
 "#
         ),
     )
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// Wait until the coordinator says it waits for remote workers (it listens).
-fn wait_listening(dir: &Path, coordinator: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !coord_output(dir).1.contains("remote worker(s)") {
-        assert!(Instant::now() < deadline, "{:?}", coord_output(dir));
-        assert!(
-            coordinator.try_wait().unwrap().is_none(),
-            "{:?}",
-            coord_output(dir)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn err_len(dir: &Path) -> u64 {

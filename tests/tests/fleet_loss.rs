@@ -5,20 +5,16 @@
 //! cap allows, the result is degraded with the lost share stated, every
 //! request a survivor sent is counted, and coord exits 3.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
+use cicada_tests::fleet::{port_of, worker_on};
 use cicada_tests::netns::Lan;
 use cicada_tests::*;
 use serde_json::Value;
 
 const TOKEN: &str = "loss-token-5d1e";
-
-fn port_of(url: &str) -> u16 {
-    url.rsplit(':').next().unwrap().parse().unwrap()
-}
 
 fn scenario(dir: &Path, base_url: &str, rest: &str) -> PathBuf {
     write(
@@ -40,22 +36,6 @@ output_len = 20
 "#
         ),
     )
-}
-
-fn worker_on(lan: &Lan, host: usize, port: u16, dir: &Path) -> Child {
-    lan.command(host, &cicada())
-        .arg("worker")
-        .args([
-            "--coordinator",
-            &format!("http://{}:{port}", lan.router),
-            "--index",
-            &host.to_string(),
-        ])
-        .env("CICADA_TOKEN", TOKEN)
-        .stdout(Stdio::null())
-        .stderr(File::create(dir.join(format!("worker{host}.err"))).unwrap())
-        .spawn()
-        .expect("starting a worker in its namespace")
 }
 
 /// Requests the mock received, by the worker that sent them (`index mod n`).
@@ -105,7 +85,7 @@ impl Fleet {
             &[("CICADA_TOKEN", TOKEN)],
         );
         let workers = (0..2)
-            .map(|h| worker_on(&lan, h, port, dir.path()))
+            .map(|h| worker_on(&lan, h, port, dir.path(), TOKEN))
             .collect();
         Fleet {
             _lan: lan,
