@@ -121,7 +121,7 @@ fn to_instant(ts: libc::timespec) -> Option<Instant> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::io::Write;
     use std::os::fd::AsRawFd;
@@ -131,15 +131,46 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         enable(client.as_raw_fd()).unwrap();
-        // the kernel turns stamping on for the whole system from a work queue:
-        // packets in the first moments after the first socket asks may pass unstamped
-        std::thread::sleep(Duration::from_millis(50));
         let (server, _) = listener.accept().unwrap();
         (client, server)
     }
 
+    /// Keeps the kernel's receive stamping on while it lives: a stamped
+    /// pair that has seen a stamped packet. The kernel switches stamping on
+    /// system-wide from a work queue when a socket first asks (and off again
+    /// when the last such socket closes), so on a busy machine packets pass
+    /// unstamped for however long that queue waits: a fixed sleep is a guess.
+    pub(crate) struct StampingOn(std::net::TcpStream, std::net::TcpStream);
+
+    /// Waits (up to 10 s) until the kernel stamps received packets.
+    pub(crate) fn stamping_on() -> StampingOn {
+        let (client, mut server) = stamped_pair();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            server.write_all(b".").unwrap();
+            let mut buf = [0u8; 1];
+            if recv(client.as_raw_fd(), &mut buf).unwrap().1.is_some() {
+                return StampingOn(client, server);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the kernel stamped no packet within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn stamping_comes_on() {
+        let StampingOn(client, mut server) = stamping_on();
+        server.write_all(b"x").unwrap();
+        let mut buf = [0u8; 1];
+        assert!(recv(client.as_raw_fd(), &mut buf).unwrap().1.is_some());
+    }
+
     #[test]
     fn bytes_that_waited_carry_the_instant_they_arrived() {
+        let _on = stamping_on();
         let (client, mut server) = stamped_pair();
         let before = Instant::now();
         server.write_all(b"hello").unwrap();

@@ -172,6 +172,7 @@ mod tests {
     async fn tls_reads_carry_the_instant_their_record_arrived() {
         use std::sync::Arc;
         crate::tls::install_crypto_provider();
+        let _on = crate::http::rx_time::tests::stamping_on();
         let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
         let key =
             rustls::pki_types::PrivateKeyDer::try_from(cert.signing_key.serialize_der()).unwrap();
@@ -186,11 +187,14 @@ mod tests {
         let server = tokio::spawn(async move {
             let (tcp, _) = listener.accept().await.unwrap();
             let mut tls = acceptor.accept(tcp).await.unwrap();
-            // stamping is switched on system-wide from a work queue: let it settle
+            // the handshake's last record is stamped well before "hello"
             tokio::time::sleep(Duration::from_millis(50)).await;
+            // taken before the write: an instant after it would be late by
+            // however long a busy machine keeps this task off its core
+            let writing = Instant::now();
             tls.write_all(b"hello").await.unwrap();
             tls.flush().await.unwrap();
-            let _ = written_tx.send(Instant::now());
+            let _ = written_tx.send(writing);
             let mut rest = Vec::new();
             let _ = tls.read_to_end(&mut rest).await;
         });
@@ -209,9 +213,11 @@ mod tests {
         let (n, at) = stream.read(&mut buf).await.unwrap();
         let read = Instant::now();
         assert_eq!(&buf[..n], b"hello");
+        // a stale stamp (the handshake's, 50 ms earlier) would fail this
         assert!(
             at >= written - Duration::from_millis(1),
-            "stamped before it was written"
+            "stamped {:?} before it was written",
+            written.duration_since(at)
         );
         assert!(
             read.duration_since(at) >= Duration::from_millis(25),
