@@ -102,8 +102,13 @@ mod tests {
         }
         let expected: Vec<u64> = schedule.stripe(1, 2).map(|s| s.index).collect();
         assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), expected);
-        // generous: the point is no millisecond-tick rounding on average
-        let mean_late = got.iter().map(|g| g.1.as_secs_f64()).sum::<f64>() / got.len() as f64;
-        assert!(mean_late < 0.002, "mean lateness {mean_late}");
+        // the point is no millisecond-tick rounding (that alone puts the
+        // median past 0.5 ms); judged by the median, as the mean moved 0.14
+        // to 2.2 ms with other work on the machine while the median held at
+        // 0.14-0.17 ms
+        let mut late: Vec<f64> = got.iter().map(|g| g.1.as_secs_f64()).collect();
+        late.sort_by(f64::total_cmp);
+        let median = late[late.len() / 2];
+        assert!(median < 0.0005, "median lateness {median} s");
     }
 }
