@@ -24,6 +24,10 @@ pub struct ResultDocument {
     /// Start of the run, vLLM's `%Y%m%d-%H%M%S`.
     pub date: Option<String>,
     pub backend: Option<String>,
+    /// `vllm bench serve --label`: what its user named the run (cicada
+    /// names a run by its scenario's `name` and leaves this out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     pub model_id: Option<String>,
     pub tokenizer_id: Option<String>,
     #[serde(default, deserialize_with = "whole_number")]

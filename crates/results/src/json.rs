@@ -77,6 +77,7 @@ pub fn document(r: &RunResult) -> ResultDocument {
         schema_version: Some(SCHEMA_VERSION),
         date: Some(compact_date(r.started_unix)),
         backend: Some(sc.target.backend.name().to_string()),
+        label: None,
         model_id: Some(r.target.model.clone()),
         tokenizer_id: sc.tokenizer.as_ref().map(|t| t.source.clone()),
         num_prompts: Some(r.planned),

@@ -155,13 +155,14 @@ pub fn windows_of(file: &ResultFile) -> Vec<PathBuf> {
 }
 
 /// A file's label without a rule: its scenario's name, else (a `vllm bench
-/// serve` file) its model, else its file name.
+/// serve` file) its `--label`, else its model, else its file name.
 pub fn default_label(file: &ResultFile) -> String {
     let d = file.document();
     d.cicada
         .as_ref()
         .map(|c| c.scenario_name.clone())
         .filter(|n| !n.is_empty())
+        .or_else(|| d.label.clone().filter(|l| !l.is_empty()))
         .or_else(|| d.model_id.clone().filter(|m| !m.is_empty()))
         .unwrap_or_else(|| file.path.display().to_string())
 }
@@ -303,5 +304,26 @@ mod tests {
         assert!("=x".parse::<LabelRule>().is_err());
         // one sweep alone: one label, no directory
         assert_eq!(label_all(&files[..2], &[]), ["mock", "mock"]);
+    }
+
+    #[test]
+    fn a_vllm_file_is_named_by_its_label_then_its_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let vllm = |name: &str, label: &str| {
+            let p = dir.path().join(name);
+            let text = format!(
+                r#"{{"date": "20250101-120000", "label": {label}, "model_id": "llama",
+                    "max_concurrency": 4, "request_rate": "inf", "duration": 1}}"#
+            );
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let files = read(&[
+            vllm("a.json", r#""tp8-fp8""#),
+            vllm("b.json", "null"),
+            vllm("c.json", r#""""#),
+        ]);
+        let labels: Vec<String> = files.iter().map(default_label).collect();
+        assert_eq!(labels, ["tp8-fp8", "llama", "llama"]);
     }
 }
