@@ -18,14 +18,19 @@ const OUTPUT: u64 = 40;
 const THINKING: u64 = 16;
 
 fn scenario(mock_url: &str, slo: &str) -> String {
+    scenario_on(mock_url, "openai-chat", true, slo)
+}
+
+fn scenario_on(mock_url: &str, backend: &str, stream: bool, slo: &str) -> String {
     format!(
         r#"
 name = "reasoning"
 seed = 5
 [target]
-backend = "openai-chat"
+backend = "{backend}"
 base_url = "{mock_url}"
 model = "cicada-mock"
+stream = {stream}
 [dataset]
 input_len = 16
 output_len = {OUTPUT}
@@ -211,5 +216,83 @@ fn without_reasoning_the_figures_are_absent() {
         for k in ["reasoning", "ttfa_ms", "reasoning_ms", "answer_tpot_ms"] {
             assert!(l.get(k).is_none(), "{k} in {l}");
         }
+    }
+}
+
+/// Responses and Messages think in an item or block of their own before the
+/// answer: streamed, TTFA is the first answer token and the thinking is
+/// counted, from Responses' usage and from Messages' events (Anthropic's
+/// usage has no thinking count); whole, the answer's thinking is still
+/// counted and output tokens include it.
+#[test]
+fn responses_and_messages_time_the_answer_apart_from_the_thinking() {
+    let _g = serial();
+    let mock = Mock::start(&[
+        "--ttft-ms",
+        "40",
+        "--itl-ms",
+        "5",
+        "--reasoning-tokens",
+        "16",
+    ]);
+    let ttfa_truth = TTFT_MS + THINKING as f64 * ITL_MS;
+    for (backend, source) in [
+        ("openai-responses", "usage"),
+        ("anthropic-messages", "events"),
+    ] {
+        let dir = scratch();
+        let text = scenario_on(&mock.url, backend, true, "");
+        let (j, lines) = run(dir.path(), &text);
+        let late = mock.stats()["lateness"].clone();
+        let mean_late_ms = late["mean_us"].as_f64().unwrap() / 1e3;
+        let what = format!("{backend} streamed");
+        assert_eq!(j["completed"].as_u64(), Some(REQUESTS), "{what}");
+        assert_eq!(
+            j["total_output_tokens"].as_u64(),
+            Some(REQUESTS * OUTPUT),
+            "{what}"
+        );
+        let c = &j["cicada"]["counters"];
+        assert_eq!(
+            c["reasoning_requests"].as_u64(),
+            Some(REQUESTS),
+            "{what}: {c}"
+        );
+        assert_eq!(
+            c["reasoning_tokens"].as_u64(),
+            Some(REQUESTS * THINKING),
+            "{what}: {c}"
+        );
+        let key = format!("reasoning_token_source_{source}");
+        assert_eq!(c[key.as_str()].as_u64(), Some(REQUESTS), "{what}: {c}");
+        let ttfa = j["cicada"]["metrics"]["ttfa"]["mean"].as_f64().unwrap();
+        at_or_after(
+            ttfa,
+            ttfa_truth,
+            mean_late_ms,
+            &format!("{what}: mean TTFA"),
+        );
+        for l in &lines {
+            assert_eq!(
+                l["reasoning"]["events"].as_u64(),
+                Some(THINKING),
+                "{what}: {l}"
+            );
+        }
+        let dir = scratch();
+        let (j, _) = run(dir.path(), &scenario_on(&mock.url, backend, false, ""));
+        let what = format!("{backend} whole");
+        assert_eq!(j["completed"].as_u64(), Some(REQUESTS), "{what}");
+        assert_eq!(
+            j["total_output_tokens"].as_u64(),
+            Some(REQUESTS * OUTPUT),
+            "{what}"
+        );
+        let c = &j["cicada"]["counters"];
+        assert_eq!(
+            c["reasoning_requests"].as_u64(),
+            Some(REQUESTS),
+            "{what}: {c}"
+        );
     }
 }

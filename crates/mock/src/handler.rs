@@ -358,8 +358,9 @@ fn stream_spec(shared: &Shared, a: &Arrived, c: &Accounted, api: Api) -> StreamS
         spec_tokens: config.spec_tokens,
         tokens_per_event: config.tokens_per_event.max(1),
         shaped: c.shaped.clone(),
-        // chat answers think first when asked to; the completions routes have no reasoning field
-        reasoning_tokens: if api == Api::Chat {
+        // chat, Responses and Messages answers think first when asked to;
+        // the completions routes have no reasoning field
+        reasoning_tokens: if matches!(api, Api::Chat | Api::Responses | Api::Messages) {
             config.reasoning_tokens.min(c.total_tokens)
         } else {
             0

@@ -110,11 +110,13 @@ pub struct MockConfig {
     #[arg(long, default_value_t = 0.0)]
     #[serde(skip_serializing_if = "is_zero_share")]
     pub invalid_output: f64,
-    /// Output tokens each chat answer spends reasoning before it answers:
-    /// the first this many tokens stream as reasoning deltas (see
-    /// `reasoning_field`), the rest as content, and usage reports them in
-    /// `completion_tokens_details.reasoning_tokens` (they stay part of
-    /// `completion_tokens`, as vLLM counts them). 0: no reasoning.
+    /// Output tokens each chat, Responses or Messages answer spends
+    /// reasoning before it answers: on chat the first this many tokens
+    /// stream as reasoning deltas (see `reasoning_field`) and usage reports
+    /// them in `completion_tokens_details.reasoning_tokens`; on Responses as
+    /// a reasoning item (`output_tokens_details.reasoning_tokens`); on
+    /// Messages as a thinking block (no count in Anthropic's usage). They
+    /// stay part of the output count, as vLLM counts them. 0: no reasoning.
     #[arg(long, default_value_t = 0)]
     #[serde(skip_serializing_if = "is_zero")]
     pub reasoning_tokens: u32,

@@ -4,7 +4,10 @@
 //! `content_block_stop`), `message_delta` (stop reason, output tokens) and
 //! `message_stop`; every payload's `type` repeated in an `event:` line. A
 //! shaped answer that calls a tool is a `tool_use` block instead, streamed
-//! as `input_json_delta` pieces, stopping for `tool_use`.
+//! as `input_json_delta` pieces, stopping for `tool_use`. A reasoning answer
+//! thinks first in a `thinking` block (index 0, `thinking_delta`s), stopped
+//! before the text block opens at index 1. Anthropic's usage has no
+//! thinking count: `output_tokens` includes the thinking.
 
 use std::fmt::Write as _;
 
@@ -17,6 +20,20 @@ fn event(out: &mut String, kind: &str) {
 /// The function a shaped answer calls.
 fn called(r: &Reply) -> Option<&str> {
     r.shaped.as_ref().and_then(|s| s.tool.as_deref())
+}
+
+/// Output tokens that are thinking (a shaped answer does not think).
+fn thinking(r: &Reply) -> u32 {
+    if r.shaped.is_some() {
+        0
+    } else {
+        r.reasoning_tokens
+    }
+}
+
+/// The answer block's index: after the thinking block, if any.
+fn answer_index(r: &Reply) -> u32 {
+    u32::from(thinking(r) > 0)
 }
 
 /// Anthropic's stop reason of a complete output.
@@ -55,6 +72,10 @@ pub(super) fn opening(r: &Reply, out: &mut String) {
     out.push_str("}}\n\n");
     out.push_str("event: ping\ndata: {\"type\":\"ping\"}\n\n");
     event(out, "content_block_start");
+    if thinking(r) > 0 {
+        out.push_str(",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n");
+        return;
+    }
     match called(r) {
         Some(name) => {
             let _ = write!(
@@ -70,16 +91,40 @@ pub(super) fn opening(r: &Reply, out: &mut String) {
     }
 }
 
-/// One `text_delta` carrying tokens `first .. first + n`, or an
-/// `input_json_delta` with a piece of the tool call's input.
+/// One step carrying tokens `first .. first + n`: `thinking_delta`s, then
+/// (from the first answer token, in a text block of its own) a
+/// `text_delta`, or an `input_json_delta` with a piece of the tool call's
+/// input.
 pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32) {
+    let t = thinking(r);
+    let thought = t.saturating_sub(first).min(n);
+    if thought > 0 {
+        let mut text = String::with_capacity(8 * thought as usize);
+        token_text(&mut text, r.seq, first, thought);
+        event(out, "content_block_delta");
+        let _ = write!(
+            out,
+            ",\"index\":0,\"delta\":{{\"type\":\"thinking_delta\",\"thinking\":\"{text}\"}}}}\n\n"
+        );
+    }
+    let (first, n) = (first + thought, n - thought);
+    if n == 0 {
+        return;
+    }
+    if t > 0 && first == t {
+        event(out, "content_block_stop");
+        out.push_str(",\"index\":0}\n\n");
+        event(out, "content_block_start");
+        out.push_str(",\"index\":1,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n");
+    }
     event(out, "content_block_delta");
     let Some(s) = &r.shaped else {
         let mut text = String::with_capacity(8 * n as usize);
         token_text(&mut text, r.seq, first, n);
         let _ = write!(
             out,
-            ",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{text}\"}}}}\n\n"
+            ",\"index\":{},\"delta\":{{\"type\":\"text_delta\",\"text\":\"{text}\"}}}}\n\n",
+            answer_index(r)
         );
         return;
     };
@@ -96,8 +141,14 @@ pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32) {
 
 /// The block's end, the stop reason with the output count, and `message_stop`.
 pub(super) fn close(r: &Reply, out: &mut String, completion: u32) {
+    // the open block: the text one, unless the output ended while thinking
+    let open = if completion > thinking(r) {
+        answer_index(r)
+    } else {
+        0
+    };
     event(out, "content_block_stop");
-    out.push_str(",\"index\":0}\n\n");
+    let _ = write!(out, ",\"index\":{open}}}\n\n");
     event(out, "message_delta");
     let _ = write!(
         out,
@@ -128,6 +179,15 @@ pub(super) fn full(r: &Reply, out: &mut String, text: &str, completion: u32) {
         ),
         (Some(s), None) if completion > 0 => {
             format!("{{\"type\":\"text\",\"text\":{}}}", json_string(s.text()))
+        }
+        _ if thinking(r) > 0 => {
+            let t = thinking(r).min(completion);
+            let (mut thought, mut answer) = (String::new(), String::new());
+            token_text(&mut thought, r.seq, 0, t);
+            token_text(&mut answer, r.seq, t, completion - t);
+            format!(
+                "{{\"type\":\"thinking\",\"thinking\":\"{thought}\",\"signature\":\"\"}},{{\"type\":\"text\",\"text\":\"{answer}\"}}"
+            )
         }
         _ => format!("{{\"type\":\"text\",\"text\":\"{text}\"}}"),
     };
@@ -199,6 +259,72 @@ mod tests {
         assert_eq!(e[3].1["delta"]["type"], "text_delta");
         assert_eq!(e[6].1["delta"]["stop_reason"], "max_tokens");
         assert_eq!(e[6].1["usage"]["output_tokens"], 4);
+    }
+
+    /// A reasoning answer thinks in a thinking block at index 0, stopped
+    /// before the text block opens at index 1 (a step may hold both);
+    /// whole, the message holds both blocks.
+    #[test]
+    fn a_reasoning_answer_thinks_in_its_own_block_first() {
+        let model = "\"m\"".to_string();
+        let mut r = reply(Api::Messages, &model);
+        r.reasoning_tokens = 3;
+        r.total_tokens = 5;
+        let mut out = String::new();
+        opening(&r, &mut out);
+        step(&r, &mut out, 0, 2);
+        step(&r, &mut out, 2, 2);
+        step(&r, &mut out, 4, 1);
+        close(&r, &mut out, 5);
+        let data: Vec<serde_json::Value> = super::super::tests::payloads(&out)
+            .into_iter()
+            .map(|p| serde_json::from_str(p).unwrap())
+            .collect();
+        let kinds: Vec<String> = data
+            .iter()
+            .map(|d| {
+                let kind = d["type"].as_str().unwrap();
+                match d["delta"]["type"].as_str() {
+                    Some(delta) if kind == "content_block_delta" => format!("{kind}:{delta}"),
+                    _ => format!("{kind}:{}", d["index"]),
+                }
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "message_start:null",
+                "ping:null",
+                "content_block_start:0",
+                "content_block_delta:thinking_delta",
+                "content_block_delta:thinking_delta",
+                "content_block_stop:0",
+                "content_block_start:1",
+                "content_block_delta:text_delta",
+                "content_block_delta:text_delta",
+                "content_block_stop:1",
+                "message_delta:null",
+                "message_stop:null"
+            ]
+        );
+        assert_eq!(data[2]["content_block"]["type"], "thinking");
+        let (mut thought, mut answer) = (String::new(), String::new());
+        token_text(&mut thought, r.seq, 0, 3);
+        token_text(&mut answer, r.seq, 3, 2);
+        let joined = |field: &str| -> String {
+            data.iter()
+                .filter_map(|d| d["delta"][field].as_str())
+                .collect()
+        };
+        assert_eq!(joined("thinking"), thought);
+        assert_eq!(joined("text"), answer);
+        assert_eq!(data[7]["index"], 1);
+        assert_eq!(data[10]["usage"]["output_tokens"], 5);
+        let mut whole = String::new();
+        full(&r, &mut whole, "", 5);
+        let v: serde_json::Value = serde_json::from_str(&whole).unwrap();
+        assert_eq!(v["content"][0]["thinking"], thought.as_str());
+        assert_eq!(v["content"][1]["text"], answer.as_str());
     }
 
     /// A tool call is a tool_use block whose input arrives as JSON pieces,

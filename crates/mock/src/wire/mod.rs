@@ -112,7 +112,8 @@ pub(crate) struct Reply {
     pub tokens_per_event: u32,
     /// A tool call or JSON answer in place of words (chat, Responses, Messages).
     pub shaped: Option<crate::shaped::Shaped>,
-    /// The first this many output tokens are reasoning (chat only).
+    /// The first this many output tokens are reasoning (chat, Responses,
+    /// Messages; a shaped answer does not think).
     pub reasoning_tokens: u32,
     /// The delta field the reasoning goes in.
     pub reasoning_field: crate::ReasoningField,

@@ -5,7 +5,10 @@
 //! `incomplete` when the output stopped at the limit, as vLLM says it) with
 //! the usage. No `[DONE]`. A shaped answer that calls a tool opens a
 //! `function_call` item instead and streams
-//! `response.function_call_arguments.delta` events.
+//! `response.function_call_arguments.delta` events. A reasoning answer
+//! thinks first in a `reasoning` item (`response.reasoning_text.delta`),
+//! which is done before the message item opens at output index 1, as vLLM's
+//! reasoning parsers stream it; `reasoning_tokens` in the usage counts it.
 
 use std::fmt::Write as _;
 
@@ -27,6 +30,38 @@ fn status(r: &Reply, completion: u32) -> &'static str {
     }
 }
 
+/// Output tokens that are thinking (a shaped answer does not think).
+fn thinking(r: &Reply) -> u32 {
+    if r.shaped.is_some() {
+        0
+    } else {
+        r.reasoning_tokens
+    }
+}
+
+/// The answer item's output index: after the reasoning item, if any.
+fn answer_index(r: &Reply) -> u32 {
+    u32::from(thinking(r) > 0)
+}
+
+/// The sequence number of the event carrying token `token`: the two events
+/// that close the reasoning item and open the message come before the answer.
+fn seq_of(r: &Reply, token: u32) -> u32 {
+    let t = thinking(r);
+    2 + token + if t > 0 && token >= t { 2 } else { 0 }
+}
+
+/// The reasoning item of an output of `completion` tokens, done.
+fn reasoning_item(r: &Reply, out: &mut String, completion: u32) {
+    let mut text = String::new();
+    token_text(&mut text, r.seq, 0, thinking(r).min(completion));
+    let _ = write!(
+        out,
+        "{{\"id\":\"rs_{}\",\"type\":\"reasoning\",\"summary\":[],\"content\":[{{\"type\":\"reasoning_text\",\"text\":\"{text}\"}}],\"status\":\"completed\"}}",
+        r.seq
+    );
+}
+
 fn usage(r: &Reply, out: &mut String, completion: u32) {
     if !r.counts {
         out.push_str(",\"usage\":null");
@@ -36,7 +71,8 @@ fn usage(r: &Reply, out: &mut String, completion: u32) {
     let cached = if r.cached_details { r.cached_tokens } else { 0 };
     let _ = write!(
         out,
-        ",\"usage\":{{\"input_tokens\":{p},\"input_tokens_details\":{{\"cached_tokens\":{cached}}},\"output_tokens\":{completion},\"output_tokens_details\":{{\"reasoning_tokens\":0}},\"total_tokens\":{}}}",
+        ",\"usage\":{{\"input_tokens\":{p},\"input_tokens_details\":{{\"cached_tokens\":{cached}}},\"output_tokens\":{completion},\"output_tokens_details\":{{\"reasoning_tokens\":{}}},\"total_tokens\":{}}}",
+        thinking(r).min(completion),
         p + completion
     );
 }
@@ -46,8 +82,9 @@ fn answer_text(r: &Reply, completion: u32) -> String {
     match r.shaped.as_ref().filter(|_| completion > 0) {
         Some(s) => s.text().to_string(),
         None => {
+            let t = thinking(r).min(completion);
             let mut text = String::new();
-            token_text(&mut text, r.seq, 0, completion);
+            token_text(&mut text, r.seq, t, completion - t);
             text
         }
     }
@@ -86,7 +123,16 @@ fn response(r: &Reply, out: &mut String, done: bool, completion: u32) {
     if done {
         out.push_str(status(r, completion));
         out.push_str(",\"output\":[");
-        output_item(r, out, completion);
+        let t = thinking(r);
+        if t > 0 && completion > 0 {
+            reasoning_item(r, out, completion);
+        }
+        if completion > t {
+            if t > 0 {
+                out.push(',');
+            }
+            output_item(r, out, completion);
+        }
         out.push(']');
         usage(r, out, completion);
     } else {
@@ -108,6 +154,14 @@ pub(super) fn opening(r: &Reply, out: &mut String) {
     response(r, out, false, 0);
     out.push_str("}\n\n");
     event(out, "response.output_item.added");
+    if thinking(r) > 0 {
+        let _ = write!(
+            out,
+            "1,\"output_index\":0,\"item\":{{\"id\":\"rs_{}\",\"type\":\"reasoning\",\"summary\":[],\"content\":[],\"status\":\"in_progress\"}}}}\n\n",
+            r.seq
+        );
+        return;
+    }
     let item = match called(r) {
         Some(name) => format!(
             "{{\"id\":\"fc_{seq}\",\"type\":\"function_call\",\"status\":\"in_progress\",\"call_id\":\"call_{seq}\",\"name\":{},\"arguments\":\"\"}}",
@@ -122,9 +176,47 @@ pub(super) fn opening(r: &Reply, out: &mut String) {
     let _ = write!(out, "1,\"output_index\":0,\"item\":{item}}}\n\n");
 }
 
-/// One delta carrying tokens `first .. first + n`: answer text, or a piece
-/// of the function call's arguments.
+/// The reasoning item done and the message item opened, between the last
+/// thinking token and the first answer token.
+fn to_answer(r: &Reply, out: &mut String) {
+    let t = thinking(r);
+    event(out, "response.output_item.done");
+    let _ = write!(out, "{},\"output_index\":0,\"item\":", 2 + t);
+    reasoning_item(r, out, t);
+    out.push_str("}\n\n");
+    event(out, "response.output_item.added");
+    let _ = write!(
+        out,
+        "{},\"output_index\":1,\"item\":{{\"id\":\"msg_{}\",\"type\":\"message\",\"role\":\"assistant\",\"status\":\"in_progress\",\"content\":[]}}}}\n\n",
+        3 + t,
+        r.seq
+    );
+}
+
+/// One step carrying tokens `first .. first + n`: thinking, then (from the
+/// first answer token) answer text or a piece of the function call's
+/// arguments.
 pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32) {
+    let t = thinking(r);
+    let thought = t.saturating_sub(first).min(n);
+    if thought > 0 {
+        let mut text = String::with_capacity(8 * thought as usize);
+        token_text(&mut text, r.seq, first, thought);
+        event(out, "response.reasoning_text.delta");
+        let _ = write!(
+            out,
+            "{},\"item_id\":\"rs_{}\",\"output_index\":0,\"content_index\":0,\"delta\":\"{text}\"}}\n\n",
+            seq_of(r, first),
+            r.seq
+        );
+    }
+    let (first, n) = (first + thought, n - thought);
+    if n == 0 {
+        return;
+    }
+    if t > 0 && first == t {
+        to_answer(r, out);
+    }
     let delta = match &r.shaped {
         Some(s) => json_string(s.piece(first, n, r.total_tokens)),
         None => {
@@ -135,7 +227,7 @@ pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32) {
             text
         }
     };
-    let seq = 2 + first;
+    let (seq, index) = (seq_of(r, first), answer_index(r));
     match called(r) {
         Some(_) => {
             event(out, "response.function_call_arguments.delta");
@@ -149,7 +241,7 @@ pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32) {
             event(out, "response.output_text.delta");
             let _ = write!(
                 out,
-                "{seq},\"item_id\":\"msg_{}\",\"output_index\":0,\"content_index\":0,\"delta\":{delta},\"logprobs\":[]}}\n\n",
+                "{seq},\"item_id\":\"msg_{}\",\"output_index\":{index},\"content_index\":0,\"delta\":{delta},\"logprobs\":[]}}\n\n",
                 r.seq
             );
         }
@@ -166,23 +258,26 @@ pub(super) fn close(r: &Reply, out: &mut String, completion: u32) {
             let _ = write!(
                 out,
                 "{},\"item_id\":\"fc_{}\",\"output_index\":0,\"name\":{},\"arguments\":{text}}}\n\n",
-                2 + completion,
+                seq_of(r, completion),
                 r.seq,
                 json_string(name)
             );
         }
+        // a reasoning output cut before its answer has no message to close
+        None if completion <= thinking(r) => {}
         None => {
             event(out, "response.output_text.done");
             let _ = write!(
                 out,
-                "{},\"item_id\":\"msg_{}\",\"output_index\":0,\"content_index\":0,\"text\":{text},\"logprobs\":[]}}\n\n",
-                2 + completion,
-                r.seq
+                "{},\"item_id\":\"msg_{}\",\"output_index\":{},\"content_index\":0,\"text\":{text},\"logprobs\":[]}}\n\n",
+                seq_of(r, completion),
+                r.seq,
+                answer_index(r)
             );
         }
     }
     event(out, "response.completed");
-    let _ = write!(out, "{},\"response\":", 3 + completion);
+    let _ = write!(out, "{},\"response\":", seq_of(r, completion) + 1);
     response(r, out, true, completion);
     out.push_str("}\n\n");
 }
@@ -264,6 +359,72 @@ mod tests {
         let mut all = String::new();
         token_text(&mut all, r.seq, 0, 4);
         assert_eq!(done["output"][0]["content"][0]["text"], all.as_str());
+    }
+
+    /// A reasoning answer thinks in a reasoning item, which is done before
+    /// the message opens at index 1 (a step may hold both); the usage
+    /// counts the thinking; sequence numbers rise; whole, the output holds
+    /// both items.
+    #[test]
+    fn a_reasoning_answer_thinks_in_its_own_item_first() {
+        let model = "\"m\"".to_string();
+        let mut r = reply(Api::Responses, &model);
+        r.reasoning_tokens = 3;
+        r.total_tokens = 5;
+        let mut out = String::new();
+        opening(&r, &mut out);
+        step(&r, &mut out, 0, 2);
+        step(&r, &mut out, 2, 2);
+        step(&r, &mut out, 4, 1);
+        close(&r, &mut out, 5);
+        let e = events(&out);
+        let kinds: Vec<&str> = e.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "response.created",
+                "response.output_item.added",
+                "response.reasoning_text.delta",
+                "response.reasoning_text.delta",
+                "response.output_item.done",
+                "response.output_item.added",
+                "response.output_text.delta",
+                "response.output_text.delta",
+                "response.output_text.done",
+                "response.completed"
+            ]
+        );
+        let seqs: Vec<u64> = e
+            .iter()
+            .map(|(_, d)| d["sequence_number"].as_u64().unwrap())
+            .collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+        assert_eq!(e[1].1["item"]["type"], "reasoning");
+        let (mut thought, mut answer) = (String::new(), String::new());
+        token_text(&mut thought, r.seq, 0, 3);
+        token_text(&mut answer, r.seq, 3, 2);
+        let joined = |k: &str| -> String {
+            e.iter()
+                .filter(|(n, _)| n == k)
+                .map(|(_, d)| d["delta"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(joined("response.reasoning_text.delta"), thought);
+        assert_eq!(joined("response.output_text.delta"), answer);
+        assert_eq!(e[5].1["output_index"], 1);
+        assert_eq!(e[6].1["output_index"], 1);
+        let done = &e[9].1["response"];
+        assert_eq!(
+            done["usage"]["output_tokens_details"]["reasoning_tokens"],
+            3
+        );
+        assert_eq!(done["output"][0]["content"][0]["text"], thought.as_str());
+        assert_eq!(done["output"][1]["content"][0]["text"], answer.as_str());
+        let mut whole = String::new();
+        full(&r, &mut whole, 5);
+        let v: serde_json::Value = serde_json::from_str(&whole).unwrap();
+        assert_eq!(v["output"][0]["type"], "reasoning");
+        assert_eq!(v["output"][1]["content"][0]["text"], answer.as_str());
     }
 
     /// A tool call opens a function_call item, streams its arguments in
