@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use crate::netns::Lan;
 
@@ -16,8 +16,15 @@ pub fn port_of(url: &str) -> u16 {
 /// through the router on `port` with `token`; its stderr goes to
 /// `dir/worker<host>.err` for the test's failure messages.
 pub fn worker_on(lan: &Lan, host: usize, port: u16, dir: &Path, token: &str) -> Child {
-    lan.command(host, &crate::cicada())
-        .arg("worker")
+    worker_command_on(lan, host, port, dir, token)
+        .spawn()
+        .expect("starting a worker in its namespace")
+}
+
+/// [`worker_on`] not yet started, for a test that sets more of it.
+pub fn worker_command_on(lan: &Lan, host: usize, port: u16, dir: &Path, token: &str) -> Command {
+    let mut c = lan.command(host, &crate::cicada());
+    c.arg("worker")
         .args([
             "--coordinator",
             &format!("http://{}:{port}", lan.router),
@@ -26,9 +33,8 @@ pub fn worker_on(lan: &Lan, host: usize, port: u16, dir: &Path, token: &str) -> 
         ])
         .env("CICADA_TOKEN", token)
         .stdout(Stdio::null())
-        .stderr(File::create(dir.join(format!("worker{host}.err"))).unwrap())
-        .spawn()
-        .expect("starting a worker in its namespace")
+        .stderr(File::create(dir.join(format!("worker{host}.err"))).unwrap());
+    c
 }
 
 /// A runtime for a test that speaks gRPC to the coordinator itself (a

@@ -10,11 +10,11 @@
 //! against when the worker says it sent them.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
+use cicada_tests::fleet::worker_command_on;
 use cicada_tests::netns::Lan;
 use cicada_tests::*;
 use serde_json::Value;
@@ -30,18 +30,8 @@ const SKEWS_MS: [i64; 3] = [1500, -800, 120];
 const SLACK_MS: f64 = 3.0;
 
 fn worker_on(lan: &Lan, host: usize, port: u16, dir: &Path) -> Child {
-    lan.command(host, &cicada())
-        .arg("worker")
-        .args([
-            "--coordinator",
-            &format!("http://{}:{port}", lan.router),
-            "--index",
-            &host.to_string(),
-        ])
-        .env("CICADA_TOKEN", TOKEN)
+    worker_command_on(lan, host, port, dir, TOKEN)
         .env("CICADA_CLOCK_SKEW_MS", SKEWS_MS[host].to_string())
-        .stdout(Stdio::null())
-        .stderr(File::create(dir.join(format!("worker{host}.err"))).unwrap())
         .spawn()
         .expect("starting a worker in its namespace")
 }

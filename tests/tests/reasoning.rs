@@ -246,18 +246,7 @@ fn responses_and_messages_time_the_answer_apart_from_the_thinking() {
         let late = mock.stats()["lateness"].clone();
         let mean_late_ms = late["mean_us"].as_f64().unwrap() / 1e3;
         let what = format!("{backend} streamed");
-        assert_eq!(j["completed"].as_u64(), Some(REQUESTS), "{what}");
-        assert_eq!(
-            j["total_output_tokens"].as_u64(),
-            Some(REQUESTS * OUTPUT),
-            "{what}"
-        );
-        let c = &j["cicada"]["counters"];
-        assert_eq!(
-            c["reasoning_requests"].as_u64(),
-            Some(REQUESTS),
-            "{what}: {c}"
-        );
+        let c = all_reasoned(&j, &what);
         assert_eq!(
             c["reasoning_tokens"].as_u64(),
             Some(REQUESTS * THINKING),
@@ -281,18 +270,24 @@ fn responses_and_messages_time_the_answer_apart_from_the_thinking() {
         }
         let dir = scratch();
         let (j, _) = run(dir.path(), &scenario_on(&mock.url, backend, false, ""));
-        let what = format!("{backend} whole");
-        assert_eq!(j["completed"].as_u64(), Some(REQUESTS), "{what}");
-        assert_eq!(
-            j["total_output_tokens"].as_u64(),
-            Some(REQUESTS * OUTPUT),
-            "{what}"
-        );
-        let c = &j["cicada"]["counters"];
-        assert_eq!(
-            c["reasoning_requests"].as_u64(),
-            Some(REQUESTS),
-            "{what}: {c}"
-        );
+        all_reasoned(&j, &format!("{backend} whole"));
     }
+}
+
+/// Every request completed at its full length (thinking included) and
+/// reasoned; the counters, for more checks.
+fn all_reasoned<'a>(j: &'a Value, what: &str) -> &'a Value {
+    assert_eq!(j["completed"].as_u64(), Some(REQUESTS), "{what}");
+    assert_eq!(
+        j["total_output_tokens"].as_u64(),
+        Some(REQUESTS * OUTPUT),
+        "{what}"
+    );
+    let c = &j["cicada"]["counters"];
+    assert_eq!(
+        c["reasoning_requests"].as_u64(),
+        Some(REQUESTS),
+        "{what}: {c}"
+    );
+    c
 }

@@ -22,20 +22,6 @@ fn called(r: &Reply) -> Option<&str> {
     r.shaped.as_ref().and_then(|s| s.tool.as_deref())
 }
 
-/// Output tokens that are thinking (a shaped answer does not think).
-fn thinking(r: &Reply) -> u32 {
-    if r.shaped.is_some() {
-        0
-    } else {
-        r.reasoning_tokens
-    }
-}
-
-/// The answer block's index: after the thinking block, if any.
-fn answer_index(r: &Reply) -> u32 {
-    u32::from(thinking(r) > 0)
-}
-
 /// Anthropic's stop reason of a complete output.
 fn stop_reason(r: &Reply, completion: u32) -> &'static str {
     if called(r).is_some() && completion > 0 {
@@ -72,7 +58,7 @@ pub(super) fn opening(r: &Reply, out: &mut String) {
     out.push_str("}}\n\n");
     out.push_str("event: ping\ndata: {\"type\":\"ping\"}\n\n");
     event(out, "content_block_start");
-    if thinking(r) > 0 {
+    if r.thinking() > 0 {
         out.push_str(",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n");
         return;
     }
@@ -96,7 +82,7 @@ pub(super) fn opening(r: &Reply, out: &mut String) {
 /// `text_delta`, or an `input_json_delta` with a piece of the tool call's
 /// input.
 pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32) {
-    let t = thinking(r);
+    let t = r.thinking();
     let thought = t.saturating_sub(first).min(n);
     if thought > 0 {
         let mut text = String::with_capacity(8 * thought as usize);
@@ -124,7 +110,7 @@ pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32) {
         let _ = write!(
             out,
             ",\"index\":{},\"delta\":{{\"type\":\"text_delta\",\"text\":\"{text}\"}}}}\n\n",
-            answer_index(r)
+            r.answer_index()
         );
         return;
     };
@@ -142,8 +128,8 @@ pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32) {
 /// The block's end, the stop reason with the output count, and `message_stop`.
 pub(super) fn close(r: &Reply, out: &mut String, completion: u32) {
     // the open block: the text one, unless the output ended while thinking
-    let open = if completion > thinking(r) {
-        answer_index(r)
+    let open = if completion > r.thinking() {
+        r.answer_index()
     } else {
         0
     };
@@ -180,8 +166,8 @@ pub(super) fn full(r: &Reply, out: &mut String, text: &str, completion: u32) {
         (Some(s), None) if completion > 0 => {
             format!("{{\"type\":\"text\",\"text\":{}}}", json_string(s.text()))
         }
-        _ if thinking(r) > 0 => {
-            let t = thinking(r).min(completion);
+        _ if r.thinking() > 0 => {
+            let t = r.thinking().min(completion);
             let (mut thought, mut answer) = (String::new(), String::new());
             token_text(&mut thought, r.seq, 0, t);
             token_text(&mut answer, r.seq, t, completion - t);
@@ -267,15 +253,7 @@ mod tests {
     #[test]
     fn a_reasoning_answer_thinks_in_its_own_block_first() {
         let model = "\"m\"".to_string();
-        let mut r = reply(Api::Messages, &model);
-        r.reasoning_tokens = 3;
-        r.total_tokens = 5;
-        let mut out = String::new();
-        opening(&r, &mut out);
-        step(&r, &mut out, 0, 2);
-        step(&r, &mut out, 2, 2);
-        step(&r, &mut out, 4, 1);
-        close(&r, &mut out, 5);
+        let (r, out) = super::super::tests::thinking_stream(Api::Messages, &model);
         let data: Vec<serde_json::Value> = super::super::tests::payloads(&out)
             .into_iter()
             .map(|p| serde_json::from_str(p).unwrap())

@@ -120,6 +120,22 @@ pub(crate) struct Reply {
 }
 
 impl Reply {
+    /// Output tokens that are thinking on Responses and Messages (a shaped
+    /// answer does not think).
+    pub(crate) fn thinking(&self) -> u32 {
+        if self.shaped.is_some() {
+            0
+        } else {
+            self.reasoning_tokens
+        }
+    }
+
+    /// The answer's output index (Responses) or content block (Messages):
+    /// after the thinking's, if any.
+    pub(crate) fn answer_index(&self) -> u32 {
+        u32::from(self.thinking() > 0)
+    }
+
     /// Events sent before the first token (the role-only chat chunk).
     pub fn opening(&self, out: &mut String) {
         match self.api {
@@ -331,6 +347,21 @@ pub(crate) mod tests {
     }
 
     /// The data payloads of an SSE text (either `data:` spelling, after any `event:` line).
+    /// A 5-token answer that thinks for 3, streamed in steps of 2, 2 and 1
+    /// (the middle step holds the last thought and the first answer token).
+    pub(crate) fn thinking_stream(api: Api, model_json: &str) -> (Reply, String) {
+        let mut r = reply(api, model_json);
+        r.reasoning_tokens = 3;
+        r.total_tokens = 5;
+        let mut out = String::new();
+        r.opening(&mut out);
+        for (first, n) in [(0, 2), (2, 2), (4, 1)] {
+            r.step(&mut out, first, n, first + n == 5);
+        }
+        r.close(&mut out);
+        (r, out)
+    }
+
     pub(crate) fn payloads(text: &str) -> Vec<&str> {
         text.split("\n\n")
             .filter(|e| !e.is_empty())

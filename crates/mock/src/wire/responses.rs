@@ -30,31 +30,17 @@ fn status(r: &Reply, completion: u32) -> &'static str {
     }
 }
 
-/// Output tokens that are thinking (a shaped answer does not think).
-fn thinking(r: &Reply) -> u32 {
-    if r.shaped.is_some() {
-        0
-    } else {
-        r.reasoning_tokens
-    }
-}
-
-/// The answer item's output index: after the reasoning item, if any.
-fn answer_index(r: &Reply) -> u32 {
-    u32::from(thinking(r) > 0)
-}
-
 /// The sequence number of the event carrying token `token`: the two events
 /// that close the reasoning item and open the message come before the answer.
 fn seq_of(r: &Reply, token: u32) -> u32 {
-    let t = thinking(r);
+    let t = r.thinking();
     2 + token + if t > 0 && token >= t { 2 } else { 0 }
 }
 
 /// The reasoning item of an output of `completion` tokens, done.
 fn reasoning_item(r: &Reply, out: &mut String, completion: u32) {
     let mut text = String::new();
-    token_text(&mut text, r.seq, 0, thinking(r).min(completion));
+    token_text(&mut text, r.seq, 0, r.thinking().min(completion));
     let _ = write!(
         out,
         "{{\"id\":\"rs_{}\",\"type\":\"reasoning\",\"summary\":[],\"content\":[{{\"type\":\"reasoning_text\",\"text\":\"{text}\"}}],\"status\":\"completed\"}}",
@@ -72,7 +58,7 @@ fn usage(r: &Reply, out: &mut String, completion: u32) {
     let _ = write!(
         out,
         ",\"usage\":{{\"input_tokens\":{p},\"input_tokens_details\":{{\"cached_tokens\":{cached}}},\"output_tokens\":{completion},\"output_tokens_details\":{{\"reasoning_tokens\":{}}},\"total_tokens\":{}}}",
-        thinking(r).min(completion),
+        r.thinking().min(completion),
         p + completion
     );
 }
@@ -82,7 +68,7 @@ fn answer_text(r: &Reply, completion: u32) -> String {
     match r.shaped.as_ref().filter(|_| completion > 0) {
         Some(s) => s.text().to_string(),
         None => {
-            let t = thinking(r).min(completion);
+            let t = r.thinking().min(completion);
             let mut text = String::new();
             token_text(&mut text, r.seq, t, completion - t);
             text
@@ -123,7 +109,7 @@ fn response(r: &Reply, out: &mut String, done: bool, completion: u32) {
     if done {
         out.push_str(status(r, completion));
         out.push_str(",\"output\":[");
-        let t = thinking(r);
+        let t = r.thinking();
         if t > 0 && completion > 0 {
             reasoning_item(r, out, completion);
         }
@@ -154,7 +140,7 @@ pub(super) fn opening(r: &Reply, out: &mut String) {
     response(r, out, false, 0);
     out.push_str("}\n\n");
     event(out, "response.output_item.added");
-    if thinking(r) > 0 {
+    if r.thinking() > 0 {
         let _ = write!(
             out,
             "1,\"output_index\":0,\"item\":{{\"id\":\"rs_{}\",\"type\":\"reasoning\",\"summary\":[],\"content\":[],\"status\":\"in_progress\"}}}}\n\n",
@@ -179,7 +165,7 @@ pub(super) fn opening(r: &Reply, out: &mut String) {
 /// The reasoning item done and the message item opened, between the last
 /// thinking token and the first answer token.
 fn to_answer(r: &Reply, out: &mut String) {
-    let t = thinking(r);
+    let t = r.thinking();
     event(out, "response.output_item.done");
     let _ = write!(out, "{},\"output_index\":0,\"item\":", 2 + t);
     reasoning_item(r, out, t);
@@ -197,7 +183,7 @@ fn to_answer(r: &Reply, out: &mut String) {
 /// first answer token) answer text or a piece of the function call's
 /// arguments.
 pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32) {
-    let t = thinking(r);
+    let t = r.thinking();
     let thought = t.saturating_sub(first).min(n);
     if thought > 0 {
         let mut text = String::with_capacity(8 * thought as usize);
@@ -227,7 +213,7 @@ pub(super) fn step(r: &Reply, out: &mut String, first: u32, n: u32) {
             text
         }
     };
-    let (seq, index) = (seq_of(r, first), answer_index(r));
+    let (seq, index) = (seq_of(r, first), r.answer_index());
     match called(r) {
         Some(_) => {
             event(out, "response.function_call_arguments.delta");
@@ -264,7 +250,7 @@ pub(super) fn close(r: &Reply, out: &mut String, completion: u32) {
             );
         }
         // a reasoning output cut before its answer has no message to close
-        None if completion <= thinking(r) => {}
+        None if completion <= r.thinking() => {}
         None => {
             event(out, "response.output_text.done");
             let _ = write!(
@@ -272,7 +258,7 @@ pub(super) fn close(r: &Reply, out: &mut String, completion: u32) {
                 "{},\"item_id\":\"msg_{}\",\"output_index\":{},\"content_index\":0,\"text\":{text},\"logprobs\":[]}}\n\n",
                 seq_of(r, completion),
                 r.seq,
-                answer_index(r)
+                r.answer_index()
             );
         }
     }
@@ -368,15 +354,7 @@ mod tests {
     #[test]
     fn a_reasoning_answer_thinks_in_its_own_item_first() {
         let model = "\"m\"".to_string();
-        let mut r = reply(Api::Responses, &model);
-        r.reasoning_tokens = 3;
-        r.total_tokens = 5;
-        let mut out = String::new();
-        opening(&r, &mut out);
-        step(&r, &mut out, 0, 2);
-        step(&r, &mut out, 2, 2);
-        step(&r, &mut out, 4, 1);
-        close(&r, &mut out, 5);
+        let (r, out) = super::super::tests::thinking_stream(Api::Responses, &model);
         let e = events(&out);
         let kinds: Vec<&str> = e.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
