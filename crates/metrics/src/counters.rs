@@ -78,11 +78,13 @@ pub enum Counter {
     ImageBytes,
     /// Bytes of the audio files uploaded, every outcome.
     AudioBytes,
+    /// Items (embedding inputs) of successful pooling requests.
+    Items,
 }
 
 impl Counter {
     /// Every counter, in storage order.
-    pub const ALL: [Counter; 33] = [
+    pub const ALL: [Counter; 34] = [
         Counter::InputTokens,
         Counter::OutputTokens,
         Counter::CachedTokens,
@@ -116,6 +118,7 @@ impl Counter {
         Counter::Images,
         Counter::ImageBytes,
         Counter::AudioBytes,
+        Counter::Items,
     ];
 
     /// Stable wire and file name.
@@ -154,6 +157,7 @@ impl Counter {
             Counter::Images => "images",
             Counter::ImageBytes => "image_bytes",
             Counter::AudioBytes => "audio_bytes",
+            Counter::Items => "items",
         }
     }
 }

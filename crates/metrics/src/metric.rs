@@ -44,6 +44,8 @@ pub enum Metric {
     AnswerTpot,
     /// The answer's inter-token latency, one sample per answer token.
     AnswerItl,
+    /// Items (embedding inputs) a successful pooling request carried.
+    BatchSize,
 }
 
 /// How a metric's raw integer values are scaled for display.
@@ -53,6 +55,8 @@ pub enum Unit {
     Micros,
     /// Recorded in thousandths of a token per second, shown in tokens per second.
     MilliTokensPerSecond,
+    /// A count of items, recorded and shown as it is.
+    Items,
 }
 
 impl Unit {
@@ -61,6 +65,7 @@ impl Unit {
         match self {
             Unit::Micros => 1e-3,
             Unit::MilliTokensPerSecond => 1e-3,
+            Unit::Items => 1.0,
         }
     }
 
@@ -69,6 +74,7 @@ impl Unit {
         match self {
             Unit::Micros => "ms",
             Unit::MilliTokensPerSecond => "tok_s",
+            Unit::Items => "items",
         }
     }
 
@@ -78,13 +84,14 @@ impl Unit {
         match self {
             Unit::Micros => "us",
             Unit::MilliTokensPerSecond => "milli_tok_s",
+            Unit::Items => "items",
         }
     }
 }
 
 impl Metric {
     /// Every request metric, in report order.
-    pub const REQUEST: [Metric; 17] = [
+    pub const REQUEST: [Metric; 18] = [
         Metric::Ttft,
         Metric::Tpot,
         Metric::Itl,
@@ -102,6 +109,7 @@ impl Metric {
         Metric::ReasoningTime,
         Metric::AnswerTpot,
         Metric::AnswerItl,
+        Metric::BatchSize,
     ];
 
     /// The reasoning figures, measured on requests that reasoned only.
@@ -118,7 +126,7 @@ impl Metric {
     pub const FROM_SCHEDULE: [Metric; 3] = [Metric::TtftCo, Metric::E2elCo, Metric::ScheduleLag];
 
     /// Every metric including the worker's health metrics.
-    pub const ALL: [Metric; 18] = [
+    pub const ALL: [Metric; 19] = [
         Metric::Ttft,
         Metric::Tpot,
         Metric::Itl,
@@ -137,6 +145,7 @@ impl Metric {
         Metric::ReasoningTime,
         Metric::AnswerTpot,
         Metric::AnswerItl,
+        Metric::BatchSize,
     ];
 
     /// Stable name used on the wire, in JSON keys and CSV columns.
@@ -160,6 +169,7 @@ impl Metric {
             Metric::ReasoningTime => "reasoning_time",
             Metric::AnswerTpot => "answer_tpot",
             Metric::AnswerItl => "answer_itl",
+            Metric::BatchSize => "batch_size",
         }
     }
 
@@ -184,6 +194,7 @@ impl Metric {
             Metric::ReasoningTime => "reasoning time",
             Metric::AnswerTpot => "answer TPOT",
             Metric::AnswerItl => "answer ITL",
+            Metric::BatchSize => "batch size",
         }
     }
 
@@ -191,6 +202,7 @@ impl Metric {
     pub fn unit(self) -> Unit {
         match self {
             Metric::OutputTpsPerRequest => Unit::MilliTokensPerSecond,
+            Metric::BatchSize => Unit::Items,
             _ => Unit::Micros,
         }
     }

@@ -84,6 +84,10 @@ impl MetricSet {
         };
         self.observe_seconds(&log, rec);
         self.observe_counts(rec, log.len());
+        if rec.media.items > 0 {
+            self.histogram_mut(Metric::BatchSize)
+                .record(u64::from(rec.media.items));
+        }
         let first_token = if rec.streamed { ttft } else { e2el };
         // a request that did not reason answered with its first token
         let first_answer = match &rec.reasoning {
@@ -167,6 +171,7 @@ impl MetricSet {
         }
         c.add(Counter::OutputTokens, rec.output_tokens);
         c.add(Counter::ContentEvents, events);
+        c.add(Counter::Items, u64::from(rec.media.items));
         if over_usage {
             c.add(Counter::EventsOverUsage, 1);
         }

@@ -163,7 +163,8 @@ pub struct RequestRecord<E = Vec<ContentEvent>> {
     pub media: MediaSent,
 }
 
-/// What a request sent beside its text, as counted when it was built.
+/// What a request sent beside its prompt text, as counted when it was
+/// built: its media, and a pooling request's item count.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct MediaSent {
@@ -176,6 +177,9 @@ pub struct MediaSent {
     /// Bytes of the audio file uploaded.
     #[serde(skip_serializing_if = "is_zero_u64")]
     pub audio_bytes: u64,
+    /// Items of a pooling request: the texts of an embeddings batch.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub items: u32,
 }
 
 fn is_zero_u64(n: &u64) -> bool {

@@ -89,6 +89,12 @@ pub struct Summary {
     pub mean_concurrent_requests: f64,
     /// Where output token counts came from: the source used by most requests.
     pub token_source: Option<TokenSource>,
+    /// Items (embedding inputs) of successful pooling requests.
+    pub total_items: u64,
+    /// Items per second of duration.
+    pub item_throughput: f64,
+    /// Input tokens (`total_input_tokens`) per second of duration.
+    pub input_throughput: f64,
     /// Per-metric distributions, for every metric with samples.
     pub metrics: Vec<(Metric, DistributionStats)>,
 }
@@ -156,6 +162,9 @@ impl Summary {
                 .concurrency
                 .mean(window_start_us, set.span.last_end_us.unwrap_or(0)),
             token_source,
+            total_items: set.counter(Counter::Items),
+            item_throughput: per_s(set.counter(Counter::Items) as f64),
+            input_throughput: per_s(input as f64),
             metrics: set
                 .non_empty()
                 .map(|(m, h)| {

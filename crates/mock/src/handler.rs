@@ -34,7 +34,7 @@ pub(crate) fn unix_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-fn unix_micros() -> u64 {
+pub(crate) fn unix_micros() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_micros() as u64)
@@ -66,7 +66,7 @@ fn pick_invalid(config: &MockConfig, seq: u64) -> bool {
     rng.random::<f64>() < config.invalid_output
 }
 
-fn ms(v: f64) -> Duration {
+pub(crate) fn ms(v: f64) -> Duration {
     Duration::from_secs_f64(v.max(0.0) / 1000.0)
 }
 
@@ -283,6 +283,7 @@ fn account(
             invalid_output: shaped.as_ref().is_some_and(|s| s.invalid),
             images,
             audio_bytes: a.audio_bytes,
+            inputs: None,
         });
     }
     Accounted {

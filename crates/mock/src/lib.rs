@@ -19,6 +19,7 @@ mod clock;
 mod connection;
 mod form;
 mod handler;
+mod pooling;
 mod prom;
 mod reply;
 mod request;

@@ -122,6 +122,9 @@ pub(crate) async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Respon
             )
             .await
         }
+        (&Method::POST, p) if p.ends_with("/embeddings") => {
+            crate::pooling::embeddings(shared.clone(), req, path).await
+        }
         (&Method::POST, p) if p.ends_with("/messages") => {
             generate(shared.clone(), req, Api::Messages, Streaming::AsAsked, path).await
         }

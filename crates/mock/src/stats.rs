@@ -57,6 +57,9 @@ pub struct LoggedRequest {
     /// Bytes of the uploaded audio file (transcriptions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audio_bytes: Option<u64>,
+    /// Texts of a pooling request (the `input` list of an embeddings request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<u32>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -135,6 +138,8 @@ pub struct MockStats {
     pub audio_files: u64,
     /// Bytes of those files (probes excluded).
     pub audio_bytes: u64,
+    /// Texts received in pooling requests (embeddings inputs; probes excluded).
+    pub inputs: u64,
     /// Faults injected, by fault.
     pub faults: BTreeMap<String, u64>,
     /// Faults injected, by the outcome class a correct client reports.
@@ -172,6 +177,7 @@ pub(crate) struct Tally {
     pub image_bytes: AtomicU64,
     pub audio_files: AtomicU64,
     pub audio_bytes: AtomicU64,
+    pub inputs: AtomicU64,
 }
 
 impl Tally {
@@ -366,6 +372,7 @@ impl State {
             image_bytes: self.run.image_bytes.load(Ordering::Relaxed),
             audio_files: self.run.audio_files.load(Ordering::Relaxed),
             audio_bytes: self.run.audio_bytes.load(Ordering::Relaxed),
+            inputs: self.run.inputs.load(Ordering::Relaxed),
             faults: faults
                 .into_iter()
                 .map(|(f, n)| {

@@ -26,6 +26,8 @@ pub enum WireApi {
     Messages,
     /// OpenAI audio transcriptions (`/v1/audio/transcriptions`, multipart).
     Transcription,
+    /// OpenAI embeddings (`/v1/embeddings`): a batch of texts, one vector each.
+    Embeddings,
 }
 
 /// Server family, for the extras it accepts beyond its API and where it

@@ -19,6 +19,8 @@ pub enum Prompt {
     Text(String),
     /// A ready-made conversation (sent as `messages`, or joined for text APIs).
     Chat(Vec<ChatMessage>),
+    /// Several texts pooled in one request (an embeddings `input` list).
+    Batch(Vec<String>),
 }
 
 impl Prompt {
@@ -35,6 +37,7 @@ impl Prompt {
                 }
                 Cow::Owned(out)
             }
+            Prompt::Batch(texts) => Cow::Owned(texts.join("\n")),
         }
     }
 
@@ -43,6 +46,16 @@ impl Prompt {
         match self {
             Prompt::Text(t) => t.len(),
             Prompt::Chat(msgs) => msgs.iter().map(|m| m.content.len()).sum(),
+            Prompt::Batch(texts) => texts.iter().map(String::len).sum(),
+        }
+    }
+
+    /// Items a pooling server answers for: the texts of a batch; 0 for a
+    /// prompt that is generated from.
+    pub fn items(&self) -> u32 {
+        match self {
+            Prompt::Batch(texts) => u32::try_from(texts.len()).unwrap_or(u32::MAX),
+            Prompt::Text(_) | Prompt::Chat(_) => 0,
         }
     }
 }

@@ -89,7 +89,8 @@ pub struct Row {
     pub completed: u64,
     pub failed: u64,
     pub request_throughput: f64,
-    pub output_throughput: f64,
+    /// Absent for a run that generated nothing (a pooling run).
+    pub output_throughput: Option<f64>,
     pub total_token_throughput: f64,
     pub request_goodput: Option<f64>,
     /// In [`TABLE_METRICS`] order.
@@ -232,7 +233,8 @@ impl ResultFile {
             completed: self.required("completed", d.completed.map(|v| v as f64))? as u64,
             failed: d.failed.unwrap_or(0),
             request_throughput: self.required("request_throughput", d.request_throughput)?,
-            output_throughput: self.required("output_throughput", d.output_throughput)?,
+            // vLLM's and cicada's pooling results have none
+            output_throughput: d.output_throughput,
             total_token_throughput: self
                 .required("total_token_throughput", d.total_token_throughput)?,
             request_goodput: d.request_goodput,
@@ -402,7 +404,7 @@ pub fn merge(files: &[ResultFile]) -> Result<Row, ReportError> {
         completed: set.outcomes.ok(),
         failed: set.outcomes.failed(),
         request_throughput: per_s(set.outcomes.ok()),
-        output_throughput: per_s(output),
+        output_throughput: Some(per_s(output)),
         total_token_throughput: per_s(input + output),
         request_goodput: goodput.then(|| per_s(set.counter(Counter::Goodput))),
         latencies,
@@ -461,7 +463,7 @@ mod tests {
         assert_eq!(row.failed, 5);
         // two 10 s windows 100 s apart
         assert_eq!(row.duration_s, 20.0);
-        assert_eq!(row.output_throughput, 47_000.0 / 20.0);
+        assert_eq!(row.output_throughput, Some(47_000.0 / 20.0));
         for (i, m) in [(0, Metric::Ttft), (3, Metric::E2el)] {
             let h = all.histogram(m);
             let l = &row.latencies[i];

@@ -116,45 +116,90 @@ pub fn render(r: &RunResult) -> String {
     }
     float(&mut out, "Benchmark duration (s):", s.duration_s);
     int(&mut out, "Total input tokens:", s.total_input_tokens);
-    int(&mut out, "Total generated tokens:", s.total_output_tokens);
-    float(
-        &mut out,
-        "Request throughput (req/s):",
-        s.request_throughput,
-    );
-    if let Some(g) = s.request_goodput {
-        float(&mut out, "Request goodput (req/s):", g);
+    if r.pools() {
+        pooling_lines(&mut out, &s);
+    } else {
+        generation_lines(&mut out, &s);
     }
-    float(
-        &mut out,
-        "Output token throughput (tok/s):",
-        s.output_throughput,
-    );
-    float(
-        &mut out,
-        "Peak output token throughput (tok/s):",
-        s.max_output_tokens_per_s as f64,
-    );
-    float(
-        &mut out,
-        "Peak concurrent requests:",
-        s.max_concurrent_requests as f64,
-    );
-    float(
-        &mut out,
-        "Total Token throughput (tok/s):",
-        s.total_token_throughput,
-    );
     let percentiles = &sc.output.metric_percentiles;
-    for name in &sc.output.percentile_metrics {
-        if let Ok(m) = name.parse::<Metric>() {
-            metric_block(&mut out, &s, m, percentiles);
-        }
+    for m in console_metrics(r) {
+        metric_block(&mut out, &s, m, percentiles);
     }
     rule(&mut out, "", '=');
     render_extras(&mut out, r, &s);
     if r.per_target.len() > 1 {
         render_targets(&mut out, r);
+    }
+    out
+}
+
+/// The throughputs of a generation run, as `vllm bench serve` prints them.
+fn generation_lines(out: &mut String, s: &Summary) {
+    int(out, "Total generated tokens:", s.total_output_tokens);
+    float(out, "Request throughput (req/s):", s.request_throughput);
+    if let Some(g) = s.request_goodput {
+        float(out, "Request goodput (req/s):", g);
+    }
+    float(out, "Output token throughput (tok/s):", s.output_throughput);
+    float(
+        out,
+        "Peak output token throughput (tok/s):",
+        s.max_output_tokens_per_s as f64,
+    );
+    float(
+        out,
+        "Peak concurrent requests:",
+        s.max_concurrent_requests as f64,
+    );
+    float(
+        out,
+        "Total Token throughput (tok/s):",
+        s.total_token_throughput,
+    );
+}
+
+/// The throughputs of a pooling run: requests, items and input tokens per
+/// second, and the batch sizes (nothing is generated).
+fn pooling_lines(out: &mut String, s: &Summary) {
+    int(out, "Total items:", s.total_items);
+    float(out, "Request throughput (req/s):", s.request_throughput);
+    if let Some(g) = s.request_goodput {
+        float(out, "Request goodput (req/s):", g);
+    }
+    float(out, "Item throughput (items/s):", s.item_throughput);
+    float(out, "Input token throughput (tok/s):", s.input_throughput);
+    if let Some(b) = s.metric(Metric::BatchSize) {
+        section(out, "Batch Size (items per request)");
+        float(out, "Mean batch size:", b.mean);
+        float(out, "Median batch size:", b.median);
+        float(out, "Min batch size:", b.min);
+        float(out, "Max batch size:", b.max);
+    }
+}
+
+/// The metrics whose percentile blocks the console prints: the scenario's
+/// `percentile_metrics`; for a pooling run, which generates nothing, E2EL
+/// alone of vLLM's (no TTFT, TPOT or ITL block).
+fn console_metrics(r: &RunResult) -> Vec<Metric> {
+    let asked = r
+        .scenario
+        .output
+        .percentile_metrics
+        .iter()
+        .filter_map(|name| name.parse::<Metric>().ok());
+    if !r.pools() {
+        return asked.collect();
+    }
+    let generation = [
+        Metric::Ttft,
+        Metric::Tpot,
+        Metric::Itl,
+        Metric::Icl,
+        Metric::TokenLatency,
+    ];
+    let mut out: Vec<Metric> = asked.filter(|m| !generation.contains(m)).collect();
+    if !out.contains(&Metric::E2el) {
+        out.push(Metric::E2el);
     }
     out
 }
@@ -169,16 +214,18 @@ fn render_targets(out: &mut String, r: &RunResult) {
         int(out, "Successful requests:", s.completed);
         int(out, "Failed requests:", s.failed);
         float(out, "Request throughput (req/s):", s.request_throughput);
-        float(out, "Output token throughput (tok/s):", s.output_throughput);
+        if r.pools() {
+            float(out, "Item throughput (items/s):", s.item_throughput);
+        } else {
+            float(out, "Output token throughput (tok/s):", s.output_throughput);
+        }
         float(
             out,
             "Peak concurrent requests:",
             s.max_concurrent_requests as f64,
         );
-        for name in &sc.output.percentile_metrics {
-            if let Ok(m) = name.parse::<Metric>() {
-                metric_lines(out, &s, m, &sc.output.metric_percentiles);
-            }
+        for m in console_metrics(r) {
+            metric_lines(out, &s, m, &sc.output.metric_percentiles);
         }
         if let Some(d) = s.metric(Metric::Ttfa) {
             float(out, "Mean TTFA (ms):", d.mean);
@@ -238,22 +285,9 @@ fn run_lines(out: &mut String, r: &RunResult, s: &Summary) {
     if let Some(a) = s.achieved_request_rate {
         float(out, "Request rate achieved (RPS):", a);
     }
-    let source = s.token_source.map_or("none", |src| src.name());
-    let counted = [
-        ("usage", t.counter(Counter::TokensFromUsage)),
-        ("tokenizer", t.counter(Counter::TokensFromTokenizer)),
-        ("events", t.counter(Counter::TokensFromEvents)),
-    ];
-    let detail: Vec<String> = counted
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(k, n)| format!("{k} {n}"))
-        .collect();
-    int(
-        out,
-        "Output token source:",
-        format!("{source} ({})", detail.join(", ")),
-    );
+    if !r.pools() {
+        token_source_line(out, t, s);
+    }
     int(out, "Input tokens (client's count):", s.client_input_tokens);
     if let Some(n) = s.server_input_tokens {
         int(out, "Input tokens (server's count):", n);
@@ -302,6 +336,26 @@ fn run_lines(out: &mut String, r: &RunResult, s: &Summary) {
             t.counter(Counter::InexactStamps),
         );
     }
+}
+
+/// Where output token counts came from (a generation run's).
+fn token_source_line(out: &mut String, t: &cicada_metrics::MetricSet, s: &Summary) {
+    let source = s.token_source.map_or("none", |src| src.name());
+    let counted = [
+        ("usage", t.counter(Counter::TokensFromUsage)),
+        ("tokenizer", t.counter(Counter::TokensFromTokenizer)),
+        ("events", t.counter(Counter::TokensFromEvents)),
+    ];
+    let detail: Vec<String> = counted
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    int(
+        out,
+        "Output token source:",
+        format!("{source} ({})", detail.join(", ")),
+    );
 }
 
 /// Metrics beyond vLLM's block that the console does not list already.

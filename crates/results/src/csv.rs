@@ -44,6 +44,16 @@ struct Scope<'a> {
 }
 
 impl Scope<'_> {
+    /// A generation figure: empty for a pooling run, which generates nothing.
+    fn generation(&self, v: String) -> String {
+        if self.r.pools() { String::new() } else { v }
+    }
+
+    /// A pooling figure: empty for a generation run.
+    fn pooling(&self, v: String) -> String {
+        if self.r.pools() { v } else { String::new() }
+    }
+
     /// A metric's mean (`None`) or percentile, formatted; empty without samples.
     fn stat(&self, m: Metric, p: Option<f64>) -> String {
         self.s
@@ -125,7 +135,7 @@ const FIXED: [Column; 23] = [
 ];
 
 /// cicada's own columns.
-const CICADA: [Column; 41] = [
+const CICADA: [Column; 45] = [
     ("scenario_hash", |x| x.r.scenario_hash.clone()),
     ("stage", |x| x.r.stage.to_string()),
     ("stage_name", |x| x.r.stage_name.clone()),
@@ -179,16 +189,18 @@ const CICADA: [Column; 41] = [
     }),
     ("total_input_tokens", |x| x.s.total_input_tokens.to_string()),
     ("total_output_tokens", |x| {
-        x.s.total_output_tokens.to_string()
+        x.generation(x.s.total_output_tokens.to_string())
     }),
     ("request_throughput", |x| f(x.s.request_throughput)),
-    ("output_throughput", |x| f(x.s.output_throughput)),
+    ("output_throughput", |x| {
+        x.generation(f(x.s.output_throughput))
+    }),
     ("total_token_throughput", |x| f(x.s.total_token_throughput)),
     ("request_goodput", |x| {
         x.s.request_goodput.map(f).unwrap_or_default()
     }),
     ("max_output_tokens_per_s", |x| {
-        x.s.max_output_tokens_per_s.to_string()
+        x.generation(x.s.max_output_tokens_per_s.to_string())
     }),
     ("max_concurrent_requests", |x| {
         x.s.max_concurrent_requests.to_string()
@@ -206,6 +218,17 @@ const CICADA: [Column; 41] = [
     }),
     ("reasoning_tokens", |x| {
         reasoning_count(x, Counter::ReasoningTokens)
+    }),
+    // empty, not 0, for a generation run
+    ("total_items", |x| x.pooling(x.s.total_items.to_string())),
+    ("item_throughput", |x| x.pooling(f(x.s.item_throughput))),
+    ("input_token_throughput", |x| {
+        x.pooling(f(x.s.input_throughput))
+    }),
+    ("batch_size_mean", |x| {
+        x.s.metric(Metric::BatchSize)
+            .map(|d| f(d.mean))
+            .unwrap_or_default()
     }),
 ];
 

@@ -256,6 +256,9 @@ pub struct Cicada {
     pub outcomes: Option<Entries<OutcomeCount>>,
     pub counters: Entries<u64>,
     pub metrics: Entries<MetricStats>,
+    /// A pooling run's items and throughputs (absent from generation runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pooling: Option<Pooling>,
     pub targets: Vec<Target>,
     pub server: Option<ServerFigures>,
     pub dataset: DatasetReport,
@@ -278,6 +281,20 @@ pub struct Cicada {
     /// spells it (its own schema: kept as written, so files of other
     /// versions still read).
     pub scenario: serde_json::Value,
+}
+
+/// `cicada.pooling`: what a pooling (embeddings) run served.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Pooling {
+    /// Items (embedding inputs) of successful requests.
+    pub items: u64,
+    /// Items per second of the run's duration.
+    pub item_throughput: Option<f64>,
+    /// Input tokens per second of the run's duration.
+    pub input_token_throughput: Option<f64>,
+    /// Mean items per successful request.
+    pub mean_batch_size: Option<f64>,
 }
 
 /// Warm-up requests, kept apart from the results.

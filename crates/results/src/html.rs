@@ -129,7 +129,13 @@ pub fn render(page: &Page<'_>) -> String {
             );
         }
     }
-    summary_table(&mut out, page);
+    let pooling = !page.steps.is_empty() && page.steps.iter().chain(page.stages).all(|r| r.pools());
+    if pooling {
+        pooling_table(&mut out, page);
+    } else {
+        summary_table(&mut out, page);
+    }
+    gate_list(&mut out, page);
     let reasoned = |r: &&RunResult| r.total.counter(Counter::ReasoningRequests) > 0;
     if page.steps.iter().chain(page.stages).any(reasoned) {
         reasoning_table(&mut out, page);
@@ -150,7 +156,11 @@ pub fn render(page: &Page<'_>) -> String {
     } else {
         page.stages
     };
-    for m in CURVES {
+    // a pooling run generates nothing: E2EL is its only latency curve
+    for m in CURVES
+        .into_iter()
+        .filter(|m| !pooling || *m == Metric::E2el)
+    {
         out.push_str(&percentile_chart(curve_sets, m));
     }
     // the answer's latencies, where some request reasoned
@@ -160,10 +170,14 @@ pub fn render(page: &Page<'_>) -> String {
         }
     }
     out.push_str("</div><h2>Over time</h2><div class=\"grid\">");
-    out.push_str(&over_time(page.steps, "TTFT over time", Metric::Ttft));
-    out.push_str(&over_time(page.steps, "ITL over time", Metric::Itl));
+    if !pooling {
+        out.push_str(&over_time(page.steps, "TTFT over time", Metric::Ttft));
+        out.push_str(&over_time(page.steps, "ITL over time", Metric::Itl));
+    }
     out.push_str(&throughput_chart(page.steps));
-    out.push_str(&tokens_chart(page.steps));
+    if !pooling {
+        out.push_str(&tokens_chart(page.steps));
+    }
     out.push_str("</div>");
     outcomes(&mut out, page.steps);
     let _ = write!(
@@ -229,6 +243,41 @@ fn summary_table(out: &mut String, page: &Page<'_>) {
         );
     }
     out.push_str("</table>");
+}
+
+/// A pooling run's summary: requests, items and input tokens per second,
+/// batch sizes and E2EL (nothing is generated: no token or TTFT columns).
+fn pooling_table(out: &mut String, page: &Page<'_>) {
+    out.push_str("<h2>Summary</h2><table><tr><th class=\"l\">stage</th><th>sent</th><th>completed</th><th>failed</th><th>duration (s)</th><th>req/s</th><th>items/s</th><th>input tok/s</th><th>batch size mean / max</th><th>E2EL mean / p99 (ms)</th><th>goodput (req/s)</th></tr>");
+    for r in page.steps.iter().chain(page.stages) {
+        let s = r.summary();
+        let pair = |m: Metric, hi: fn(&cicada_metrics::DistributionStats) -> f64| {
+            s.metric(m).map_or_else(
+                || "–".to_string(),
+                |d| format!("{} / {}", f(d.mean), f(hi(d))),
+            )
+        };
+        let _ = write!(
+            out,
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&stage_label(r)),
+            s.sent,
+            s.completed,
+            s.failed,
+            f(s.duration_s),
+            f(s.request_throughput),
+            f(s.item_throughput),
+            f(s.input_throughput),
+            pair(Metric::BatchSize, |d| d.max),
+            pair(Metric::E2el, |d| d.percentile(99.0).unwrap_or(0.0)),
+            s.request_goodput.map_or_else(|| "–".into(), f)
+        );
+    }
+    out.push_str("</table>");
+}
+
+/// The gates' verdicts of every step, under the summary.
+fn gate_list(out: &mut String, page: &Page<'_>) {
     let gates: Vec<String> = page
         .steps
         .iter()

@@ -7,8 +7,8 @@ use cicada_metrics::{Counter, Metric, MetricSet, Summary};
 use super::client_health::ClientHealth;
 use super::document::{
     Cicada, Client, Entries, Gate, HISTOGRAM_ENCODING, Histogram, Latencies, LostWorker,
-    MetricLatency, MetricStats, OutcomeCount, RequestRate, ResultDocument, SCHEMA_VERSION, Target,
-    TokenSources, Warmup, WorkerShare, WorkerUse,
+    MetricLatency, MetricStats, OutcomeCount, Pooling, RequestRate, ResultDocument, SCHEMA_VERSION,
+    Target, TokenSources, Warmup, WorkerShare, WorkerUse,
 };
 use super::{RunResult, compact_date, rfc3339};
 use crate::server::ServerFigures;
@@ -73,6 +73,7 @@ pub fn document(r: &RunResult) -> ResultDocument {
     let s = r.summary();
     let sc = &r.scenario;
     let percentiles = r.percentiles();
+    let generates = !r.pools();
     ResultDocument {
         schema_version: Some(SCHEMA_VERSION),
         date: Some(compact_date(r.started_unix)),
@@ -91,12 +92,13 @@ pub fn document(r: &RunResult) -> ResultDocument {
         completed: Some(s.completed),
         failed: Some(s.failed),
         total_input_tokens: Some(s.total_input_tokens),
-        total_output_tokens: Some(s.total_output_tokens),
+        // a pooling run generates nothing: its generation figures are null
+        total_output_tokens: generates.then_some(s.total_output_tokens),
         request_throughput: Some(s.request_throughput),
         request_goodput: s.request_goodput,
-        output_throughput: Some(s.output_throughput),
+        output_throughput: generates.then_some(s.output_throughput),
         total_token_throughput: Some(s.total_token_throughput),
-        max_output_tokens_per_s: Some(s.max_output_tokens_per_s),
+        max_output_tokens_per_s: generates.then_some(s.max_output_tokens_per_s),
         max_concurrent_requests: Some(s.max_concurrent_requests),
         latencies: Latencies(
             VLLM_METRICS
@@ -252,6 +254,12 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
             .map(|(c, v)| (c.name().to_string(), v))
             .collect(),
         metrics: metrics(s, percentiles),
+        pooling: r.pools().then(|| Pooling {
+            items: s.total_items,
+            item_throughput: Some(s.item_throughput),
+            input_token_throughput: Some(s.input_throughput),
+            mean_batch_size: s.metric(Metric::BatchSize).map(|d| d.mean),
+        }),
         targets: r
             .targets()
             .enumerate()

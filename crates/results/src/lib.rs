@@ -198,6 +198,13 @@ impl RunResult {
         }
     }
 
+    /// The run spoke a pooling API (embeddings): nothing was generated, and
+    /// the reports show items and input throughput instead.
+    pub fn pools(&self) -> bool {
+        let sc = &self.scenario;
+        sc.target.backend.pools(sc.mock.api)
+    }
+
     /// Requests due before the time limit that no worker had sent by then.
     pub fn not_sent_at_end(&self) -> u64 {
         self.worker_shares.iter().map(|w| w.not_sent_at_end).sum()

@@ -72,11 +72,15 @@ pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult 
     }
 }
 
-/// Samples of every latency metric, spread over a few decades.
+/// Samples of every latency metric, spread over a few decades (a
+/// generation run: no pooling batch sizes).
 fn measured(set: &mut MetricSet, n: u64, scale: u64) {
     for k in 0..n {
         let v = 1_000 + (k * scale * 7919) % 900_000;
         for (i, m) in Metric::ALL.iter().enumerate() {
+            if *m == Metric::BatchSize {
+                continue;
+            }
             set.histogram_mut(*m).record(v + i as u64 * 17);
         }
         set.span.include(k * 1_000, k * 1_000 + v);

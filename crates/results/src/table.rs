@@ -67,7 +67,7 @@ pub fn cells(r: &Row) -> Vec<String> {
         r.completed.to_string(),
         r.failed.to_string(),
         f2(r.request_throughput),
-        f2(r.output_throughput),
+        opt(r.output_throughput),
         f2(r.total_token_throughput),
         opt(r.request_goodput),
     ];
@@ -142,7 +142,10 @@ pub fn json(rows: &[Row]) -> String {
             m.insert("completed".into(), json!(r.completed));
             m.insert("failed".into(), json!(r.failed));
             m.insert("request_throughput".into(), num(r.request_throughput));
-            m.insert("output_throughput".into(), num(r.output_throughput));
+            m.insert(
+                "output_throughput".into(),
+                r.output_throughput.map_or(Value::Null, num),
+            );
             m.insert(
                 "total_token_throughput".into(),
                 num(r.total_token_throughput),
@@ -223,7 +226,7 @@ mod tests {
             completed: 100,
             failed: 1,
             request_throughput: 10.0,
-            output_throughput: 1280.0,
+            output_throughput: Some(1280.0),
             total_token_throughput: 2560.0,
             request_goodput: None,
             latencies: [

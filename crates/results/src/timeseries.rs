@@ -33,6 +33,7 @@ fn unit_label(unit: Unit) -> &'static str {
     match unit {
         Unit::Micros => "ms",
         Unit::MilliTokensPerSecond => "tok/s",
+        Unit::Items => "items",
     }
 }
 

@@ -23,6 +23,7 @@ pub mod units;
 mod validate;
 mod validate_media;
 mod validate_pool;
+mod validate_pooling;
 mod validate_shape;
 mod validate_structured;
 pub mod vllm;

@@ -191,6 +191,8 @@ pub enum MockApi {
     OpenaiResponses,
     /// Anthropic Messages, `/v1/messages`.
     AnthropicMessages,
+    /// OpenAI embeddings, `/v1/embeddings` (a pooling API).
+    OpenaiEmbeddings,
 }
 
 impl MockApi {

@@ -73,6 +73,9 @@ pub struct Scenario {
     /// Service-level objectives for goodput.
     #[serde(default, skip_serializing_if = "slo_unset")]
     pub slo: Slo,
+    /// How pooling backends (embeddings) batch their inputs.
+    #[serde(default, skip_serializing_if = "Pooling::is_unset")]
+    pub pooling: Pooling,
     /// The built-in mock's behaviour when `target.backend = "mock"`.
     #[serde(default)]
     pub mock: MockConfig,
@@ -110,6 +113,7 @@ impl Default for Scenario {
             load: Load::default(),
             sampling: Sampling::default(),
             structured: StructuredSpec::default(),
+            pooling: Pooling::default(),
             slo: Slo::default(),
             mock: MockConfig::default(),
             output: Output::default(),
@@ -156,6 +160,9 @@ pub enum Backend {
     /// OpenAI `/v1/audio/transcriptions` (vLLM's `openai-audio`): multipart
     /// uploads of the `audio` workload's clips.
     OpenaiAudio,
+    /// OpenAI `/v1/embeddings` (vLLM's `openai-embeddings`; llama-server
+    /// with `--embeddings` serves it too): `[pooling]` batches of inputs.
+    OpenaiEmbeddings,
 }
 
 impl Backend {
@@ -177,11 +184,12 @@ impl Backend {
             Backend::OpenaiResponses => "openai-responses",
             Backend::AnthropicMessages => "anthropic-messages",
             Backend::OpenaiAudio => "openai-audio",
+            Backend::OpenaiEmbeddings => "openai-embeddings",
         }
     }
 
     /// Every backend, in the order documentation lists them.
-    pub const ALL: [Backend; 15] = [
+    pub const ALL: [Backend; 16] = [
         Backend::Openai,
         Backend::OpenaiChat,
         Backend::Vllm,
@@ -197,7 +205,19 @@ impl Backend {
         Backend::OpenaiResponses,
         Backend::AnthropicMessages,
         Backend::OpenaiAudio,
+        Backend::OpenaiEmbeddings,
     ];
+
+    /// A pooling API (embeddings): each request sends a `[pooling]` batch
+    /// of texts and nothing is generated; `mock_api` decides for the
+    /// embedded mock.
+    pub fn pools(self, mock_api: MockApi) -> bool {
+        match self {
+            Backend::OpenaiEmbeddings => true,
+            Backend::Mock => mock_api == MockApi::OpenaiEmbeddings,
+            _ => false,
+        }
+    }
 
     /// Requests go out as chat `messages` (an OpenAI chat route); `mock_api`
     /// decides for the embedded mock.
@@ -256,6 +276,7 @@ impl Backend {
                 | Backend::OpenaiResponses
                 | Backend::AnthropicMessages
                 | Backend::OpenaiAudio
+                | Backend::OpenaiEmbeddings
         )
     }
 
@@ -441,6 +462,48 @@ impl Default for Load {
 
 /// Requests in a run when neither `num_prompts` nor `duration` is given (vLLM's default).
 pub const DEFAULT_NUM_PROMPTS: u64 = 1000;
+
+/// `[pooling]`: what each request of a pooling backend carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Pooling {
+    /// Inputs per request (the least, when `batch_size_max` is given).
+    pub batch_size: u32,
+    /// Draw each request's input count uniformly in `batch_size..=batch_size_max`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_size_max: Option<u32>,
+    /// `encoding_format` sent with each embeddings request (`float`, `base64`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encoding_format: Option<String>,
+    /// `dimensions` sent with each embeddings request (Matryoshka models).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dimensions: Option<u32>,
+}
+
+impl Default for Pooling {
+    fn default() -> Self {
+        Self {
+            batch_size: 1,
+            batch_size_max: None,
+            encoding_format: None,
+            dimensions: None,
+        }
+    }
+}
+
+impl Pooling {
+    /// Nothing set beyond the defaults (the section is then not written out).
+    pub fn is_unset(&self) -> bool {
+        *self == Pooling::default()
+    }
+
+    /// The largest input count a request can carry.
+    pub fn most(&self) -> u32 {
+        self.batch_size_max
+            .unwrap_or(self.batch_size)
+            .max(self.batch_size)
+    }
+}
 
 /// Generation parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

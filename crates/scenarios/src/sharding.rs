@@ -84,8 +84,20 @@ pub fn resolve_sampling(s: &crate::Scenario) -> ResolvedSampling {
             .ignore_eos
             .unwrap_or(s.dataset.kind().synthetic() && s.target.backend.ignore_eos_by_default()),
         min_tokens: sm.min_tokens,
-        extra_body: sm.extra_body.clone(),
+        extra_body: pooling_fields(s).chain(sm.extra_body.clone()).collect(),
     }
+}
+
+/// `[pooling]`'s request fields for a pooling backend (`sampling.extra_body`
+/// overrides them).
+fn pooling_fields(s: &crate::Scenario) -> impl Iterator<Item = (String, serde_json::Value)> {
+    let p = &s.pooling;
+    let pools = s.target.backend.pools(s.mock.api);
+    let format = p.encoding_format.clone().map(serde_json::Value::String);
+    let dimensions = p.dimensions.map(serde_json::Value::from);
+    [("encoding_format", format), ("dimensions", dimensions)]
+        .into_iter()
+        .filter_map(move |(k, v)| Some((k.to_string(), v.filter(|_| pools)?)))
 }
 
 /// Windows of the scenario's `[[stages]]` (empty without stages).

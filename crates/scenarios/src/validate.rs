@@ -27,6 +27,7 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     out.extend(crate::validate_shape::problems(s));
     out.extend(sampling_problems(s));
     out.extend(crate::validate_structured::problems(s));
+    out.extend(crate::validate_pooling::problems(s));
     out.extend(slo_problems(s));
     out.extend(
         s.mock

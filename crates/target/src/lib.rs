@@ -39,6 +39,7 @@ pub fn api_of(backend: Backend, mock_api: MockApi) -> (WireApi, ServerFamily) {
         Backend::LlamacppCompletions => (WireApi::Completions, ServerFamily::LlamaCpp),
         Backend::Triton => (WireApi::Triton, ServerFamily::Triton),
         Backend::OpenaiAudio => (WireApi::Transcription, ServerFamily::Openai),
+        Backend::OpenaiEmbeddings => (WireApi::Embeddings, ServerFamily::Openai),
         Backend::Mock => match mock_api {
             MockApi::OpenaiChat => (WireApi::Chat, ServerFamily::Mock),
             MockApi::Openai => (WireApi::Completions, ServerFamily::Mock),
@@ -49,6 +50,7 @@ pub fn api_of(backend: Backend, mock_api: MockApi) -> (WireApi, ServerFamily) {
             MockApi::Triton => (WireApi::Triton, ServerFamily::Triton),
             MockApi::OpenaiResponses => (WireApi::Responses, ServerFamily::Mock),
             MockApi::AnthropicMessages => (WireApi::Messages, ServerFamily::Mock),
+            MockApi::OpenaiEmbeddings => (WireApi::Embeddings, ServerFamily::Mock),
         },
         // plain: `ignore_eos` only when asked (vLLM and llama-server read it on
         // /v1/responses), never on /v1/messages (no server reads it there)
@@ -70,6 +72,7 @@ pub fn default_endpoint(api: WireApi, stream: bool) -> &'static str {
         (WireApi::Responses, _) => "/v1/responses",
         (WireApi::Messages, _) => "/v1/messages",
         (WireApi::Transcription, _) => "/v1/audio/transcriptions",
+        (WireApi::Embeddings, _) => "/v1/embeddings",
     }
 }
 
@@ -132,7 +135,8 @@ pub async fn resolve(
         headers: t.headers.clone(),
         api_key_env: t.api_key_env.clone(),
         timeout_ms: t.timeout.get().as_millis() as u64,
-        stream: t.stream,
+        // pooling APIs answer whole
+        stream: t.stream && !t.backend.pools(s.mock.api),
         routing: t.routing,
         tls: TlsSettings {
             ca_pem,
@@ -159,7 +163,7 @@ pub async fn resolve(
     let endpoint = t
         .endpoint
         .as_deref()
-        .unwrap_or_else(|| default_endpoint(api, t.stream))
+        .unwrap_or_else(|| default_endpoint(api, resolved.stream))
         .replace("{model}", &path_segment(&resolved.model));
     resolved.urls = bases.iter().map(|b| join_url(b, &endpoint)).collect();
     if check.enabled()

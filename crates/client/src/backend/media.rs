@@ -66,6 +66,7 @@ pub fn sent(media: &Media, sizes: &mut HashMap<(u32, u32), u64>) -> MediaSent {
         images: media.images.len() as u32,
         image_bytes,
         audio_bytes: media.audio.as_ref().map_or(0, |a| a.bytes() as u64),
+        items: 0,
     }
 }
 

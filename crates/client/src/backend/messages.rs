@@ -25,7 +25,10 @@ pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("model".into(), Value::String(b.model.clone()));
     let (system, mut messages) = match &entry.prompt {
-        Prompt::Text(t) => (Vec::new(), vec![json!({"role": "user", "content": t})]),
+        Prompt::Text(_) | Prompt::Batch(_) => (
+            Vec::new(),
+            vec![json!({"role": "user", "content": entry.prompt.text()})],
+        ),
         Prompt::Chat(msgs) => {
             let (system, rest): (Vec<_>, Vec<_>) =
                 msgs.iter().partition(|msg| msg.role == "system");

@@ -6,6 +6,7 @@
 //! [`EventInfo`]. Everything else (timing, classification) is shared.
 
 mod ask;
+mod embeddings;
 mod llamacpp;
 pub mod media;
 mod messages;
@@ -81,12 +82,18 @@ pub struct EventInfo<'a> {
     /// The tool-call pieces the event carried (their arguments, joined, are
     /// `tool_arguments`), for the check of a request's tool calls.
     pub tool_calls: Vec<ToolCallPiece<'a>>,
+    /// Results a pooling answer carried (vectors, scores), when it is one.
+    pub pooled: Option<u32>,
 }
 
 impl EventInfo<'_> {
-    /// The event carried generated text of any kind (a content event).
+    /// The event carried generated text of any kind (a content event), or
+    /// is a pooling answer with results (its one event, of no tokens).
     pub fn generated(&self) -> bool {
-        self.content.is_some() || self.reasoning.is_some() || self.tool_arguments.is_some()
+        self.content.is_some()
+            || self.reasoning.is_some()
+            || self.tool_arguments.is_some()
+            || self.pooled.is_some_and(|n| n > 0)
     }
 }
 
@@ -146,6 +153,7 @@ impl ApiCodec {
             WireApi::Responses => responses::body(self, entry),
             WireApi::Messages => messages::body(self, entry),
             WireApi::Transcription => return transcription::body(self, entry),
+            WireApi::Embeddings => embeddings::body(self, entry),
         };
         serde_json::to_vec(&Value::Object(body)).unwrap_or_default()
     }
@@ -164,6 +172,8 @@ impl ApiCodec {
             WireApi::Completions | WireApi::Chat => openai::parse_event(self.api, data),
             // vLLM streams transcriptions as chat-completion chunks
             WireApi::Transcription => openai::parse_event(WireApi::Chat, data),
+            // pooling answers are never streamed: a body is one whole answer
+            WireApi::Embeddings => embeddings::parse_full(data),
             WireApi::Tgi => tgi::parse(data),
             WireApi::LlamaCpp => llamacpp::parse(data),
             WireApi::Triton => triton::parse(data),
@@ -179,6 +189,7 @@ impl ApiCodec {
             WireApi::Responses => responses::parse_full(body)?,
             WireApi::Messages => messages::parse_full(body)?,
             WireApi::Transcription => transcription::parse_full(body)?,
+            WireApi::Embeddings => embeddings::parse_full(body)?,
             // the others answer with one object shaped like their last event
             _ => self.parse_event(body)?,
         };

@@ -30,7 +30,7 @@ use crate::v1;
 /// version, address choice and proxy, which an older worker would ignore;
 /// 5: the Responses, Messages and transcription APIs, output shapes, images
 /// and audio, and the `ttfa_ms` bound).
-pub const PLAN_FORMAT: u32 = 5;
+pub const PLAN_FORMAT: u32 = 6;
 
 /// Why a plan from the wire could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -185,6 +185,7 @@ fn target(t: &ResolvedTarget) -> v1::Target {
             WireApi::Responses => v1::WireApi::Responses,
             WireApi::Messages => v1::WireApi::Messages,
             WireApi::Transcription => v1::WireApi::Transcription,
+            WireApi::Embeddings => v1::WireApi::Embeddings,
         } as i32,
         family: match t.family {
             ServerFamily::Openai => v1::ServerFamily::Openai,
@@ -240,6 +241,7 @@ fn target_from(t: v1::Target) -> Result<ResolvedTarget, PlanError> {
             Ok(v1::WireApi::Responses) => WireApi::Responses,
             Ok(v1::WireApi::Messages) => WireApi::Messages,
             Ok(v1::WireApi::Transcription) => WireApi::Transcription,
+            Ok(v1::WireApi::Embeddings) => WireApi::Embeddings,
             Ok(v1::WireApi::Unspecified) | Err(_) => return Err(unknown("target.api", t.api)),
         },
         family: match v1::ServerFamily::try_from(t.family) {
@@ -556,6 +558,9 @@ fn pool_entry(e: &PoolEntry, files: &mut Files) -> v1::PoolEntry {
                     })
                     .collect(),
             }),
+            Prompt::Batch(texts) => P::Batch(v1::TextBatch {
+                texts: texts.clone(),
+            }),
         }),
         input_tokens: e.input_tokens,
         output_tokens: e.output_tokens,
@@ -592,6 +597,7 @@ fn pool_entry_from(e: v1::PoolEntry, files: &[Arc<MediaFile>]) -> Result<PoolEnt
                     .collect(),
             ),
             Some(P::Text(t)) => Prompt::Text(t),
+            Some(P::Batch(b)) => Prompt::Batch(b.texts),
             // an empty text prompt is sent as no field at all
             None => Prompt::Text(String::new()),
         },
@@ -682,7 +688,7 @@ mod tests {
         }
     }
 
-    /// Chat prompts, conversations, trace arrivals and an empty text prompt.
+    /// Chat prompts, pooling batches, conversations, trace arrivals and an empty text prompt.
     #[test]
     fn pools_of_every_shape_come_back_unchanged() {
         let s = scenario(
@@ -695,6 +701,7 @@ mod tests {
             content: "be brief".into(),
         }]);
         p.pool[1].prompt = Prompt::Text(String::new());
+        p.pool[2].prompt = Prompt::Batch(vec!["a b".into(), String::new(), "c".into()]);
         p.pool[2].conversation = Some(Conversation {
             system: Some("sys".into()),
             system_tokens: 2,

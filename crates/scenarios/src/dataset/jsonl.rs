@@ -317,7 +317,7 @@ mod tests {
                 assert_eq!(m[0].role, "system");
                 assert_eq!(m[1].content, "hello there");
             }
-            Prompt::Text(_) => panic!("chat expected"),
+            Prompt::Text(_) | Prompt::Batch(_) => panic!("chat expected"),
         }
         assert_eq!(e[1].output_tokens, None);
         assert_eq!(e[2].prompt, Prompt::Text("third one".into()));

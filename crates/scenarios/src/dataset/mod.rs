@@ -4,6 +4,7 @@
 //! ships each worker the entries its stripe of the schedule uses, so the same
 //! seed sends the same prompts whatever the number of workers.
 
+mod batch;
 mod conversations;
 mod exact;
 mod json_array;
@@ -310,7 +311,13 @@ pub fn build_pool_with(
     tokenizer: Option<&Tokenizer>,
     progress: &dyn Progress,
 ) -> Result<Pool, DatasetError> {
-    let n = pool_len(s);
+    let pools = s.target.backend.pools(s.mock.api);
+    // a pooling request carries a batch of texts: build enough to fill them
+    let n = if pools {
+        pool_len(s).saturating_mul(u64::from(s.pooling.most().max(1)))
+    } else {
+        pool_len(s)
+    };
     macro_rules! with {
         ($spec:expr, $builder:path) => {
             $builder(&Build {
@@ -372,6 +379,9 @@ pub fn build_pool_with(
                 "it holds no records".to_string()
             },
         });
+    }
+    if pools {
+        entries = batch::group(&s.pooling, s.seed, entries, pool_len(s));
     }
     let shapes = shapes::settle(s, &mut entries, shapes);
     if !shapes.is_empty()

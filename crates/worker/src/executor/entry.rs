@@ -23,7 +23,7 @@ pub struct Entry {
     pub input_tokens: u32,
     /// The whole session, for the `conversations` workload.
     pub conversation: Option<Conversation>,
-    /// The images and audio it sends, counted for its record.
+    /// The images, audio and pooling items it sends, counted for its record.
     pub media: MediaSent,
 }
 
@@ -45,7 +45,10 @@ impl Entry {
             })?),
         };
         Ok(Self {
-            media: media::sent(&e.media, sizes),
+            media: MediaSent {
+                items: e.prompt.items(),
+                ..media::sent(&e.media, sizes)
+            },
             id: e.id,
             ask: Ask {
                 prompt: e.prompt,
