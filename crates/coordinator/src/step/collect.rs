@@ -8,13 +8,14 @@ use anyhow::bail;
 use cicada_results::{StartBasis, WorkerClock};
 use tokio::time::Instant;
 
-use super::{LostWorker, STOP_GRACE, StepEnd, WorkerShare};
+use super::{Helm, LostWorker, STOP_GRACE, StepEnd, WorkerShare};
 use crate::audit::Audit;
 use crate::cap::{Admit, FleetCap};
 use crate::fleet::{Event, Fleet, WorkerReport};
 use crate::merge::Aggregate;
 use crate::progress::Progress;
 use crate::signals::Signals;
+use crate::web::SteerAsk;
 
 /// A worker that ended its share before it was done, and why.
 #[derive(Debug)]
@@ -121,6 +122,7 @@ impl Collect {
         signals: &mut Signals,
         agg: &mut Aggregate,
         progress: &mut Progress,
+        mut helm: Option<&mut Helm<'_>>,
     ) -> anyhow::Result<()> {
         let start = self.start.unwrap_or_else(Instant::now);
         let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -133,6 +135,11 @@ impl Collect {
                 _ = tick.tick() => {
                     self.on_tick(fleet, agg);
                     progress.tick(agg, start);
+                }
+                ask = next_change(&mut helm) => {
+                    if let Some(h) = helm.as_deref_mut() {
+                        h.apply(ask, fleet, start);
+                    }
                 }
                 sig = signals.next() => {
                     tracing::warn!("{sig}: stopping the workers and writing the results collected so far");
@@ -434,5 +441,13 @@ impl Collect {
             })
             .collect();
         self.end
+    }
+}
+
+/// The next change of the load from the web UI (never, without it).
+async fn next_change(helm: &mut Option<&mut Helm<'_>>) -> SteerAsk {
+    match helm {
+        Some(h) => h.next().await,
+        None => std::future::pending().await,
     }
 }

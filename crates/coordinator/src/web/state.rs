@@ -79,6 +79,16 @@ impl Point {
     }
 }
 
+/// A stage boundary the charts mark: a change from the page, at `t`
+/// seconds since the run's first barrier.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mark {
+    /// When, on the charts' time axis.
+    pub t: f64,
+    /// The stage that starts there.
+    pub name: String,
+}
+
 /// A worker, as the workers tab shows it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WorkerView {
@@ -113,6 +123,8 @@ pub struct Board {
     pub sweep: bool,
     /// Every interval since the run began.
     pub history: Vec<Point>,
+    /// Stage boundaries to mark on the charts.
+    pub marks: Vec<Mark>,
     /// Seconds from the run's first barrier to the current step's.
     step_offset_s: f64,
     run_started: Option<Instant>,
@@ -143,6 +155,7 @@ impl Feed {
                 stages: Vec::new(),
                 sweep: false,
                 history: Vec::new(),
+                marks: Vec::new(),
                 step_offset_s: 0.0,
                 run_started: None,
                 step_started: None,
@@ -203,6 +216,27 @@ impl Feed {
         b.step_started = Some(now);
         if let Some(cur) = b.current.as_mut() {
             cur.started_unix = started_unix;
+        }
+    }
+
+    /// The load changed: from `at` after the step's barrier the fleet runs
+    /// `users` users (stage `name`).
+    pub fn steered(
+        &self,
+        at: std::time::Duration,
+        name: &str,
+        users: u32,
+        spawn_rate: Option<f64>,
+    ) {
+        let mut b = self.lock();
+        let t = b.step_offset_s + at.as_secs_f64();
+        b.marks.push(Mark {
+            t,
+            name: name.to_string(),
+        });
+        b.scenario.load.users = Some(users);
+        if spawn_rate.is_some() {
+            b.scenario.load.spawn_rate = spawn_rate;
         }
     }
 

@@ -299,7 +299,12 @@ fn point(p: &Point) -> Value {
 /// `/stats/history?from=N`: chart points from the N-th on, and how many there are.
 pub fn history(b: &Board, from: usize) -> Value {
     let points: Vec<Value> = b.history.iter().skip(from).map(point).collect();
-    json!({"from": from.min(b.history.len()), "next": b.history.len(), "points": points})
+    let marks: Vec<Value> = b
+        .marks
+        .iter()
+        .map(|m| json!({"t": round2(m.t), "name": m.name}))
+        .collect();
+    json!({"from": from.min(b.history.len()), "next": b.history.len(), "points": points, "marks": marks})
 }
 
 #[cfg(test)]
