@@ -171,3 +171,41 @@ fn a_change_of_users_reaches_the_server_on_one_worker() {
 fn a_change_of_users_reaches_the_server_on_two_workers() {
     steer_with("2");
 }
+
+/// `POST /stats/reset` (Locust's reset): the figures start again from the
+/// next interval; the result says where its window starts, and counts
+/// only what ended after it (the mock saw more).
+#[test]
+fn a_reset_starts_a_new_measured_window() {
+    let _g = serial();
+    let dir = scratch();
+    let mock = Mock::start(&["--ttft-ms", "100", "--itl-ms", "10"]);
+    let sc = write(dir.path(), "s.toml", &scenario(&mock.url, 3));
+    let out = dir.path().join("out");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{addr}");
+    let child = spawn_run(&sc, &out, "1", &addr);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while mock.stats()["completed"].as_u64() < Some(30) {
+        assert!(Instant::now() < deadline, "the run never got going");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (code, body) = post_form(&format!("{base}/stats/reset"), "").expect("an answer");
+    assert_eq!(code, 200, "{body}");
+    let before_reset = mock.stats()["completed"].as_u64().unwrap_or(0);
+    std::thread::sleep(Duration::from_secs(3));
+    let (code, body) = post_form(&format!("{base}/stop"), "").expect("an answer");
+    assert_eq!(code, 200, "{body}");
+    let run = wait_with_limit(child, LIMIT);
+    assert_eq!(run.code, Some(130), "{}", run.stderr);
+    let result = read_json(&out.join("result.json"));
+    let from = result["cicada"]["window_start_s"].as_f64().unwrap_or(0.0);
+    assert!(from >= 1.0, "the window starts at the reset: {from} s");
+    let counted = result["completed"].as_u64().unwrap_or(0);
+    let seen = mock.stats()["completed"].as_u64().unwrap_or(0);
+    assert!(counted > 0, "requests after the reset count");
+    assert!(
+        counted <= seen - before_reset + 3,
+        "only requests that ended after the reset count: {counted} of {seen} ({before_reset} before it)"
+    );
+}

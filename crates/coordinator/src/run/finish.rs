@@ -83,6 +83,8 @@ pub fn step_results(
         server,
     } = step;
     let rows = std::mem::take(&mut agg.rows);
+    // a reset from the web UI moves where measuring starts
+    let warmup_end_us = warmup_end_us.max(agg.measured_from_us());
     let targets = ctx.target.urls.len().max(1) as u32;
     let make =
         |number: u32, name: String, keep: &dyn Fn(&Scope) -> bool, window: u64, rows: Vec<_>| {

@@ -22,7 +22,7 @@ use crate::progress::{Display, Progress};
 use crate::signals::Signals;
 use crate::step::{Helm, Step, run_step};
 use crate::sweep::{self, Outcome, Sweeper};
-use crate::web::{Feed, RunState, SteerAsk, Web};
+use crate::web::{Control, Feed, RunState, Web};
 use cicada_results::outputs::{Outputs, StepDone};
 use cicada_results::write::{RunContext, write_step};
 use cicada_results::{RunResult, stages, verdict};
@@ -143,7 +143,7 @@ struct Steps {
     /// The web UI's board, if it is served.
     web: Option<Feed>,
     /// The web UI's changes of the running load, if it is served.
-    steer: Option<mpsc::Receiver<SteerAsk>>,
+    steer: Option<mpsc::Receiver<Control>>,
 }
 
 impl Steps {

@@ -15,7 +15,7 @@ use crate::fleet::{Event, Fleet, WorkerReport};
 use crate::merge::Aggregate;
 use crate::progress::Progress;
 use crate::signals::Signals;
-use crate::web::SteerAsk;
+use crate::web::Control;
 
 /// A worker that ended its share before it was done, and why.
 #[derive(Debug)]
@@ -136,11 +136,11 @@ impl Collect {
                     self.on_tick(fleet, agg);
                     progress.tick(agg, start);
                 }
-                ask = next_change(&mut helm) => {
-                    if let Some(h) = helm.as_deref_mut() {
-                        h.apply(ask, fleet, start);
-                    }
-                }
+                ask = next_control(&mut helm) => match (ask, helm.as_deref_mut()) {
+                    (Control::Change(a), Some(h)) => h.apply(a, fleet, start),
+                    (Control::Reset(a), Some(h)) => h.reset(a, agg, start),
+                    _ => {}
+                },
                 sig = signals.next() => {
                     tracing::warn!("{sig}: stopping the workers and writing the results collected so far");
                     self.end.interrupted = Some(sig);
@@ -444,8 +444,8 @@ impl Collect {
     }
 }
 
-/// The next change of the load from the web UI (never, without it).
-async fn next_change(helm: &mut Option<&mut Helm<'_>>) -> SteerAsk {
+/// The next change or reset from the web UI (never, without it).
+async fn next_control(helm: &mut Option<&mut Helm<'_>>) -> Control {
     match helm {
         Some(h) => h.next().await,
         None => std::future::pending().await,

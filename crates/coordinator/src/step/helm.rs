@@ -3,7 +3,8 @@
 //! worker receives it before it is due), sent to every worker with the
 //! users it runs from then on (user `u` on the worker at position
 //! `u mod N`, as planned), and kept as a stage boundary: the step's windows
-//! split there, and its results get one per window.
+//! split there, and its results get one per window. A reset
+//! (`POST /stats/reset`) starts the step's figures again.
 
 use std::time::Duration;
 
@@ -12,7 +13,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::fleet::Fleet;
-use crate::web::{Feed, SteerAsk};
+use crate::merge::Aggregate;
+use crate::web::{Control, Feed, ResetAsk, SteerAsk};
 
 /// How far ahead of now a change takes effect: every worker hears of it first.
 const LEAD: Duration = Duration::from_millis(500);
@@ -30,7 +32,7 @@ pub struct Change {
 
 /// One step's steering: where changes come from and what they did.
 pub struct Helm<'a> {
-    asks: &'a mut mpsc::Receiver<SteerAsk>,
+    asks: &'a mut mpsc::Receiver<Control>,
     feed: Option<&'a Feed>,
     step: u32,
     /// Member index and its position among the plans (its users are `u mod N == position`).
@@ -47,7 +49,7 @@ pub struct Helm<'a> {
 impl<'a> Helm<'a> {
     /// Steering for the step planned as `plans`.
     pub fn new(
-        asks: &'a mut mpsc::Receiver<SteerAsk>,
+        asks: &'a mut mpsc::Receiver<Control>,
         feed: Option<&'a Feed>,
         step: u32,
         plans: &[(u32, Plan)],
@@ -79,12 +81,27 @@ impl<'a> Helm<'a> {
         }
     }
 
-    /// The next change asked for (pending for ever once nobody can ask).
-    pub async fn next(&mut self) -> SteerAsk {
+    /// The next change or reset asked for (pending for ever once nobody can ask).
+    pub async fn next(&mut self) -> Control {
         match self.asks.recv().await {
             Some(a) => a,
             None => std::future::pending().await,
         }
+    }
+
+    /// Locust's reset of the step whose barrier was at `start`: its figures
+    /// start again at the next interval boundary.
+    pub fn reset(&mut self, ask: ResetAsk, agg: &mut Aggregate, start: Instant) {
+        let from_us = agg.reset(Instant::now().saturating_duration_since(start));
+        let from = Duration::from_micros(from_us);
+        if let Some(feed) = self.feed {
+            feed.reset(from);
+        }
+        tracing::info!(from = ?from, "the figures start again (POST /stats/reset)");
+        ask.answer(Ok(format!(
+            "the figures start again from {:.1} s into the step",
+            from.as_secs_f64()
+        )));
     }
 
     /// Apply `ask` to the step whose barrier was at `start`, or say why not.

@@ -83,6 +83,28 @@ impl SteerAsk {
     }
 }
 
+/// `POST /stats/reset`: the figures start again (Locust's reset).
+#[derive(Debug)]
+pub struct ResetAsk {
+    reply: oneshot::Sender<Result<String, String>>,
+}
+
+impl ResetAsk {
+    /// Tell the caller where the figures start now (or why they do not).
+    pub fn answer(self, outcome: Result<String, String>) {
+        let _ = self.reply.send(outcome);
+    }
+}
+
+/// What the page asks of a running step.
+#[derive(Debug)]
+pub enum Control {
+    /// Change the load (the Edit form).
+    Change(SteerAsk),
+    /// Start the figures again.
+    Reset(ResetAsk),
+}
+
 /// What every connection of the server shares.
 #[derive(Debug)]
 struct Shared {
@@ -90,7 +112,7 @@ struct Shared {
     guard: auth::Guard,
     stop: mpsc::UnboundedSender<()>,
     swarm: mpsc::Sender<SwarmAsk>,
-    steer: mpsc::Sender<SteerAsk>,
+    steer: mpsc::Sender<Control>,
 }
 
 /// A running web UI.
@@ -101,7 +123,7 @@ pub struct Web {
     token: Option<String>,
     stop: Option<mpsc::UnboundedReceiver<()>>,
     swarm: mpsc::Receiver<SwarmAsk>,
-    steer: Option<mpsc::Receiver<SteerAsk>>,
+    steer: Option<mpsc::Receiver<Control>>,
     task: JoinHandle<()>,
 }
 
@@ -161,8 +183,8 @@ impl Web {
         self.stop.take()
     }
 
-    /// The changes sent while the run goes, handed once to the run loop.
-    pub fn take_steer(&mut self) -> Option<mpsc::Receiver<SteerAsk>> {
+    /// The changes and resets sent while the run goes, handed once to the run loop.
+    pub fn take_steer(&mut self) -> Option<mpsc::Receiver<Control>> {
         self.steer.take()
     }
 

@@ -240,6 +240,19 @@ impl Feed {
         }
     }
 
+    /// `POST /stats/reset`: the step's figures start again `from` after its barrier.
+    pub fn reset(&self, from: std::time::Duration) {
+        let mut b = self.lock();
+        let t = b.step_offset_s + from.as_secs_f64();
+        b.marks.push(Mark {
+            t,
+            name: "reset".into(),
+        });
+        if let Some(cur) = b.current.as_mut() {
+            cur.window_start_us = cur.window_start_us.max(from.as_micros() as u64);
+        }
+    }
+
     /// About once a second: the step's figures so far from the merge.
     pub fn tick(&self, agg: &Aggregate, total: &MetricSet) {
         let targets = self
