@@ -116,6 +116,12 @@ fn steer_with(workers: &str) {
     assert!(open_streams(&mock, 10) <= 7, "7 users, never more streams");
     let stats = get_json(&format!("{base}/stats/requests"));
     assert_eq!(stats["user_count"], 7, "{stats:#}");
+    // the workers tab: each worker's last report is fresh, its stalls known
+    for w in stats["workers"].as_array().expect("workers") {
+        let age = w["cicada"]["report_age_s"].as_f64().expect("a report age");
+        assert!(age < 30.0, "reports every second: {w}");
+        assert!(w["cicada"]["worst_stall_ms"].is_number(), "{w}");
+    }
     let hist = get_json(&format!("{base}/stats/history"));
     assert_eq!(hist["marks"][0]["name"], "edit-1", "{hist:#}");
 

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cicada_metrics::{MetricSet, MetricsError, Scope};
+use cicada_metrics::{Metric, MetricSet, MetricsError, Scope};
 
 use cicada_results::client_health::WorkerUsage;
 use cicada_results::interval::{IntervalRow, IntervalSink};
@@ -45,6 +45,10 @@ pub struct Aggregate {
     pub sink: Option<Box<dyn IntervalSink>>,
     /// The first interval measured since the web UI's reset (0: all of them).
     reset_from: u64,
+    /// When each worker's latest report arrived (the web UI's workers tab).
+    pub last_report: BTreeMap<u32, std::time::Instant>,
+    /// Each worker's longest runtime stall, µs (the web UI's workers tab).
+    pub worst_stall_us: BTreeMap<u32, u64>,
 }
 
 impl Aggregate {
@@ -62,6 +66,8 @@ impl Aggregate {
             last_in_flight: BTreeMap::new(),
             sink: None,
             reset_from: 0,
+            last_report: BTreeMap::new(),
+            worst_stall_us: BTreeMap::new(),
         }
     }
 
@@ -87,8 +93,12 @@ impl Aggregate {
         {
             sink.details(worker, &measured.details_jsonl);
         }
+        self.last_report.insert(worker, std::time::Instant::now());
         if let Some(h) = &measured.health {
             self.health.merge(&h.stalls)?;
+            let stall = h.stalls.histogram(Metric::RuntimeStall).max();
+            let worst = self.worst_stall_us.entry(worker).or_default();
+            *worst = (*worst).max(stall);
             let u = self.usage.entry(worker).or_default();
             u.cpu_us += h.cpu_us;
             u.peak_rss_bytes = u.peak_rss_bytes.max(h.peak_rss_bytes).max(h.rss_bytes);

@@ -125,6 +125,9 @@ impl Collect {
         mut helm: Option<&mut Helm<'_>>,
     ) -> anyhow::Result<()> {
         let start = self.start.unwrap_or_else(Instant::now);
+        if let Some(h) = helm.as_deref() {
+            h.clocks(self.clocks.iter().map(|(w, c)| (*w, c.offset_ms)));
+        }
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         while self.finished.len() < self.all.len() {
             tokio::select! {

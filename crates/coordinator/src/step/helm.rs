@@ -89,6 +89,13 @@ impl<'a> Helm<'a> {
         }
     }
 
+    /// The workers' clock offsets (ms) as measured for the step, for the workers tab.
+    pub fn clocks(&self, offsets: impl IntoIterator<Item = (u32, f64)>) {
+        if let Some(feed) = self.feed {
+            feed.clocks(offsets);
+        }
+    }
+
     /// Locust's reset of the step whose barrier was at `start`: its figures
     /// start again at the next interval boundary.
     pub fn reset(&mut self, ask: ResetAsk, agg: &mut Aggregate, start: Instant) {

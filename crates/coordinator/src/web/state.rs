@@ -104,6 +104,12 @@ pub struct WorkerView {
     pub cpu_s: f64,
     /// Its peak resident memory, bytes.
     pub rss_bytes: u64,
+    /// Its longest runtime stall in the current step, ms.
+    pub worst_stall_ms: Option<f64>,
+    /// Coordinator clock minus its clock, ms, as it measured at the step's start.
+    pub clock_offset_ms: Option<f64>,
+    /// Seconds since its latest report.
+    pub report_age_s: Option<f64>,
 }
 
 /// Everything the UI shows.
@@ -240,6 +246,14 @@ impl Feed {
         }
     }
 
+    /// Each worker's clock offset (ms) as measured for the step.
+    pub fn clocks(&self, offsets: impl IntoIterator<Item = (u32, f64)>) {
+        let mut b = self.lock();
+        for (worker, ms) in offsets {
+            b.workers.entry(worker).or_default().clock_offset_ms = Some(ms);
+        }
+    }
+
     /// `POST /stats/reset`: the step's figures start again `from` after its barrier.
     pub fn reset(&self, from: std::time::Duration) {
         let mut b = self.lock();
@@ -276,6 +290,13 @@ impl Feed {
         }
         for (worker, n) in agg.in_flight_by_worker() {
             b.workers.entry(*worker).or_default().in_flight = *n;
+        }
+        for (worker, at) in &agg.last_report {
+            let w = b.workers.entry(*worker).or_default();
+            w.report_age_s = Some(at.elapsed().as_secs_f64());
+        }
+        for (worker, us) in &agg.worst_stall_us {
+            b.workers.entry(*worker).or_default().worst_stall_ms = Some(*us as f64 / 1e3);
         }
         let Some(mut cur) = b.current.take() else {
             return;

@@ -150,7 +150,10 @@ pub fn requests(b: &Board) -> Value {
                 "cpu_usage": if b.elapsed_s > 0.0 { round2(100.0 * w.cpu_s / b.elapsed_s) } else { 0.0 },
                 "memory_usage": w.rss_bytes,
                 "cicada": {"index": w.index, "host": w.host, "in_flight": w.in_flight,
-                           "cpu_s": round2(w.cpu_s), "peak_rss_bytes": w.rss_bytes},
+                           "cpu_s": round2(w.cpu_s), "peak_rss_bytes": w.rss_bytes,
+                           "worst_stall_ms": w.worst_stall_ms.map(round2),
+                           "clock_offset_ms": w.clock_offset_ms.map(round2),
+                           "report_age_s": w.report_age_s.map(round2)},
             })
         })
         .collect();

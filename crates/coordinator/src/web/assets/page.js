@@ -57,7 +57,7 @@ function showStats(s){
   var lat=[];['ttft','tpot','itl','e2el'].forEach(function(m){var v=c.latency[m+'_ms'];lat.push(v?[m.toUpperCase()+' ms',String(v.count),fmt(v.mean),fmt(v.p50),fmt(v.p90),fmt(v.p99)]:[m.toUpperCase()+' ms','0','n/a','n/a','n/a','n/a']);});
   fill('llm-table',lat);
   fill('failures-table',s.errors.map(function(e){return [e.name,String(e.occurrences),e.error];}));
-  fill('workers-table',s.workers.map(function(w){return [w.id,w.state,String(w.cicada.in_flight),fmt(w.cpu_usage),fmt(w.cicada.peak_rss_bytes/1048576)];}));
+  fill('workers-table',s.workers.map(function(w){return [w.id,w.state,String(w.cicada.in_flight),fmt(w.cpu_usage),fmt(w.cicada.peak_rss_bytes/1048576),fmt(w.cicada.worst_stall_ms),fmt(w.cicada.clock_offset_ms),fmt(w.cicada.report_age_s)];}));
   $('start').hidden=s.state!=='ready';
   var editable=s.state==='running'&&c.scenario.closed_loop;
   if(editable&&!editShown){$('steer').user_count.value=c.scenario.users||'';$('steer').spawn_rate.value=c.scenario.spawn_rate||'';}
