@@ -273,7 +273,8 @@ fn beyond_loopback_every_request_needs_the_token() {
 
 /// A script that knows only Locust's routes runs a test: `cicada web`
 /// waits with its fleet attached, `POST /swarm` starts the users the form
-/// asks for, `/stats/requests` shows them working, `POST /stop` writes
+/// asks for, `/stats/requests` shows them working, `POST /swarm` again
+/// changes them (Locust's Edit), `POST /stop` writes
 /// the results; the UI stays up until Ctrl-C.
 #[test]
 fn a_locust_script_runs_a_test_end_to_end() {
@@ -314,11 +315,14 @@ fn a_locust_script_runs_a_test_end_to_end() {
     assert_eq!(code, 200, "{body}");
     let started: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(started["success"], true);
-    assert_eq!(post_form(&format!("{base}/swarm"), "user_count=3").0, 409);
     let running = wait_stats(&base, "6 users sending", |s| {
         s["state"] == "running" && aggregated(s)["num_requests"].as_u64() > Some(20)
     });
     assert_eq!(running["user_count"], 6);
+    // Locust's Edit is `POST /swarm` again while it runs
+    let (code, body) = post_form(&format!("{base}/swarm"), "user_count=3");
+    assert_eq!(code, 200, "{body}");
+    wait_stats(&base, "3 users after the change", |s| s["user_count"] == 3);
     let (code, _) = post_form(&format!("{base}/stop"), "");
     assert_eq!(code, 200);
     let stopped = wait_stats(&base, "stopped", |s| s["state"] == "stopped");

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cicada_metrics::{MetricSet, MetricsError, Scope};
+use cicada_metrics::{Metric, MetricSet, MetricsError, Scope};
 
 use cicada_results::client_health::WorkerUsage;
 use cicada_results::interval::{IntervalRow, IntervalSink};
@@ -43,6 +43,12 @@ pub struct Aggregate {
     last_in_flight: BTreeMap<u32, u64>,
     /// Where finished intervals and per-request lines are streamed, if anywhere.
     pub sink: Option<Box<dyn IntervalSink>>,
+    /// The first interval measured since the web UI's reset (0: all of them).
+    reset_from: u64,
+    /// When each worker's latest report arrived (the web UI's workers tab).
+    pub last_report: BTreeMap<u32, std::time::Instant>,
+    /// Each worker's longest runtime stall, µs (the web UI's workers tab).
+    pub worst_stall_us: BTreeMap<u32, u64>,
 }
 
 impl Aggregate {
@@ -59,6 +65,9 @@ impl Aggregate {
             rows: Vec::new(),
             last_in_flight: BTreeMap::new(),
             sink: None,
+            reset_from: 0,
+            last_report: BTreeMap::new(),
+            worst_stall_us: BTreeMap::new(),
         }
     }
 
@@ -84,8 +93,12 @@ impl Aggregate {
         {
             sink.details(worker, &measured.details_jsonl);
         }
+        self.last_report.insert(worker, std::time::Instant::now());
         if let Some(h) = &measured.health {
             self.health.merge(&h.stalls)?;
+            let stall = h.stalls.histogram(Metric::RuntimeStall).max();
+            let worst = self.worst_stall_us.entry(worker).or_default();
+            *worst = (*worst).max(stall);
             let u = self.usage.entry(worker).or_default();
             u.cpu_us += h.cpu_us;
             u.peak_rss_bytes = u.peak_rss_bytes.max(h.peak_rss_bytes).max(h.rss_bytes);
@@ -147,6 +160,10 @@ impl Aggregate {
                     if !scope.warmup {
                         let _ = set.merge(&part);
                     }
+                    if seq < self.reset_from {
+                        // before a reset: in the time series, not the figures
+                        continue;
+                    }
                     match self.flushed.entry(scope) {
                         std::collections::btree_map::Entry::Vacant(e) => {
                             e.insert(part);
@@ -174,12 +191,32 @@ impl Aggregate {
     /// Every scope matching `keep`, merged: flushed intervals and open ones.
     pub fn merged(&self, keep: impl Fn(&Scope) -> bool) -> MetricSet {
         let mut total = MetricSet::default();
-        let open = self.open.values().flat_map(|slot| slot.scopes.iter());
+        let open = self
+            .open
+            .range(self.reset_from..)
+            .flat_map(|(_, slot)| slot.scopes.iter());
         for (_, set) in self.flushed.iter().chain(open).filter(|(s, _)| keep(s)) {
             // sets decoded from reports share one layout; merging cannot fail
             let _ = total.merge(set);
         }
         total
+    }
+
+    /// Locust's reset (`POST /stats/reset`), `elapsed` after the barrier:
+    /// the figures start again from the next interval boundary, whose
+    /// offset (µs after the barrier) is returned. Every interval merged
+    /// so far ended before it; later ones before it are left out as they
+    /// come (the time series keeps them all).
+    pub fn reset(&mut self, elapsed: std::time::Duration) -> u64 {
+        let interval_s = self.interval_s.max(1e-3);
+        self.reset_from = (elapsed.as_secs_f64() / interval_s).floor() as u64 + 1;
+        self.flushed.clear();
+        self.measured_from_us()
+    }
+
+    /// Where the figures start, µs after the barrier (0 without a reset).
+    pub fn measured_from_us(&self) -> u64 {
+        (self.reset_from as f64 * self.interval_s * 1e6).round() as u64
     }
 
     /// Everything measured (all targets and steps, without warm-up).
@@ -307,5 +344,30 @@ mod tests {
             "the last interval ended early"
         );
         assert_eq!(a.rows[1].start_s, 1.0);
+    }
+
+    /// A reset leaves out every interval before the next boundary, flushed
+    /// or open, from the figures (not from the time series).
+    #[test]
+    fn a_reset_starts_the_figures_at_the_next_interval() {
+        let mut a = Aggregate::new(1.0, [0, 1]);
+        for w in [0, 1] {
+            a.add(w, report(0, 3)).unwrap();
+        }
+        a.add(0, report(1, 4)).unwrap();
+        assert_eq!(a.total().outcomes.ok(), 10);
+        let from = a.reset(std::time::Duration::from_millis(1_500));
+        assert_eq!(from, 2_000_000);
+        assert_eq!(
+            a.total().outcomes.ok(),
+            0,
+            "intervals 0 and 1 are before it"
+        );
+        a.add(1, report(1, 5)).unwrap();
+        a.add(0, report(2, 7)).unwrap();
+        a.add(1, report(2, 1)).unwrap();
+        a.flush(true);
+        assert_eq!(a.total().outcomes.ok(), 8, "interval 2 only");
+        assert_eq!(a.rows.len(), 3, "the time series keeps every interval");
     }
 }

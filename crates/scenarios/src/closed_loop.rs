@@ -40,6 +40,10 @@ pub struct ClosedLoop {
     pub stages: Vec<UserStage>,
     pub think: ThinkTime,
     pub pool_size: u64,
+    /// Where this loop's request indices start (0 as planned; a steered
+    /// segment's own range otherwise). Not on the wire.
+    #[serde(skip)]
+    pub index_base: u64,
 }
 
 impl ClosedLoop {
@@ -76,7 +80,7 @@ impl ClosedLoop {
 
     /// Global index of `user`'s `k`-th request.
     pub fn index(&self, user: u32, k: u64) -> u64 {
-        u64::from(user) + k * u64::from(self.stride.max(1))
+        self.index_base + u64::from(user) + k * u64::from(self.stride.max(1))
     }
 
     /// Requests this worker's users send in a count-bound run (0 when open-ended).
@@ -99,6 +103,68 @@ impl ClosedLoop {
     }
 }
 
+/// Each steered segment's request indices start at `segment << SEGMENT_SHIFT`,
+/// so they never meet the plan's own or another segment's.
+pub const SEGMENT_SHIFT: u32 = 40;
+
+/// A change of a closed loop's users while the run goes (the web UI's
+/// Edit): from `at` after the barrier the fleet runs `users` users, new
+/// ones joining at `spawn_rate` per second, as a stage boundary would.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Steer {
+    /// The step it changes.
+    pub step: u32,
+    /// When it takes effect, after the step's barrier (the same instant on every worker).
+    pub at: Duration,
+    /// The stage it starts, as results name it.
+    pub name: String,
+    /// Users across the fleet from `at`.
+    pub users: u32,
+    /// New users per second (`None`: all at once).
+    pub spawn_rate: Option<f64>,
+    /// Global ids of the users this worker runs from `at` (`u mod N`, as planned).
+    pub mine: Vec<u32>,
+}
+
+impl ClosedLoop {
+    /// The loop from `steer.at` on, when `before` users were running: one
+    /// stage of `steer.users` users (those beyond `before` join at the spawn
+    /// rate), its own request indices (segment `segment`), until the run ends.
+    pub fn steered(&self, steer: &Steer, before: u32, segment: u32) -> ClosedLoop {
+        let stages = vec![
+            // empty: it only says how many users were running already
+            UserStage {
+                start: steer.at,
+                end: Some(steer.at),
+                users: before,
+                spawn_rate: None,
+            },
+            UserStage {
+                start: steer.at,
+                end: None,
+                users: steer.users,
+                spawn_rate: steer.spawn_rate,
+            },
+        ];
+        ClosedLoop {
+            stride: steer.users.max(1),
+            users: steer.mine.clone(),
+            stages,
+            index_base: u64::from(segment) << SEGMENT_SHIFT,
+            ..self.clone()
+        }
+    }
+
+    /// Users across the fleet at `offset` after the barrier, as planned.
+    pub fn users_at(&self, offset: Duration) -> u32 {
+        self.stages
+            .iter()
+            .rev()
+            .find(|p| p.start <= offset)
+            .map_or(0, |p| p.users)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,6 +179,7 @@ mod tests {
             stages,
             think: ThinkTime::None,
             pool_size: 10,
+            index_base: 0,
         }
     }
 
@@ -168,5 +235,36 @@ mod tests {
         assert_eq!(c.index(2, 2), 10);
         c.duration = Some(s(5.0));
         assert_eq!(c.windows(0), vec![(s(0.0), Some(s(5.0)))]);
+    }
+
+    #[test]
+    fn a_change_keeps_running_users_and_spawns_the_new_ones() {
+        let c = cl(
+            vec![UserStage {
+                start: s(0.0),
+                end: None,
+                users: 2,
+                spawn_rate: None,
+            }],
+            Some(s(60.0)),
+        );
+        let steer = Steer {
+            step: 0,
+            at: s(10.0),
+            name: "edit-1".into(),
+            users: 4,
+            spawn_rate: Some(2.0),
+            mine: vec![0, 1, 2, 3],
+        };
+        let seg = c.steered(&steer, c.users_at(s(10.0)), 1);
+        // users 0 and 1 were running: they go on at once; 2 and 3 join at 2/s
+        assert_eq!(seg.windows(1), [(s(10.0), Some(s(60.0)))]);
+        assert_eq!(seg.windows(2), [(s(10.0), Some(s(60.0)))]);
+        assert_eq!(seg.windows(3), [(s(10.5), Some(s(60.0)))]);
+        assert!(seg.windows(4).is_empty());
+        assert_eq!(seg.users_at(s(10.0)), 4);
+        // its requests never meet the plan's
+        assert_eq!(seg.index(0, 0), 1 << SEGMENT_SHIFT);
+        assert_eq!(seg.index(3, 2), (1 << SEGMENT_SHIFT) + 3 + 2 * 4);
     }
 }

@@ -14,7 +14,7 @@ use crate::dataset::PoolEntry;
 use crate::schedule::ScheduleSpec;
 use crate::shape::{Cooldown, Warmup};
 
-pub use crate::closed_loop::{ClosedLoop, UserStage};
+pub use crate::closed_loop::{ClosedLoop, SEGMENT_SHIFT, Steer, UserStage};
 pub use crate::scenario::Routing;
 /// What one request is, as the plan carries it to the client.
 pub use cicada_request::{
@@ -142,6 +142,44 @@ pub struct StageWindow {
     pub end: Duration,
 }
 
+/// Index of the window of `windows` that holds `offset` (0 without windows).
+pub fn stage_of(windows: &[StageWindow], offset: Duration) -> u32 {
+    windows
+        .iter()
+        .position(|p| offset < p.end)
+        .unwrap_or(windows.len().saturating_sub(1)) as u32
+}
+
+/// The windows after a change of the load at `at` named `name`: the
+/// windows before `at` stay (the one holding it ends there; the ones after
+/// it never run), and a new one runs from `at` until `run_end` (the end of
+/// a time-bound run, else for ever). Without windows, the run until `at`
+/// becomes the first, `start`. Coordinator and workers both apply it, so
+/// they agree on every window's index.
+pub fn steer_windows(
+    windows: &mut Vec<StageWindow>,
+    at: Duration,
+    name: &str,
+    run_end: Option<Duration>,
+) {
+    if windows.is_empty() {
+        windows.push(StageWindow {
+            name: "start".into(),
+            start: Duration::ZERO,
+            end: at,
+        });
+    }
+    windows.retain(|w| w.start < at || w.start.is_zero());
+    if let Some(last) = windows.last_mut() {
+        last.end = last.end.min(at);
+    }
+    windows.push(StageWindow {
+        name: name.to_string(),
+        start: at,
+        end: run_end.unwrap_or(Duration::MAX),
+    });
+}
+
 /// What drives a worker's load.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -168,10 +206,7 @@ pub enum Drive {
 impl Plan {
     /// Stage of `[[stages]]` whose window holds `offset` (0 without stages).
     pub fn stage_of(&self, offset: Duration) -> u32 {
-        self.stages
-            .iter()
-            .position(|p| offset < p.end)
-            .unwrap_or(self.stages.len().saturating_sub(1)) as u32
+        stage_of(&self.stages, offset)
     }
 
     /// The scenario's seed, for per-request choices (such as a random replica)
@@ -259,5 +294,38 @@ impl Plan {
             },
             Drive::Closed(c) => c.planned_requests(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(x: u64) -> Duration {
+        Duration::from_secs(x)
+    }
+
+    #[test]
+    fn a_change_splits_the_windows_where_it_happens() {
+        let mut w = Vec::new();
+        steer_windows(&mut w, s(10), "edit-1", Some(s(60)));
+        let spans: Vec<_> = w
+            .iter()
+            .map(|w| (w.name.as_str(), w.start, w.end))
+            .collect();
+        assert_eq!(spans, [("start", s(0), s(10)), ("edit-1", s(10), s(60))]);
+        assert_eq!((stage_of(&w, s(9)), stage_of(&w, s(10))), (0, 1));
+        // a change inside a [[stages]] window ends it; the later ones never run
+        let win = |n: &str, a, b| StageWindow {
+            name: n.into(),
+            start: s(a),
+            end: s(b),
+        };
+        let mut w = vec![win("a", 0, 10), win("b", 10, 20), win("c", 20, 30)];
+        steer_windows(&mut w, s(15), "edit-1", Some(s(30)));
+        let names: Vec<_> = w.iter().map(|w| (w.name.as_str(), w.end)).collect();
+        assert_eq!(names, [("a", s(10)), ("b", s(15)), ("edit-1", s(30))]);
+        steer_windows(&mut w, s(0), "edit-2", None);
+        assert_eq!(w.last().map(|w| w.end), Some(Duration::MAX));
     }
 }

@@ -220,6 +220,7 @@ fn closed_loop_of(s: &crate::Scenario, pool_size: u64, worker: u32, workers: u32
         stages,
         think: s.load.think_time,
         pool_size,
+        index_base: 0,
     }
 }
 

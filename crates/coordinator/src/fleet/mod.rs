@@ -19,11 +19,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use cicada_proto::convert::{PLAN_FORMAT, encode_plan};
+use cicada_proto::convert::{PLAN_FORMAT, encode_plan, encode_steer};
 use cicada_proto::v1::{
     self, coordinator_message::Body as CBody, coordinator_server::CoordinatorServer,
 };
-use cicada_scenarios::plan::Plan;
+use cicada_scenarios::plan::{Plan, Steer};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -370,6 +370,11 @@ impl Fleet {
             cancel_in_flight: true,
             reason,
         }));
+    }
+
+    /// Send worker `index` a change of the running step's load.
+    pub fn steer(&mut self, index: u32, steer: &Steer) {
+        self.send(index, CBody::Steer(encode_steer(steer)));
     }
 
     /// Tell worker `index` that `fleet_completed` requests of `step` ended

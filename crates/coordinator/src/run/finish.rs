@@ -8,10 +8,12 @@ use cicada_results::write::{RunContext, scenario_hash};
 use cicada_results::{RunResult, client_health};
 use cicada_scenarios::plan::StageWindow;
 use cicada_scenarios::scenario::DatasetKind;
+use cicada_scenarios::units::Span;
 use cicada_scenarios::{Scenario, sharding};
+use std::time::Duration;
 
 use crate::merge::Aggregate;
-use crate::step::StepEnd;
+use crate::step::{Change, StepEnd};
 
 /// A finished step, as the run loop knows it.
 #[derive(Debug)]
@@ -22,8 +24,11 @@ pub struct FinishedStep<'a> {
     pub name: String,
     /// The scenario with the step's load applied.
     pub scenario: &'a Scenario,
-    /// Its `[[stages]]` windows (empty without stages).
+    /// Its `[[stages]]` windows (empty without stages), as the web UI's
+    /// changes split them.
     pub windows: &'a [StageWindow],
+    /// The web UI's changes: which windows they started, with what load.
+    pub changes: &'a [Change],
     /// How it ended.
     pub end: StepEnd,
     /// Where measuring started, µs after the barrier (the warm-up's end).
@@ -72,11 +77,14 @@ pub fn step_results(
         name,
         scenario,
         windows,
+        changes,
         end,
         warmup_end_us,
         server,
     } = step;
     let rows = std::mem::take(&mut agg.rows);
+    // a reset from the web UI moves where measuring starts
+    let warmup_end_us = warmup_end_us.max(agg.measured_from_us());
     let targets = ctx.target.urls.len().max(1) as u32;
     let make =
         |number: u32, name: String, keep: &dyn Fn(&Scope) -> bool, window: u64, rows: Vec<_>| {
@@ -133,7 +141,13 @@ pub fn step_results(
             Vec::new(),
         );
         // a window's result describes the window's own load
-        if let Some(spec) = scenario.stages.get(p) {
+        let span = w.end.checked_sub(w.start).filter(|_| w.end < Duration::MAX);
+        if let Some(c) = changes.iter().find(|c| c.window == p) {
+            r.scenario.load.users = Some(c.users);
+            r.scenario.load.spawn_rate = c.spawn_rate.or(r.scenario.load.spawn_rate);
+            r.scenario.load.duration = span.map(Span);
+            r.scenario_hash = scenario_hash(&r.scenario);
+        } else if let Some(spec) = scenario.stages.get(p) {
             if let Some(rate) = spec.request_rate {
                 r.scenario.load.request_rate = rate;
             }

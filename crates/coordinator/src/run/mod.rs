@@ -20,15 +20,16 @@ use crate::fleet::Fleet;
 use crate::merge::Aggregate;
 use crate::progress::{Display, Progress};
 use crate::signals::Signals;
-use crate::step::{Step, run_step};
+use crate::step::{Helm, Step, run_step};
 use crate::sweep::{self, Outcome, Sweeper};
-use crate::web::{Feed, RunState, Web};
+use crate::web::{Control, Feed, RunState, Web};
 use cicada_results::outputs::{Outputs, StepDone};
 use cicada_results::write::{RunContext, write_step};
 use cicada_results::{RunResult, stages, verdict};
 use cicada_target::scrape::Watch;
 use cicada_target::{self as target, Target};
 use finish::{FinishedStep, step_results};
+use tokio::sync::mpsc;
 
 /// Run a scenario; returns the process exit code.
 pub async fn run(args: RunArgs) -> Result<i32, RunError> {
@@ -88,6 +89,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         finished: Vec::new(),
         stage_results: Vec::new(),
         web: feed,
+        steer: web.as_mut().and_then(Web::take_steer),
     };
     let env = Env {
         setup: &setup,
@@ -140,6 +142,8 @@ struct Steps {
     stage_results: Vec<RunResult>,
     /// The web UI's board, if it is served.
     web: Option<Feed>,
+    /// The web UI's changes of the running load, if it is served.
+    steer: Option<mpsc::Receiver<Control>>,
 }
 
 impl Steps {
@@ -203,6 +207,10 @@ impl Steps {
             feed.step_began(r, self.sweeper.is_sweep(), &members);
         }
         let mut watch = Watch::start(&step.scenario, env.target, &windows).await;
+        let mut helm = self
+            .steer
+            .as_mut()
+            .map(|asks| Helm::new(asks, self.web.as_ref(), step_no, &plans));
         let end = run_step(
             fleet,
             signals,
@@ -212,15 +220,21 @@ impl Steps {
                 agg: &mut agg,
                 progress: &mut self.progress,
                 on_start: &mut |at| watch.started(at),
+                helm: helm.as_mut(),
             },
         )
         .await;
         let server = watch.finish().await;
+        let (windows, changes) = match helm {
+            Some(h) => (h.windows, h.changes),
+            None => (windows, Vec::new()),
+        };
         let finished = FinishedStep {
             number: step_no,
             name: step.name.clone(),
             scenario: &step.scenario,
             windows: &windows,
+            changes: &changes,
             end: end?,
             warmup_end_us: warmup_end_us(&step.scenario, env.pool),
             server,
@@ -260,6 +274,9 @@ impl Steps {
             .collect();
         if env.setup.remote && env.target.mock.is_some() {
             reach_embedded_mock(&mut plans, fleet);
+        }
+        if self.steer.is_some() {
+            whole_pool_for_changes(&mut plans, env.pool);
         }
         plans
     }
@@ -314,6 +331,18 @@ impl Steps {
             EXIT_DEGRADED
         } else {
             cicada_results::gates::exit_code(&self.finished).unwrap_or(0)
+        }
+    }
+}
+
+/// A time-bound closed loop the web UI may change gets the whole pool on
+/// every worker: a change's users use entries the plan's users did not.
+fn whole_pool_for_changes(plans: &mut [(u32, Plan)], pool: &Pool) {
+    for (_, p) in plans {
+        if matches!(&p.drive, cicada_scenarios::plan::Drive::Closed(cl) if cl.requests.is_none())
+            && p.conversations.is_none()
+        {
+            p.pool = pool.entries.clone();
         }
     }
 }

@@ -8,13 +8,14 @@ use anyhow::bail;
 use cicada_results::{StartBasis, WorkerClock};
 use tokio::time::Instant;
 
-use super::{LostWorker, STOP_GRACE, StepEnd, WorkerShare};
+use super::{Helm, LostWorker, STOP_GRACE, StepEnd, WorkerShare};
 use crate::audit::Audit;
 use crate::cap::{Admit, FleetCap};
 use crate::fleet::{Event, Fleet, WorkerReport};
 use crate::merge::Aggregate;
 use crate::progress::Progress;
 use crate::signals::Signals;
+use crate::web::Control;
 
 /// A worker that ended its share before it was done, and why.
 #[derive(Debug)]
@@ -121,8 +122,12 @@ impl Collect {
         signals: &mut Signals,
         agg: &mut Aggregate,
         progress: &mut Progress,
+        mut helm: Option<&mut Helm<'_>>,
     ) -> anyhow::Result<()> {
         let start = self.start.unwrap_or_else(Instant::now);
+        if let Some(h) = helm.as_deref() {
+            h.clocks(self.clocks.iter().map(|(w, c)| (*w, c.offset_ms)));
+        }
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         while self.finished.len() < self.all.len() {
             tokio::select! {
@@ -134,6 +139,11 @@ impl Collect {
                     self.on_tick(fleet, agg);
                     progress.tick(agg, start);
                 }
+                ask = next_control(&mut helm) => match (ask, helm.as_deref_mut()) {
+                    (Control::Change(a), Some(h)) => h.apply(a, fleet, start),
+                    (Control::Reset(a), Some(h)) => h.reset(a, agg, start),
+                    _ => {}
+                },
                 sig = signals.next() => {
                     tracing::warn!("{sig}: stopping the workers and writing the results collected so far");
                     self.end.interrupted = Some(sig);
@@ -434,5 +444,13 @@ impl Collect {
             })
             .collect();
         self.end
+    }
+}
+
+/// The next change or reset from the web UI (never, without it).
+async fn next_control(helm: &mut Option<&mut Helm<'_>>) -> Control {
+    match helm {
+        Some(h) => h.next().await,
+        None => std::future::pending().await,
     }
 }

@@ -11,6 +11,7 @@
 //! survivors.
 
 mod collect;
+mod helm;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -28,6 +29,7 @@ use crate::signals::Signals;
 pub use cicada_results::{LostWorker, WorkerShare};
 
 use collect::Collect;
+pub use helm::{Change, Helm};
 
 /// Delay from Start to the shared start instant: long enough for every worker to receive it.
 const START_DELAY: Duration = Duration::from_millis(250);
@@ -55,7 +57,7 @@ pub struct StepEnd {
 }
 
 /// What a step runs and where its figures go.
-pub struct Step<'a> {
+pub struct Step<'a, 'h> {
     /// The step's number (0 without a sweep).
     pub number: u32,
     /// One plan per member of the fleet, by member index.
@@ -66,13 +68,15 @@ pub struct Step<'a> {
     pub progress: &'a mut Progress,
     /// Called at the start barrier with its instant.
     pub on_start: &'a mut dyn FnMut(Instant),
+    /// The web UI's changes of the load, when it is served.
+    pub helm: Option<&'a mut Helm<'h>>,
 }
 
 /// Run one step: every member gets its plan, then the barrier, then reports.
 pub async fn run_step(
     fleet: &mut Fleet,
     signals: &mut Signals,
-    step: Step<'_>,
+    step: Step<'_, '_>,
 ) -> anyhow::Result<StepEnd> {
     for (member, plan) in step.plans {
         fleet.assign(*member, step.number, plan);
@@ -93,7 +97,9 @@ pub async fn run_step(
         .begin(collect.end.planned, collect.end.started_unix);
     step.agg.begin(collect.end.started_unix);
     fleet.mark_all_seen();
-    collect.run(fleet, signals, step.agg, step.progress).await?;
+    collect
+        .run(fleet, signals, step.agg, step.progress, step.helm)
+        .await?;
     Ok(collect.finish(fleet, step.agg, step.progress))
 }
 

@@ -66,6 +66,32 @@ pub fn swarm_sets(fields: &[(String, String)]) -> Result<Vec<String>, String> {
     Ok(sets)
 }
 
+/// A change of a running closed loop: `user_count` (required) and
+/// `spawn_rate`; the open loop's fields cannot change a running run.
+pub fn steer_fields(fields: &[(String, String)]) -> Result<(u32, Option<f64>), String> {
+    let mut users = None;
+    let mut spawn_rate = None;
+    for (key, value) in fields {
+        let value = value.trim();
+        if value.is_empty() {
+            continue;
+        }
+        match key.as_str() {
+            "user_count" => users = Some(whole(key, value)?),
+            "spawn_rate" => spawn_rate = Some(positive(key, value)?),
+            "rate" | "request_rate" | "max_concurrency" => {
+                return Err(format!(
+                    "{key}: an open loop's rate and cap cannot change while it runs; \
+                     change users of a closed loop, or stop and start again"
+                ));
+            }
+            _ => {}
+        }
+    }
+    let users = users.ok_or("user_count: a change while the run goes needs it")?;
+    Ok((users, spawn_rate))
+}
+
 fn whole(key: &str, v: &str) -> Result<u32, String> {
     v.parse::<u32>()
         .ok()
@@ -140,5 +166,14 @@ mod tests {
             let e = swarm_sets(&parse(body)).unwrap_err();
             assert!(e.starts_with(field), "{body}: {e}");
         }
+    }
+
+    #[test]
+    fn a_change_needs_users_and_refuses_the_open_loop() {
+        let f = parse("user_count=12&spawn_rate=3&host=x");
+        assert_eq!(steer_fields(&f), Ok((12, Some(3.0))));
+        assert!(steer_fields(&parse("spawn_rate=3")).is_err());
+        let e = steer_fields(&parse("user_count=2&rate=5")).unwrap_err();
+        assert!(e.starts_with("rate:"), "{e}");
     }
 }

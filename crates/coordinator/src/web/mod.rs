@@ -8,7 +8,9 @@
 //! The run loop reaches the server two ways: `POST /stop` arrives as a stop
 //! the signal listener hands out like Ctrl-C's, and `POST /swarm` (when
 //! started with `--web-wait`) as a [`SwarmAsk`] it answers once the
-//! scenario it describes is checked.
+//! scenario it describes is checked; while the run goes, `POST /swarm`
+//! (the page's Edit) arrives as a [`SteerAsk`] the step's helm answers once
+//! the change is sent to the fleet.
 
 mod auth;
 mod form;
@@ -63,6 +65,46 @@ impl SwarmAsk {
     }
 }
 
+/// A change of the running load that was sent (the page's Edit, or
+/// `POST /swarm` mid-run): Locust's users and spawn rate.
+#[derive(Debug)]
+pub struct SteerAsk {
+    /// Users across the fleet from the change on.
+    pub users: u32,
+    /// New users per second (`None`: all at once).
+    pub spawn_rate: Option<f64>,
+    reply: oneshot::Sender<Result<String, String>>,
+}
+
+impl SteerAsk {
+    /// Tell the form what became of the change (a message either way).
+    pub fn answer(self, outcome: Result<String, String>) {
+        let _ = self.reply.send(outcome);
+    }
+}
+
+/// `POST /stats/reset`: the figures start again (Locust's reset).
+#[derive(Debug)]
+pub struct ResetAsk {
+    reply: oneshot::Sender<Result<String, String>>,
+}
+
+impl ResetAsk {
+    /// Tell the caller where the figures start now (or why they do not).
+    pub fn answer(self, outcome: Result<String, String>) {
+        let _ = self.reply.send(outcome);
+    }
+}
+
+/// What the page asks of a running step.
+#[derive(Debug)]
+pub enum Control {
+    /// Change the load (the Edit form).
+    Change(SteerAsk),
+    /// Start the figures again.
+    Reset(ResetAsk),
+}
+
 /// What every connection of the server shares.
 #[derive(Debug)]
 struct Shared {
@@ -70,6 +112,7 @@ struct Shared {
     guard: auth::Guard,
     stop: mpsc::UnboundedSender<()>,
     swarm: mpsc::Sender<SwarmAsk>,
+    steer: mpsc::Sender<Control>,
 }
 
 /// A running web UI.
@@ -80,6 +123,7 @@ pub struct Web {
     token: Option<String>,
     stop: Option<mpsc::UnboundedReceiver<()>>,
     swarm: mpsc::Receiver<SwarmAsk>,
+    steer: Option<mpsc::Receiver<Control>>,
     task: JoinHandle<()>,
 }
 
@@ -100,12 +144,14 @@ impl Web {
             .map_err(|source| WebError::Bind { addr, source })?;
         let (stop_tx, stop_rx) = mpsc::unbounded_channel();
         let (swarm_tx, swarm_rx) = mpsc::channel(4);
+        let (steer_tx, steer_rx) = mpsc::channel(4);
         let token = guard.token().map(str::to_string);
         let shared = Arc::new(Shared {
             feed: feed.clone(),
             guard,
             stop: stop_tx,
             swarm: swarm_tx,
+            steer: steer_tx,
         });
         let task = tokio::spawn(accept_loop(listener, shared));
         Ok(Self {
@@ -114,6 +160,7 @@ impl Web {
             token,
             stop: Some(stop_rx),
             swarm: swarm_rx,
+            steer: Some(steer_rx),
             task,
         })
     }
@@ -134,6 +181,11 @@ impl Web {
     /// `POST /stop`'s channel, handed once to the signal listener.
     pub fn take_stop(&mut self) -> Option<mpsc::UnboundedReceiver<()>> {
         self.stop.take()
+    }
+
+    /// The changes and resets sent while the run goes, handed once to the run loop.
+    pub fn take_steer(&mut self) -> Option<mpsc::Receiver<Control>> {
+        self.steer.take()
     }
 
     /// The next start form sent (`None` once the server is gone). Cancel-safe.

@@ -2,7 +2,7 @@
 //! `GET /stats/requests`, `/stats/requests/csv`, `/stats/failures/csv`,
 //! `/stats/report` (the HTML report so far), `/stats/history` (chart
 //! points), `/result.json` and `/summary.csv` (downloads), and the control
-//! routes `POST /swarm` and `POST /stop`. Every request passes `auth` first.
+//! routes `POST /swarm`, `POST /stop` and `POST /stats/reset`. Every request passes `auth` first.
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::auth::Pass;
 use super::state::RunState;
-use super::{Shared, SwarmAsk, form, page, stats};
+use super::{Control, ResetAsk, Shared, SteerAsk, SwarmAsk, form, page, stats};
 use cicada_results::RunResult;
 use cicada_results::html::{self, Page};
 
@@ -88,7 +88,8 @@ pub async fn respond(req: Request<Incoming>, shared: &Shared) -> Resp {
         }
         (Method::POST, "/stop") => stop(shared),
         (Method::POST, "/swarm") => swarm(body, shared).await,
-        (_, "/stop" | "/swarm") => {
+        (Method::POST, "/stats/reset") => reset(shared).await,
+        (_, "/stop" | "/swarm" | "/stats/reset") => {
             text(StatusCode::METHOD_NOT_ALLOWED, "control routes take POST\n")
         }
         (Method::GET, _) => get(&path, query, shared),
@@ -167,10 +168,11 @@ async fn swarm(body: Incoming, shared: &Shared) -> Resp {
     let fail = |status, message: String| {
         json_reply(status, &json!({"success": false, "message": message}))
     };
-    if shared.feed.lock().state != RunState::Ready {
+    let state = shared.feed.lock().state;
+    if !matches!(state, RunState::Ready | RunState::Running) {
         return fail(
             StatusCode::CONFLICT,
-            "a run has already started (changing it mid-run is not built yet)".into(),
+            format!("the run is {}: it takes no start or change", state.word()),
         );
     }
     let bytes = match Limited::new(body, MAX_BODY).collect().await {
@@ -178,6 +180,9 @@ async fn swarm(body: Incoming, shared: &Shared) -> Resp {
         Err(e) => return fail(StatusCode::BAD_REQUEST, format!("reading the form: {e}")),
     };
     let fields = form::parse(&String::from_utf8_lossy(&bytes));
+    if state == RunState::Running {
+        return steer(&fields, shared).await;
+    }
     let sets = match form::swarm_sets(&fields) {
         Ok(s) => s,
         Err(e) => return fail(StatusCode::BAD_REQUEST, e),
@@ -211,5 +216,65 @@ async fn swarm(body: Incoming, shared: &Shared) -> Resp {
             StatusCode::CONFLICT,
             "the run no longer takes a start".into(),
         ),
+    }
+}
+
+/// `POST /swarm` while the run goes: change its users (and spawn rate)
+/// fleet-wide, from a stage boundary a moment ahead.
+async fn steer(fields: &[(String, String)], shared: &Shared) -> Resp {
+    let fail = |status, message: String| {
+        json_reply(status, &json!({"success": false, "message": message}))
+    };
+    let (users, spawn_rate) = match form::steer_fields(fields) {
+        Ok(v) => v,
+        Err(e) => return fail(StatusCode::BAD_REQUEST, e),
+    };
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let ask = SteerAsk {
+        users,
+        spawn_rate,
+        reply,
+    };
+    if shared.steer.send(Control::Change(ask)).await.is_err() {
+        return fail(StatusCode::CONFLICT, "the run takes no change now".into());
+    }
+    match answer.await {
+        Ok(Ok(message)) => json_reply(
+            StatusCode::OK,
+            &json!({"success": true, "message": message, "user_count": users}),
+        ),
+        Ok(Err(e)) => fail(StatusCode::CONFLICT, e),
+        Err(_) => fail(StatusCode::CONFLICT, "the run takes no change now".into()),
+    }
+}
+
+/// `POST /stats/reset`: the running step's figures start again from the
+/// next interval (Locust's reset); the answer says from when.
+async fn reset(shared: &Shared) -> Resp {
+    let fail = |message: String| {
+        json_reply(
+            StatusCode::CONFLICT,
+            &json!({"success": false, "message": message}),
+        )
+    };
+    if shared.feed.lock().state != RunState::Running {
+        return fail("nothing runs: there are no figures to reset".into());
+    }
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    if shared
+        .steer
+        .send(Control::Reset(ResetAsk { reply }))
+        .await
+        .is_err()
+    {
+        return fail("the run takes no reset now".into());
+    }
+    match answer.await {
+        Ok(Ok(message)) => json_reply(
+            StatusCode::OK,
+            &json!({"success": true, "message": message}),
+        ),
+        Ok(Err(e)) => fail(e),
+        Err(_) => fail("the run takes no reset now".into()),
     }
 }

@@ -79,6 +79,16 @@ impl Point {
     }
 }
 
+/// A stage boundary the charts mark: a change from the page, at `t`
+/// seconds since the run's first barrier.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mark {
+    /// When, on the charts' time axis.
+    pub t: f64,
+    /// The stage that starts there.
+    pub name: String,
+}
+
 /// A worker, as the workers tab shows it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WorkerView {
@@ -94,6 +104,12 @@ pub struct WorkerView {
     pub cpu_s: f64,
     /// Its peak resident memory, bytes.
     pub rss_bytes: u64,
+    /// Its longest runtime stall in the current step, ms.
+    pub worst_stall_ms: Option<f64>,
+    /// Coordinator clock minus its clock, ms, as it measured at the step's start.
+    pub clock_offset_ms: Option<f64>,
+    /// Seconds since its latest report.
+    pub report_age_s: Option<f64>,
 }
 
 /// Everything the UI shows.
@@ -113,6 +129,8 @@ pub struct Board {
     pub sweep: bool,
     /// Every interval since the run began.
     pub history: Vec<Point>,
+    /// Stage boundaries to mark on the charts.
+    pub marks: Vec<Mark>,
     /// Seconds from the run's first barrier to the current step's.
     step_offset_s: f64,
     run_started: Option<Instant>,
@@ -143,6 +161,7 @@ impl Feed {
                 stages: Vec::new(),
                 sweep: false,
                 history: Vec::new(),
+                marks: Vec::new(),
                 step_offset_s: 0.0,
                 run_started: None,
                 step_started: None,
@@ -206,6 +225,48 @@ impl Feed {
         }
     }
 
+    /// The load changed: from `at` after the step's barrier the fleet runs
+    /// `users` users (stage `name`).
+    pub fn steered(
+        &self,
+        at: std::time::Duration,
+        name: &str,
+        users: u32,
+        spawn_rate: Option<f64>,
+    ) {
+        let mut b = self.lock();
+        let t = b.step_offset_s + at.as_secs_f64();
+        b.marks.push(Mark {
+            t,
+            name: name.to_string(),
+        });
+        b.scenario.load.users = Some(users);
+        if spawn_rate.is_some() {
+            b.scenario.load.spawn_rate = spawn_rate;
+        }
+    }
+
+    /// Each worker's clock offset (ms) as measured for the step.
+    pub fn clocks(&self, offsets: impl IntoIterator<Item = (u32, f64)>) {
+        let mut b = self.lock();
+        for (worker, ms) in offsets {
+            b.workers.entry(worker).or_default().clock_offset_ms = Some(ms);
+        }
+    }
+
+    /// `POST /stats/reset`: the step's figures start again `from` after its barrier.
+    pub fn reset(&self, from: std::time::Duration) {
+        let mut b = self.lock();
+        let t = b.step_offset_s + from.as_secs_f64();
+        b.marks.push(Mark {
+            t,
+            name: "reset".into(),
+        });
+        if let Some(cur) = b.current.as_mut() {
+            cur.window_start_us = cur.window_start_us.max(from.as_micros() as u64);
+        }
+    }
+
     /// About once a second: the step's figures so far from the merge.
     pub fn tick(&self, agg: &Aggregate, total: &MetricSet) {
         let targets = self
@@ -229,6 +290,13 @@ impl Feed {
         }
         for (worker, n) in agg.in_flight_by_worker() {
             b.workers.entry(*worker).or_default().in_flight = *n;
+        }
+        for (worker, at) in &agg.last_report {
+            let w = b.workers.entry(*worker).or_default();
+            w.report_age_s = Some(at.elapsed().as_secs_f64());
+        }
+        for (worker, us) in &agg.worst_stall_us {
+            b.workers.entry(*worker).or_default().worst_stall_ms = Some(*us as f64 / 1e3);
         }
         let Some(mut cur) = b.current.take() else {
             return;

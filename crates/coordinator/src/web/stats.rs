@@ -150,7 +150,10 @@ pub fn requests(b: &Board) -> Value {
                 "cpu_usage": if b.elapsed_s > 0.0 { round2(100.0 * w.cpu_s / b.elapsed_s) } else { 0.0 },
                 "memory_usage": w.rss_bytes,
                 "cicada": {"index": w.index, "host": w.host, "in_flight": w.in_flight,
-                           "cpu_s": round2(w.cpu_s), "peak_rss_bytes": w.rss_bytes},
+                           "cpu_s": round2(w.cpu_s), "peak_rss_bytes": w.rss_bytes,
+                           "worst_stall_ms": w.worst_stall_ms.map(round2),
+                           "clock_offset_ms": w.clock_offset_ms.map(round2),
+                           "report_age_s": w.report_age_s.map(round2)},
             })
         })
         .collect();
@@ -299,7 +302,12 @@ fn point(p: &Point) -> Value {
 /// `/stats/history?from=N`: chart points from the N-th on, and how many there are.
 pub fn history(b: &Board, from: usize) -> Value {
     let points: Vec<Value> = b.history.iter().skip(from).map(point).collect();
-    json!({"from": from.min(b.history.len()), "next": b.history.len(), "points": points})
+    let marks: Vec<Value> = b
+        .marks
+        .iter()
+        .map(|m| json!({"t": round2(m.t), "name": m.name}))
+        .collect();
+    json!({"from": from.min(b.history.len()), "next": b.history.len(), "points": points, "marks": marks})
 }
 
 #[cfg(test)]

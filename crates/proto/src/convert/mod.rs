@@ -1,10 +1,13 @@
 //! Wire <-> domain conversion, the one place either side turns a `v1`
-//! message into its own types: measurements (`metrics`) and the plan (`plan`).
+//! message into its own types: measurements (`metrics`), the plan (`plan`) and the web UI's
+//! changes to a running plan (`steer`).
 
 mod media;
 mod metrics;
 mod plan;
 mod shape;
+mod steer;
 
 pub use metrics::{decode_histograms, decode_set, encode_histograms, encode_set};
 pub use plan::{PLAN_FORMAT, PlanError, decode_plan, encode_plan};
+pub use steer::{SteerError, decode_steer, encode_steer};

@@ -428,6 +428,7 @@ fn drive_from(d: v1::plan::Drive) -> Result<Drive, PlanError> {
                 .collect::<Result<_, PlanError>>()?,
             think: think_from(c.think.unwrap_or_default())?,
             pool_size: c.pool_size,
+            index_base: 0,
         }),
     })
 }

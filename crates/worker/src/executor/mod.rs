@@ -8,6 +8,7 @@ mod open_loop;
 mod reasoning;
 mod request;
 mod route;
+mod steering;
 
 use cicada_metrics::{Concurrency, MetricSet, SLICE_US, Scope};
 use cicada_scenarios::plan::Drive;
@@ -31,6 +32,7 @@ use thiserror::Error;
 
 pub use entry::Entry;
 pub use gate::{Gate, GateMessage};
+pub use steering::{Course, Steering};
 
 use crate::inflight::InFlight;
 use crate::recorder::Recorder;
@@ -76,6 +78,8 @@ pub struct Step {
     pub gate: Option<Gate>,
     /// Requests this worker's plan has it send (0: open-ended).
     pub planned: u64,
+    /// The load as the web UI's changes leave it.
+    pub steering: Steering,
     in_flight: AtomicU64,
 }
 
@@ -138,6 +142,7 @@ impl Step {
         Ok(Self {
             gate,
             planned,
+            steering: Steering::new(&plan),
             timeout: Duration::from_millis(plan.target.timeout_ms),
             plan,
             codec,
@@ -189,7 +194,7 @@ impl Step {
                     let at = std::time::Duration::from_micros(slice * SLICE_US);
                     let scope = Scope {
                         target: target as u32,
-                        stage: self.plan.stage_of(at),
+                        stage: self.steering.stage_of(at),
                         warmup,
                     };
                     let mut c = Concurrency::default();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cicada_client::clock::Clock;
-use cicada_proto::convert::{decode_plan, encode_histograms, encode_set};
+use cicada_proto::convert::{decode_plan, decode_steer, encode_histograms, encode_set};
 use cicada_proto::v1::{self, coordinator_message::Body as CBody, worker_message::Body as WBody};
 use thiserror::Error;
 use tokio::sync::mpsc;
@@ -367,9 +367,29 @@ impl Session {
                 self.clock
                     .echo(&echo, Instant::now(), clocksync::wall_now());
             }
+            Some(CBody::Steer(s)) => self.steer(s),
             Some(CBody::Welcome(_)) | Some(CBody::Reject(_)) | None => {}
         }
         None
+    }
+
+    /// Apply the web UI's change to the running step (a change that cannot
+    /// apply is logged; the coordinator checked it already).
+    fn steer(&self, s: v1::Steer) {
+        let steer = match decode_steer(s) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "a change of the load was not applied");
+                return;
+            }
+        };
+        match &self.running {
+            Some(r) if r.number == steer.step => match r.step.steering.apply(&steer) {
+                Ok(()) => tracing::info!(users = steer.users, at = ?steer.at, "the load changes"),
+                Err(e) => tracing::warn!(error = %e, "a change of the load was not applied"),
+            },
+            _ => tracing::warn!(step = steer.step, "a change for a step that is not running"),
+        }
     }
 
     /// Prepare an assigned step and say it is ready (or why it cannot run).

@@ -1,7 +1,7 @@
 (function(){
 'use strict';
 var $=function(id){return document.getElementById(id);};
-var points=[], nextPoint=0, polls=0, lastState='';
+var points=[], marks=[], nextPoint=0, polls=0, lastState='', editShown=false;
 var NS='http://www.w3.org/2000/svg';
 var COLORS=['#1f6feb','#e8590c','#2f9e44','#ae3ec9','#c92a2a'];
 
@@ -23,6 +23,7 @@ function chart(id,title,unit,series){
   var x=function(t){return L+(t-t0)/(t1-t0)*(W-L-R);},y=function(v){return H-B-v/y1*(H-T-B);};
   for(var i=0;i<=4;i++){var v=y1*i/4;el('line',{'class':'grid',x1:L,x2:W-R,y1:y(v),y2:y(v)},svg);el('text',{'class':'tick',x:L-4,y:y(v)+4,'text-anchor':'end'},svg).textContent=fmt(v);}
   for(var j=0;j<=4;j++){var tt=t0+(t1-t0)*j/4;el('text',{'class':'tick',x:x(tt),y:H-B+16,'text-anchor':'middle'},svg).textContent=tt.toFixed(0)+'s';}
+  marks.forEach(function(m){if(m.t<t0||m.t>t1){return;}var g=el('g',{'class':'mark','data-mark':m.name},svg);el('line',{'class':'mark',x1:x(m.t),x2:x(m.t),y1:T,y2:H-B},g);el('text',{'class':'tick',x:x(m.t)+3,y:T+12},g).textContent=m.name;});
   var prev=null;points.forEach(function(p){if(prev!==null&&p.step!==prev){el('line',{'class':'step',x1:x(p.t),x2:x(p.t),y1:T,y2:H-B},svg);}prev=p.step;});
   series.forEach(function(s,k){
     var d='',pen=false;
@@ -56,8 +57,11 @@ function showStats(s){
   var lat=[];['ttft','tpot','itl','e2el'].forEach(function(m){var v=c.latency[m+'_ms'];lat.push(v?[m.toUpperCase()+' ms',String(v.count),fmt(v.mean),fmt(v.p50),fmt(v.p90),fmt(v.p99)]:[m.toUpperCase()+' ms','0','n/a','n/a','n/a','n/a']);});
   fill('llm-table',lat);
   fill('failures-table',s.errors.map(function(e){return [e.name,String(e.occurrences),e.error];}));
-  fill('workers-table',s.workers.map(function(w){return [w.id,w.state,String(w.cicada.in_flight),fmt(w.cpu_usage),fmt(w.cicada.peak_rss_bytes/1048576)];}));
+  fill('workers-table',s.workers.map(function(w){return [w.id,w.state,String(w.cicada.in_flight),fmt(w.cpu_usage),fmt(w.cicada.peak_rss_bytes/1048576),fmt(w.cicada.worst_stall_ms),fmt(w.cicada.clock_offset_ms),fmt(w.cicada.report_age_s)];}));
   $('start').hidden=s.state!=='ready';
+  var editable=s.state==='running'&&c.scenario.closed_loop;
+  if(editable&&!editShown){$('steer').user_count.value=c.scenario.users||'';$('steer').spawn_rate.value=c.scenario.spawn_rate||'';}
+  $('edit').hidden=!editable;editShown=editable;
   if(s.state==='ready'&&lastState!=='ready'){prefill(c.scenario);}
   lastState=s.state;
 }
@@ -70,7 +74,7 @@ function prefill(sc){
 function poll(){
   Promise.all([getJSON('stats/requests'),getJSON('stats/history?from='+nextPoint)]).then(function(r){
     showStats(r[0]);
-    var h=r[1];points=points.concat(h.points);nextPoint=h.next;
+    var h=r[1];points=points.concat(h.points);nextPoint=h.next;marks=h.marks||[];
     drawCharts();polls++;
     var st=$('status');st.textContent='updated '+polls+' time(s), '+points.length+' point(s)';
     st.setAttribute('data-points',String(points.length));st.setAttribute('data-requests',String(r[0].cicada.requests));
@@ -82,6 +86,9 @@ $('stop').addEventListener('click',function(){post('stop','');});
 $('swarm').addEventListener('submit',function(ev){ev.preventDefault();
   var body=new URLSearchParams(new FormData($('swarm'))).toString();
   post('swarm',body).then(function(r){$('start-msg').textContent=r.message;});});
+$('steer').addEventListener('submit',function(ev){ev.preventDefault();
+  var body=new URLSearchParams(new FormData($('steer'))).toString();
+  post('swarm',body).then(function(r){$('edit-msg').textContent=r.message;});});
 document.querySelectorAll('#tabs a').forEach(function(a){a.addEventListener('click',function(ev){ev.preventDefault();show(a.getAttribute('href').slice(1));});});
 function show(id){document.querySelectorAll('.tab').forEach(function(t){t.classList.toggle('on',t.id===id);});document.querySelectorAll('#tabs a').forEach(function(a){a.classList.toggle('on',a.getAttribute('href')==='#'+id);});}
 show(location.hash?location.hash.slice(1):'stats');

@@ -1,0 +1,180 @@
+//! The web UI's Edit as the worker runs it: the step's course, the
+//! plan's closed loop followed by each change of users the coordinator
+//! sent, each a segment from its instant on, and the `[[stages]]` windows
+//! the changes split (their indices name the stage each record belongs to).
+//! Users read the course as it changes (a `watch`), so a change reaches a
+//! user that is waiting, thinking or between requests.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cicada_scenarios::plan::{self, ClosedLoop, Drive, Plan, StageWindow, Steer};
+use tokio::sync::watch;
+
+/// Why a change cannot be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum SteerRefused {
+    /// Only a closed loop's users can change.
+    #[error("only a closed loop (users) can be changed while it runs")]
+    NotClosed,
+    /// A count-bound loop's indices would outgrow its count.
+    #[error("a count-bound closed loop cannot be changed while it runs")]
+    CountBound,
+    /// Changes come in order.
+    #[error("a change at {at:?} comes before the last one, at {last:?}")]
+    OutOfOrder { at: Duration, last: Duration },
+}
+
+/// The step's load as it stands: its segments and its windows.
+#[derive(Debug, Clone, Default)]
+pub struct Course {
+    /// (from, loop): the plan's closed loop from 0, then each change's.
+    pub segments: Vec<(Duration, Arc<ClosedLoop>)>,
+    /// The windows records are scoped by.
+    pub windows: Vec<StageWindow>,
+}
+
+impl Course {
+    /// When segment `i` gives way to the next (`None`: it has not).
+    pub fn cut(&self, i: usize) -> Option<Duration> {
+        self.segments.get(i + 1).map(|(at, _)| *at)
+    }
+
+    /// Every user this worker runs in some segment.
+    pub fn users(&self) -> BTreeSet<u32> {
+        self.segments
+            .iter()
+            .flat_map(|(_, cl)| cl.users.iter().copied())
+            .collect()
+    }
+}
+
+/// The course of one step, changed by the coordinator, read by the users.
+#[derive(Debug)]
+pub struct Steering {
+    course: watch::Sender<Arc<Course>>,
+    run_end: Option<Duration>,
+}
+
+impl Steering {
+    /// The course the plan sets.
+    pub fn new(plan: &Plan) -> Self {
+        let segments = match &plan.drive {
+            Drive::Closed(cl) => vec![(Duration::ZERO, Arc::new(cl.clone()))],
+            Drive::Open { .. } => Vec::new(),
+        };
+        let course = Course {
+            segments,
+            windows: plan.stages.clone(),
+        };
+        Self {
+            course: watch::Sender::new(Arc::new(course)),
+            run_end: plan.duration(),
+        }
+    }
+
+    /// Follow the course as it changes.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Course>> {
+        self.course.subscribe()
+    }
+
+    /// Index of the window holding `offset`.
+    pub fn stage_of(&self, offset: Duration) -> u32 {
+        plan::stage_of(&self.course.borrow().windows, offset)
+    }
+
+    /// Apply a change: a new segment from `steer.at`, a window boundary there.
+    pub fn apply(&self, steer: &Steer) -> Result<(), SteerRefused> {
+        let now = self.course.borrow().clone();
+        let Some((last_at, last)) = now.segments.last() else {
+            return Err(SteerRefused::NotClosed);
+        };
+        if last.requests.is_some() {
+            return Err(SteerRefused::CountBound);
+        }
+        if steer.at < *last_at {
+            return Err(SteerRefused::OutOfOrder {
+                at: steer.at,
+                last: *last_at,
+            });
+        }
+        let before = last.users_at(steer.at);
+        let mut next = Course::clone(&now);
+        let seg = last.steered(steer, before, next.segments.len() as u32);
+        next.segments.push((steer.at, Arc::new(seg)));
+        plan::steer_windows(&mut next.windows, steer.at, &steer.name, self.run_end);
+        self.course.send_replace(Arc::new(next));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cicada_scenarios::plan::UserStage;
+    use cicada_scenarios::shape::ThinkTime;
+
+    fn closed(requests: Option<u64>) -> ClosedLoop {
+        ClosedLoop {
+            seed: 1,
+            stride: 2,
+            users: vec![0, 1],
+            requests,
+            duration: Some(Duration::from_secs(60)),
+            stages: vec![UserStage {
+                start: Duration::ZERO,
+                end: None,
+                users: 2,
+                spawn_rate: None,
+            }],
+            think: ThinkTime::None,
+            pool_size: 4,
+            index_base: 0,
+        }
+    }
+
+    fn steering(cl: ClosedLoop) -> Steering {
+        let course = Course {
+            segments: vec![(Duration::ZERO, Arc::new(cl))],
+            windows: Vec::new(),
+        };
+        Steering {
+            course: watch::Sender::new(Arc::new(course)),
+            run_end: Some(Duration::from_secs(60)),
+        }
+    }
+
+    fn steer(at: u64, users: u32) -> Steer {
+        Steer {
+            step: 0,
+            at: Duration::from_secs(at),
+            name: format!("edit at {at}"),
+            users,
+            spawn_rate: None,
+            mine: (0..users).collect(),
+        }
+    }
+
+    #[test]
+    fn changes_add_segments_and_split_the_windows_in_order() {
+        let s = steering(closed(None));
+        let mut seen = s.subscribe();
+        assert_eq!(s.stage_of(Duration::from_secs(30)), 0);
+        s.apply(&steer(10, 5)).unwrap();
+        assert!(seen.has_changed().unwrap());
+        let c = seen.borrow_and_update().clone();
+        assert_eq!(c.cut(0), Some(Duration::from_secs(10)));
+        assert_eq!(c.users(), (0..5).collect());
+        assert_eq!(s.stage_of(Duration::from_secs(9)), 0);
+        assert_eq!(s.stage_of(Duration::from_secs(10)), 1);
+        assert!(matches!(
+            s.apply(&steer(5, 1)),
+            Err(SteerRefused::OutOfOrder { .. })
+        ));
+        assert!(matches!(
+            steering(closed(Some(100))).apply(&steer(10, 5)),
+            Err(SteerRefused::CountBound)
+        ));
+    }
+}
