@@ -42,6 +42,8 @@ pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult 
             family: cicada_scenarios::plan::ServerFamily::Mock,
             urls: vec!["http://t".into()],
             model: "m".into(),
+            models: Vec::new(),
+            model_assignment: Default::default(),
             headers: Default::default(),
             api_key_env: None,
             timeout_ms: 1,

@@ -10,6 +10,7 @@ mod error;
 mod load;
 mod media_spec;
 pub mod mock;
+pub mod models;
 pub mod overlay;
 pub mod plan;
 pub mod scenario;

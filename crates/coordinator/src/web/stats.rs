@@ -325,6 +325,8 @@ mod tests {
                 family: ServerFamily::Mock,
                 urls: vec!["http://t".into()],
                 model: "m".into(),
+                models: Vec::new(),
+                model_assignment: Default::default(),
                 headers: Default::default(),
                 api_key_env: None,
                 timeout_ms: 1,
