@@ -290,13 +290,18 @@ fn per_request(total: u64, n: u64) -> String {
 }
 
 /// The rows of one result: the whole run's (target `all`), then, when there
-/// are several targets, one per target (target = its URL).
+/// are several targets, one per target (target = its URL), then, when
+/// requests split over `target.models`, one per model (target = `model:<name>`).
 pub fn rows(r: &RunResult) -> Vec<Vec<String>> {
     let mut out = vec![row(r)];
     if r.per_target.len() > 1 {
         for (url, set) in r.targets() {
             out.push(row_for(r, set, &r.target_summary(set), url));
         }
+    }
+    for (name, set) in r.models() {
+        let label = format!("model:{name}");
+        out.push(row_for(r, set, &r.target_summary(set), &label));
     }
     out
 }

@@ -59,6 +59,7 @@ pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult 
         },
         workers: 1,
         per_target: vec![total.clone()],
+        per_model: Vec::new(),
         total,
         warmup: MetricSet::default(),
         window_start_us: 0,
@@ -132,6 +133,18 @@ pub fn rich() -> RunResult {
     b.outcomes.add_n(Outcome::Ok, 100, None);
     b.outcomes.add_n(Outcome::Http(500), 7, Some("boom"));
     measured(&mut b, 100, 131);
+    // the same two shares, by the model the requests named
+    r.per_model = vec![b.clone(), a.clone()];
+    r.target.models = vec![
+        cicada_scenarios::plan::WeightedModel {
+            name: "llama-lora-sql".into(),
+            weight: 1.0,
+        },
+        cicada_scenarios::plan::WeightedModel {
+            name: "llama-lora-chat".into(),
+            weight: 2.0,
+        },
+    ];
     r.per_target = vec![a, b];
     r.target.urls = vec![
         "http://a:1/v1/chat/completions".into(),

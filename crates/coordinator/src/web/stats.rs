@@ -342,6 +342,7 @@ mod tests {
             },
             workers: 1,
             per_target: Vec::new(),
+            per_model: Vec::new(),
             total: MetricSet::default(),
             warmup: MetricSet::default(),
             window_start_us: 0,
