@@ -286,6 +286,7 @@ fn account(
             invalid_output: shaped.as_ref().is_some_and(|s| s.invalid),
             images,
             audio_bytes: a.audio_bytes,
+            model: a.parsed.model.clone(),
         });
     }
     Accounted {

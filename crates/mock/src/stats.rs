@@ -57,6 +57,9 @@ pub struct LoggedRequest {
     /// Bytes of the uploaded audio file (transcriptions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audio_bytes: Option<u64>,
+    /// The `model` the request named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
