@@ -219,6 +219,33 @@ mod tests {
     }
 
     #[test]
+    fn vllm_lora_flags_become_the_model_list() {
+        let f = crate::vllm::VllmFlags {
+            backend: Some("vllm".into()),
+            model: Some("base".into()),
+            lora_modules: vec!["sql=/adapters/sql".into(), "chat".into()],
+            lora_assignment: Some("round-robin".into()),
+            ..Default::default()
+        };
+        let s = crate::vllm::describe(None, &f, &[], &[], (None, None))
+            .unwrap()
+            .scenario;
+        let names: Vec<&str> = s.target.models.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["sql", "chat"]);
+        assert!(s.target.models.iter().all(|m| m.weight == 1.0));
+        assert_eq!(s.target.model, None, "--model is the base model");
+        assert_eq!(s.target.model_assignment, ModelAssignment::RoundRobin);
+        let bad = crate::vllm::VllmFlags {
+            lora_assignment: Some("sticky".into()),
+            ..f
+        };
+        let err = crate::vllm::describe(None, &bad, &[], &[], (None, None))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("lora-assignment"), "{err}");
+    }
+
+    #[test]
     fn one_model_is_always_zero() {
         let m = models(&[2.0]);
         assert_eq!(pick(ModelAssignment::Random, &m, 17, 1), 0);
