@@ -133,18 +133,7 @@ pub fn rich() -> RunResult {
     b.outcomes.add_n(Outcome::Ok, 100, None);
     b.outcomes.add_n(Outcome::Http(500), 7, Some("boom"));
     measured(&mut b, 100, 131);
-    // the same two shares, by the model the requests named
-    r.per_model = vec![b.clone(), a.clone()];
-    r.target.models = vec![
-        cicada_scenarios::plan::WeightedModel {
-            name: "llama-lora-sql".into(),
-            weight: 1.0,
-        },
-        cicada_scenarios::plan::WeightedModel {
-            name: "llama-lora-chat".into(),
-            weight: 2.0,
-        },
-    ];
+    with_models(&mut r, [b.clone(), a.clone()]);
     r.per_target = vec![a, b];
     r.target.urls = vec![
         "http://a:1/v1/chat/completions".into(),
@@ -233,6 +222,21 @@ pub fn rich() -> RunResult {
         reasons: vec!["worker 0 used 95 % of its 2 thread(s)' CPU".into()],
     });
     r
+}
+
+/// Two models sharing the run as `shares` say (the targets' shares, swapped).
+fn with_models(r: &mut RunResult, shares: [MetricSet; 2]) {
+    r.per_model = shares.to_vec();
+    r.target.models = vec![
+        cicada_scenarios::plan::WeightedModel {
+            name: "llama-lora-sql".into(),
+            weight: 1.0,
+        },
+        cicada_scenarios::plan::WeightedModel {
+            name: "llama-lora-chat".into(),
+            weight: 2.0,
+        },
+    ];
 }
 
 /// Committed output of the writers for [`rich`].

@@ -23,6 +23,7 @@ pub mod tokenizer;
 pub mod units;
 mod validate;
 mod validate_media;
+mod validate_models;
 mod validate_pool;
 mod validate_shape;
 mod validate_structured;
