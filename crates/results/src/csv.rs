@@ -84,7 +84,12 @@ const FIXED: [Column; 23] = [
     ("Provider", |x| {
         x.r.scenario.target.backend.name().to_string()
     }),
-    ("Model", |x| x.r.target.model.clone()),
+    // a model's row names its model
+    ("Model", |x| {
+        x.target
+            .strip_prefix("model:")
+            .map_or_else(|| x.r.target.model.clone(), str::to_string)
+    }),
     ("Prompt Tokens", |x| {
         per_request(x.s.total_input_tokens, x.s.completed)
     }),
