@@ -57,6 +57,7 @@ impl SampleReports {
                     let _ = all.merge(set);
                     let scope = Scope {
                         target: target as u32,
+                        model: 0,
                         stage: 0,
                         warmup: false,
                     };

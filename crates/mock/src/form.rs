@@ -111,6 +111,7 @@ pub(crate) fn transcription(body: &[u8], boundary: &str) -> Result<(IncomingRequ
                 .map_err(|_| format!("field {} is not a count: {v}", p.name))
         };
         match p.name {
+            "model" => req.model = Some(v.to_string()),
             "stream" => req.stream = flag(),
             "stream_include_usage" => options.include_usage = flag(),
             "stream_continuous_usage_stats" => options.continuous_usage_stats = flag(),

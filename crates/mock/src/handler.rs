@@ -251,6 +251,9 @@ fn account(
     let (images, image_bytes) = a.parsed.images();
     if !a.probe {
         let run = &state.run;
+        if let Some(m) = &a.parsed.model {
+            run.named(m);
+        }
         run.images.fetch_add(images, Ordering::Relaxed);
         run.image_bytes.fetch_add(image_bytes, Ordering::Relaxed);
         if let Some(n) = a.audio_bytes {
@@ -284,6 +287,7 @@ fn account(
             images,
             audio_bytes: a.audio_bytes,
             inputs: None,
+            model: a.parsed.model.clone(),
         });
     }
     Accounted {

@@ -34,6 +34,9 @@ struct EmbeddingsRequest {
     encoding_format: Option<String>,
     #[serde(default)]
     dimensions: Option<u32>,
+    /// The model (or LoRA adapter) the request names.
+    #[serde(default)]
+    model: Option<String>,
 }
 
 /// `input`: a string or a list of strings.
@@ -92,7 +95,7 @@ pub(crate) async fn embeddings(
     let prompt_tokens: u32 = inputs.iter().map(|t| count_words(t)).sum();
     account(
         &shared,
-        &inputs,
+        (&inputs, parsed.model),
         prompt_tokens,
         (probe, request_id, path),
         arrival,
@@ -131,7 +134,7 @@ pub(crate) async fn embeddings(
 /// inputs, prompt tokens, the log) unless it is a readiness probe.
 fn account(
     shared: &Shared,
-    inputs: &[String],
+    (inputs, model): (&[String], Option<String>),
     prompt_tokens: u32,
     (probe, request_id, path): (bool, Option<String>, String),
     arrival: Instant,
@@ -149,6 +152,9 @@ fn account(
     let seq = state.requests.fetch_add(1, Ordering::Relaxed);
     let run = &state.run;
     run.inputs.fetch_add(inputs.len() as u64, Ordering::Relaxed);
+    if let Some(m) = &model {
+        run.named(m);
+    }
     run.prompt_tokens
         .fetch_add(u64::from(prompt_tokens), Ordering::Relaxed);
     let text = inputs.join("\n");
@@ -171,6 +177,7 @@ fn account(
         images: 0,
         audio_bytes: None,
         inputs: Some(u32::try_from(inputs.len()).unwrap_or(u32::MAX)),
+        model,
     });
 }
 

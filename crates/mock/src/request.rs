@@ -8,6 +8,9 @@ use crate::stats::LoggedMessage;
 /// llama.cpp (`prompt`, `n_predict`) and Triton (`text_input`, `max_tokens`).
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct IncomingRequest {
+    /// The model (or LoRA adapter) the request names.
+    #[serde(default)]
+    pub model: Option<String>,
     #[serde(default)]
     pub prompt: Option<serde_json::Value>,
     #[serde(default)]

@@ -60,6 +60,9 @@ pub struct LoggedRequest {
     /// Texts of a pooling request (the `input` list of an embeddings request).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<u32>,
+    /// The `model` the request named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -140,6 +143,10 @@ pub struct MockStats {
     pub audio_bytes: u64,
     /// Texts received in pooling requests (embeddings inputs; probes excluded).
     pub inputs: u64,
+    /// Requests by the `model` they named (probes excluded; a request
+    /// naming no model is not counted here).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, u64>,
     /// Faults injected, by fault.
     pub faults: BTreeMap<String, u64>,
     /// Faults injected, by the outcome class a correct client reports.
@@ -178,9 +185,23 @@ pub(crate) struct Tally {
     pub audio_files: AtomicU64,
     pub audio_bytes: AtomicU64,
     pub inputs: AtomicU64,
+    /// Requests by the model they named.
+    pub models: Mutex<BTreeMap<String, u64>>,
 }
 
 impl Tally {
+    /// Count one request naming `model`.
+    pub fn named(&self, model: &str) {
+        if let Ok(mut m) = self.models.lock() {
+            match m.get_mut(model) {
+                Some(n) => *n += 1,
+                None => {
+                    m.insert(model.to_string(), 1);
+                }
+            }
+        }
+    }
+
     pub fn spec_step(&self, tokens: u32, proposed: u32) {
         if proposed == 0 {
             return;
@@ -384,6 +405,12 @@ impl State {
                 })
                 .collect(),
             expected_outcomes: expected,
+            models: self
+                .run
+                .models
+                .lock()
+                .map(|m| m.clone())
+                .unwrap_or_default(),
             lateness,
         }
     }

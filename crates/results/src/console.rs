@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use cicada_metrics::{Counter, EVENTS_OVER_USAGE_RATIO, Metric, Summary};
+use cicada_metrics::{Counter, EVENTS_OVER_USAGE_RATIO, Metric, MetricSet, Summary};
 
 use super::{RunResult, percentile_word};
 use crate::server::ServerFigures;
@@ -128,7 +128,12 @@ pub fn render(r: &RunResult) -> String {
     rule(&mut out, "", '=');
     render_extras(&mut out, r, &s);
     if r.per_target.len() > 1 {
-        render_targets(&mut out, r);
+        let title = format!("Per target ({})", r.per_target.len());
+        render_shares(&mut out, r, &title, r.targets());
+    }
+    if !r.per_model.is_empty() {
+        let title = format!("Per model ({})", r.per_model.len());
+        render_shares(&mut out, r, &title, r.models());
     }
     out
 }
@@ -204,15 +209,25 @@ fn console_metrics(r: &RunResult) -> Vec<Metric> {
     out
 }
 
-/// One block per target: its share of the requests, throughput and latencies.
-fn render_targets(out: &mut String, r: &RunResult) {
+/// One block per target (or model): its share of the requests, throughput
+/// and latencies.
+fn render_shares<'a>(
+    out: &mut String,
+    r: &RunResult,
+    title: &str,
+    shares: impl Iterator<Item = (&'a str, &'a MetricSet)>,
+) {
     let sc = &r.scenario;
-    rule(out, &format!("Per target ({})", r.per_target.len()), '=');
-    for (url, set) in r.targets() {
+    rule(out, title, '=');
+    for (url, set) in shares {
         let s = r.target_summary(set);
         section(out, url);
         int(out, "Successful requests:", s.completed);
         int(out, "Failed requests:", s.failed);
+        int(out, "Total input tokens:", s.total_input_tokens);
+        if !r.pools() {
+            int(out, "Total generated tokens:", s.total_output_tokens);
+        }
         float(out, "Request throughput (req/s):", s.request_throughput);
         if r.pools() {
             float(out, "Item throughput (items/s):", s.item_throughput);

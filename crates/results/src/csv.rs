@@ -94,7 +94,12 @@ const FIXED: [Column; 23] = [
     ("Provider", |x| {
         x.r.scenario.target.backend.name().to_string()
     }),
-    ("Model", |x| x.r.target.model.clone()),
+    // a model's row names its model
+    ("Model", |x| {
+        x.target
+            .strip_prefix("model:")
+            .map_or_else(|| x.r.target.model.clone(), str::to_string)
+    }),
     ("Prompt Tokens", |x| {
         per_request(x.s.total_input_tokens, x.s.completed)
     }),
@@ -313,13 +318,18 @@ fn per_request(total: u64, n: u64) -> String {
 }
 
 /// The rows of one result: the whole run's (target `all`), then, when there
-/// are several targets, one per target (target = its URL).
+/// are several targets, one per target (target = its URL), then, when
+/// requests split over `target.models`, one per model (target = `model:<name>`).
 pub fn rows(r: &RunResult) -> Vec<Vec<String>> {
     let mut out = vec![row(r)];
     if r.per_target.len() > 1 {
         for (url, set) in r.targets() {
             out.push(row_for(r, set, &r.target_summary(set), url));
         }
+    }
+    for (name, set) in r.models() {
+        let label = format!("model:{name}");
+        out.push(row_for(r, set, &r.target_summary(set), &label));
     }
     out
 }

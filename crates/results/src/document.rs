@@ -260,6 +260,9 @@ pub struct Cicada {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pooling: Option<Pooling>,
     pub targets: Vec<Target>,
+    /// Each model's share, when requests split over `target.models`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<ModelShare>,
     pub server: Option<ServerFigures>,
     pub dataset: DatasetReport,
     pub degraded: bool,
@@ -399,6 +402,29 @@ pub struct Target {
     /// more than one (`target.addresses = "spread"`, or a fallback).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub addresses: std::collections::BTreeMap<String, u64>,
+}
+
+/// One model's share of the run (`cicada.models`): what a target's entry
+/// holds, by the model the requests named, with its merged histograms.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ModelShare {
+    pub name: String,
+    pub weight: f64,
+    pub sent: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub total_input_tokens: u64,
+    pub total_output_tokens: u64,
+    pub request_throughput: Option<f64>,
+    pub output_throughput: Option<f64>,
+    pub total_token_throughput: Option<f64>,
+    pub request_goodput: Option<f64>,
+    pub max_output_tokens_per_s: u64,
+    pub outcomes: Entries<OutcomeCount>,
+    pub metrics: Entries<MetricStats>,
+    /// Encoded like the run's `histograms`, so models merge exactly across runs.
+    pub histograms: Entries<Histogram>,
 }
 
 /// A worker lost mid-step.

@@ -135,6 +135,9 @@ pub fn render(page: &Page<'_>) -> String {
     } else {
         summary_table(&mut out, page);
     }
+    if page.steps.iter().any(|r| !r.per_model.is_empty()) {
+        models_table(&mut out, page.steps);
+    }
     gate_list(&mut out, page);
     let reasoned = |r: &&RunResult| r.total.counter(Counter::ReasoningRequests) > 0;
     if page.steps.iter().chain(page.stages).any(reasoned) {
@@ -210,6 +213,40 @@ fn reasoning_table(out: &mut String, page: &Page<'_>) {
             lat(Metric::AnswerTpot),
             lat(Metric::AnswerItl),
         );
+    }
+    out.push_str("</table>");
+}
+
+/// Each model's share of each step (`target.models`), with its latencies.
+fn models_table(out: &mut String, steps: &[&RunResult]) {
+    out.push_str("<h2>Per model</h2><table><tr><th class=\"l\">stage</th><th class=\"l\">model</th><th>sent</th><th>completed</th><th>failed</th><th>input tokens</th><th>output tokens</th><th>req/s</th><th>output tok/s</th><th>TTFT mean / p99 (ms)</th><th>TPOT mean / p99 (ms)</th><th>ITL mean / p99 (ms)</th><th>E2EL mean / p99 (ms)</th></tr>");
+    for r in steps {
+        for (name, set) in r.models() {
+            let s = r.target_summary(set);
+            let lat = |m: Metric| {
+                s.metric(m).map_or_else(
+                    || "–".to_string(),
+                    |d| format!("{} / {}", f(d.mean), f(d.percentile(99.0).unwrap_or(0.0))),
+                )
+            };
+            let _ = write!(
+                out,
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&stage_label(r)),
+                esc(name),
+                s.sent,
+                s.completed,
+                s.failed,
+                s.total_input_tokens,
+                s.total_output_tokens,
+                f(s.request_throughput),
+                f(s.output_throughput),
+                lat(Metric::Ttft),
+                lat(Metric::Tpot),
+                lat(Metric::Itl),
+                lat(Metric::E2el),
+            );
+        }
     }
     out.push_str("</table>");
 }

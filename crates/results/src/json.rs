@@ -7,8 +7,8 @@ use cicada_metrics::{Counter, Metric, MetricSet, Summary};
 use super::client_health::ClientHealth;
 use super::document::{
     Cicada, Client, Entries, Gate, HISTOGRAM_ENCODING, Histogram, Latencies, LostWorker,
-    MetricLatency, MetricStats, OutcomeCount, Pooling, RequestRate, ResultDocument, SCHEMA_VERSION,
-    Target, TokenSources, Warmup, WorkerShare, WorkerUse,
+    MetricLatency, MetricStats, ModelShare, OutcomeCount, Pooling, RequestRate, ResultDocument,
+    SCHEMA_VERSION, Target, TokenSources, Warmup, WorkerShare, WorkerUse,
 };
 use super::{RunResult, compact_date, rfc3339};
 use crate::server::ServerFigures;
@@ -183,6 +183,33 @@ fn target(
     }
 }
 
+/// One entry of `cicada.models`: a model's share of the run.
+fn model(
+    r: &RunResult,
+    (name, weight): (&str, f64),
+    set: &MetricSet,
+    percentiles: &[f64],
+) -> ModelShare {
+    let s = r.target_summary(set);
+    ModelShare {
+        name: name.to_string(),
+        weight,
+        sent: s.sent,
+        completed: s.completed,
+        failed: s.failed,
+        total_input_tokens: s.total_input_tokens,
+        total_output_tokens: s.total_output_tokens,
+        request_throughput: Some(s.request_throughput),
+        output_throughput: Some(s.output_throughput),
+        total_token_throughput: Some(s.total_token_throughput),
+        request_goodput: s.request_goodput,
+        max_output_tokens_per_s: s.max_output_tokens_per_s,
+        outcomes: outcomes(set),
+        metrics: metrics(&s, percentiles),
+        histograms: histograms(set),
+    }
+}
+
 /// The merged histograms, encoded so runs can be merged again.
 fn histograms(t: &MetricSet) -> Entries<Histogram> {
     t.non_empty()
@@ -267,6 +294,11 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
                 let server = r.server.targets.get(i).and_then(Option::as_ref);
                 target(r, url, set, server, percentiles)
             })
+            .collect(),
+        models: r
+            .models()
+            .zip(&r.target.models)
+            .map(|((name, set), m)| model(r, (name, m.weight), set, percentiles))
             .collect(),
         server: r.server.total.clone(),
         dataset: r.dataset.clone(),

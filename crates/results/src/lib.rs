@@ -168,6 +168,8 @@ pub struct RunResult {
     pub workers: u32,
     pub total: MetricSet,
     pub per_target: Vec<MetricSet>,
+    /// Each model's share, in `target.models` order (empty with one model).
+    pub per_model: Vec<MetricSet>,
     /// Warm-up requests (never part of `total`).
     pub warmup: MetricSet,
     /// Where durations start, µs after the barrier (warm-up end or step start).
@@ -193,7 +195,8 @@ impl RunResult {
     /// from the whole result and every target.
     pub fn hide_meaningless(&mut self) {
         let hidden = hidden_metrics(&self.scenario);
-        for set in std::iter::once(&mut self.total).chain(&mut self.per_target) {
+        let shares = self.per_target.iter_mut().chain(&mut self.per_model);
+        for set in std::iter::once(&mut self.total).chain(shares) {
             hide(set, hidden);
         }
     }
@@ -260,6 +263,17 @@ impl RunResult {
             .map(String::as_str)
             .chain(std::iter::repeat("unknown"))
             .zip(&self.per_target)
+    }
+
+    /// Each model's name with its measurements, in `target.models` order
+    /// (nothing when every request named one model).
+    pub fn models(&self) -> impl Iterator<Item = (&str, &MetricSet)> {
+        self.target
+            .models
+            .iter()
+            .map(|m| m.name.as_str())
+            .chain(std::iter::repeat("unknown"))
+            .zip(&self.per_model)
     }
 
     /// Some workers were lost: the result covers only part of the load.

@@ -42,6 +42,8 @@ pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult 
             family: cicada_scenarios::plan::ServerFamily::Mock,
             urls: vec!["http://t".into()],
             model: "m".into(),
+            models: Vec::new(),
+            model_assignment: Default::default(),
             headers: Default::default(),
             api_key_env: None,
             timeout_ms: 1,
@@ -57,6 +59,7 @@ pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult 
         },
         workers: 1,
         per_target: vec![total.clone()],
+        per_model: Vec::new(),
         total,
         warmup: MetricSet::default(),
         window_start_us: 0,
@@ -134,6 +137,7 @@ pub fn rich() -> RunResult {
     b.outcomes.add_n(Outcome::Ok, 100, None);
     b.outcomes.add_n(Outcome::Http(500), 7, Some("boom"));
     measured(&mut b, 100, 131);
+    with_models(&mut r, [b.clone(), a.clone()]);
     r.per_target = vec![a, b];
     r.target.urls = vec![
         "http://a:1/v1/chat/completions".into(),
@@ -222,6 +226,21 @@ pub fn rich() -> RunResult {
         reasons: vec!["worker 0 used 95 % of its 2 thread(s)' CPU".into()],
     });
     r
+}
+
+/// Two models sharing the run as `shares` say (the targets' shares, swapped).
+fn with_models(r: &mut RunResult, shares: [MetricSet; 2]) {
+    r.per_model = shares.to_vec();
+    r.target.models = vec![
+        cicada_scenarios::plan::WeightedModel {
+            name: "llama-lora-sql".into(),
+            weight: 1.0,
+        },
+        cicada_scenarios::plan::WeightedModel {
+            name: "llama-lora-chat".into(),
+            weight: 2.0,
+        },
+    ];
 }
 
 /// Committed output of the writers for [`rich`].

@@ -59,6 +59,10 @@ pub enum Knob {
     Endpoint(String),
     /// `target.model`.
     Model(String),
+    /// `target.models`, equal weights (vLLM's `--lora-modules` names).
+    Models(Vec<String>),
+    /// `target.model_assignment` ("random" or "round_robin").
+    ModelAssignment(String),
     /// `target.ready_timeout`, whole seconds.
     ReadyTimeoutSecs(u64),
     /// `target.headers.<name>`.
@@ -131,6 +135,8 @@ impl Knob {
             Knob::BaseUrl(_) => "target.base_url".into(),
             Knob::Endpoint(_) => "target.endpoint".into(),
             Knob::Model(_) => "target.model".into(),
+            Knob::Models(_) => "target.models".into(),
+            Knob::ModelAssignment(_) => "target.model_assignment".into(),
             Knob::ReadyTimeoutSecs(_) => "target.ready_timeout".into(),
             Knob::Header(name, _) => format!("target.headers.{name}"),
             Knob::Tokenizer(_) => "tokenizer.source".into(),
@@ -174,6 +180,7 @@ impl Knob {
             Knob::BaseUrl(s)
             | Knob::Endpoint(s)
             | Knob::Model(s)
+            | Knob::ModelAssignment(s)
             | Knob::Header(_, s)
             | Knob::Tokenizer(s)
             | Knob::DatasetKind(s)
@@ -208,6 +215,16 @@ impl Knob {
                         t.insert("width".into(), whole(u64::from(*w)));
                         t.insert("frames".into(), whole(u64::from(*frames)));
                         t.insert("probability".into(), V::Float(*p));
+                        V::Table(t)
+                    })
+                    .collect(),
+            ),
+            Knob::Models(names) => V::Array(
+                names
+                    .iter()
+                    .map(|n| {
+                        let mut t = toml::Table::new();
+                        t.insert("name".into(), text(n));
                         V::Table(t)
                     })
                     .collect(),

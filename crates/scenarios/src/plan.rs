@@ -15,6 +15,7 @@ use crate::schedule::ScheduleSpec;
 use crate::shape::{Cooldown, Warmup};
 
 pub use crate::closed_loop::{ClosedLoop, SEGMENT_SHIFT, Steer, UserStage};
+pub use crate::models::{ModelAssignment, WeightedModel};
 pub use crate::scenario::Routing;
 /// What one request is, as the plan carries it to the client.
 pub use cicada_request::{
@@ -33,7 +34,14 @@ pub struct ResolvedTarget {
     pub family: ServerFamily,
     /// Full request URLs, one per replica.
     pub urls: Vec<String>,
+    /// The model every request names, or the first of `models`.
     pub model: String,
+    /// Several models the requests split over (empty: every request names `model`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<WeightedModel>,
+    /// How requests pick one of `models`.
+    #[serde(default)]
+    pub model_assignment: ModelAssignment,
     pub headers: BTreeMap<String, String>,
     /// Environment variable each worker reads the API key from.
     pub api_key_env: Option<String>,
@@ -63,6 +71,22 @@ pub struct ResolvedTarget {
     /// `target.max_event_size` in bytes: the most held of one response at once.
     #[serde(default = "default_max_event_bytes")]
     pub max_event_bytes: u64,
+}
+
+impl ResolvedTarget {
+    /// The names requests carry, in order: `models`, or the one `model`.
+    pub fn model_names(&self) -> Vec<&str> {
+        if self.models.is_empty() {
+            vec![self.model.as_str()]
+        } else {
+            self.models.iter().map(|m| m.name.as_str()).collect()
+        }
+    }
+
+    /// The model (index into [`ResolvedTarget::model_names`]) of request `index`.
+    pub fn model_of(&self, index: u64, seed: u64) -> usize {
+        crate::models::pick(self.model_assignment, &self.models, index, seed)
+    }
 }
 
 fn yes() -> bool {

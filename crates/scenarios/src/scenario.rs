@@ -12,6 +12,7 @@ pub use crate::dataset_spec::{
     PrefixSpec, RandomMmSpec, RandomSpec, SharegptSpec, SonnetSpec, TraceSpec,
 };
 pub use crate::mock::{Fault, FaultRates, MockApi, MockConfig};
+pub use crate::models::{ModelAssignment, WeightedModel};
 use crate::shape::{Cooldown, Ramp, StageSpec, Sweep, ThinkTime, Warmup};
 pub use crate::structured::StructuredSpec;
 use crate::units::{ByteSize, Rate, Span};
@@ -304,6 +305,13 @@ pub struct Target {
     /// Model id; defaults to the first id the server lists at `/v1/models`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Several models (or LoRA adapters) behind the endpoint, each request
+    /// naming one of them; instead of `model`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<WeightedModel>,
+    /// How each request picks one of `models`: "random" (by weight) or "round_robin".
+    #[serde(skip_serializing_if = "ModelAssignment::is_random")]
+    pub model_assignment: ModelAssignment,
     /// Name of the environment variable holding the API key (the key itself never goes in a file).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key_env: Option<String>,
@@ -362,6 +370,8 @@ impl Default for Target {
             urls: Vec::new(),
             endpoint: None,
             model: None,
+            models: Vec::new(),
+            model_assignment: ModelAssignment::Random,
             api_key_env: None,
             headers: BTreeMap::new(),
             timeout: Span::secs(600),

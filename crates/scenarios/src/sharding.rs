@@ -334,6 +334,8 @@ mod tests {
             family: ServerFamily::Mock,
             urls: vec!["http://x/v1/chat/completions".into()],
             model: "m".into(),
+            models: Vec::new(),
+            model_assignment: Default::default(),
             headers: BTreeMap::new(),
             api_key_env: None,
             timeout_ms: 1000,

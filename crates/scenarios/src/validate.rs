@@ -21,6 +21,7 @@ const KNOWN_PERCENTILE_METRICS: [&str; 9] = [
 /// valid. Sections are checked in the order they are usually written.
 pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     let mut out = target_problems(s);
+    out.extend(crate::validate_models::problems(s));
     out.extend(dataset_problems(s));
     out.extend(crate::validate_pool::pool_problems(s));
     out.extend(load_problems(s));

@@ -39,6 +39,17 @@ pub struct VllmFlags {
     /// Model id (default: the first one the server lists).
     #[arg(long, help_heading = "vllm bench serve flags")]
     pub model: Option<String>,
+    /// LoRA adapters the requests split over, as vLLM's server lists them
+    /// (NAME or NAME=PATH; the names become target.models, equal weights).
+    #[arg(long, num_args = 1.., value_name = "NAME[=PATH]", help_heading = "vllm bench serve flags")]
+    pub lora_modules: Vec<String>,
+    /// How requests pick an adapter: random or round-robin.
+    #[arg(
+        long,
+        value_name = "random|round-robin",
+        help_heading = "vllm bench serve flags"
+    )]
+    pub lora_assignment: Option<String>,
     /// Tokenizer: a tokenizer.json, a model directory or a cached hub id.
     #[arg(long, help_heading = "vllm bench serve flags")]
     pub tokenizer: Option<String>,
@@ -287,7 +298,24 @@ fn target(out: &mut Overlay, f: &VllmFlags, has_scenario: bool, backend: Option<
         out.set(flag, Knob::BaseUrl(url));
     }
     out.set_some("endpoint", f.endpoint.clone().map(Knob::Endpoint));
-    out.set_some("model", f.model.clone().map(Knob::Model));
+    if f.lora_modules.is_empty() {
+        out.set_some("model", f.model.clone().map(Knob::Model));
+    } else {
+        // vLLM's --model is then the base model: requests name the adapters
+        let names = f
+            .lora_modules
+            .iter()
+            .map(|m| m.split_once('=').map_or(m.as_str(), |(n, _)| n).trim())
+            .map(str::to_string)
+            .collect();
+        out.set("lora-modules", Knob::Models(names));
+    }
+    out.set_some(
+        "lora-assignment",
+        f.lora_assignment
+            .as_deref()
+            .map(|a| Knob::ModelAssignment(a.trim().replace('-', "_"))),
+    );
     out.set_some("tokenizer", f.tokenizer.clone().map(Knob::Tokenizer));
     out.set_some(
         "ready-check-timeout-sec",

@@ -132,6 +132,8 @@ pub async fn resolve(
         family,
         urls: Vec::new(),
         model: String::new(),
+        models: t.models.clone(),
+        model_assignment: t.model_assignment,
         headers: t.headers.clone(),
         api_key_env: t.api_key_env.clone(),
         timeout_ms: t.timeout.get().as_millis() as u64,
@@ -155,10 +157,11 @@ pub async fn resolve(
             check.wait_healthy(base, api).await?;
         }
     }
-    resolved.model = match (&t.model, &mock) {
-        (Some(m), _) => m.clone(),
-        (None, Some(m)) => m.config().model.clone(),
-        (None, None) => check.discover_model(&bases[0], api).await?,
+    resolved.model = match (t.models.first(), &t.model, &mock) {
+        (Some(first), _, _) => first.name.clone(),
+        (None, Some(m), _) => m.clone(),
+        (None, None, Some(m)) => m.config().model.clone(),
+        (None, None, None) => check.discover_model(&bases[0], api).await?,
     };
     let endpoint = t
         .endpoint

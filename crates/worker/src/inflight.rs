@@ -85,6 +85,52 @@ impl InFlight {
     }
 }
 
+/// One [`InFlight`] per (target, model) pair: concurrency is reported per
+/// model as per replica, and replica routing reads a target's sum.
+#[derive(Debug)]
+pub struct ScopeTrackers {
+    models: usize,
+    all: Vec<InFlight>,
+}
+
+impl ScopeTrackers {
+    /// Trackers for `targets` replicas and `models` models (each at least 1).
+    pub fn new(targets: usize, models: usize) -> Self {
+        let (targets, models) = (targets.max(1), models.max(1));
+        Self {
+            models,
+            all: (0..targets * models).map(|_| InFlight::default()).collect(),
+        }
+    }
+
+    /// Replicas tracked.
+    pub fn targets(&self) -> usize {
+        self.all.len() / self.models
+    }
+
+    /// The tracker of `target` and `model`.
+    pub fn get(&self, target: usize, model: usize) -> &InFlight {
+        let i = (target * self.models + model.min(self.models - 1)).min(self.all.len() - 1);
+        &self.all[i]
+    }
+
+    /// Requests in flight to `target`, every model's.
+    pub fn load(&self, target: usize) -> u64 {
+        let start = target * self.models;
+        self.all
+            .get(start..start + self.models)
+            .map_or(0, |t| t.iter().map(InFlight::current).sum())
+    }
+
+    /// Every tracker with its (target, model).
+    pub fn iter(&self) -> impl Iterator<Item = ((usize, usize), &InFlight)> {
+        self.all
+            .iter()
+            .enumerate()
+            .map(|(i, t)| ((i / self.models, i % self.models), t))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -199,6 +199,7 @@ mod tests {
                         r.record(
                             Scope {
                                 target: t % 2,
+                                model: 0,
                                 stage: 0,
                                 warmup: t == 7,
                             },
@@ -216,6 +217,7 @@ mod tests {
         assert_eq!(
             sets[&Scope {
                 target: 0,
+                model: 0,
                 stage: 0,
                 warmup: false
             }]
@@ -226,6 +228,7 @@ mod tests {
         assert_eq!(
             sets[&Scope {
                 target: 1,
+                model: 0,
                 stage: 0,
                 warmup: true
             }]

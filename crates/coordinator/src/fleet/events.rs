@@ -220,6 +220,7 @@ mod tests {
         set.histogram_mut(Metric::Ttft).record(1_000);
         let scope = Scope {
             target: 1,
+            model: 1,
             stage: 2,
             warmup: false,
         };

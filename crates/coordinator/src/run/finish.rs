@@ -51,6 +51,7 @@ pub fn provisional(ctx: &RunContext, number: u32, name: &str, scenario: &Scenari
         workers: ctx.workers,
         total: Default::default(),
         per_target: Vec::new(),
+        per_model: Vec::new(),
         warmup: Default::default(),
         window_start_us: 0,
         rows: Vec::new(),
@@ -86,6 +87,7 @@ pub fn step_results(
     // a reset from the web UI moves where measuring starts
     let warmup_end_us = warmup_end_us.max(agg.measured_from_us());
     let targets = ctx.target.urls.len().max(1) as u32;
+    let models = ctx.target.models.len() as u32;
     let make =
         |number: u32, name: String, keep: &dyn Fn(&Scope) -> bool, window: u64, rows: Vec<_>| {
             RunResult {
@@ -99,6 +101,9 @@ pub fn step_results(
                 total: agg.merged(|s| !s.warmup && keep(s)),
                 per_target: (0..targets)
                     .map(|t| agg.merged(|s| !s.warmup && s.target == t && keep(s)))
+                    .collect(),
+                per_model: (0..models)
+                    .map(|m| agg.merged(|s| !s.warmup && s.model == m && keep(s)))
                     .collect(),
                 warmup: agg.warmup(),
                 window_start_us: window,

@@ -11,6 +11,7 @@ use crate::v1;
 pub fn encode_set(scope: Scope, set: &MetricSet) -> v1::ScopedMetrics {
     v1::ScopedMetrics {
         target: scope.target,
+        model: scope.model,
         stage: scope.stage,
         warmup: scope.warmup,
         histograms: encode_histograms(set),
@@ -202,6 +203,7 @@ pub fn decode_set(scoped: &v1::ScopedMetrics) -> Result<(Scope, MetricSet), Metr
     };
     let scope = Scope {
         target: scoped.target,
+        model: scoped.model,
         stage: scoped.stage,
         warmup: scoped.warmup,
     };
@@ -264,6 +266,7 @@ mod tests {
         set.concurrency.add_span(3, 0, 250_000);
         let scope = Scope {
             target: 1,
+            model: 3,
             stage: 2,
             warmup: true,
         };

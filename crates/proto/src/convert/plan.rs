@@ -12,9 +12,9 @@ use cicada_scenarios::dataset::{
     ChatMessage, Conversation, MediaFile, OutputShape, PoolEntry, Prompt, Turn,
 };
 use cicada_scenarios::plan::{
-    AddressChoice, ClosedLoop, ConversationSettings, Drive, HttpVersion, Plan, ProxySetting,
-    ResolvedSampling, ResolvedTarget, Routing, ServerFamily, StageWindow, Stripe, TlsSettings,
-    UserStage, WireApi,
+    AddressChoice, ClosedLoop, ConversationSettings, Drive, HttpVersion, ModelAssignment, Plan,
+    ProxySetting, ResolvedSampling, ResolvedTarget, Routing, ServerFamily, StageWindow, Stripe,
+    TlsSettings, UserStage, WeightedModel, WireApi,
 };
 use cicada_scenarios::schedule::{RateStage, ScheduleSpec};
 use cicada_scenarios::shape::{Cooldown, Ramp, RampStrategy, ThinkTime, Warmup};
@@ -226,6 +226,18 @@ fn target(t: &ResolvedTarget) -> v1::Target {
             ProxySetting::Url(u) => u.clone(),
         },
         no_proxy: t.no_proxy.clone(),
+        models: t
+            .models
+            .iter()
+            .map(|m| v1::WeightedModel {
+                name: m.name.clone(),
+                weight: m.weight,
+            })
+            .collect(),
+        model_assignment: match t.model_assignment {
+            ModelAssignment::Random => v1::ModelAssignment::Random,
+            ModelAssignment::RoundRobin => v1::ModelAssignment::RoundRobin,
+        } as i32,
     }
 }
 
@@ -258,6 +270,21 @@ fn target_from(t: v1::Target) -> Result<ResolvedTarget, PlanError> {
         },
         urls: t.urls,
         model: t.model,
+        models: t
+            .models
+            .into_iter()
+            .map(|m| WeightedModel {
+                name: m.name,
+                weight: m.weight,
+            })
+            .collect(),
+        model_assignment: match v1::ModelAssignment::try_from(t.model_assignment) {
+            Ok(v1::ModelAssignment::Random) => ModelAssignment::Random,
+            Ok(v1::ModelAssignment::RoundRobin) => ModelAssignment::RoundRobin,
+            Ok(v1::ModelAssignment::Unspecified) | Err(_) => {
+                return Err(unknown("target.model_assignment", t.model_assignment));
+            }
+        },
         headers: t.headers.into_iter().collect(),
         api_key_env: t.api_key_env,
         timeout_ms: t.timeout_ms,
@@ -634,6 +661,17 @@ mod tests {
             family: ServerFamily::Vllm,
             urls: vec!["http://a/v1/chat/completions".into(), "http://b/x".into()],
             model: "m".into(),
+            models: vec![
+                WeightedModel {
+                    name: "m".into(),
+                    weight: 3.0,
+                },
+                WeightedModel {
+                    name: "lora-b".into(),
+                    weight: 1.0,
+                },
+            ],
+            model_assignment: ModelAssignment::RoundRobin,
             headers: BTreeMap::from([("x-team".to_string(), "bench".to_string())]),
             api_key_env: Some("KEY".into()),
             timeout_ms: 1234,

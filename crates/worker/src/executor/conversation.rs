@@ -117,7 +117,7 @@ impl Session {
             plan.target.routing,
             self.slot.index,
             plan.seed(),
-            &self.step.in_flight_by_target,
+            &self.step.in_flight_by_scope,
         )
         .min(plan.target.urls.len().saturating_sub(1));
         let mut messages: Vec<ChatMessage> = conv
@@ -175,6 +175,8 @@ impl Session {
             let output = u32::try_from(record.output_tokens).unwrap_or(u32::MAX);
             let scope = Scope {
                 target: target as u32,
+                // a conversation stays on the model of the request that starts it
+                model: self.step.model_of(self.slot.index) as u32,
                 stage: self.slot.stage,
                 warmup: plan.is_warmup(self.slot.index, self.slot.offset),
             };
@@ -212,15 +214,18 @@ impl Session {
             "cicada-{}-c{}-t{turn}-w{}",
             plan.run_id, self.slot.index, plan.worker_index
         );
-        let body = step.codec.body(&request.ask);
+        let model = step.model_of(self.slot.index);
+        let codec = step.codec(model);
+        let body = codec.body(&request.ask);
         step.in_flight.fetch_add(1, Ordering::Relaxed);
         let sent_us = self.clock.now_us();
         let warmup = plan.is_warmup(self.slot.index, self.slot.offset);
-        step.in_flight_by_target[target].change(sent_us, true, warmup);
+        let tracker = step.in_flight_by_scope.get(target, model);
+        tracker.change(sent_us, true, warmup);
         let conduit = Conduit {
             http: &step.http,
             headers: &step.headers,
-            codec: &step.codec,
+            codec,
             clock: &self.clock,
             timeout: step.timeout,
             keep_text: true,
@@ -234,7 +239,7 @@ impl Session {
             sent_us,
         )
         .await;
-        step.in_flight_by_target[target].change(exchange.ended_us, false, warmup);
+        tracker.change(exchange.ended_us, false, warmup);
         step.in_flight.fetch_sub(1, Ordering::Relaxed);
         let verify_every = u64::from(plan.verify_every);
         let counting = Counting {
@@ -248,7 +253,7 @@ impl Session {
             scheduled_us,
             sent_us: exchange.sent_us,
         };
-        let record = guarded_record(&exchange, request, at, step.codec.streams(), counting);
+        let record = guarded_record(&exchange, request, at, codec.streams(), counting);
         (record, exchange.text.unwrap_or_default())
     }
 }
@@ -306,6 +311,8 @@ mod tests {
             family: ServerFamily::Mock,
             urls: vec![format!("{}/v1/chat/completions", mock.url())],
             model: "m".into(),
+            models: Vec::new(),
+            model_assignment: Default::default(),
             headers: BTreeMap::new(),
             api_key_env: None,
             timeout_ms: 5000,

@@ -34,7 +34,7 @@ pub use entry::Entry;
 pub use gate::{Gate, GateMessage};
 pub use steering::{Course, Steering};
 
-use crate::inflight::InFlight;
+use crate::inflight::ScopeTrackers;
 use crate::recorder::Recorder;
 use cicada_client::backend::ApiCodec;
 use cicada_client::http::{ApiKey, Client, Endpoint, Headers, SetupError};
@@ -58,22 +58,23 @@ pub enum StepError {
 pub struct Step {
     /// The step's plan, its pool moved out into [`Step::pool`].
     pub plan: Plan,
-    pub codec: ApiCodec,
+    /// One codec per model name (`target.models`, or the one model).
+    codecs: Vec<ApiCodec>,
     pub http: Client,
     pub headers: Headers,
     /// One per target URL, in the plan's order.
     pub endpoints: Vec<Endpoint>,
     /// The plan's pool entries by id, each ready to send.
     pub pool: HashMap<u64, Entry>,
-    /// Each pool entry's request body, serialised once before the start
+    /// Each (pool entry, model)'s request body, serialised once before the start
     /// (empty when the pool is too large to hold twice, or for conversations).
-    bodies: HashMap<u64, Vec<u8>>,
+    bodies: HashMap<(u64, usize), Vec<u8>>,
     pub recorder: Arc<Recorder>,
     pub timeout: Duration,
     /// Tokenizer for counting output when the server reports no usage.
     pub tokenizer: Option<Tokenizer>,
-    /// Requests in flight per target, integrated over time.
-    pub in_flight_by_target: Vec<InFlight>,
+    /// Requests in flight per target and model, integrated over time.
+    pub in_flight_by_scope: ScopeTrackers,
     /// The fleet-wide `max_concurrency` single requests wait for, if any.
     pub gate: Option<Gate>,
     /// Requests this worker's plan has it send (0: open-ended).
@@ -106,7 +107,7 @@ impl Step {
             .map(|u| http.endpoint(u))
             .collect::<Result<Vec<_>, _>>()
             .map_err(SetupError::from)?;
-        let codec = cicada_bridge::codec(&plan.target, &plan.sampling);
+        let codecs = codecs(&plan);
         let details = plan.details.then_some(crate::details::DetailContext {
             step: plan.step,
             worker: plan.worker_index,
@@ -123,13 +124,8 @@ impl Step {
             .into_iter()
             .map(|e| Ok((e.id, Entry::new(e, &shapes, &mut sizes)?)))
             .collect::<Result<_, StepError>>()?;
-        let bodies = prebuilt_bodies(&codec, &pool, plan.conversations.is_some());
-        let in_flight_by_target = plan
-            .target
-            .urls
-            .iter()
-            .map(|_| InFlight::default())
-            .collect();
+        let bodies = prebuilt_bodies(&codecs, &pool, plan.conversations.is_some());
+        let in_flight_by_scope = ScopeTrackers::new(plan.target.urls.len(), codecs.len());
         let tokenizer = match &plan.tokenizer {
             Some(json) => {
                 Some(Tokenizer::from_json(json).map_err(|e| StepError::Tokenizer(e.to_string()))?)
@@ -145,7 +141,7 @@ impl Step {
             steering: Steering::new(&plan),
             timeout: Duration::from_millis(plan.target.timeout_ms),
             plan,
-            codec,
+            codecs,
             http,
             headers,
             endpoints,
@@ -153,18 +149,28 @@ impl Step {
             bodies,
             recorder,
             tokenizer,
-            in_flight_by_target,
+            in_flight_by_scope,
             in_flight: AtomicU64::new(0),
         })
     }
 
-    /// The request body for `entry`: built before the start when the pool
-    /// allowed it, so a burst of requests does not serialise JSON.
-    fn body(&self, entry: &Entry) -> Cow<'_, [u8]> {
-        match self.bodies.get(&entry.id) {
+    /// The request body for `entry` naming `model`: built before the start
+    /// when the pool allowed it, so a burst of requests does not serialise JSON.
+    fn body(&self, entry: &Entry, model: usize) -> Cow<'_, [u8]> {
+        match self.bodies.get(&(entry.id, model)) {
             Some(b) => Cow::Borrowed(b),
-            None => Cow::Owned(self.codec.body(&entry.ask)),
+            None => Cow::Owned(self.codec(model).body(&entry.ask)),
         }
+    }
+
+    /// The codec of `model` (an index into the plan's model names).
+    pub fn codec(&self, model: usize) -> &ApiCodec {
+        &self.codecs[model.min(self.codecs.len() - 1)]
+    }
+
+    /// The model (index) of request `index` of the global run.
+    pub fn model_of(&self, index: u64) -> usize {
+        self.plan.target.model_of(index, self.plan.seed())
     }
 
     /// Targets reached through a proxy, as the console and result show them.
@@ -187,13 +193,14 @@ impl Step {
     /// Everything recorded since the last call, by scope, with in-flight time up to `now_us`.
     pub fn take_interval(&self, now_us: u64) -> Vec<(Scope, MetricSet)> {
         let mut sets = self.recorder.take();
-        for (target, tracker) in self.in_flight_by_target.iter().enumerate() {
+        for ((target, model), tracker) in self.in_flight_by_scope.iter() {
             let taken = tracker.take(now_us);
             for (warmup, integral) in [(false, taken.measured), (true, taken.warmup)] {
                 for (slice, request_us) in integral.iter() {
                     let at = std::time::Duration::from_micros(slice * SLICE_US);
                     let scope = Scope {
                         target: target as u32,
+                        model: model as u32,
                         stage: self.steering.stage_of(at),
                         warmup,
                     };
@@ -210,23 +217,44 @@ impl Step {
 /// Prompt bytes up to which a step serialises every pool entry's body ahead.
 const PREBUILD_PROMPT_BYTES: usize = 64 << 20;
 
-/// Every pool entry's body, unless the pool's prompts pass
-/// [`PREBUILD_PROMPT_BYTES`] (bodies would double the pool's memory) or the
-/// step runs conversations (whose turns are built as they go).
+/// One codec per model the plan's requests name.
+fn codecs(plan: &Plan) -> Vec<ApiCodec> {
+    let mut target = plan.target.clone();
+    plan.target
+        .model_names()
+        .into_iter()
+        .map(|name| {
+            name.clone_into(&mut target.model);
+            cicada_bridge::codec(&target, &plan.sampling)
+        })
+        .collect()
+}
+
+/// Every (pool entry, model)'s body, unless the pool's prompts times the
+/// models pass [`PREBUILD_PROMPT_BYTES`] (bodies would double the pool's
+/// memory and more) or the step runs conversations (whose turns are built as
+/// they go).
 fn prebuilt_bodies(
-    codec: &ApiCodec,
+    codecs: &[ApiCodec],
     pool: &HashMap<u64, Entry>,
     conversations: bool,
-) -> HashMap<u64, Vec<u8>> {
+) -> HashMap<(u64, usize), Vec<u8>> {
     // images go base64 (4/3 of their bytes), audio as it is
     let prompt_bytes: usize = pool
         .values()
         .map(|e| e.ask.prompt.text_bytes() + e.ask.media.approx_bytes() / 3 * 4)
         .sum();
-    if conversations || prompt_bytes > PREBUILD_PROMPT_BYTES {
+    if conversations || prompt_bytes.saturating_mul(codecs.len()) > PREBUILD_PROMPT_BYTES {
         return HashMap::new();
     }
-    pool.values().map(|e| (e.id, codec.body(&e.ask))).collect()
+    pool.values()
+        .flat_map(|e| {
+            codecs
+                .iter()
+                .enumerate()
+                .map(|(m, codec)| ((e.id, m), codec.body(&e.ask)))
+        })
+        .collect()
 }
 
 /// How a step's dispatching ended.

@@ -32,25 +32,27 @@ pub(super) async fn send_one(
         );
         return None;
     };
-    let body = step.body(entry);
+    let model = step.model_of(slot.index);
+    let body = step.body(entry, model);
     // pick and count at once so the next pick sees this request in flight
     let target = route::pick(
         step.plan.target.routing,
         slot.index,
         step.plan.seed(),
-        &step.in_flight_by_target,
+        &step.in_flight_by_scope,
     )
     .min(step.plan.target.urls.len() - 1);
     let request_id = format!("cicada-{}-{}", step.plan.run_id, slot.index);
     step.in_flight.fetch_add(1, Ordering::Relaxed);
     let sent_us = clock.now_us();
     let warmup = step.plan.is_warmup(slot.index, slot.offset);
-    step.in_flight_by_target[target].change(sent_us, true, warmup);
+    let tracker = step.in_flight_by_scope.get(target, model);
+    tracker.change(sent_us, true, warmup);
     let scheduled_us = slot.offset.as_micros() as u64;
     let conduit = Conduit {
         http: &step.http,
         headers: &step.headers,
-        codec: &step.codec,
+        codec: step.codec(model),
         clock: &clock,
         timeout: step.timeout,
         keep_text: step.tokenizer.is_some(),
@@ -64,7 +66,7 @@ pub(super) async fn send_one(
         sent_us,
     )
     .await;
-    step.in_flight_by_target[target].change(exchange.ended_us, false, warmup);
+    tracker.change(exchange.ended_us, false, warmup);
     step.in_flight.fetch_sub(1, Ordering::Relaxed);
     let counting = Counting {
         tokenizer: step.tokenizer.as_ref(),
@@ -77,9 +79,10 @@ pub(super) async fn send_one(
         scheduled_us,
         sent_us: exchange.sent_us,
     };
-    let record = guarded_record(&exchange, entry, at, step.codec.streams(), counting);
+    let record = guarded_record(&exchange, entry, at, step.codec(model).streams(), counting);
     let scope = Scope {
         target: target as u32,
+        model: model as u32,
         stage: slot.stage,
         warmup,
     };

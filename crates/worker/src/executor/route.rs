@@ -8,7 +8,7 @@
 
 use cicada_scenarios::plan::Routing;
 
-use crate::inflight::InFlight;
+use crate::inflight::ScopeTrackers;
 
 /// splitmix64: a well-mixed 64-bit hash of a request index.
 fn mix(mut z: u64) -> u64 {
@@ -18,9 +18,9 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The replica for request `index` among `in_flight.len()` replicas.
-pub(super) fn pick(routing: Routing, index: u64, seed: u64, in_flight: &[InFlight]) -> usize {
-    let n = in_flight.len().max(1);
+/// The replica for request `index` among `in_flight.targets()` replicas.
+pub(super) fn pick(routing: Routing, index: u64, seed: u64, in_flight: &ScopeTrackers) -> usize {
+    let n = in_flight.targets().max(1);
     match routing {
         Routing::RoundRobin => (index % n as u64) as usize,
         Routing::Random => (mix(seed ^ mix(index)) % n as u64) as usize,
@@ -29,7 +29,7 @@ pub(super) fn pick(routing: Routing, index: u64, seed: u64, in_flight: &[InFligh
             let start = (index % n as u64) as usize;
             (0..n)
                 .map(|k| (start + k) % n)
-                .min_by_key(|t| in_flight.get(*t).map_or(0, InFlight::current))
+                .min_by_key(|t| in_flight.load(*t))
                 .unwrap_or(0)
         }
     }
@@ -39,8 +39,8 @@ pub(super) fn pick(routing: Routing, index: u64, seed: u64, in_flight: &[InFligh
 mod tests {
     use super::*;
 
-    fn trackers(n: usize) -> Vec<InFlight> {
-        (0..n).map(|_| InFlight::default()).collect()
+    fn trackers(n: usize) -> ScopeTrackers {
+        ScopeTrackers::new(n, 2)
     }
 
     #[test]
@@ -64,12 +64,12 @@ mod tests {
     #[test]
     fn least_in_flight_avoids_busy_replicas() {
         let t = trackers(3);
-        t[0].change(0, true, false);
-        t[0].change(0, true, false);
-        t[1].change(0, true, false);
+        t.get(0, 0).change(0, true, false);
+        t.get(0, 1).change(0, true, false);
+        t.get(1, 0).change(0, true, false);
         assert_eq!(pick(Routing::LeastInFlight, 0, 0, &t), 2);
-        t[2].change(0, true, false);
-        t[2].change(0, true, false);
+        t.get(2, 1).change(0, true, false);
+        t.get(2, 1).change(0, true, false);
         assert_eq!(pick(Routing::LeastInFlight, 0, 0, &t), 1);
         // ties rotate with the index
         let idle = trackers(2);
