@@ -174,13 +174,15 @@ impl User<'_> {
                 if until.is_some_and(|u| due >= u) {
                     break;
                 }
-                let now = Duration::from_micros(self.clock.now_us());
-                if now < due {
+                // compared as instants: before the barrier the clock's offset
+                // reads 0, and a first request due at 0 must still wait for it
+                if tokio::time::Instant::now() < self.clock.start() + due {
                     if !nap(self.clock, due, self.stop, course).await {
                         return sent;
                     }
                     continue;
                 }
+                let now = Duration::from_micros(self.clock.now_us());
                 if until.is_some_and(|u| now >= u) {
                     break;
                 }
