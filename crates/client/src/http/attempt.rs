@@ -65,14 +65,21 @@ impl Client {
         if let Some(h2) = *lock(&pool.speaks_h2) {
             return Ok(if h2 { Route::H2 } else { Route::H1(None) });
         }
-        let (stream, _) =
-            dial::open(origin, Some(&self.tls()?), &[], self.settings().addresses).await?;
+        // boxed: a dial's future is kilobytes and would otherwise size every
+        // request's future (see `open`)
+        let (stream, _) = Box::pin(dial::open(
+            origin,
+            Some(&self.tls()?),
+            &[],
+            self.settings().addresses,
+        ))
+        .await?;
         let h2 = alpn(&stream) == Some(ALPN_H2);
         *lock(&pool.speaks_h2) = Some(h2);
         if !h2 {
             return Ok(Route::H1(Some(stream)));
         }
-        let conn = H2Conn::handshake(hyper_io(stream), pool.h2_learned.clone())
+        let conn = Box::pin(H2Conn::handshake(hyper_io(stream), pool.h2_learned.clone()))
             .await
             .map_err(|e| handshake_failed(origin, &e))?;
         lock(&pool.h2).push(Arc::new(conn));
@@ -150,7 +157,7 @@ impl Client {
                     Some(s) => s,
                     None => self.open(origin, &[]).await.map_err(Attempt::Failed)?.0,
                 };
-                H1Conn::handshake(hyper_io(stream))
+                Box::pin(H1Conn::handshake(hyper_io(stream)))
                     .await
                     .map_err(|e| Attempt::Failed(handshake_failed(origin, &e)))?
             }
@@ -233,7 +240,7 @@ impl Client {
                     ),
                 });
             }
-            let conn = H2Conn::handshake(hyper_io(stream), pool.h2_learned.clone())
+            let conn = Box::pin(H2Conn::handshake(hyper_io(stream), pool.h2_learned.clone()))
                 .await
                 .map_err(|e| handshake_failed(origin, &e))?;
             lock(&pool.h2).push(Arc::new(conn));
@@ -244,9 +251,17 @@ impl Client {
     /// of `first` written as went out with the connect.
     async fn open(&self, origin: &Origin, first: &[u8]) -> Result<(Stream, usize), HttpError> {
         let tls = if origin.tls { Some(self.tls()?) } else { None };
+        // Boxed: a dial (DNS, connect races, TLS) is a future of kilobytes;
+        // inline it would size every request's future, which tokio moves
+        // by value. Dials are rare, requests are not.
         match tokio::time::timeout(
             super::CONNECT_TIMEOUT,
-            dial::open(origin, tls.as_ref(), first, self.settings().addresses),
+            Box::pin(dial::open(
+                origin,
+                tls.as_ref(),
+                first,
+                self.settings().addresses,
+            )),
         )
         .await
         {

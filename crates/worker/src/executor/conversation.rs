@@ -72,7 +72,8 @@ pub async fn run_conversations(
             slots: slots.clone(),
             sent: sent.clone(),
         };
-        tracker.spawn(session.run());
+        // boxed for the reason the open loop boxes its requests (see open_loop.rs)
+        tracker.spawn(Box::pin(session.run()));
     }
     tracker.close();
     tracker.wait().await;
