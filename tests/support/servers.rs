@@ -213,6 +213,11 @@ impl LlamaServer {
         log_tail(&self.log.with_extension("err"))
     }
 
+    /// The server's log file (`--verbose` puts each task's parameters in it).
+    pub fn log_path(&self) -> PathBuf {
+        self.log.with_extension("err")
+    }
+
     /// Requests the server took up so far, by its own log: one
     /// `processing task` line per request a slot started on.
     pub fn tasks_started(&self) -> usize {
@@ -243,6 +248,35 @@ pub struct VllmServer {
     pub vllm: PathBuf,
     /// `env.sh`'s variables, for running `vllm bench serve` beside it.
     pub env: Vec<(String, String)>,
+    /// The server's log (stdout and stderr).
+    pub log: PathBuf,
+}
+
+impl VllmServer {
+    /// The server's whole log so far (`--enable-log-requests` puts a line
+    /// per request in it, naming its LoRA adapter).
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The tail of the server's log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        log_tail(&self.log)
+    }
+}
+
+/// `flag` with each `${NAME}` replaced by `env.sh`'s NAME (a path the
+/// install script wrote, e.g. a LoRA adapter's directory).
+fn expand(flag: &str, env: &[(String, String)]) -> String {
+    let mut out = flag.to_string();
+    for (k, v) in env {
+        out = out.replace(&format!("${{{k}}}"), v);
+    }
+    assert!(
+        !out.contains("${"),
+        "{flag}: a variable env.sh does not set"
+    );
+    out
 }
 
 /// Variables exported by an `env.sh` (lines `export K="V"`).
@@ -304,7 +338,8 @@ impl VllmServer {
         let name = "tiny".to_string();
         let port = free_port();
         let url = format!("http://127.0.0.1:{port}");
-        let log = std::env::temp_dir().join(format!("cicada-vllm-{}.log", std::process::id()));
+        let log =
+            std::env::temp_dir().join(format!("cicada-vllm-{}-{port}.log", std::process::id()));
         let (tx, rx) = std::sync::mpsc::channel();
         let (vllm_bin, model_dir, log_path, envs) =
             (vllm.clone(), model.clone(), log.clone(), env.clone());
@@ -312,7 +347,7 @@ impl VllmServer {
             .iter()
             .chain(len)
             .chain(flags)
-            .map(|f| f.to_string())
+            .map(|f| expand(f, &env))
             .collect();
         // the thread that spawns the server lives as long as the process:
         // PR_SET_PDEATHSIG fires when the spawning *thread* ends
@@ -361,6 +396,7 @@ impl VllmServer {
             name,
             vllm,
             env,
+            log,
         }
     }
 }

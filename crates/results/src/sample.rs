@@ -235,10 +235,12 @@ fn with_models(r: &mut RunResult, shares: [MetricSet; 2]) {
         cicada_scenarios::plan::WeightedModel {
             name: "llama-lora-sql".into(),
             weight: 1.0,
+            lora_id: None,
         },
         cicada_scenarios::plan::WeightedModel {
             name: "llama-lora-chat".into(),
             weight: 2.0,
+            lora_id: None,
         },
     ];
 }

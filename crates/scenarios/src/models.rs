@@ -17,6 +17,26 @@ pub struct WeightedModel {
     /// Relative share of the requests under `random` assignment.
     #[serde(default = "one")]
     pub weight: f64,
+    /// llama-server's id of the LoRA adapter this model's requests apply
+    /// (its `--lora` order, as `GET /lora-adapters` lists them): they carry
+    /// `"lora": [{"id": N, "scale": 1.0}]`, and the entries without one turn
+    /// every adapter off. vLLM selects adapters by `name` instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora_id: Option<u32>,
+}
+
+/// The `lora` field of each model's requests, in `models`' order: `(id,
+/// scale)` of the one adapter applied, the scale 0 on entries without an
+/// adapter (a non-empty list turns the adapters it leaves out off); `None`
+/// for every model when no entry names an adapter.
+pub fn lora_selection(models: &[WeightedModel]) -> Vec<Option<(u32, f64)>> {
+    let Some(first) = models.iter().find_map(|m| m.lora_id) else {
+        return vec![None; models.len()];
+    };
+    models
+        .iter()
+        .map(|m| Some(m.lora_id.map_or((first, 0.0), |id| (id, 1.0))))
+        .collect()
 }
 
 fn one() -> f64 {
@@ -100,6 +120,7 @@ mod tests {
             .map(|(i, w)| WeightedModel {
                 name: format!("m{i}"),
                 weight: *w,
+                lora_id: None,
             })
             .collect()
     }
@@ -129,6 +150,18 @@ mod tests {
         assert!(
             (3000.0 - 137.0..=3000.0 + 137.0).contains(&first),
             "{first}"
+        );
+    }
+
+    #[test]
+    fn lora_ids_select_one_adapter_and_the_others_turn_them_off() {
+        let mut m = models(&[1.0, 1.0, 1.0]);
+        assert_eq!(lora_selection(&m), [None, None, None]);
+        m[1].lora_id = Some(3);
+        m[2].lora_id = Some(0);
+        assert_eq!(
+            lora_selection(&m),
+            [Some((3, 0.0)), Some((3, 1.0)), Some((0, 1.0))]
         );
     }
 

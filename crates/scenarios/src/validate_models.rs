@@ -14,6 +14,15 @@ fn names_model(backend: Backend, mock_api: MockApi) -> bool {
     }
 }
 
+/// Whether `backend` speaks to llama-server, which selects a LoRA adapter by
+/// the request's `lora` field (`target.models[].lora_id`).
+fn selects_lora_by_id(backend: Backend) -> bool {
+    matches!(
+        backend,
+        Backend::Llamacpp | Backend::LlamacppChat | Backend::LlamacppCompletions | Backend::Mock
+    )
+}
+
 /// Problems with `target.models` and `target.model_assignment`, as (key, message).
 pub(crate) fn problems(s: &crate::Scenario) -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -21,7 +30,19 @@ pub(crate) fn problems(s: &crate::Scenario) -> Vec<(String, String)> {
     if t.models.is_empty() {
         return out;
     }
-    if !names_model(t.backend, s.mock.api) {
+    let by_adapter = t.models.iter().any(|m| m.lora_id.is_some());
+    if by_adapter && !selects_lora_by_id(t.backend) {
+        out.push((
+            "target.models".to_string(),
+            format!(
+                "lora_id selects llama-server's adapters (backends llamacpp, llamacpp-chat, \
+                 llamacpp-completions); backend \"{}\" selects an adapter by its name",
+                t.backend.name()
+            ),
+        ));
+    }
+    // llama.cpp's native route names no model, but an adapter id splits it
+    if !names_model(t.backend, s.mock.api) && !by_adapter {
         out.push((
             "target.models".to_string(),
             format!(
@@ -86,6 +107,12 @@ mod tests {
             "[target]\nbackend = \"tgi\"\nbase_url = \"http://h\"\nmodels = [{ name = \"b\" }]\n";
         let err = crate::parse(tgi, "s.toml", &[]).unwrap_err().to_string();
         assert!(err.contains("sends no model"), "{err}");
+        let vllm = "[target]\nbackend = \"vllm\"\nbase_url = \"http://h\"\nmodels = [{ name = \"b\", lora_id = 0 }]\n";
+        let err = crate::parse(vllm, "s.toml", &[]).unwrap_err().to_string();
+        assert!(err.contains("selects an adapter by its name"), "{err}");
+        let native = "[target]\nbackend = \"llamacpp\"\nbase_url = \"http://h\"\nmodels = [{ name = \"base\" }, { name = \"b\", lora_id = 1 }]\n";
+        let s = crate::parse(native, "s.toml", &[]).unwrap();
+        assert_eq!(s.target.models[1].lora_id, Some(1));
         let ok = "[target]\nbase_url = \"http://h\"\nmodels = [{ name = \"b\" }, { name = \"c\", weight = 2 }]\n";
         let s = crate::parse(ok, "s.toml", &[]).unwrap();
         assert_eq!(s.target.models[1].weight, 2.0);

@@ -106,6 +106,8 @@ pub struct ApiCodec {
     model: String,
     sampling: ResolvedSampling,
     stream: bool,
+    /// llama-server's per-request adapter choice: `(id, scale)`.
+    lora: Option<(u32, f64)>,
 }
 
 impl ApiCodec {
@@ -123,7 +125,15 @@ impl ApiCodec {
             model,
             sampling,
             stream,
+            lora: None,
         }
+    }
+
+    /// The same codec with llama-server's `"lora": [{"id", "scale"}]` in every
+    /// JSON body: the adapter a model entry selects (see `target.models`).
+    pub fn with_lora(mut self, lora: Option<(u32, f64)>) -> Self {
+        self.lora = lora;
+        self
     }
 
     /// Whether responses stream.
@@ -145,7 +155,7 @@ impl ApiCodec {
     /// The body for one request: JSON, or a multipart form for uploads
     /// (see [`ApiCodec::content_type`]).
     pub fn body(&self, entry: &Ask) -> Vec<u8> {
-        let body = match self.api {
+        let mut body = match self.api {
             WireApi::Completions | WireApi::Chat => openai::body(self, entry),
             WireApi::Tgi => tgi::body(self, entry),
             WireApi::LlamaCpp => llamacpp::body(self, entry),
@@ -155,6 +165,12 @@ impl ApiCodec {
             WireApi::Transcription => return transcription::body(self, entry),
             WireApi::Embeddings => embeddings::body(self, entry),
         };
+        if let Some((id, scale)) = self.lora {
+            body.insert(
+                "lora".into(),
+                serde_json::json!([{ "id": id, "scale": scale }]),
+            );
+        }
         serde_json::to_vec(&Value::Object(body)).unwrap_or_default()
     }
 
@@ -299,5 +315,23 @@ pub(crate) mod test_support {
     /// The body as JSON.
     pub fn body(b: &ApiCodec) -> Value {
         serde_json::from_slice(&b.body(&entry())).unwrap()
+    }
+
+    #[test]
+    fn a_lora_choice_goes_into_every_json_body() {
+        for api in [WireApi::LlamaCpp, WireApi::Chat, WireApi::Completions] {
+            let plain = body(&codec(api, ServerFamily::LlamaCpp, true));
+            assert!(plain.get("lora").is_none(), "{plain}");
+            let on = codec(api, ServerFamily::LlamaCpp, true).with_lora(Some((1, 1.0)));
+            assert_eq!(
+                body(&on)["lora"],
+                serde_json::json!([{"id": 1, "scale": 1.0}])
+            );
+            let off = codec(api, ServerFamily::LlamaCpp, true).with_lora(Some((0, 0.0)));
+            assert_eq!(
+                body(&off)["lora"],
+                serde_json::json!([{"id": 0, "scale": 0.0}])
+            );
+        }
     }
 }

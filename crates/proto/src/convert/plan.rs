@@ -29,8 +29,8 @@ use crate::v1;
 /// otherwise (3: the plan became typed protobuf; 4: the target's HTTP
 /// version, address choice and proxy, which an older worker would ignore;
 /// 5: the Responses, Messages and transcription APIs, output shapes, images
-/// and audio, and the `ttfa_ms` bound).
-pub const PLAN_FORMAT: u32 = 6;
+/// and audio, and the `ttfa_ms` bound; 7: a model's llama-server LoRA id).
+pub const PLAN_FORMAT: u32 = 7;
 
 /// Why a plan from the wire could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -232,6 +232,7 @@ fn target(t: &ResolvedTarget) -> v1::Target {
             .map(|m| v1::WeightedModel {
                 name: m.name.clone(),
                 weight: m.weight,
+                lora_id: m.lora_id,
             })
             .collect(),
         model_assignment: match t.model_assignment {
@@ -276,6 +277,7 @@ fn target_from(t: v1::Target) -> Result<ResolvedTarget, PlanError> {
             .map(|m| WeightedModel {
                 name: m.name,
                 weight: m.weight,
+                lora_id: m.lora_id,
             })
             .collect(),
         model_assignment: match v1::ModelAssignment::try_from(t.model_assignment) {
@@ -665,10 +667,12 @@ mod tests {
                 WeightedModel {
                     name: "m".into(),
                     weight: 3.0,
+                    lora_id: None,
                 },
                 WeightedModel {
                     name: "lora-b".into(),
                     weight: 1.0,
+                    lora_id: Some(2),
                 },
             ],
             model_assignment: ModelAssignment::RoundRobin,

@@ -220,12 +220,14 @@ const PREBUILD_PROMPT_BYTES: usize = 64 << 20;
 /// One codec per model the plan's requests name.
 fn codecs(plan: &Plan) -> Vec<ApiCodec> {
     let mut target = plan.target.clone();
+    let loras = cicada_scenarios::models::lora_selection(&plan.target.models);
     plan.target
         .model_names()
         .into_iter()
-        .map(|name| {
+        .enumerate()
+        .map(|(i, name)| {
             name.clone_into(&mut target.model);
-            cicada_bridge::codec(&target, &plan.sampling)
+            cicada_bridge::codec(&target, &plan.sampling).with_lora(loras.get(i).copied().flatten())
         })
         .collect()
 }
