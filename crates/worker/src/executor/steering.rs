@@ -159,6 +159,7 @@ mod tests {
     use super::*;
     use cicada_scenarios::plan::UserStage;
     use cicada_scenarios::shape::ThinkTime;
+    use cicada_scenarios::units::Rate;
 
     fn closed(requests: Option<u64>) -> ClosedLoop {
         ClosedLoop {
@@ -202,6 +203,54 @@ mod tests {
             rate: None,
             max_concurrency: None,
         }
+    }
+
+    #[test]
+    fn an_open_loops_rate_changes_in_order_and_its_cap_does_not() {
+        let spec = ScheduleSpec {
+            seed: 1,
+            rate: Rate::Finite(10.0),
+            burstiness: 1.0,
+            requests: None,
+            duration: Some(Duration::from_secs(60)),
+            pool_size: 4,
+            ramp: None,
+            stages: Vec::new(),
+            arrivals_us: None,
+        };
+        let course = Course {
+            schedules: vec![(Duration::ZERO, Arc::new(spec))],
+            ..Course::default()
+        };
+        let s = Steering {
+            course: watch::Sender::new(Arc::new(course)),
+            run_end: Some(Duration::from_secs(60)),
+        };
+        let open = |at, rate, max_concurrency| Steer {
+            rate,
+            max_concurrency,
+            mine: Vec::new(),
+            ..steer(at, 0)
+        };
+        s.apply(&open(10, Some(30.0), None)).unwrap();
+        let c = s.subscribe().borrow().clone();
+        assert_eq!(c.schedules.len(), 2);
+        assert_eq!(c.schedules[1].0, Duration::from_secs(10));
+        assert_eq!(c.schedules[1].1.stages.last().map(|st| st.rate), Some(30.0));
+        assert_eq!(s.stage_of(Duration::from_secs(9)), 0);
+        assert_eq!(s.stage_of(Duration::from_secs(10)), 1);
+        assert!(matches!(
+            s.apply(&open(5, Some(3.0), None)),
+            Err(SteerRefused::OutOfOrder { .. })
+        ));
+        assert!(matches!(
+            s.apply(&open(20, Some(3.0), Some(4))),
+            Err(SteerRefused::Cap)
+        ));
+        assert!(matches!(
+            steering(closed(None)).apply(&open(10, Some(3.0), None)),
+            Err(SteerRefused::NotOpen)
+        ));
     }
 
     #[test]
