@@ -324,6 +324,8 @@ fn steer_open(workers: &str) -> OpenRun {
     assert_eq!(code, 200, "{body}");
     let answer: Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(answer["success"], true, "{answer}");
+    // the change was placed 0.5 s after the coordinator took it, before this answer
+    let answered = unix_us();
     let at = change_instant(answer["message"].as_str().unwrap_or(""));
     std::thread::sleep(Duration::from_secs(7));
     let hist = get_json(&format!("{base}/stats/history"));
@@ -338,10 +340,11 @@ fn steer_open(workers: &str) -> OpenRun {
         run.stderr
     );
     let log = mock.requests();
-    // the change is due ~0.5 s after it was asked; the first request after
-    // it may still come at the old rate's gap: judge 1.5 s clear of it
+    // the change is due 0.5 s after it was asked and at most 0.5 s after
+    // the answer; the first request after it may still come at the old
+    // rate's gap: judge 1 s clear of it
     let before = arrival_rate(&log, asked - 4_000_000, asked);
-    let after = arrival_rate(&log, asked + 1_500_000, asked + 5_500_000);
+    let after = arrival_rate(&log, answered + 1_500_000, answered + 5_500_000);
     assert!(
         (12.0..=28.0).contains(&before),
         "{workers} workers: {before:.1}/s before the change, 20 asked"
