@@ -138,6 +138,14 @@ impl Audit {
         Audit { accounts }
     }
 
+    /// The load changed while it ran (an open loop's rate): every share is
+    /// open-ended from now on.
+    pub fn open_ended(&mut self) {
+        for a in self.accounts.values_mut() {
+            a.planned = None;
+        }
+    }
+
     /// Requests the coordinator planned for `worker` (0: open-ended).
     pub fn planned(&self, worker: u32) -> u64 {
         self.accounts

@@ -104,6 +104,14 @@ impl FleetCap {
         }
     }
 
+    /// The load changed while it ran (an open loop's rate): no share has a
+    /// count any more.
+    pub fn open_ended(&mut self) {
+        for s in self.shares.values_mut() {
+            s.planned = None;
+        }
+    }
+
     /// `F` as request `index` sees it: live completions, and every request
     /// of a gone worker below `index` (at least its reported completions).
     pub fn completed_for(&self, index: u64) -> u64 {

@@ -107,9 +107,10 @@ impl ClosedLoop {
 /// so they never meet the plan's own or another segment's.
 pub const SEGMENT_SHIFT: u32 = 40;
 
-/// A change of a closed loop's users while the run goes (the web UI's
-/// Edit): from `at` after the barrier the fleet runs `users` users, new
-/// ones joining at `spawn_rate` per second, as a stage boundary would.
+/// A change of the load while the run goes (the web UI's Edit), as a
+/// stage boundary would make it: from `at` after the barrier a closed loop's
+/// fleet runs `users` users, new ones joining at `spawn_rate` per second; an
+/// open loop's requests arrive at `rate` and `max_concurrency` caps them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Steer {
     /// The step it changes.
@@ -124,6 +125,19 @@ pub struct Steer {
     pub spawn_rate: Option<f64>,
     /// Global ids of the users this worker runs from `at` (`u mod N`, as planned).
     pub mine: Vec<u32>,
+    /// An open loop's new mean rate, requests/s (infinite: as fast as the cap lets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    /// An open loop's new fleet-wide cap on requests in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
+}
+
+impl Steer {
+    /// Whether it changes an open loop (its rate or cap) rather than users.
+    pub fn is_open(&self) -> bool {
+        self.rate.is_some() || self.max_concurrency.is_some()
+    }
 }
 
 impl ClosedLoop {
@@ -255,6 +269,8 @@ mod tests {
             users: 4,
             spawn_rate: Some(2.0),
             mine: vec![0, 1, 2, 3],
+            rate: None,
+            max_concurrency: None,
         };
         let seg = c.steered(&steer, c.users_at(s(10.0)), 1);
         // users 0 and 1 were running: they go on at once; 2 and 3 join at 2/s

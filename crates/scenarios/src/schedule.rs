@@ -174,6 +174,51 @@ impl ScheduleSpec {
         stage_at(&self.stages, offset.as_secs_f64())
     }
 
+    /// The schedule after its rate changes to `rate` (requests/s; infinite:
+    /// all due at once) from `at` on, exactly as a `[[stages]]` boundary
+    /// there would have it: the same seeded draws, so every request before
+    /// `at` keeps its index and time, and those after follow the new rate
+    /// with the same burstiness, striped over workers as before. `None` when
+    /// the schedule cannot change so: a replayed trace, a ramp, a count-bound
+    /// run, or an unbounded rate at `at` (it never reaches a later instant).
+    pub fn steered(&self, at: Duration, rate: f64) -> Option<ScheduleSpec> {
+        if self.ramp.is_some() || self.arrivals_us.is_some() || self.requests.is_some() {
+            return None;
+        }
+        let end = self.duration.or(self.stages.last().map(|s| s.end))?;
+        let mut stages = if self.stages.is_empty() {
+            vec![RateStage {
+                end,
+                rate: self.rate.per_second()?,
+                burstiness: self.burstiness,
+            }]
+        } else {
+            self.stages.clone()
+        };
+        // as `plan::steer_windows`: the stages begun before `at` stay, the one holding it ends there
+        let mut start = Duration::ZERO;
+        stages.retain(|s| {
+            let keep = start < at || start.is_zero();
+            start = s.end;
+            keep
+        });
+        let last = stages.last_mut()?;
+        if !last.rate.is_finite() {
+            return None;
+        }
+        last.end = last.end.min(at);
+        let burstiness = last.burstiness;
+        stages.push(RateStage {
+            end,
+            rate,
+            burstiness,
+        });
+        Some(ScheduleSpec {
+            stages,
+            ..self.clone()
+        })
+    }
+
     /// The requests worker `worker` of `workers` sends.
     pub fn stripe(&self, worker: u32, workers: u32) -> impl Iterator<Item = Slot> + use<> {
         let (w, n) = (u64::from(worker), u64::from(workers.max(1)));
@@ -382,6 +427,45 @@ mod tests {
             merged.sort_by_key(|x| x.index);
             assert_eq!(merged, all);
         }
+    }
+
+    #[test]
+    fn a_steered_rate_keeps_the_past_and_follows_the_new_rate() {
+        let d = Duration::from_secs(40);
+        let s = spec(Rate::Finite(20.0), 1.0, None, Some(d));
+        let at = Duration::from_secs(10);
+        let t = s.steered(at, 80.0).unwrap();
+        let (old, new): (Vec<Slot>, Vec<Slot>) = (s.global().collect(), t.global().collect());
+        let before = |v: &[Slot]| {
+            v.iter()
+                .filter(|x| x.offset < at)
+                .map(|x| (x.index, x.offset))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(before(&old), before(&new), "the past is kept");
+        let after = new.iter().filter(|x| x.offset >= at).count();
+        assert!((2100..=2700).contains(&after), "{after} in 30 s at 80/s");
+        assert!(new.iter().all(|x| x.offset < d));
+        // the same requests for any worker count
+        for n in [1u32, 2, 3] {
+            let mut merged: Vec<Slot> = (0..n).flat_map(|w| t.stripe(w, n)).collect();
+            merged.sort_by_key(|x| x.index);
+            assert_eq!(merged, new, "n={n}");
+        }
+        // a second change keeps the first's stage and replaces what follows
+        let u = t.steered(Duration::from_secs(20), 5.0).unwrap();
+        let rates: Vec<(u64, f64)> = u.stages.iter().map(|x| (x.end.as_secs(), x.rate)).collect();
+        assert_eq!(rates, [(10, 20.0), (20, 80.0), (40, 5.0)]);
+        assert!(
+            spec(Rate::Infinite, 1.0, None, Some(d))
+                .steered(at, 5.0)
+                .is_none()
+        );
+        assert!(
+            spec(Rate::Finite(5.0), 1.0, Some(100), None)
+                .steered(at, 5.0)
+                .is_none()
+        );
     }
 
     #[test]

@@ -148,8 +148,11 @@ pub fn step_results(
         // a window's result describes the window's own load
         let span = w.end.checked_sub(w.start).filter(|_| w.end < Duration::MAX);
         if let Some(c) = changes.iter().find(|c| c.window == p) {
-            r.scenario.load.users = Some(c.users);
+            r.scenario.load.users = c.users.or(r.scenario.load.users);
             r.scenario.load.spawn_rate = c.spawn_rate.or(r.scenario.load.spawn_rate);
+            if let Some(rate) = c.rate {
+                r.scenario.load.request_rate = cicada_scenarios::units::Rate::from_f64(rate);
+            }
             r.scenario.load.duration = span.map(Span);
             r.scenario_hash = scenario_hash(&r.scenario);
         } else if let Some(spec) = scenario.stages.get(p) {

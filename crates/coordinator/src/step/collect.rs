@@ -110,6 +110,18 @@ impl Collect {
         }
     }
 
+    /// After a change of the load: if it changed an open loop's rate, no
+    /// worker's share has a count any more.
+    fn open_ended(&mut self, open: bool) {
+        if !open {
+            return;
+        }
+        self.audit.open_ended();
+        if let Some(cap) = &mut self.cap {
+            cap.open_ended();
+        }
+    }
+
     /// The barrier was placed at `at`.
     pub(super) fn started(&mut self, at: Instant) {
         self.start = Some(at);
@@ -140,7 +152,10 @@ impl Collect {
                     progress.tick(agg, start);
                 }
                 ask = next_control(&mut helm) => match (ask, helm.as_deref_mut()) {
-                    (Control::Change(a), Some(h)) => h.apply(a, fleet, start),
+                    (Control::Change(a), Some(h)) => {
+                        let open = h.apply(a, fleet, start);
+                        self.open_ended(open);
+                    }
                     (Control::Reset(a), Some(h)) => h.reset(a, agg, start),
                     _ => {}
                 },

@@ -3,6 +3,8 @@
 //! `duration`, `num_prompts`), each checked and turned into the `--set`
 //! override it stands for, so the scenario's own validation has the last word.
 
+use super::Edit;
+
 /// `a=1&b=x%20y` -> `[("a", "1"), ("b", "x y")]` (`+` is a space).
 pub fn parse(body: &str) -> Vec<(String, String)> {
     body.split('&')
@@ -66,11 +68,11 @@ pub fn swarm_sets(fields: &[(String, String)]) -> Result<Vec<String>, String> {
     Ok(sets)
 }
 
-/// A change of a running closed loop: `user_count` (required) and
-/// `spawn_rate`; the open loop's fields cannot change a running run.
-pub fn steer_fields(fields: &[(String, String)]) -> Result<(u32, Option<f64>), String> {
-    let mut users = None;
-    let mut spawn_rate = None;
+/// A change of a running load: a closed loop's `user_count` (and
+/// `spawn_rate`), or an open loop's `rate` (alias `request_rate`, `inf`
+/// allowed) and/or `max_concurrency`; never both kinds at once.
+pub fn steer_fields(fields: &[(String, String)]) -> Result<Edit, String> {
+    let (mut users, mut spawn_rate, mut rate, mut cap) = (None, None, None, None);
     for (key, value) in fields {
         let value = value.trim();
         if value.is_empty() {
@@ -79,17 +81,31 @@ pub fn steer_fields(fields: &[(String, String)]) -> Result<(u32, Option<f64>), S
         match key.as_str() {
             "user_count" => users = Some(whole(key, value)?),
             "spawn_rate" => spawn_rate = Some(positive(key, value)?),
-            "rate" | "request_rate" | "max_concurrency" => {
-                return Err(format!(
-                    "{key}: an open loop's rate and cap cannot change while it runs; \
-                     change users of a closed loop, or stop and start again"
-                ));
+            "rate" | "request_rate" if value.eq_ignore_ascii_case("inf") => {
+                rate = Some(f64::INFINITY);
             }
+            "rate" | "request_rate" => rate = Some(positive(key, value)?),
+            "max_concurrency" => cap = Some(whole(key, value)?),
             _ => {}
         }
     }
-    let users = users.ok_or("user_count: a change while the run goes needs it")?;
-    Ok((users, spawn_rate))
+    match (users, rate.is_some() || cap.is_some()) {
+        (Some(_), true) => Err(
+            "user_count: a change is of users (closed loop) or of rate and \
+             max_concurrency (open loop), not both"
+                .into(),
+        ),
+        (Some(users), false) => Ok(Edit::Users { users, spawn_rate }),
+        (None, true) => Ok(Edit::Open {
+            rate,
+            max_concurrency: cap,
+        }),
+        (None, false) => Err(
+            "user_count: a change while the run goes needs it (closed loop), \
+             or rate or max_concurrency (open loop)"
+                .into(),
+        ),
+    }
 }
 
 fn whole(key: &str, v: &str) -> Result<u32, String> {
@@ -169,11 +185,40 @@ mod tests {
     }
 
     #[test]
-    fn a_change_needs_users_and_refuses_the_open_loop() {
+    fn a_change_is_of_users_or_of_rate_and_cap() {
         let f = parse("user_count=12&spawn_rate=3&host=x");
-        assert_eq!(steer_fields(&f), Ok((12, Some(3.0))));
+        let users = Edit::Users {
+            users: 12,
+            spawn_rate: Some(3.0),
+        };
+        assert_eq!(steer_fields(&f), Ok(users));
         assert!(steer_fields(&parse("spawn_rate=3")).is_err());
         let e = steer_fields(&parse("user_count=2&rate=5")).unwrap_err();
-        assert!(e.starts_with("rate:"), "{e}");
+        assert!(e.starts_with("user_count:"), "{e}");
+        let open = |rate, max_concurrency| {
+            Ok(Edit::Open {
+                rate,
+                max_concurrency,
+            })
+        };
+        assert_eq!(
+            steer_fields(&parse("rate=7.5&user_count=")),
+            open(Some(7.5), None)
+        );
+        assert_eq!(
+            steer_fields(&parse("request_rate=INF&max_concurrency=4")),
+            open(Some(f64::INFINITY), Some(4))
+        );
+        assert_eq!(
+            steer_fields(&parse("max_concurrency=9")),
+            open(None, Some(9))
+        );
+        for body in ["rate=0", "rate=-2", "rate=x", "max_concurrency=0"] {
+            let e = steer_fields(&parse(body)).unwrap_err();
+            assert!(
+                e.starts_with(body.split('=').next().unwrap()),
+                "{body}: {e}"
+            );
+        }
     }
 }

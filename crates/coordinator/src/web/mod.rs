@@ -66,14 +66,32 @@ impl SwarmAsk {
 }
 
 /// A change of the running load that was sent (the page's Edit, or
-/// `POST /swarm` mid-run): Locust's users and spawn rate.
+/// `POST /swarm` mid-run).
 #[derive(Debug)]
 pub struct SteerAsk {
-    /// Users across the fleet from the change on.
-    pub users: u32,
-    /// New users per second (`None`: all at once).
-    pub spawn_rate: Option<f64>,
+    /// What changes.
+    pub edit: Edit,
     reply: oneshot::Sender<Result<String, String>>,
+}
+
+/// What a change asks of the load.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Edit {
+    /// A closed loop's: Locust's users and spawn rate.
+    Users {
+        /// Users across the fleet from the change on.
+        users: u32,
+        /// New users per second (`None`: all at once).
+        spawn_rate: Option<f64>,
+    },
+    /// An open loop's: its mean rate (infinite: as fast as the cap lets)
+    /// and its fleet-wide cap, each `None` when unchanged.
+    Open {
+        /// Requests per second from the change on.
+        rate: Option<f64>,
+        /// Requests in flight across the fleet from the change on.
+        max_concurrency: Option<u32>,
+    },
 }
 
 impl SteerAsk {

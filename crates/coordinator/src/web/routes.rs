@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::auth::Pass;
 use super::state::RunState;
-use super::{Control, ResetAsk, Shared, SteerAsk, SwarmAsk, form, page, stats};
+use super::{Control, Edit, ResetAsk, Shared, SteerAsk, SwarmAsk, form, page, stats};
 use cicada_results::RunResult;
 use cicada_results::html::{self, Page};
 
@@ -219,30 +219,44 @@ async fn swarm(body: Incoming, shared: &Shared) -> Resp {
     }
 }
 
-/// `POST /swarm` while the run goes: change its users (and spawn rate)
-/// fleet-wide, from a stage boundary a moment ahead.
+/// `POST /swarm` while the run goes: change its users (and spawn rate), or
+/// an open loop's rate (and cap), fleet-wide, from a stage boundary a moment ahead.
 async fn steer(fields: &[(String, String)], shared: &Shared) -> Resp {
     let fail = |status, message: String| {
         json_reply(status, &json!({"success": false, "message": message}))
     };
-    let (users, spawn_rate) = match form::steer_fields(fields) {
+    let edit = match form::steer_fields(fields) {
         Ok(v) => v,
         Err(e) => return fail(StatusCode::BAD_REQUEST, e),
     };
     let (reply, answer) = tokio::sync::oneshot::channel();
-    let ask = SteerAsk {
-        users,
-        spawn_rate,
-        reply,
-    };
+    let ask = SteerAsk { edit, reply };
     if shared.steer.send(Control::Change(ask)).await.is_err() {
         return fail(StatusCode::CONFLICT, "the run takes no change now".into());
     }
     match answer.await {
-        Ok(Ok(message)) => json_reply(
-            StatusCode::OK,
-            &json!({"success": true, "message": message, "user_count": users}),
-        ),
+        Ok(Ok(message)) => {
+            let mut body = json!({"success": true, "message": message});
+            match edit {
+                Edit::Users { users, .. } => body["user_count"] = json!(users),
+                Edit::Open {
+                    rate,
+                    max_concurrency,
+                } => {
+                    if let Some(r) = rate {
+                        body["rate"] = if r.is_finite() {
+                            json!(r)
+                        } else {
+                            json!("inf")
+                        };
+                    }
+                    if let Some(c) = max_concurrency {
+                        body["max_concurrency"] = json!(c);
+                    }
+                }
+            }
+            json_reply(StatusCode::OK, &body)
+        }
         Ok(Err(e)) => fail(StatusCode::CONFLICT, e),
         Err(_) => fail(StatusCode::CONFLICT, "the run takes no change now".into()),
     }

@@ -226,23 +226,22 @@ impl Feed {
     }
 
     /// The load changed: from `at` after the step's barrier the fleet runs
-    /// `users` users (stage `name`).
-    pub fn steered(
-        &self,
-        at: std::time::Duration,
-        name: &str,
-        users: u32,
-        spawn_rate: Option<f64>,
-    ) {
+    /// `users` users (at `spawn_rate`), or an open loop at `rate` (stage `name`).
+    pub fn steered(&self, at: std::time::Duration, name: &str, load: SteeredLoad) {
         let mut b = self.lock();
         let t = b.step_offset_s + at.as_secs_f64();
         b.marks.push(Mark {
             t,
             name: name.to_string(),
         });
-        b.scenario.load.users = Some(users);
-        if spawn_rate.is_some() {
-            b.scenario.load.spawn_rate = spawn_rate;
+        if load.users.is_some() {
+            b.scenario.load.users = load.users;
+        }
+        if load.spawn_rate.is_some() {
+            b.scenario.load.spawn_rate = load.spawn_rate;
+        }
+        if let Some(rate) = load.rate {
+            b.scenario.load.request_rate = cicada_scenarios::units::Rate::from_f64(rate);
         }
     }
 
@@ -337,6 +336,17 @@ impl Board {
     pub fn latest(&self) -> Option<&RunResult> {
         self.current.as_ref().or(self.finished.last())
     }
+}
+
+/// The load a change set, as the page shows it (`None`: unchanged).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SteeredLoad {
+    /// Users of a closed loop.
+    pub users: Option<u32>,
+    /// Their spawn rate.
+    pub spawn_rate: Option<f64>,
+    /// An open loop's rate, requests/s (infinite: unpaced).
+    pub rate: Option<f64>,
 }
 
 #[cfg(test)]

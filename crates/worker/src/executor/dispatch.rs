@@ -8,7 +8,7 @@
 //! busy runtime never delays the schedule itself.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use cicada_scenarios::schedule::{ScheduleSpec, Slot};
@@ -24,6 +24,16 @@ const QUEUE: usize = 256;
 pub(super) struct Dispatcher {
     pub slots: mpsc::Receiver<Slot>,
     stop: Arc<AtomicBool>,
+    /// Offset (µs) from which its slots are not sent: the web UI changed the rate there.
+    cut: Arc<AtomicU64>,
+}
+
+impl Dispatcher {
+    /// Release no slot due at or after `at` (another schedule takes over
+    /// there); the thread ends within a nap once its next slot is that late.
+    pub fn cut(&self, at: Duration) {
+        self.cut.fetch_min(at.as_micros() as u64, Ordering::Relaxed);
+    }
 }
 
 impl Drop for Dispatcher {
@@ -32,27 +42,33 @@ impl Drop for Dispatcher {
     }
 }
 
-/// Start a thread that releases `index mod count == stripe` slots of `schedule`
-/// at `start + offset`; it ends with the schedule, at `end`, or when dropped.
+/// Start a thread that releases `index mod count == stripe` slots of
+/// `schedule` due from `from` on at `start + offset`; it ends with the
+/// schedule, at `end`, at its cut, or when dropped.
 pub(super) fn start(
     schedule: ScheduleSpec,
     stripe: (u32, u32),
     start: Instant,
     end: Option<Duration>,
+    from: Duration,
 ) -> Dispatcher {
     let (tx, rx) = mpsc::channel(QUEUE);
     let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
+    let cut = Arc::new(AtomicU64::new(u64::MAX));
+    let (flag, cut_at) = (stop.clone(), cut.clone());
     let spawned = std::thread::Builder::new()
         .name("cicada-dispatch".into())
         .spawn(move || {
-            for slot in schedule.stripe(stripe.0, stripe.1) {
+            let slots = schedule.stripe(stripe.0, stripe.1);
+            for slot in slots.skip_while(|s| s.offset < from) {
                 if end.is_some_and(|e| slot.offset >= e) {
                     break;
                 }
                 let due = start + slot.offset;
+                let past_cut =
+                    |s: &Slot| s.offset.as_micros() as u64 >= cut_at.load(Ordering::Relaxed);
                 loop {
-                    if flag.load(Ordering::Relaxed) {
+                    if flag.load(Ordering::Relaxed) || past_cut(&slot) {
                         return;
                     }
                     let now = Instant::now();
@@ -72,7 +88,11 @@ pub(super) fn start(
     if let Err(e) = spawned {
         tracing::error!(error = %e, "cannot start the dispatcher thread; no requests will be sent");
     }
-    Dispatcher { slots: rx, stop }
+    Dispatcher {
+        slots: rx,
+        stop,
+        cut,
+    }
 }
 
 #[cfg(test)]
@@ -94,7 +114,7 @@ mod tests {
             arrivals_us: None,
         };
         let start = Instant::now() + Duration::from_millis(20);
-        let mut d = self::start(schedule.clone(), (1, 2), start, None);
+        let mut d = self::start(schedule.clone(), (1, 2), start, None, Duration::ZERO);
         let mut got = Vec::new();
         while let Some(slot) = d.slots.recv().await {
             let late = Instant::now().saturating_duration_since(start + slot.offset);

@@ -1,9 +1,13 @@
 //! Open loop: requests leave at their scheduled times whatever the server does;
 //! a concurrency cap, if any, queues them (the wait shows up as schedule lag).
 //! The cap is the fleet's: requests are admitted in the order of their global
-//! index, as with one semaphore over every worker (see `gate`).
+//! index, as with one semaphore over every worker (see `gate`). A change of
+//! rate from the web UI cuts the running schedule at its instant and lets
+//! the changed one take over there (see `steering`).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cicada_scenarios::plan::Drive;
 use cicada_scenarios::shape::Cooldown;
@@ -41,22 +45,44 @@ pub(super) async fn run(
         }
     };
     tokio::pin!(end_of_run);
-    let mut dispatcher = dispatch::start(
-        schedule.clone(),
-        (stripe.index, stripe.count),
-        clock.start().into_std(),
-        duration,
-    );
+    let stripe = (stripe.index, stripe.count);
+    let begin = clock.start().into_std();
+    let mut dispatcher = dispatch::start(schedule.clone(), stripe, begin, duration, Duration::ZERO);
+    // the changed schedules, each waiting for the one before it to reach its cut
+    let mut next: VecDeque<dispatch::Dispatcher> = VecDeque::new();
+    let mut course = step.steering.subscribe();
+    let mut taken = course.borrow_and_update().schedules.len();
     let tracker = TaskTracker::new();
     let mut dispatched = 0u64;
     loop {
-        let slot = tokio::select! {
+        let mut slot = tokio::select! {
             s = dispatcher.slots.recv() => match s {
                 Some(s) => s,
-                None => break,
+                // at its cut: the changed schedule takes over
+                None => match next.pop_front() {
+                    Some(d) => {
+                        dispatcher = d;
+                        continue;
+                    }
+                    None => break,
+                },
             },
+            Ok(()) = course.changed() => {
+                let now = course.borrow_and_update().clone();
+                for (at, changed) in now.schedules.iter().skip(taken) {
+                    next.back().unwrap_or(&dispatcher).cut(*at);
+                    let d = dispatch::start((**changed).clone(), stripe, begin, duration, *at);
+                    next.push_back(d);
+                }
+                taken = now.schedules.len();
+                continue;
+            }
             () = stop.cancelled() => break,
         };
+        if taken > 1 {
+            // the changes' windows name the stage
+            slot.stage = step.steering.stage_of(slot.offset);
+        }
         if let Some(gate) = &step.gate {
             let admitted = tokio::select! {
                 ok = gate.admit(slot.index) => ok,
@@ -89,6 +115,7 @@ pub(super) async fn run(
         dispatched += 1;
     }
     drop(dispatcher);
+    drop(next);
     tracker.close();
     if let (Some(d), Cooldown::Cancel) = (duration, step.plan.cooldown) {
         // duration-bound run with cool-down "cancel": abort what is still in flight at the end
@@ -100,7 +127,8 @@ pub(super) async fn run(
     tracker.wait().await;
     // the schedule ended (every due slot went out) or its time limit came
     // first; a stop from the coordinator or a signal is not a time limit
-    let not_sent_at_end = if duration.is_some() && !stop.is_cancelled() {
+    // (a changed rate leaves the share open-ended: it has no plan to be behind)
+    let not_sent_at_end = if duration.is_some() && !stop.is_cancelled() && taken <= 1 {
         step.planned.saturating_sub(dispatched)
     } else {
         0

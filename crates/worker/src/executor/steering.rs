@@ -1,15 +1,19 @@
 //! The web UI's Edit as the worker runs it: the step's course, the
 //! plan's closed loop followed by each change of users the coordinator
-//! sent, each a segment from its instant on, and the `[[stages]]` windows
-//! the changes split (their indices name the stage each record belongs to).
-//! Users read the course as it changes (a `watch`), so a change reaches a
-//! user that is waiting, thinking or between requests.
+//! sent, each a segment from its instant on (or, for an open loop, the
+//! plan's schedule followed by each change of rate, each the whole
+//! schedule as a `[[stages]]` boundary at that instant would make it), and
+//! the `[[stages]]` windows the changes split (their indices name the stage
+//! each record belongs to). Users and the dispatcher read the course as it
+//! changes (a `watch`), so a change reaches a user that is waiting, thinking
+//! or between requests, and the dispatcher before the instant it names.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cicada_scenarios::plan::{self, ClosedLoop, Drive, Plan, StageWindow, Steer};
+use cicada_scenarios::schedule::ScheduleSpec;
 use tokio::sync::watch;
 
 /// Why a change cannot be applied.
@@ -18,6 +22,12 @@ pub enum SteerRefused {
     /// Only a closed loop's users can change.
     #[error("only a closed loop (users) can be changed while it runs")]
     NotClosed,
+    /// Only an open loop's rate can change (and not every open loop's).
+    #[error("this step's request rate cannot change while it runs")]
+    NotOpen,
+    /// The fleet cap is not changed while the run goes.
+    #[error("max_concurrency cannot change while the run goes")]
+    Cap,
     /// A count-bound loop's indices would outgrow its count.
     #[error("a count-bound closed loop cannot be changed while it runs")]
     CountBound,
@@ -31,6 +41,8 @@ pub enum SteerRefused {
 pub struct Course {
     /// (from, loop): the plan's closed loop from 0, then each change's.
     pub segments: Vec<(Duration, Arc<ClosedLoop>)>,
+    /// (from, schedule): an open loop's schedule from 0, then each change's.
+    pub schedules: Vec<(Duration, Arc<ScheduleSpec>)>,
     /// The windows records are scoped by.
     pub windows: Vec<StageWindow>,
 }
@@ -60,12 +72,17 @@ pub struct Steering {
 impl Steering {
     /// The course the plan sets.
     pub fn new(plan: &Plan) -> Self {
-        let segments = match &plan.drive {
-            Drive::Closed(cl) => vec![(Duration::ZERO, Arc::new(cl.clone()))],
-            Drive::Open { .. } => Vec::new(),
-        };
+        let (mut segments, mut schedules) = (Vec::new(), Vec::new());
+        match &plan.drive {
+            Drive::Closed(cl) => segments.push((Duration::ZERO, Arc::new(cl.clone()))),
+            Drive::Open { schedule, .. } if plan.conversations.is_none() => {
+                schedules.push((Duration::ZERO, Arc::new(schedule.clone())));
+            }
+            Drive::Open { .. } => {}
+        }
         let course = Course {
             segments,
+            schedules,
             windows: plan.stages.clone(),
         };
         Self {
@@ -84,8 +101,11 @@ impl Steering {
         plan::stage_of(&self.course.borrow().windows, offset)
     }
 
-    /// Apply a change: a new segment from `steer.at`, a window boundary there.
+    /// Apply a change: a new segment (or schedule) from `steer.at`, a window boundary there.
     pub fn apply(&self, steer: &Steer) -> Result<(), SteerRefused> {
+        if steer.is_open() {
+            return self.apply_open(steer);
+        }
         let now = self.course.borrow().clone();
         let Some((last_at, last)) = now.segments.last() else {
             return Err(SteerRefused::NotClosed);
@@ -107,6 +127,31 @@ impl Steering {
         self.course.send_replace(Arc::new(next));
         Ok(())
     }
+
+    /// An open loop's change of rate: the schedule a `[[stages]]` boundary
+    /// at `steer.at` would make, from then on.
+    fn apply_open(&self, steer: &Steer) -> Result<(), SteerRefused> {
+        if steer.max_concurrency.is_some() {
+            return Err(SteerRefused::Cap);
+        }
+        let now = self.course.borrow().clone();
+        let Some((last_at, last)) = now.schedules.last() else {
+            return Err(SteerRefused::NotOpen);
+        };
+        if steer.at < *last_at {
+            return Err(SteerRefused::OutOfOrder {
+                at: steer.at,
+                last: *last_at,
+            });
+        }
+        let rate = steer.rate.ok_or(SteerRefused::NotOpen)?;
+        let next_schedule = last.steered(steer.at, rate).ok_or(SteerRefused::NotOpen)?;
+        let mut next = Course::clone(&now);
+        next.schedules.push((steer.at, Arc::new(next_schedule)));
+        plan::steer_windows(&mut next.windows, steer.at, &steer.name, self.run_end);
+        self.course.send_replace(Arc::new(next));
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -114,6 +159,7 @@ mod tests {
     use super::*;
     use cicada_scenarios::plan::UserStage;
     use cicada_scenarios::shape::ThinkTime;
+    use cicada_scenarios::units::Rate;
 
     fn closed(requests: Option<u64>) -> ClosedLoop {
         ClosedLoop {
@@ -137,6 +183,7 @@ mod tests {
     fn steering(cl: ClosedLoop) -> Steering {
         let course = Course {
             segments: vec![(Duration::ZERO, Arc::new(cl))],
+            schedules: Vec::new(),
             windows: Vec::new(),
         };
         Steering {
@@ -153,7 +200,57 @@ mod tests {
             users,
             spawn_rate: None,
             mine: (0..users).collect(),
+            rate: None,
+            max_concurrency: None,
         }
+    }
+
+    #[test]
+    fn an_open_loops_rate_changes_in_order_and_its_cap_does_not() {
+        let spec = ScheduleSpec {
+            seed: 1,
+            rate: Rate::Finite(10.0),
+            burstiness: 1.0,
+            requests: None,
+            duration: Some(Duration::from_secs(60)),
+            pool_size: 4,
+            ramp: None,
+            stages: Vec::new(),
+            arrivals_us: None,
+        };
+        let course = Course {
+            schedules: vec![(Duration::ZERO, Arc::new(spec))],
+            ..Course::default()
+        };
+        let s = Steering {
+            course: watch::Sender::new(Arc::new(course)),
+            run_end: Some(Duration::from_secs(60)),
+        };
+        let open = |at, rate, max_concurrency| Steer {
+            rate,
+            max_concurrency,
+            mine: Vec::new(),
+            ..steer(at, 0)
+        };
+        s.apply(&open(10, Some(30.0), None)).unwrap();
+        let c = s.subscribe().borrow().clone();
+        assert_eq!(c.schedules.len(), 2);
+        assert_eq!(c.schedules[1].0, Duration::from_secs(10));
+        assert_eq!(c.schedules[1].1.stages.last().map(|st| st.rate), Some(30.0));
+        assert_eq!(s.stage_of(Duration::from_secs(9)), 0);
+        assert_eq!(s.stage_of(Duration::from_secs(10)), 1);
+        assert!(matches!(
+            s.apply(&open(5, Some(3.0), None)),
+            Err(SteerRefused::OutOfOrder { .. })
+        ));
+        assert!(matches!(
+            s.apply(&open(20, Some(3.0), Some(4))),
+            Err(SteerRefused::Cap)
+        ));
+        assert!(matches!(
+            steering(closed(None)).apply(&open(10, Some(3.0), None)),
+            Err(SteerRefused::NotOpen)
+        ));
     }
 
     #[test]
