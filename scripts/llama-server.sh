@@ -11,7 +11,9 @@
 #   3. writes a random-weight LLaMA GGUF (2 layers, n_embd 128) with the
 #      llama-bpe vocabulary and a chat template, and the matching Hugging Face
 #      tokenizer.json (same vocabulary and merges, BOS added), so cicada can
-#      count prompt tokens exactly as the server does.
+#      count prompt tokens exactly as the server does,
+#   4. writes a random-weight Qwen3 reranker GGUF (rank pooling, a `cls.output`
+#      head; same vocabulary) for `llama-server --reranking`.
 #
 # Cache layout ($CICADA_CACHE, default ${XDG_CACHE_HOME:-~/.cache}/cicada):
 #   llama-server/<version>/src/        unpacked sdist
@@ -19,6 +21,7 @@
 #   llama-server/<version>/venv/       python tools (cmake, gguf, numpy, tokenizers)
 #   llama-server/<version>/bin/llama-server
 #   llama-server/<version>/models/tiny-llama.gguf, models/tokenizer.json
+#   llama-server/<version>/models/tiny-reranker.gguf
 #   llama-server/<version>/READY       written last
 # Progress goes to stderr; the last line of stdout is the version directory.
 set -euo pipefail
@@ -36,7 +39,10 @@ need() {
     }
 }
 
-if [ -f "$DIR/READY" ]; then
+# READY, and every model this version of the script writes (a cache made
+# before the reranker existed gets it added)
+ready() { [ -f "$DIR/READY" ] && [ -f "$DIR/models/tiny-reranker.gguf" ]; }
+if ready; then
     echo "$DIR"
     exit 0
 fi
@@ -51,7 +57,7 @@ python3 -c 'import venv' 2>/dev/null || { say "missing prerequisite: the python3
 mkdir -p "$DIR"
 exec 9>"$DIR/.lock"
 flock 9
-if [ -f "$DIR/READY" ]; then  # another run finished while we waited
+if ready; then  # another run finished while we waited
     echo "$DIR"
     exit 0
 fi
@@ -127,8 +133,17 @@ if [ ! -f "$DIR/models/tokenizer.json" ]; then
         --tokenizer-out "$DIR/models/tokenizer.json" >&2
 fi
 
-printf 'version=%s\nserver=%s\nmodel=%s\ntokenizer=%s\n' "$VERSION" \
+# 5. the reranker (same vocabulary, so the same tokenizer.json)
+if [ ! -f "$DIR/models/tiny-reranker.gguf" ]; then
+    say "writing the tiny reranker"
+    "$PY" "$HERE/make_tiny_reranker_gguf.py" \
+        --vocab "$LLAMA/models/ggml-vocab-llama-bpe.gguf" \
+        --out "$DIR/models/tiny-reranker.gguf.tmp" >&2
+    mv "$DIR/models/tiny-reranker.gguf.tmp" "$DIR/models/tiny-reranker.gguf"
+fi
+
+printf 'version=%s\nserver=%s\nmodel=%s\ntokenizer=%s\nreranker=%s\n' "$VERSION" \
     "$DIR/bin/llama-server" "$DIR/models/tiny-llama.gguf" "$DIR/models/tokenizer.json" \
-    > "$DIR/READY"
+    "$DIR/models/tiny-reranker.gguf" > "$DIR/READY"
 say "ready"
 echo "$DIR"
