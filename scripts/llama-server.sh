@@ -11,7 +11,9 @@
 #   3. writes a random-weight LLaMA GGUF (2 layers, n_embd 128) with the
 #      llama-bpe vocabulary and a chat template, and the matching Hugging Face
 #      tokenizer.json (same vocabulary and merges, BOS added), so cicada can
-#      count prompt tokens exactly as the server does.
+#      count prompt tokens exactly as the server does,
+#   4. writes a random-weight Qwen3 reranker GGUF (rank pooling, a `cls.output`
+#      head; same vocabulary) for `llama-server --reranking`.
 #
 # Cache layout ($CICADA_CACHE, default ${XDG_CACHE_HOME:-~/.cache}/cicada):
 #   llama-server/<version>/src/        unpacked sdist
@@ -23,6 +25,8 @@
 #                                      adapters of the tiny model
 #                                      (make_tiny_gguf_lora.py, seeds 1 and 2),
 #                                      for `--lora a.gguf --lora b.gguf`
+#   llama-server/<version>/models/tiny-reranker.gguf  a tiny random reranker
+#                                      (make_tiny_reranker_gguf.py, rank pooling)
 #   llama-server/<version>/READY       written last; when it names the current
 #                                      adapters this script only prints the directory
 # Progress goes to stderr; the last line of stdout is the version directory.
@@ -35,7 +39,9 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 LORA_VERSION=1          # the tiny model's LoRA adapters (make_tiny_gguf_lora.py)
 LORA_A="$DIR/models/lora-v$LORA_VERSION-a.gguf"
 LORA_B="$DIR/models/lora-v$LORA_VERSION-b.gguf"
-ready() { [ -f "$DIR/READY" ] && grep -qxF "lora_b=$LORA_B" "$DIR/READY"; }
+# READY naming the current adapters and the reranker (an older cache gets them added)
+ready() { [ -f "$DIR/READY" ] && grep -qxF "lora_b=$LORA_B" "$DIR/READY" \
+    && grep -qxF "reranker=$DIR/models/tiny-reranker.gguf" "$DIR/READY"; }
 
 say() { printf 'llama-server.sh: %s\n' "$*" >&2; }
 need() {
@@ -148,9 +154,18 @@ if [ ! -f "$LORA_B" ]; then
     done
 fi
 
-printf 'version=%s\nserver=%s\nmodel=%s\ntokenizer=%s\nlora_a=%s\nlora_b=%s\n' "$VERSION" \
+# 6. the reranker (same vocabulary, so the same tokenizer.json)
+if [ ! -f "$DIR/models/tiny-reranker.gguf" ]; then
+    say "writing the tiny reranker"
+    "$PY" "$HERE/make_tiny_reranker_gguf.py" \
+        --vocab "$LLAMA/models/ggml-vocab-llama-bpe.gguf" \
+        --out "$DIR/models/tiny-reranker.gguf.tmp" >&2
+    mv "$DIR/models/tiny-reranker.gguf.tmp" "$DIR/models/tiny-reranker.gguf"
+fi
+
+printf 'version=%s\nserver=%s\nmodel=%s\ntokenizer=%s\nlora_a=%s\nlora_b=%s\nreranker=%s\n' "$VERSION" \
     "$DIR/bin/llama-server" "$DIR/models/tiny-llama.gguf" "$DIR/models/tokenizer.json" \
-    "$LORA_A" "$LORA_B" > "$DIR/READY.tmp"
+    "$LORA_A" "$LORA_B" "$DIR/models/tiny-reranker.gguf" > "$DIR/READY.tmp"
 mv "$DIR/READY.tmp" "$DIR/READY"
 say "ready"
 echo "$DIR"

@@ -8,6 +8,7 @@ pub mod gateways;
 pub mod hostile;
 pub mod hostile_worker;
 pub mod netns;
+pub mod pooling;
 pub mod pty;
 pub mod raw;
 pub mod relay;

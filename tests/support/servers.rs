@@ -172,13 +172,19 @@ impl LlamaServer {
     /// [`LlamaServer::start`] with more llama-server flags (`--ignore-eos`, a
     /// chat template, a reasoning format).
     pub fn start_with(slots: u32, ctx_per_slot: u32, flags: &[&str]) -> LlamaServer {
+        Self::start_model("tiny-llama.gguf", slots, ctx_per_slot, flags)
+    }
+
+    /// [`LlamaServer::start_with`] serving another model `llama-server.sh`
+    /// wrote (`tiny-reranker.gguf`), named by its file in `models/`.
+    pub fn start_model(model: &str, slots: u32, ctx_per_slot: u32, flags: &[&str]) -> LlamaServer {
         let dir = install("llama-server.sh");
         let scratch = crate::scratch();
         let log = scratch.path().join("llama-server.log");
         let port = free_port();
         let mut cmd = Command::new(dir.join("bin/llama-server"));
         cmd.args(["-m"])
-            .arg(dir.join("models/tiny-llama.gguf"))
+            .arg(dir.join("models").join(model))
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--parallel", &slots.to_string()])
             .args(["--ctx-size", &(slots * ctx_per_slot).to_string()])

@@ -50,40 +50,9 @@ fn served(mock: &Mock) -> (usize, Vec<u64>, u64) {
     (log.len(), inputs, tokens)
 }
 
-/// The run's figures agree with each other: items and input tokens per
-/// second times the duration give the totals.
+/// The run's figures agree with each other (see `check_pooling_figures`).
 fn check_figures(j: &Value) {
-    let duration = j["duration"].as_f64().unwrap();
-    let pooling = &j["cicada"]["pooling"];
-    let items = pooling["items"].as_u64().unwrap();
-    let per_s = pooling["item_throughput"].as_f64().unwrap();
-    assert!(
-        (per_s * duration - items as f64).abs() < 1e-6 * items as f64,
-        "{pooling}"
-    );
-    let input = j["total_input_tokens"].as_u64().unwrap();
-    let tok_s = pooling["input_token_throughput"].as_f64().unwrap();
-    assert!(
-        (tok_s * duration - input as f64).abs() < 1e-6 * input as f64,
-        "{pooling}"
-    );
-    let completed = j["completed"].as_u64().unwrap();
-    let mean = pooling["mean_batch_size"].as_f64().unwrap();
-    assert!((mean * completed as f64 - items as f64).abs() < 1e-6 * items as f64);
-    assert_eq!(j["cicada"]["counters"]["items"].as_u64(), Some(items));
-    // nothing generated: the generation figures are null, E2EL is measured
-    for key in [
-        "total_output_tokens",
-        "output_throughput",
-        "mean_ttft_ms",
-        "mean_tpot_ms",
-    ] {
-        assert!(j[key].is_null(), "{key}: {}", j[key]);
-    }
-    let e2el = &j["cicada"]["metrics"]["e2el"];
-    assert_eq!(e2el["count"].as_u64(), Some(completed));
-    assert!(e2el["min"].as_f64().unwrap() >= DELAY_MS, "{e2el}");
-    assert!(j["cicada"]["metrics"]["ttft"].is_null());
+    cicada_tests::pooling::check_pooling_figures(j, DELAY_MS);
 }
 
 /// Drawn batch sizes: every request and input cicada counts arrived, and

@@ -28,6 +28,14 @@ pub enum WireApi {
     Transcription,
     /// OpenAI embeddings (`/v1/embeddings`): a batch of texts, one vector each.
     Embeddings,
+    /// Rerank (`/v1/rerank`, vLLM's and llama-server's): a query and
+    /// documents, a relevance score each.
+    Rerank,
+    /// HuggingFace TEI's `/embed`: `inputs`, an array of vectors back, no usage.
+    TeiEmbed,
+    /// HuggingFace TEI's `/rerank`: a query and `texts`, `[{index, score}]`
+    /// back, no usage.
+    TeiRerank,
 }
 
 /// Server family, for the extras it accepts beyond its API and where it

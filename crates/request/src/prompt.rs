@@ -21,6 +21,11 @@ pub enum Prompt {
     Chat(Vec<ChatMessage>),
     /// Several texts pooled in one request (an embeddings `input` list).
     Batch(Vec<String>),
+    /// A query and the documents a reranker scores against it.
+    Rerank {
+        query: String,
+        documents: Vec<String>,
+    },
 }
 
 impl Prompt {
@@ -38,6 +43,14 @@ impl Prompt {
                 Cow::Owned(out)
             }
             Prompt::Batch(texts) => Cow::Owned(texts.join("\n")),
+            Prompt::Rerank { query, documents } => {
+                let mut out = query.clone();
+                for d in documents {
+                    out.push('\n');
+                    out.push_str(d);
+                }
+                Cow::Owned(out)
+            }
         }
     }
 
@@ -47,14 +60,18 @@ impl Prompt {
             Prompt::Text(t) => t.len(),
             Prompt::Chat(msgs) => msgs.iter().map(|m| m.content.len()).sum(),
             Prompt::Batch(texts) => texts.iter().map(String::len).sum(),
+            Prompt::Rerank { query, documents } => {
+                query.len() + documents.iter().map(String::len).sum::<usize>()
+            }
         }
     }
 
-    /// Items a pooling server answers for: the texts of a batch; 0 for a
-    /// prompt that is generated from.
+    /// Items a pooling server answers for: the texts of a batch, the
+    /// documents of a rerank; 0 for a prompt that is generated from.
     pub fn items(&self) -> u32 {
         match self {
             Prompt::Batch(texts) => u32::try_from(texts.len()).unwrap_or(u32::MAX),
+            Prompt::Rerank { documents, .. } => u32::try_from(documents.len()).unwrap_or(u32::MAX),
             Prompt::Text(_) | Prompt::Chat(_) => 0,
         }
     }

@@ -2,6 +2,7 @@
 //! prompt construction, the seeded arrival schedule, and the sharding arithmetic
 //! that gives every worker its exact stripe of the one global run.
 
+mod backend;
 mod closed_loop;
 pub mod dataset;
 mod dataset_spec;

@@ -193,9 +193,31 @@ pub enum MockApi {
     AnthropicMessages,
     /// OpenAI embeddings, `/v1/embeddings` (a pooling API).
     OpenaiEmbeddings,
+    /// vLLM's rerank, `/v1/rerank` (a pooling API).
+    VllmRerank,
+    /// HuggingFace TEI's `/embed` (a pooling API).
+    TeiEmbed,
+    /// HuggingFace TEI's `/rerank` (a pooling API).
+    TeiRerank,
 }
 
 impl MockApi {
+    /// A pooling API: nothing is generated.
+    pub fn pools(self) -> bool {
+        matches!(
+            self,
+            MockApi::OpenaiEmbeddings
+                | MockApi::VllmRerank
+                | MockApi::TeiEmbed
+                | MockApi::TeiRerank
+        )
+    }
+
+    /// A rerank API: a query and documents per request.
+    pub fn reranks(self) -> bool {
+        matches!(self, MockApi::VllmRerank | MockApi::TeiRerank)
+    }
+
     /// Requests go out as chat `messages`.
     pub fn sends_messages(self) -> bool {
         matches!(

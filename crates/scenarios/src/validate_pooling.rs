@@ -15,6 +15,16 @@ const TEXT_KINDS: [DatasetKind; 5] = [
 /// The values `encoding_format` takes (vLLM's and OpenAI's).
 const ENCODINGS: [&str; 2] = ["float", "base64"];
 
+/// The pooling backends' names, quoted and joined.
+fn pooling_names() -> String {
+    Backend::ALL
+        .into_iter()
+        .filter(|b| *b != Backend::Mock && b.pools(crate::scenario::MockApi::default()))
+        .map(|b| format!("\"{}\"", b.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Problems of `[pooling]` and of a pooling backend's workload, as (key, message).
 pub(crate) fn problems(s: &Scenario) -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -24,8 +34,8 @@ pub(crate) fn problems(s: &Scenario) -> Vec<(String, String)> {
             out.push((
                 "pooling".into(),
                 format!(
-                    "applies to pooling backends (\"{}\", or \"mock\" with mock.api = \"openai-embeddings\"), not \"{}\"",
-                    Backend::OpenaiEmbeddings.name(),
+                    "applies to pooling backends ({}, or \"mock\" with a pooling mock.api), not \"{}\"",
+                    pooling_names(),
                     s.target.backend.name()
                 ),
             ));
@@ -42,6 +52,23 @@ pub(crate) fn problems(s: &Scenario) -> Vec<(String, String)> {
             "pooling.batch_size_max".into(),
             format!("{max} is below pooling.batch_size ({})", p.batch_size),
         ));
+    }
+    if !s.target.backend.shapes_vectors(s.mock.api) {
+        for (key, set) in [
+            ("encoding_format", p.encoding_format.is_some()),
+            ("dimensions", p.dimensions.is_some()),
+        ] {
+            if set {
+                out.push((
+                    format!("pooling.{key}"),
+                    format!(
+                        "applies to OpenAI embeddings (\"{}\"), not \"{}\"",
+                        Backend::OpenaiEmbeddings.name(),
+                        s.target.backend.name()
+                    ),
+                ));
+            }
+        }
     }
     if let Some(f) = &p.encoding_format
         && !ENCODINGS.contains(&f.as_str())
@@ -107,5 +134,19 @@ mod tests {
         assert_eq!(p[0].0, "dataset.kind", "{p:?}");
         let mock = "[target]\nbackend = \"mock\"\n[mock]\napi = \"openai-embeddings\"\n[pooling]\nbatch_size = 2\n";
         assert!(problems(mock).is_empty());
+    }
+
+    /// Rerank and TEI take batch sizes but not the OpenAI vector keys.
+    #[test]
+    fn vector_keys_are_for_openai_embeddings_only() {
+        for backend in ["vllm-rerank", "tei-embed", "tei-rerank"] {
+            let t = format!("[target]\nbackend = \"{backend}\"\nbase_url = \"http://h\"\n");
+            assert!(problems(&format!("{t}[pooling]\nbatch_size = 4\n")).is_empty());
+            let p = problems(&format!("{t}[pooling]\ndimensions = 8\n"));
+            assert_eq!(p.len(), 1, "{p:?}");
+            assert_eq!(p[0].0, "pooling.dimensions");
+        }
+        let p = problems("[pooling]\nbatch_size = 4\n");
+        assert!(p[0].1.contains("\"vllm-rerank\", \"tei-embed\""), "{p:?}");
     }
 }

@@ -40,6 +40,9 @@ pub fn api_of(backend: Backend, mock_api: MockApi) -> (WireApi, ServerFamily) {
         Backend::Triton => (WireApi::Triton, ServerFamily::Triton),
         Backend::OpenaiAudio => (WireApi::Transcription, ServerFamily::Openai),
         Backend::OpenaiEmbeddings => (WireApi::Embeddings, ServerFamily::Openai),
+        Backend::VllmRerank => (WireApi::Rerank, ServerFamily::Vllm),
+        Backend::TeiEmbed => (WireApi::TeiEmbed, ServerFamily::Tgi),
+        Backend::TeiRerank => (WireApi::TeiRerank, ServerFamily::Tgi),
         Backend::Mock => match mock_api {
             MockApi::OpenaiChat => (WireApi::Chat, ServerFamily::Mock),
             MockApi::Openai => (WireApi::Completions, ServerFamily::Mock),
@@ -51,6 +54,9 @@ pub fn api_of(backend: Backend, mock_api: MockApi) -> (WireApi, ServerFamily) {
             MockApi::OpenaiResponses => (WireApi::Responses, ServerFamily::Mock),
             MockApi::AnthropicMessages => (WireApi::Messages, ServerFamily::Mock),
             MockApi::OpenaiEmbeddings => (WireApi::Embeddings, ServerFamily::Mock),
+            MockApi::VllmRerank => (WireApi::Rerank, ServerFamily::Mock),
+            MockApi::TeiEmbed => (WireApi::TeiEmbed, ServerFamily::Mock),
+            MockApi::TeiRerank => (WireApi::TeiRerank, ServerFamily::Mock),
         },
         // plain: `ignore_eos` only when asked (vLLM and llama-server read it on
         // /v1/responses), never on /v1/messages (no server reads it there)
@@ -73,6 +79,10 @@ pub fn default_endpoint(api: WireApi, stream: bool) -> &'static str {
         (WireApi::Messages, _) => "/v1/messages",
         (WireApi::Transcription, _) => "/v1/audio/transcriptions",
         (WireApi::Embeddings, _) => "/v1/embeddings",
+        // vLLM serves `/rerank` too, llama-server `/rerank` and `/reranking`
+        (WireApi::Rerank, _) => "/v1/rerank",
+        (WireApi::TeiEmbed, _) => "/embed",
+        (WireApi::TeiRerank, _) => "/rerank",
     }
 }
 

@@ -189,11 +189,12 @@ impl Check {
         .await
     }
 
-    /// The first model the server lists: `/v1/models`, TGI's `/info`, or
-    /// Triton's repository index.
+    /// The first model the server lists: `/v1/models`, TGI's and TEI's
+    /// `/info`, or Triton's repository index.
     pub async fn discover_model(&self, base: &str, api: WireApi) -> anyhow::Result<String> {
+        let tgi_info = matches!(api, WireApi::Tgi | WireApi::TeiEmbed | WireApi::TeiRerank);
         let (route, post) = match api {
-            WireApi::Tgi => ("/info", false),
+            _ if tgi_info => ("/info", false),
             WireApi::Triton => ("/v2/repository/index", true),
             _ => ("/v1/models", false),
         };
@@ -213,7 +214,7 @@ impl Check {
             let v: serde_json::Value = serde_json::from_slice(&resp.body)
                 .with_context(|| format!("{url} did not return JSON"))?;
             let id = match api {
-                WireApi::Tgi => v["model_id"].as_str(),
+                _ if tgi_info => v["model_id"].as_str(),
                 WireApi::Triton => v
                     .as_array()
                     .and_then(|models| {

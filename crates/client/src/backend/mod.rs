@@ -11,8 +11,10 @@ mod llamacpp;
 pub mod media;
 mod messages;
 mod openai;
+mod rerank;
 mod responses;
 mod spelled;
+mod tei;
 mod tgi;
 mod transcription;
 mod triton;
@@ -164,6 +166,9 @@ impl ApiCodec {
             WireApi::Messages => messages::body(self, entry),
             WireApi::Transcription => return transcription::body(self, entry),
             WireApi::Embeddings => embeddings::body(self, entry),
+            WireApi::Rerank => rerank::body(self, entry),
+            WireApi::TeiEmbed => tei::embed_body(self, entry),
+            WireApi::TeiRerank => tei::rerank_body(self, entry),
         };
         if let Some((id, scale)) = self.lora {
             body.insert(
@@ -190,6 +195,8 @@ impl ApiCodec {
             WireApi::Transcription => openai::parse_event(WireApi::Chat, data),
             // pooling answers are never streamed: a body is one whole answer
             WireApi::Embeddings => embeddings::parse_full(data),
+            WireApi::Rerank => rerank::parse_full(data),
+            WireApi::TeiEmbed | WireApi::TeiRerank => tei::parse_full(data),
             WireApi::Tgi => tgi::parse(data),
             WireApi::LlamaCpp => llamacpp::parse(data),
             WireApi::Triton => triton::parse(data),
@@ -206,6 +213,8 @@ impl ApiCodec {
             WireApi::Messages => messages::parse_full(body)?,
             WireApi::Transcription => transcription::parse_full(body)?,
             WireApi::Embeddings => embeddings::parse_full(body)?,
+            WireApi::Rerank => rerank::parse_full(body)?,
+            WireApi::TeiEmbed | WireApi::TeiRerank => tei::parse_full(body)?,
             // the others answer with one object shaped like their last event
             _ => self.parse_event(body)?,
         };

@@ -29,7 +29,8 @@ use crate::v1;
 /// otherwise (3: the plan became typed protobuf; 4: the target's HTTP
 /// version, address choice and proxy, which an older worker would ignore;
 /// 5: the Responses, Messages and transcription APIs, output shapes, images
-/// and audio, and the `ttfa_ms` bound; 7: a model's llama-server LoRA id).
+/// and audio, and the `ttfa_ms` bound; 7: a model's llama-server LoRA id, the rerank
+/// prompt (a query and documents) and the rerank and TEI APIs).
 pub const PLAN_FORMAT: u32 = 7;
 
 /// Why a plan from the wire could not be read.
@@ -186,6 +187,9 @@ fn target(t: &ResolvedTarget) -> v1::Target {
             WireApi::Messages => v1::WireApi::Messages,
             WireApi::Transcription => v1::WireApi::Transcription,
             WireApi::Embeddings => v1::WireApi::Embeddings,
+            WireApi::Rerank => v1::WireApi::Rerank,
+            WireApi::TeiEmbed => v1::WireApi::TeiEmbed,
+            WireApi::TeiRerank => v1::WireApi::TeiRerank,
         } as i32,
         family: match t.family {
             ServerFamily::Openai => v1::ServerFamily::Openai,
@@ -255,6 +259,9 @@ fn target_from(t: v1::Target) -> Result<ResolvedTarget, PlanError> {
             Ok(v1::WireApi::Messages) => WireApi::Messages,
             Ok(v1::WireApi::Transcription) => WireApi::Transcription,
             Ok(v1::WireApi::Embeddings) => WireApi::Embeddings,
+            Ok(v1::WireApi::Rerank) => WireApi::Rerank,
+            Ok(v1::WireApi::TeiEmbed) => WireApi::TeiEmbed,
+            Ok(v1::WireApi::TeiRerank) => WireApi::TeiRerank,
             Ok(v1::WireApi::Unspecified) | Err(_) => return Err(unknown("target.api", t.api)),
         },
         family: match v1::ServerFamily::try_from(t.family) {
@@ -591,6 +598,10 @@ fn pool_entry(e: &PoolEntry, files: &mut Files) -> v1::PoolEntry {
             Prompt::Batch(texts) => P::Batch(v1::TextBatch {
                 texts: texts.clone(),
             }),
+            Prompt::Rerank { query, documents } => P::Rerank(v1::RerankPrompt {
+                query: query.clone(),
+                documents: documents.clone(),
+            }),
         }),
         input_tokens: e.input_tokens,
         output_tokens: e.output_tokens,
@@ -628,6 +639,10 @@ fn pool_entry_from(e: v1::PoolEntry, files: &[Arc<MediaFile>]) -> Result<PoolEnt
             ),
             Some(P::Text(t)) => Prompt::Text(t),
             Some(P::Batch(b)) => Prompt::Batch(b.texts),
+            Some(P::Rerank(r)) => Prompt::Rerank {
+                query: r.query,
+                documents: r.documents,
+            },
             // an empty text prompt is sent as no field at all
             None => Prompt::Text(String::new()),
         },
@@ -731,11 +746,11 @@ mod tests {
         }
     }
 
-    /// Chat prompts, pooling batches, conversations, trace arrivals and an empty text prompt.
+    /// Chat prompts, pooling batches, reranks, conversations, trace arrivals and an empty text prompt.
     #[test]
     fn pools_of_every_shape_come_back_unchanged() {
         let s = scenario(
-            "[target]\nbackend = \"mock\"\n[dataset]\nkind = \"random\"\ninput_len = 4\n[load]\nnum_prompts = 3\n",
+            "[target]\nbackend = \"mock\"\n[dataset]\nkind = \"random\"\ninput_len = 4\n[load]\nnum_prompts = 4\n",
         );
         let pool = build_pool(&s, None).unwrap();
         let mut p = plans_for(&s, &target(), &pool, None, "r", 0, 1).remove(0);
@@ -745,6 +760,10 @@ mod tests {
         }]);
         p.pool[1].prompt = Prompt::Text(String::new());
         p.pool[2].prompt = Prompt::Batch(vec!["a b".into(), String::new(), "c".into()]);
+        p.pool[3].prompt = Prompt::Rerank {
+            query: "q".into(),
+            documents: vec!["d e".into(), String::new()],
+        };
         p.pool[2].conversation = Some(Conversation {
             system: Some("sys".into()),
             system_tokens: 2,

@@ -276,7 +276,7 @@ mod tests {
         assert_eq!(c.turns[1].output_tokens, None);
         match &e[0].prompt {
             Prompt::Chat(m) => assert_eq!(m.len(), 2),
-            Prompt::Text(_) | Prompt::Batch(_) => panic!("chat expected"),
+            other => panic!("chat expected: {other:?}"),
         }
         assert_eq!(e[0].input_tokens, 4);
         let c = e[1].conversation.as_ref().unwrap();

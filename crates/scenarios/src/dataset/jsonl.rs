@@ -1,5 +1,6 @@
 //! The `jsonl` workload: one request per line, either
-//! `{"prompt": "...", "output_tokens": N}` or `{"messages": [...]}` for chat.
+//! `{"prompt": "...", "output_tokens": N}`, `{"messages": [...]}` for chat,
+//! or `{"query": "...", "documents": [...]}` for a rerank backend.
 //! `output_tokens` is optional; `dataset.output_len` fixes every request's
 //! length instead (like vLLM's `--custom-output-len`). A line may carry its
 //! own `tools`, `tool_choice` and `response_format` (OpenAI chat's spelling),
@@ -137,6 +138,12 @@ struct Line {
     tool_choice: Option<serde_json::Value>,
     #[serde(default)]
     response_format: Option<serde_json::Value>,
+    /// A rerank line's query (with `documents`).
+    #[serde(default)]
+    query: Option<String>,
+    /// A rerank line's documents (with `query`).
+    #[serde(default)]
+    documents: Option<Vec<String>>,
 }
 
 struct Kept {
@@ -181,7 +188,46 @@ fn line_shape(
     Ok(Some(i))
 }
 
-fn to_prompt(path: &Path, number: u64, l: Line, shape: Option<u32>) -> Result<Kept, DatasetError> {
+/// A rerank line's prompt, when the line is one (`query` and `documents`
+/// with neither `prompt` nor `messages`).
+fn rerank_prompt(path: &Path, number: u64, l: &mut Line) -> Result<Option<Prompt>, DatasetError> {
+    let (query, documents) = match (l.query.take(), l.documents.take()) {
+        (None, None) => return Ok(None),
+        (Some(q), Some(d)) => (q, d),
+        _ => {
+            return Err(line_error(
+                path,
+                number,
+                "a rerank line gives both \"query\" and \"documents\"".into(),
+            ));
+        }
+    };
+    if l.prompt.is_some() || l.messages.is_some() {
+        return Err(line_error(
+            path,
+            number,
+            "give either \"query\" and \"documents\" or a prompt, not both".into(),
+        ));
+    }
+    if documents.is_empty() {
+        return Err(line_error(path, number, "\"documents\" is empty".into()));
+    }
+    Ok(Some(Prompt::Rerank { query, documents }))
+}
+
+fn to_prompt(
+    path: &Path,
+    number: u64,
+    mut l: Line,
+    shape: Option<u32>,
+) -> Result<Kept, DatasetError> {
+    if let Some(prompt) = rerank_prompt(path, number, &mut l)? {
+        return Ok(Kept {
+            prompt,
+            output: None,
+            shape,
+        });
+    }
     let prompt = match (l.prompt, l.messages) {
         (Some(p), None) => Prompt::Text(p),
         (None, Some(m)) if !m.is_empty() => Prompt::Chat(
@@ -224,6 +270,25 @@ fn to_prompt(path: &Path, number: u64, l: Line, shape: Option<u32>) -> Result<Ke
     })
 }
 
+/// A line's input tokens: its prompt's, or for a rerank line the query's
+/// beside each document's.
+fn count_kept(
+    tokenizer: Option<&crate::tokenizer::Tokenizer>,
+    prompt: &Prompt,
+) -> Result<u32, crate::tokenizer::TokenizerError> {
+    match prompt {
+        Prompt::Rerank { query, documents } => {
+            let q = count_prompt(tokenizer, query)?;
+            let docs = documents
+                .iter()
+                .map(|d| count_prompt(tokenizer, d))
+                .collect::<Result<Vec<u32>, _>>()?;
+            Ok(super::rerank::pair_tokens(q, docs))
+        }
+        other => count_prompt(tokenizer, &other.text()),
+    }
+}
+
 /// The pool: the first `n` lines in seeded shuffled order.
 pub(crate) fn build(b: &Build<'_, JsonlSpec>) -> Result<Built, DatasetError> {
     let path = b.d.path.as_path();
@@ -243,7 +308,7 @@ pub(crate) fn build(b: &Build<'_, JsonlSpec>) -> Result<Built, DatasetError> {
         Ok(())
     })?;
     let kept = sel.into_sorted();
-    let counts = parallel::try_map(&kept, |k| count_prompt(b.tokenizer, &k.prompt.text()))
+    let counts = parallel::try_map(&kept, |k| count_kept(b.tokenizer, &k.prompt))
         .map_err(|e| tokenizer_error(path, e))?;
     report.kept = kept.len() as u64;
     let fixed = b.d.output_len;
@@ -317,7 +382,7 @@ mod tests {
                 assert_eq!(m[0].role, "system");
                 assert_eq!(m[1].content, "hello there");
             }
-            Prompt::Text(_) | Prompt::Batch(_) => panic!("chat expected"),
+            other => panic!("chat expected: {other:?}"),
         }
         assert_eq!(e[1].output_tokens, None);
         assert_eq!(e[2].prompt, Prompt::Text("third one".into()));
@@ -350,6 +415,26 @@ mod tests {
         }
     }
 
+    /// A rerank line is a query and its documents; the query counts once per document.
+    #[test]
+    fn rerank_lines_are_a_query_and_documents() {
+        let dir = Scratch::new("jsonl-rerank");
+        let path = dir.file(
+            "r.jsonl",
+            "{\"query\": \"what is a cat\", \"documents\": [\"a small pet\", \"a big truck on a road\"]}\n",
+        );
+        let e = run(&path, 10, false, None).unwrap();
+        assert_eq!(
+            e[0].prompt,
+            Prompt::Rerank {
+                query: "what is a cat".into(),
+                documents: vec!["a small pet".into(), "a big truck on a road".into()],
+            }
+        );
+        assert_eq!(e[0].input_tokens, 4 + 3 + 4 + 6);
+        assert_eq!(e[0].output_tokens, None);
+    }
+
     #[test]
     fn malformed_lines_are_named() {
         let dir = Scratch::new("jsonl-bad");
@@ -377,6 +462,17 @@ mod tests {
                 "at least 1",
             ),
             ("{\"messages\": []}\n", ":1: ", "empty"),
+            (
+                "{\"query\": \"q\"}\n",
+                ":1: ",
+                "both \"query\" and \"documents\"",
+            ),
+            ("{\"query\": \"q\", \"documents\": []}\n", ":1: ", "empty"),
+            (
+                "{\"query\": \"q\", \"documents\": [\"d\"], \"prompt\": \"p\"}\n",
+                ":1: ",
+                "not both",
+            ),
             (
                 "{\"messages\": [{\"content\": \"x\"}]}\n",
                 ":1: ",

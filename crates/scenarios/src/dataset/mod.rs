@@ -17,6 +17,7 @@ pub(crate) mod media_checks {
 mod parallel;
 mod prefix;
 mod random;
+mod rerank;
 mod select;
 mod shapes;
 mod sharegpt;
@@ -311,9 +312,15 @@ pub fn build_pool_with(
     tokenizer: Option<&Tokenizer>,
     progress: &dyn Progress,
 ) -> Result<Pool, DatasetError> {
-    let pools = s.target.backend.pools(s.mock.api);
-    // a pooling request carries a batch of texts: build enough to fill them
-    let n = if pools {
+    let (pools, reranks) = (
+        s.target.backend.pools(s.mock.api),
+        s.target.backend.reranks(s.mock.api),
+    );
+    // a pooling request carries a batch of texts (a rerank's a query too):
+    // build enough to fill them
+    let n = if reranks {
+        rerank::texts_needed(pool_len(s), s.pooling.most())
+    } else if pools {
         pool_len(s).saturating_mul(u64::from(s.pooling.most().max(1)))
     } else {
         pool_len(s)
@@ -380,9 +387,7 @@ pub fn build_pool_with(
             },
         });
     }
-    if pools {
-        entries = batch::group(&s.pooling, s.seed, entries, pool_len(s));
-    }
+    entries = pooled(s, entries)?;
     let shapes = shapes::settle(s, &mut entries, shapes);
     if !shapes.is_empty()
         && let Some(why) = crate::validate_structured::cannot_carry(s)
@@ -396,6 +401,30 @@ pub fn build_pool_with(
         report,
         arrivals_us,
         shapes,
+    })
+}
+
+/// The workload's entries as a pooling backend sends them: grouped into
+/// rerank requests or embeddings batches; as they are for a generation
+/// backend, which cannot send rerank lines.
+fn pooled(s: &Scenario, entries: Vec<PoolEntry>) -> Result<Vec<PoolEntry>, DatasetError> {
+    let backend = s.target.backend;
+    if backend.reranks(s.mock.api) {
+        return rerank::group(&s.pooling, s.seed, entries, pool_len(s));
+    }
+    if entries
+        .iter()
+        .any(|e| matches!(e.prompt, Prompt::Rerank { .. }))
+    {
+        return Err(DatasetError::Invalid(format!(
+            "the dataset holds rerank lines (\"query\" and \"documents\"), which only a rerank backend sends, not \"{}\"",
+            backend.name()
+        )));
+    }
+    Ok(if backend.pools(s.mock.api) {
+        batch::group(&s.pooling, s.seed, entries, pool_len(s))
+    } else {
+        entries
     })
 }
 

@@ -200,7 +200,7 @@ mod tests {
     fn text(e: &PoolEntry) -> &str {
         match &e.prompt {
             Prompt::Text(t) => t,
-            Prompt::Chat(_) | Prompt::Batch(_) => unreachable!(),
+            Prompt::Chat(_) | Prompt::Batch(_) | Prompt::Rerank { .. } => unreachable!(),
         }
     }
 

@@ -1,7 +1,8 @@
 //! Pooling requests: OpenAI `/v1/embeddings` (vLLM's and llama-server's
-//! shape). Each input is counted (the ground truth a client's item count is
-//! checked against) and answered after `mock.ttft_ms` with one vector per
-//! input, as `float` lists or `base64` little-endian `f32`s.
+//! shape), TEI's `/embed`, and rerank (`rerank.rs`). Each input (text or
+//! document) is counted (the ground truth a client's item count is checked
+//! against) and answered after `mock.ttft_ms`: one vector per input, as
+//! `float` lists or `base64` little-endian `f32`s, or one score per document.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -18,6 +19,10 @@ use crate::handler::PROBE_HEADER;
 use crate::reply::{ResponseBody, Shared, error_json};
 use crate::request::{count_words, fingerprint};
 use crate::stats::LoggedRequest;
+
+mod rerank;
+
+pub(crate) use rerank::rerank;
 
 /// Vector length when the request does not ask for `dimensions`.
 const DEFAULT_DIMENSIONS: u32 = 16;
@@ -47,12 +52,20 @@ enum Input {
     Many(Vec<String>),
 }
 
-/// Serve one `/v1/embeddings` request.
-pub(crate) async fn embeddings(
-    shared: Arc<Shared>,
+/// What every pooling request starts with: when it arrived, whether it is
+/// a readiness probe, its request id, its route.
+pub(super) struct Arrived {
+    pub arrival: Instant,
+    pub probe: bool,
+    pub request_id: Option<String>,
+    pub path: String,
+}
+
+/// Read a pooling request's body as `T`, or the 400 answer saying why not.
+pub(super) async fn read<T: serde::de::DeserializeOwned>(
     req: Request<Incoming>,
     path: String,
-) -> Response<ResponseBody> {
+) -> Result<(Arrived, T), Response<ResponseBody>> {
     let arrival = Instant::now();
     let probe = req.headers().contains_key(PROBE_HEADER);
     let request_id = req
@@ -62,16 +75,41 @@ pub(crate) async fn embeddings(
         .map(str::to_string);
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
-        Err(e) => return error_json(StatusCode::BAD_REQUEST, &format!("cannot read body: {e}")),
+        Err(e) => {
+            return Err(error_json(
+                StatusCode::BAD_REQUEST,
+                &format!("cannot read body: {e}"),
+            ));
+        }
     };
-    let parsed: EmbeddingsRequest = match serde_json::from_slice(&body) {
+    match serde_json::from_slice(&body) {
+        Ok(r) => Ok((
+            Arrived {
+                arrival,
+                probe,
+                request_id,
+                path,
+            },
+            r,
+        )),
+        Err(e) => Err(error_json(
+            StatusCode::BAD_REQUEST,
+            &format!("invalid JSON: {e}"),
+        )),
+    }
+}
+
+/// Serve one `/v1/embeddings` request.
+pub(crate) async fn embeddings(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    path: String,
+) -> Response<ResponseBody> {
+    let (arrived, parsed) = match read::<EmbeddingsRequest>(req, path).await {
         Ok(r) => r,
-        Err(e) => return error_json(StatusCode::BAD_REQUEST, &format!("invalid JSON: {e}")),
+        Err(answer) => return answer,
     };
-    let inputs = match parsed.input {
-        Input::One(t) => vec![t],
-        Input::Many(v) => v,
-    };
+    let inputs = parsed.input.into_list();
     if inputs.is_empty() {
         return error_json(StatusCode::BAD_REQUEST, "input is empty");
     }
@@ -93,13 +131,8 @@ pub(crate) async fn embeddings(
         }
     };
     let prompt_tokens: u32 = inputs.iter().map(|t| count_words(t)).sum();
-    account(
-        &shared,
-        (&inputs, parsed.model),
-        prompt_tokens,
-        (probe, request_id, path),
-        arrival,
-    );
+    let arrival = arrived.arrival;
+    account(&shared, (&inputs, parsed.model), prompt_tokens, arrived);
     tokio::time::sleep_until(arrival + crate::handler::ms(shared.config.ttft_ms)).await;
     let data: Vec<Value> = inputs
         .iter()
@@ -123,22 +156,74 @@ pub(crate) async fn embeddings(
         "data": data,
         "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
     });
+    finish(&shared, answer)
+}
+
+/// An embeddings `input` or TEI `inputs`: a string or a list of strings.
+impl Input {
+    fn into_list(self) -> Vec<String> {
+        match self {
+            Input::One(t) => vec![t],
+            Input::Many(v) => v,
+        }
+    }
+}
+
+/// A TEI `/embed` request as the mock reads it (`truncate`, `normalize`
+/// and the like are accepted and make no difference).
+#[derive(Deserialize)]
+struct TeiEmbedRequest {
+    inputs: Input,
+}
+
+/// Serve one TEI `/embed` request: a bare array of vectors, no usage.
+pub(crate) async fn tei_embed(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    path: String,
+) -> Response<ResponseBody> {
+    let (arrived, parsed) = match read::<TeiEmbedRequest>(req, path).await {
+        Ok(r) => r,
+        Err(answer) => return answer,
+    };
+    let inputs = parsed.inputs.into_list();
+    if inputs.is_empty() {
+        return error_json(StatusCode::BAD_REQUEST, "inputs is empty");
+    }
+    let prompt_tokens: u32 = inputs.iter().map(|t| count_words(t)).sum();
+    let arrival = arrived.arrival;
+    account(&shared, (&inputs, None), prompt_tokens, arrived);
+    tokio::time::sleep_until(arrival + crate::handler::ms(shared.config.ttft_ms)).await;
+    let vectors: Vec<Vec<f32>> = inputs
+        .iter()
+        .map(|t| vector(t, DEFAULT_DIMENSIONS))
+        .collect();
+    finish(&shared, json!(vectors))
+}
+
+/// Count a pooling request as completed (vLLM counts a finished pooling
+/// request as a success with reason "stop") and answer `answer`.
+pub(super) fn finish(shared: &Shared, answer: Value) -> Response<ResponseBody> {
     let state = &shared.state;
     state.completed.fetch_add(1, Ordering::Relaxed);
-    // vLLM counts a finished pooling request as a success with reason "stop"
     state.server.finished_stop.fetch_add(1, Ordering::Relaxed);
     crate::reply::json(StatusCode::OK, answer.to_string())
 }
 
 /// Count the request: in `/metrics` always, in the ground truth (requests,
 /// inputs, prompt tokens, the log) unless it is a readiness probe.
-fn account(
+pub(super) fn account(
     shared: &Shared,
     (inputs, model): (&[String], Option<String>),
     prompt_tokens: u32,
-    (probe, request_id, path): (bool, Option<String>, String),
-    arrival: Instant,
+    arrived: Arrived,
 ) {
+    let Arrived {
+        arrival,
+        probe,
+        request_id,
+        path,
+    } = arrived;
     let state = &shared.state;
     state
         .server
