@@ -487,4 +487,101 @@ mod tests {
         assert!(last.starts_with(",Aggregated,105,5,50.0"), "{last}");
         assert_eq!(req.lines().next().unwrap().split(',').count(), 22);
     }
+
+    #[test]
+    fn each_model_has_a_row_and_the_verdict_and_server_figures_show() {
+        use cicada_results::client_health::ClientHealth;
+        use cicada_results::server::{Bucket, ServerFigures};
+        use cicada_scenarios::models::WeightedModel;
+        let feed = Feed::new(Scenario::default(), RunState::Ready);
+        let mut r = result();
+        r.target.models = ["a", "b"]
+            .map(|n| WeightedModel {
+                name: n.into(),
+                weight: 1.0,
+            })
+            .to_vec();
+        let mut per_model = vec![MetricSet::default(), MetricSet::default()];
+        for (m, n) in [(0, 1), (1, 2)] {
+            for _ in 0..n {
+                per_model[m].count_outcome(Outcome::Ok, None);
+                r.total.count_outcome(Outcome::Ok, None);
+            }
+        }
+        r.per_model = per_model;
+        let bucket = |above, at_most| Bucket { above, at_most };
+        r.server.total = Some(ServerFigures {
+            source: "vllm".into(),
+            requests_finished: Some(3.0),
+            ttft: Some(HistFigures {
+                count: 3.0,
+                mean_ms: 42.0,
+                p50_ms: bucket(0.0, Some(50.0)),
+                p90_ms: bucket(50.0, Some(100.0)),
+                p99_ms: bucket(100.0, None),
+            }),
+            ..ServerFigures::default()
+        });
+        r.client = Some(ClientHealth {
+            client_bound: true,
+            reasons: vec!["the worker runtime ran late".into()],
+            ..ClientHealth::default()
+        });
+        feed.step_finished(&[r]);
+        let j = requests(&feed.lock());
+        let rows: Vec<(&str, u64)> = j["stats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["name"].as_str().unwrap(),
+                    r["num_requests"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(rows, [("model:a", 1), ("model:b", 2), ("Aggregated", 3)]);
+        let server = &j["cicada"]["server"];
+        assert_eq!(server["of"], "step 0", "{server}");
+        let rows = server["rows"].as_array().unwrap();
+        assert!(
+            rows.contains(&json!(["requests_finished", "3"])),
+            "{server}"
+        );
+        assert!(
+            rows.contains(&json!([
+                "ttft",
+                "n 3, mean 42.0 ms, p50 < 50 ms, p90 50-100 ms, p99 > 100 ms"
+            ])),
+            "{server}"
+        );
+        assert_eq!(j["cicada"]["client"]["client_bound"], true);
+        assert_eq!(
+            j["cicada"]["client"]["reasons"][0],
+            "the worker runtime ran late"
+        );
+    }
+
+    #[test]
+    fn stages_and_sweep_steps_are_marked_on_the_charts() {
+        let feed = Feed::new(Scenario::default(), RunState::Ready);
+        let mut first = result();
+        first.scenario.stages = serde_json::from_value(json!([
+            {"duration": "2s"},
+            {"name": "high", "duration": "3s"}
+        ]))
+        .expect("two stages");
+        feed.step_began(first, true, &[]);
+        feed.barrier(0.0);
+        let mut second = result();
+        second.stage = 2;
+        second.stage_name = "c=8".into();
+        feed.step_began(second, true, &[]);
+        feed.barrier(0.0);
+        let b = feed.lock();
+        let names: Vec<&str> = b.marks.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["stage-1", "high", "c=8"]);
+        assert_eq!(b.marks[0].t, 0.0);
+        assert_eq!(b.marks[1].t, 2.0);
+    }
 }
