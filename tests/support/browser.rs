@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use crate::wait_with_limit;
 
+pub mod devtools;
+
 /// Where Debian's package puts the browser.
 pub const CHROMIUM: &str = "/usr/bin/chromium";
 

@@ -6,10 +6,12 @@
 const HTML: &str = include_str!("assets/page.html");
 const CSS: &str = include_str!("assets/page.css");
 const JS: &str = include_str!("assets/page.js");
+const CHARTS: &str = include_str!("assets/charts.js");
 
 /// The whole page.
 pub fn html() -> String {
     HTML.replace("/*CSS*/", CSS)
+        .replace("/*CHARTS*/", CHARTS)
         .replace("/*JS*/", JS)
         .replace("{VERSION}", cicada_results::VERSION)
 }
@@ -20,7 +22,9 @@ mod tests {
     fn the_page_is_self_contained() {
         let page = super::html();
         assert!(page.contains("<svg") || page.contains("createElementNS"));
-        assert!(!page.contains("/*CSS*/") && !page.contains("/*JS*/"));
+        for slot in ["/*CSS*/", "/*CHARTS*/", "/*JS*/"] {
+            assert!(!page.contains(slot), "{slot} was not filled");
+        }
         for far in ["src=\"http", "href=\"http", "//cdn", "@import"] {
             assert!(!page.contains(far), "the page reaches out: {far}");
         }

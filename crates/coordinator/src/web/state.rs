@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cicada_metrics::{Metric, MetricSet};
-use cicada_results::RunResult;
 use cicada_results::interval::IntervalRow;
-use cicada_scenarios::Scenario;
+use cicada_results::{RunResult, client_health};
+use cicada_scenarios::scenario::DatasetKind;
+use cicada_scenarios::{Scenario, sharding};
 use tokio::time::Instant;
 
 use crate::merge::Aggregate;
@@ -217,12 +218,15 @@ impl Feed {
     pub fn barrier(&self, started_unix: f64) {
         let mut b = self.lock();
         let now = Instant::now();
+        let first_step = b.run_started.is_none();
         let run_started = *b.run_started.get_or_insert(now);
         b.step_offset_s = now.saturating_duration_since(run_started).as_secs_f64();
         b.step_started = Some(now);
         if let Some(cur) = b.current.as_mut() {
             cur.started_unix = started_unix;
         }
+        let marks = b.step_marks(first_step);
+        b.marks.extend(marks);
     }
 
     /// The load changed: from `at` after the step's barrier the fleet runs
@@ -268,14 +272,18 @@ impl Feed {
 
     /// About once a second: the step's figures so far from the merge.
     pub fn tick(&self, agg: &Aggregate, total: &MetricSet) {
-        let targets = self
-            .lock()
-            .current
-            .as_ref()
-            .map_or(0, |c| c.target.urls.len().max(1) as u32);
+        let (targets, models) = self.lock().current.as_ref().map_or((0, 0), |c| {
+            (
+                c.target.urls.len().max(1) as u32,
+                c.target.models.len() as u32,
+            )
+        });
         // the merges happen outside the lock
         let per_target: Vec<MetricSet> = (0..targets)
             .map(|t| agg.merged(|s| !s.warmup && s.target == t))
+            .collect();
+        let per_model: Vec<MetricSet> = (0..models)
+            .map(|m| agg.merged(|s| !s.warmup && s.model == m))
             .collect();
         let mut b = self.lock();
         b.in_flight = agg.in_flight();
@@ -300,8 +308,17 @@ impl Feed {
         let Some(mut cur) = b.current.take() else {
             return;
         };
+        cur.client = Some(client_health::assess(
+            &agg.health,
+            &agg.usage,
+            &[],
+            total,
+            b.elapsed_s,
+            uncapped_open_loop(&cur.scenario),
+        ));
         cur.total = total.clone();
         cur.per_target = per_target;
+        cur.per_model = per_model;
         let new = agg.rows.get(cur.rows.len()..).unwrap_or_default();
         b.add_points(cur.stage, new);
         cur.rows.extend(new.iter().cloned());
@@ -325,7 +342,44 @@ impl Feed {
     }
 }
 
+/// An open loop with no cap, whose lateness is all the client's doing (as
+/// the step's end judges it).
+fn uncapped_open_loop(s: &Scenario) -> bool {
+    !sharding::is_closed_loop(s)
+        && s.load.max_concurrency.is_none()
+        && s.dataset.kind() != DatasetKind::Conversations
+}
+
 impl Board {
+    /// The marks a step's start brings: a sweep's step (past the first),
+    /// then each of its `[[stages]]` windows, on the charts' time axis.
+    fn step_marks(&self, first_step: bool) -> Vec<Mark> {
+        let Some(cur) = self.current.as_ref() else {
+            return Vec::new();
+        };
+        let mut marks = Vec::new();
+        if self.sweep && !first_step {
+            let name = if cur.stage_name.is_empty() {
+                format!("step-{}", cur.stage)
+            } else {
+                cur.stage_name.clone()
+            };
+            marks.push(Mark {
+                t: self.step_offset_s,
+                name,
+            });
+        }
+        marks.extend(
+            sharding::stage_windows(&cur.scenario)
+                .into_iter()
+                .map(|w| Mark {
+                    t: self.step_offset_s + w.start.as_secs_f64(),
+                    name: w.name,
+                }),
+        );
+        marks
+    }
+
     fn add_points(&mut self, step: u32, rows: &[IntervalRow]) {
         let offset = self.step_offset_s;
         self.history

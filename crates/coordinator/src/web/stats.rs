@@ -5,6 +5,7 @@
 
 use cicada_metrics::{LatencyHistogram, Metric, MetricSet};
 use cicada_results::RunResult;
+use cicada_results::server::HistFigures;
 use cicada_scenarios::sharding;
 use serde_json::{Value, json};
 
@@ -60,20 +61,99 @@ fn current_rates(b: &Board) -> (f64, f64, f64) {
         .map_or((0.0, 0.0, 0.0), |p| (p.rps + p.fail_s, p.fail_s, p.tok_s))
 }
 
-/// Per-replica rows (when there are several), then "Aggregated".
+/// Per-replica rows (when there are several), per-model rows (named
+/// `model:<name>` as in summary.csv, when the target has a model list),
+/// then "Aggregated".
 fn stats_rows(b: &Board, r: &RunResult) -> Vec<Value> {
     let (rps, fail_s, _) = current_rates(b);
+    let total = r.total.outcomes.sent().max(1) as f64;
+    // a part's share of the current rate, by its share of requests
+    let row = |name: &str, set: &MetricSet| {
+        let share = set.outcomes.sent() as f64 / total;
+        stat_row(name, set, rps * share, fail_s * share)
+    };
     let mut rows = Vec::new();
     if r.target.urls.len() > 1 {
-        let total = r.total.outcomes.sent().max(1) as f64;
-        for (url, set) in r.targets() {
-            // a replica's share of the current rate, by its share of requests
-            let share = set.outcomes.sent() as f64 / total;
-            rows.push(stat_row(url, set, rps * share, fail_s * share));
-        }
+        rows.extend(r.targets().map(|(url, set)| row(url, set)));
     }
+    rows.extend(r.models().map(|(m, set)| row(&format!("model:{m}"), set)));
     rows.push(stat_row("Aggregated", &r.total, rps, fail_s));
     rows
+}
+
+/// The target's own `/metrics` figures over the newest step or stage that
+/// has them (they are read at its start and end): `[label, value]` rows,
+/// a server histogram's percentiles as the bucket they fall in.
+fn server_block(b: &Board) -> Value {
+    let newest = b
+        .current
+        .iter()
+        .chain(b.stages.iter().rev())
+        .chain(b.finished.iter().rev())
+        .find_map(|r| r.server.total.as_ref().map(|f| (r, f)));
+    let Some((r, figures)) = newest else {
+        return Value::Null;
+    };
+    let Ok(Value::Object(fields)) = serde_json::to_value(figures) else {
+        return Value::Null;
+    };
+    let rows: Vec<Value> = fields
+        .iter()
+        .filter_map(|(k, v)| Some(json!([k, server_value(v)?])))
+        .collect();
+    let of = if r.stage_name.is_empty() {
+        format!("step {}", r.stage)
+    } else {
+        r.stage_name.clone()
+    };
+    json!({"of": of, "rows": rows})
+}
+
+/// One server figure in words (`None`: nothing to show).
+fn server_value(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.as_f64().map_or_else(
+            || n.to_string(),
+            |f| {
+                if f.fract() == 0.0 {
+                    format!("{f:.0}")
+                } else {
+                    format!("{f:.3}")
+                }
+            },
+        )),
+        Value::Array(a) => Some(
+            a.iter()
+                .filter_map(Value::as_f64)
+                .map(|f| format!("{f:.3}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        Value::Object(_) => {
+            let h: HistFigures = serde_json::from_value(v.clone()).ok()?;
+            Some(format!(
+                "n {:.0}, mean {:.1} ms, p50 {} ms, p90 {} ms, p99 {} ms",
+                h.count, h.mean_ms, h.p50_ms, h.p90_ms, h.p99_ms
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Is the client the limit? The step's verdict so far (runtime stalls and
+/// schedule lag; each worker's CPU share is judged at the step's end).
+fn client_block(r: &RunResult) -> Value {
+    match &r.client {
+        None => Value::Null,
+        Some(c) => json!({
+            "client_bound": c.client_bound,
+            "reasons": c.reasons,
+            "stall_p50_ms": round2(c.stall_p50_ms),
+            "stall_p99_ms": round2(c.stall_p99_ms),
+            "stall_max_ms": round2(c.stall_max_ms),
+        }),
+    }
 }
 
 fn latency_block(set: &MetricSet) -> Value {
@@ -191,6 +271,8 @@ pub fn requests(b: &Board) -> Value {
             "failures_by_class": failures,
             "points": b.history.len(),
             "scenario": scenario_block(b),
+            "server": server_block(b),
+            "client": b.latest().map_or(Value::Null, client_block),
         },
     })
 }
@@ -404,5 +486,103 @@ mod tests {
         let last = req.lines().last().unwrap();
         assert!(last.starts_with(",Aggregated,105,5,50.0"), "{last}");
         assert_eq!(req.lines().next().unwrap().split(',').count(), 22);
+    }
+
+    #[test]
+    fn each_model_has_a_row_and_the_verdict_and_server_figures_show() {
+        use cicada_results::client_health::ClientHealth;
+        use cicada_results::server::{Bucket, ServerFigures};
+        use cicada_scenarios::models::WeightedModel;
+        let feed = Feed::new(Scenario::default(), RunState::Ready);
+        let mut r = result();
+        r.target.models = ["a", "b"]
+            .map(|n| WeightedModel {
+                name: n.into(),
+                weight: 1.0,
+                lora_id: None,
+            })
+            .to_vec();
+        let mut per_model = vec![MetricSet::default(), MetricSet::default()];
+        for (m, n) in [(0, 1), (1, 2)] {
+            for _ in 0..n {
+                per_model[m].count_outcome(Outcome::Ok, None);
+                r.total.count_outcome(Outcome::Ok, None);
+            }
+        }
+        r.per_model = per_model;
+        let bucket = |above, at_most| Bucket { above, at_most };
+        r.server.total = Some(ServerFigures {
+            source: "vllm".into(),
+            requests_finished: Some(3.0),
+            ttft: Some(HistFigures {
+                count: 3.0,
+                mean_ms: 42.0,
+                p50_ms: bucket(0.0, Some(50.0)),
+                p90_ms: bucket(50.0, Some(100.0)),
+                p99_ms: bucket(100.0, None),
+            }),
+            ..ServerFigures::default()
+        });
+        r.client = Some(ClientHealth {
+            client_bound: true,
+            reasons: vec!["the worker runtime ran late".into()],
+            ..ClientHealth::default()
+        });
+        feed.step_finished(&[r]);
+        let j = requests(&feed.lock());
+        let rows: Vec<(&str, u64)> = j["stats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["name"].as_str().unwrap(),
+                    r["num_requests"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(rows, [("model:a", 1), ("model:b", 2), ("Aggregated", 3)]);
+        let server = &j["cicada"]["server"];
+        assert_eq!(server["of"], "step 0", "{server}");
+        let rows = server["rows"].as_array().unwrap();
+        assert!(
+            rows.contains(&json!(["requests_finished", "3"])),
+            "{server}"
+        );
+        assert!(
+            rows.contains(&json!([
+                "ttft",
+                "n 3, mean 42.0 ms, p50 < 50 ms, p90 50-100 ms, p99 > 100 ms"
+            ])),
+            "{server}"
+        );
+        assert_eq!(j["cicada"]["client"]["client_bound"], true);
+        assert_eq!(
+            j["cicada"]["client"]["reasons"][0],
+            "the worker runtime ran late"
+        );
+    }
+
+    #[test]
+    fn stages_and_sweep_steps_are_marked_on_the_charts() {
+        let feed = Feed::new(Scenario::default(), RunState::Ready);
+        let mut first = result();
+        first.scenario.stages = serde_json::from_value(json!([
+            {"duration": "2s"},
+            {"name": "high", "duration": "3s"}
+        ]))
+        .expect("two stages");
+        feed.step_began(first, true, &[]);
+        feed.barrier(0.0);
+        let mut second = result();
+        second.stage = 2;
+        second.stage_name = "c=8".into();
+        feed.step_began(second, true, &[]);
+        feed.barrier(0.0);
+        let b = feed.lock();
+        let names: Vec<&str> = b.marks.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["stage-1", "high", "c=8"]);
+        assert_eq!(b.marks[0].t, 0.0);
+        assert_eq!(b.marks[1].t, 2.0);
     }
 }

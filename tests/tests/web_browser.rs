@@ -1,0 +1,310 @@
+//! Issue 27, the page as a person uses it: headless Chromium, driven over
+//! the DevTools protocol, against a real fleet (`cicada run --web` with two
+//! local workers) and a standalone mock whose own count of open streams is
+//! the ground truth. The page loads without console messages, its Edit
+//! form (typed into and clicked) changes the users the server sees, its
+//! charts mark the change, and its Stop button writes the results as
+//! Ctrl-C does. Screenshots are checked for the ink of the header, the
+//! tables, the chart lines and the mark.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cicada_tests::browser::devtools::Tab;
+use cicada_tests::browser::pixels_like;
+use cicada_tests::*;
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+/// Generous: a busy 2-core machine runs Chromium, the fleet and the mock.
+const PAGE_LIMIT: Duration = Duration::from_secs(60);
+
+/// A closed loop of `users` users, each request ~300 ms at the mock.
+fn scenario(mock_url: &str, users: u32) -> String {
+    format!(
+        r#"
+name = "web-browser"
+seed = 27
+[target]
+backend = "openai-chat"
+base_url = "{mock_url}"
+model = "cicada-mock"
+[dataset]
+kind = "random"
+input_len = 8
+output_len = 20
+[sampling]
+ignore_eos = true
+[load]
+users = {users}
+duration = "150s"
+"#
+    )
+}
+
+/// The most streams the mock had open over `samples` looks 100 ms apart.
+fn open_streams(mock: &Mock, samples: u32) -> u64 {
+    (0..samples)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            mock.stats()["in_flight"].as_u64().unwrap_or(0)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Wait until the mock's open streams peak at exactly `n` over a second.
+fn wait_for_streams(mock: &Mock, n: u64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = 0;
+    while Instant::now() < deadline {
+        seen = open_streams(mock, 10);
+        if seen == n {
+            return;
+        }
+    }
+    panic!("{what}: the mock never had {n} streams open (last peak {seen})");
+}
+
+/// A screenshot's pixels and channel count.
+fn pixels(png_path: &Path) -> (Vec<u8>, usize) {
+    let file = std::fs::File::open(png_path).expect("the screenshot exists");
+    let mut reader = png::Decoder::new(std::io::BufReader::new(file))
+        .read_info()
+        .expect("the screenshot is a PNG");
+    let mut buf = vec![0; reader.output_buffer_size().expect("a PNG size")];
+    let info = reader.next_frame(&mut buf).expect("a PNG frame");
+    buf.truncate(info.buffer_size());
+    (buf, info.color_type.samples())
+}
+
+/// The page's own error box (uncaught errors land there) and the browser's
+/// console, both empty; but for `refused`, a route the test had the server
+/// refuse on purpose (Chromium logs a refused request as a network error).
+fn assert_quiet(tab: &mut Tab, refused: Option<&str>) {
+    let on_purpose = |p: &String| {
+        refused.is_some_and(|route| {
+            p.starts_with("log: ")
+                && p.contains("status of 400")
+                && p.contains(&format!("{route}\""))
+        })
+    };
+    let problems: Vec<String> = tab
+        .problems()
+        .into_iter()
+        .filter(|p| !on_purpose(p))
+        .collect();
+    assert!(problems.is_empty(), "console: {problems:?}");
+    let errors = tab.eval("document.getElementById('errors').textContent");
+    assert_eq!(errors, "", "script errors");
+}
+
+/// The statistics tab, then the charts tab, each screenshot for content.
+fn screenshots(tab: &mut Tab, dir: &Path) {
+    let stats_png = dir.join("stats.png");
+    tab.click("#tabs a[href='#stats']");
+    tab.wait_for(
+        "document.getElementById('stats').classList.contains('on')",
+        PAGE_LIMIT,
+    );
+    tab.screenshot(&stats_png);
+    let (img, ch) = pixels(&stats_png);
+    let header = pixels_like(&img, ch, (0x1d, 0x3b, 0x2a));
+    let table_lines = pixels_like(&img, ch, (0xdd, 0xe3, 0xea));
+    assert!(header > 20_000, "the header bar is drawn: {header} pixels");
+    assert!(
+        table_lines > 1_000,
+        "the tables are drawn: {table_lines} pixels"
+    );
+
+    let charts_png = dir.join("charts.png");
+    tab.click("#tabs a[href='#charts']");
+    tab.wait_for(
+        "document.getElementById('charts').classList.contains('on')",
+        PAGE_LIMIT,
+    );
+    tab.screenshot(&charts_png);
+    let (img, ch) = pixels(&charts_png);
+    let blue = pixels_like(&img, ch, (0x1f, 0x6f, 0xeb));
+    let orange = pixels_like(&img, ch, (0xe8, 0x59, 0x0c));
+    let mark = pixels_like(&img, ch, (0xae, 0x3e, 0xc9));
+    assert!(
+        blue > 1_000,
+        "the first series' lines are drawn: {blue} pixels"
+    );
+    assert!(
+        orange > 300,
+        "the second series' lines are drawn: {orange} pixels"
+    );
+    assert!(
+        mark > 200,
+        "the change is marked on the charts: {mark} pixels"
+    );
+}
+
+/// The `cicada run` under test, stopped if the test fails before it ends
+/// (else it would run out its duration).
+struct Fleet(Option<Child>);
+
+impl Fleet {
+    /// Wait for it to end (it is not killed then).
+    fn wait(mut self) -> Run {
+        let child = self.0.take().expect("the run is waited for once");
+        wait_with_limit(child, LIMIT)
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Start at 3 users; in the page, type 7 into the Edit form and click
+/// Change: the mock sees 7 streams. Then click Stop: exit 130 and the
+/// results of both stages are written, counting what the mock served.
+#[test]
+fn the_page_steers_and_stops_a_fleet() {
+    let _g = serial();
+    let dir = scratch();
+    let mock = Mock::start(&["--ttft-ms", "100", "--itl-ms", "10"]);
+    let sc = write(dir.path(), "s.toml", &scenario(&mock.url, 3));
+    let out = dir.path().join("out");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let fleet = Command::new(cicada())
+        .args(["run", sc.to_str().unwrap(), "--workers", "2", "--quiet"])
+        .args(["--output-dir", out.to_str().unwrap(), "--web", &addr])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting cicada");
+    let fleet = Fleet(Some(fleet));
+    wait_for_streams(&mock, 3, "before the change");
+
+    let mut tab = Tab::open(&format!("http://{addr}/"), 1280, 1000);
+    tab.wait_for(
+        "document.body.dataset.state==='running'&&!document.getElementById('edit').hidden\
+         &&Number(document.getElementById('status').dataset.points)>=2",
+        PAGE_LIMIT,
+    );
+    assert_quiet(&mut tab, None);
+    let shown = tab.eval("document.querySelector('#steer [name=user_count]').value");
+    assert_eq!(shown, "3", "the Edit form shows the users running");
+    let open_fields = tab.eval("document.getElementById('steer-open').hidden");
+    assert_eq!(open_fields, true, "a closed loop has no rate fields");
+
+    tab.type_into("#steer [name=user_count]", "7");
+    tab.type_into("#steer [name=spawn_rate]", "50");
+    tab.click("#edit-go");
+    tab.wait_for(
+        "document.getElementById('edit-msg').textContent!==''",
+        PAGE_LIMIT,
+    );
+    let msg = tab.eval("document.getElementById('edit-msg').textContent");
+    let ok = tab.eval("document.getElementById('edit-msg').dataset.ok");
+    assert_eq!(ok, "true", "the change was taken: {msg}");
+    wait_for_streams(&mock, 7, "after the change from the page");
+    assert!(open_streams(&mock, 10) <= 7, "7 users, never more streams");
+    tab.wait_for(
+        "document.getElementById('users').textContent==='7'\
+         &&document.querySelectorAll('#chart-rps g.mark[data-mark=\"edit-1\"]').length===1",
+        PAGE_LIMIT,
+    );
+    screenshots(&mut tab, dir.path());
+    assert_quiet(&mut tab, None);
+
+    let served_before_stop = mock.stats()["completed"].as_u64().unwrap_or(0);
+    tab.click("#stop");
+    let run = fleet.wait();
+    assert_eq!(
+        run.code,
+        Some(130),
+        "Stop stops as Ctrl-C does\n{}",
+        run.stderr
+    );
+    let result = read_json(&out.join("result.json"));
+    assert_eq!(
+        result["cicada"]["interrupted_by"], "POST /stop",
+        "{result:#}"
+    );
+    let completed = result["completed"].as_u64().unwrap_or(0);
+    let served = mock.stats()["completed"].as_u64().unwrap_or(0);
+    assert!(
+        completed + 10 >= served_before_stop && completed <= served,
+        "the result counts the requests so far: {completed} (the mock served \
+         {served_before_stop} before Stop, {served} in all)"
+    );
+    let (header, rows) = read_csv(&out.join("summary.csv"));
+    let name = header
+        .iter()
+        .position(|h| h == "stage_name")
+        .expect("stage_name");
+    let names: Vec<&str> = rows.iter().map(|r| r[name].as_str()).collect();
+    assert_eq!(
+        names,
+        ["start", "edit-1", "all"],
+        "each stage, then the whole run"
+    );
+    let after = read_json(&out.join("result-stage2.json"));
+    assert_eq!(after["cicada"]["scenario"]["load"]["users"], 7, "{after:#}");
+}
+
+/// An open loop's Edit form shows its rate and cap (not users), and posts
+/// them to `/swarm` as `rate` and `max_concurrency`; whatever the server
+/// answers shows beside the form. (While the server refuses to change a
+/// running open loop, its refusal names the field the page posted.)
+#[test]
+fn the_open_loop_edit_form_posts_rate_and_cap() {
+    let _g = serial();
+    let dir = scratch();
+    let mock = Mock::start(&["--ttft-ms", "20", "--itl-ms", "5"]);
+    let sc = scenario(&mock.url, 1).replace("users = 1", "request_rate = 20\nmax_concurrency = 8");
+    let sc = write(dir.path(), "s.toml", &sc);
+    let out = dir.path().join("out");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let fleet = Command::new(cicada())
+        .args(["run", sc.to_str().unwrap(), "--workers", "1", "--quiet"])
+        .args(["--output-dir", out.to_str().unwrap(), "--web", &addr])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting cicada");
+    let fleet = Fleet(Some(fleet));
+    let mut tab = Tab::open(&format!("http://{addr}/"), 1280, 900);
+    tab.wait_for(
+        "document.body.dataset.state==='running'&&!document.getElementById('edit').hidden",
+        PAGE_LIMIT,
+    );
+    let fields = tab.eval(
+        "[document.getElementById('steer-open').hidden,document.getElementById('steer-closed').hidden,\
+         document.querySelector('#steer [name=rate]').value,\
+         document.querySelector('#steer [name=max_concurrency]').value]",
+    );
+    assert_eq!(
+        fields,
+        serde_json::json!([false, true, "20", "8"]),
+        "rate and cap, not users"
+    );
+    tab.type_into("#steer [name=rate]", "40");
+    tab.click("#edit-go");
+    tab.wait_for(
+        "document.getElementById('edit-msg').textContent!==''",
+        PAGE_LIMIT,
+    );
+    let msg = tab.eval("document.getElementById('edit-msg').textContent");
+    let ok = tab.eval("document.getElementById('edit-msg').dataset.ok");
+    let msg = msg.as_str().unwrap_or_default();
+    assert!(
+        ok == "true" || msg.starts_with("rate:") || msg.starts_with("max_concurrency:"),
+        "the server's answer to the posted rate shows: {ok} {msg:?}"
+    );
+    assert_quiet(&mut tab, Some("/swarm"));
+    tab.click("#stop");
+    let run = fleet.wait();
+    assert_eq!(run.code, Some(130), "{}", run.stderr);
+    assert!(out.join("result.json").exists());
+}
