@@ -1,5 +1,6 @@
 //! Issue 26, the rest of the pooling family: `vllm-rerank` (a query and
-//! documents per request), TEI's `tei-rerank` and `tei-embed`, through real
+//! documents per request), TEI's `tei-rerank` and `tei-embed`, vLLM's
+//! `vllm-score` and `vllm-pooling`, through real
 //! `cicada run` coordinator and worker processes against `cicada mock`,
 //! judged against the mock's own count of the requests, documents (or
 //! inputs) and input tokens that arrived.
@@ -161,4 +162,47 @@ fn tei_embed_batches_arrive_as_counted() {
     );
     assert!(inputs.iter().all(|n| *n == 3), "{inputs:?}");
     assert_eq!(tokens, REQUESTS * 3 * 6);
+}
+
+/// vLLM's score API: random queries with drawn document counts go out as
+/// `text_1` and `text_2` on `/score`; every document the result counts
+/// arrived, and the server's token count is the client's.
+#[test]
+fn vllm_score_documents_arrive_as_counted() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "3"]);
+    let dir = scratch();
+    let text = scenario(
+        "vllm-score",
+        &mock.url,
+        "[dataset]\nkind = \"random\"\ninput_len = 8",
+        "[pooling]\nbatch_size = 1\nbatch_size_max = 5",
+    );
+    let (r, j) = run_scenario(dir.path(), "score", &text, "2", &[], LIMIT);
+    let (_, docs, tokens) = check_against_mock(&r, &j, &mock, "/score");
+    assert_eq!(j["cicada"]["server_input_tokens"].as_u64(), Some(tokens));
+    assert!(docs.iter().all(|n| (1..=5).contains(n)), "{docs:?}");
+    assert!(docs.contains(&1) && docs.contains(&5), "{docs:?}");
+    // each document (8 tokens) beside its query (8 tokens)
+    assert_eq!(tokens, docs.iter().sum::<u64>() * 16);
+}
+
+/// vLLM's pooling API: batches of random texts go out as `input` on
+/// `/pooling`, with `[pooling]`'s encoding; every input arrived as counted.
+#[test]
+fn vllm_pooling_batches_arrive_as_counted() {
+    let _g = serial();
+    let mock = Mock::start(&["--ttft-ms", "3"]);
+    let dir = scratch();
+    let text = scenario(
+        "vllm-pooling",
+        &mock.url,
+        "[dataset]\nkind = \"random\"\ninput_len = 5",
+        "[pooling]\nbatch_size = 2\nbatch_size_max = 4\nencoding_format = \"base64\"",
+    );
+    let (r, j) = run_scenario(dir.path(), "pool", &text, "2", &[], LIMIT);
+    let (_, inputs, tokens) = check_against_mock(&r, &j, &mock, "/pooling");
+    assert_eq!(j["cicada"]["server_input_tokens"].as_u64(), Some(tokens));
+    assert!(inputs.iter().all(|n| (2..=4).contains(n)), "{inputs:?}");
+    assert_eq!(tokens, inputs.iter().sum::<u64>() * 5);
 }

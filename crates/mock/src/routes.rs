@@ -122,16 +122,8 @@ pub(crate) async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Respon
             )
             .await
         }
-        (&Method::POST, p) if p.ends_with("/embeddings") => {
-            crate::pooling::embeddings(shared.clone(), req, path).await
-        }
-        // vLLM's and llama-server's `/rerank` and `/v1/rerank`, TEI's `/rerank`
-        (&Method::POST, p) if p.ends_with("/rerank") => {
-            crate::pooling::rerank(shared.clone(), req, path).await
-        }
-        // TEI's embeddings
-        (&Method::POST, p) if p.ends_with("/embed") => {
-            crate::pooling::tei_embed(shared.clone(), req, path).await
+        (&Method::POST, p) if crate::pooling::Route::of(p).is_some() => {
+            crate::pooling::serve(shared.clone(), req, path).await
         }
         (&Method::POST, p) if p.ends_with("/messages") => {
             generate(shared.clone(), req, Api::Messages, Streaming::AsAsked, path).await

@@ -36,6 +36,12 @@ pub enum WireApi {
     /// HuggingFace TEI's `/rerank`: a query and `texts`, `[{index, score}]`
     /// back, no usage.
     TeiRerank,
+    /// vLLM's pooling API (`/pooling`): a batch of `input` texts, one pooled
+    /// output each (`data[].data`), usage like embeddings.
+    Pooling,
+    /// vLLM's score API (`/score`): `text_1` (the query) and `text_2` (the
+    /// documents), a score per document (`data[].score`), usage.
+    Score,
 }
 
 /// Server family, for the extras it accepts beyond its API and where it

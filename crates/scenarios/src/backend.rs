@@ -54,6 +54,12 @@ pub enum Backend {
     TeiEmbed,
     /// HuggingFace TEI's `/rerank`: a query and `[pooling]` `texts` per request.
     TeiRerank,
+    /// vLLM's `/pooling` (`vllm-pooling`): `[pooling]` batches of `input`
+    /// texts, one pooled output each (embeddings' shape).
+    VllmPooling,
+    /// vLLM's `/score` (`vllm-score`): a query (`text_1`) and `[pooling]`
+    /// documents (`text_2`) per request, a score each.
+    VllmScore,
 }
 
 impl Backend {
@@ -79,11 +85,13 @@ impl Backend {
             Backend::VllmRerank => "vllm-rerank",
             Backend::TeiEmbed => "tei-embed",
             Backend::TeiRerank => "tei-rerank",
+            Backend::VllmPooling => "vllm-pooling",
+            Backend::VllmScore => "vllm-score",
         }
     }
 
     /// Every backend, in the order documentation lists them.
-    pub const ALL: [Backend; 19] = [
+    pub const ALL: [Backend; 21] = [
         Backend::Openai,
         Backend::OpenaiChat,
         Backend::Vllm,
@@ -103,6 +111,8 @@ impl Backend {
         Backend::VllmRerank,
         Backend::TeiEmbed,
         Backend::TeiRerank,
+        Backend::VllmPooling,
+        Backend::VllmScore,
     ];
 
     /// A pooling API (embeddings, rerank): each request sends a `[pooling]`
@@ -113,7 +123,9 @@ impl Backend {
             Backend::OpenaiEmbeddings
             | Backend::VllmRerank
             | Backend::TeiEmbed
-            | Backend::TeiRerank => true,
+            | Backend::TeiRerank
+            | Backend::VllmPooling
+            | Backend::VllmScore => true,
             Backend::Mock => mock_api.pools(),
             _ => false,
         }
@@ -123,17 +135,18 @@ impl Backend {
     /// `mock_api` decides for the embedded mock.
     pub fn reranks(self, mock_api: MockApi) -> bool {
         match self {
-            Backend::VllmRerank | Backend::TeiRerank => true,
+            Backend::VllmRerank | Backend::TeiRerank | Backend::VllmScore => true,
             Backend::Mock => mock_api.reranks(),
             _ => false,
         }
     }
 
     /// `[pooling]`'s `encoding_format` and `dimensions` apply (OpenAI's
-    /// embeddings shape); `mock_api` decides for the embedded mock.
+    /// embeddings shape, which vLLM's `/pooling` takes too); `mock_api`
+    /// decides for the embedded mock.
     pub fn shapes_vectors(self, mock_api: MockApi) -> bool {
         match self {
-            Backend::OpenaiEmbeddings => true,
+            Backend::OpenaiEmbeddings | Backend::VllmPooling => true,
             Backend::Mock => mock_api == MockApi::OpenaiEmbeddings,
             _ => false,
         }
@@ -200,6 +213,8 @@ impl Backend {
                 | Backend::VllmRerank
                 | Backend::TeiEmbed
                 | Backend::TeiRerank
+                | Backend::VllmPooling
+                | Backend::VllmScore
         )
     }
 

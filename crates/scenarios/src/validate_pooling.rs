@@ -62,8 +62,9 @@ pub(crate) fn problems(s: &Scenario) -> Vec<(String, String)> {
                 out.push((
                     format!("pooling.{key}"),
                     format!(
-                        "applies to OpenAI embeddings (\"{}\"), not \"{}\"",
+                        "applies to OpenAI embeddings and vLLM's pooling (\"{}\", \"{}\"), not \"{}\"",
                         Backend::OpenaiEmbeddings.name(),
+                        Backend::VllmPooling.name(),
                         s.target.backend.name()
                     ),
                 ));

@@ -43,6 +43,8 @@ pub fn api_of(backend: Backend, mock_api: MockApi) -> (WireApi, ServerFamily) {
         Backend::VllmRerank => (WireApi::Rerank, ServerFamily::Vllm),
         Backend::TeiEmbed => (WireApi::TeiEmbed, ServerFamily::Tgi),
         Backend::TeiRerank => (WireApi::TeiRerank, ServerFamily::Tgi),
+        Backend::VllmPooling => (WireApi::Pooling, ServerFamily::Vllm),
+        Backend::VllmScore => (WireApi::Score, ServerFamily::Vllm),
         Backend::Mock => match mock_api {
             MockApi::OpenaiChat => (WireApi::Chat, ServerFamily::Mock),
             MockApi::Openai => (WireApi::Completions, ServerFamily::Mock),
@@ -83,6 +85,9 @@ pub fn default_endpoint(api: WireApi, stream: bool) -> &'static str {
         (WireApi::Rerank, _) => "/v1/rerank",
         (WireApi::TeiEmbed, _) => "/embed",
         (WireApi::TeiRerank, _) => "/rerank",
+        (WireApi::Pooling, _) => "/pooling",
+        // vLLM serves `/v1/score` too
+        (WireApi::Score, _) => "/score",
     }
 }
 

@@ -13,6 +13,7 @@ mod messages;
 mod openai;
 mod rerank;
 mod responses;
+mod score;
 mod spelled;
 mod tei;
 mod tgi;
@@ -169,6 +170,8 @@ impl ApiCodec {
             WireApi::Rerank => rerank::body(self, entry),
             WireApi::TeiEmbed => tei::embed_body(self, entry),
             WireApi::TeiRerank => tei::rerank_body(self, entry),
+            WireApi::Pooling => embeddings::body(self, entry),
+            WireApi::Score => score::body(self, entry),
         };
         if let Some((id, scale)) = self.lora {
             body.insert(
@@ -194,7 +197,8 @@ impl ApiCodec {
             // vLLM streams transcriptions as chat-completion chunks
             WireApi::Transcription => openai::parse_event(WireApi::Chat, data),
             // pooling answers are never streamed: a body is one whole answer
-            WireApi::Embeddings => embeddings::parse_full(data),
+            // vLLM's pooling and score answers hold `data[]` and `usage` too
+            WireApi::Embeddings | WireApi::Pooling | WireApi::Score => embeddings::parse_full(data),
             WireApi::Rerank => rerank::parse_full(data),
             WireApi::TeiEmbed | WireApi::TeiRerank => tei::parse_full(data),
             WireApi::Tgi => tgi::parse(data),
@@ -212,7 +216,9 @@ impl ApiCodec {
             WireApi::Responses => responses::parse_full(body)?,
             WireApi::Messages => messages::parse_full(body)?,
             WireApi::Transcription => transcription::parse_full(body)?,
-            WireApi::Embeddings => embeddings::parse_full(body)?,
+            WireApi::Embeddings | WireApi::Pooling | WireApi::Score => {
+                embeddings::parse_full(body)?
+            }
             WireApi::Rerank => rerank::parse_full(body)?,
             WireApi::TeiEmbed | WireApi::TeiRerank => tei::parse_full(body)?,
             // the others answer with one object shaped like their last event

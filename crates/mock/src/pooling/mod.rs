@@ -1,5 +1,6 @@
 //! Pooling requests: OpenAI `/v1/embeddings` (vLLM's and llama-server's
-//! shape), TEI's `/embed`, and rerank (`rerank.rs`). Each input (text or
+//! shape), vLLM's `/pooling` (the same request, each vector under `data`),
+//! TEI's `/embed`, and rerank and vLLM's `/score` (`rerank.rs`). Each input (text or
 //! document) is counted (the ground truth a client's item count is checked
 //! against) and answered after `mock.ttft_ms`: one vector per input, as
 //! `float` lists or `base64` little-endian `f32`s, or one score per document.
@@ -22,7 +23,54 @@ use crate::stats::LoggedRequest;
 
 mod rerank;
 
-pub(crate) use rerank::rerank;
+use rerank::{rerank, score};
+
+/// The pooling routes, by how their path ends.
+#[derive(Clone, Copy)]
+pub(crate) enum Route {
+    /// OpenAI's `/v1/embeddings` (vLLM's, llama-server's).
+    Embeddings,
+    /// vLLM's and llama-server's `/rerank` and `/v1/rerank`, TEI's `/rerank`.
+    Rerank,
+    /// vLLM's pooling API, `/pooling`.
+    Pooling,
+    /// vLLM's score API, `/score` and `/v1/score`.
+    Score,
+    /// TEI's embeddings, `/embed`.
+    TeiEmbed,
+}
+
+impl Route {
+    /// The pooling route `path` is, if it is one.
+    pub(crate) fn of(path: &str) -> Option<Route> {
+        [
+            ("/embeddings", Route::Embeddings),
+            ("/rerank", Route::Rerank),
+            ("/pooling", Route::Pooling),
+            ("/score", Route::Score),
+            ("/embed", Route::TeiEmbed),
+        ]
+        .into_iter()
+        .find(|(end, _)| path.ends_with(end))
+        .map(|(_, r)| r)
+    }
+}
+
+/// Serve one request on a pooling route (see [`Route::of`]).
+pub(crate) async fn serve(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    path: String,
+) -> Response<ResponseBody> {
+    match Route::of(&path) {
+        Some(Route::Embeddings) => vectors(shared, req, path, Vectors::Embeddings).await,
+        Some(Route::Pooling) => vectors(shared, req, path, Vectors::Pooling).await,
+        Some(Route::Rerank) => rerank(shared, req, path).await,
+        Some(Route::Score) => score(shared, req, path).await,
+        Some(Route::TeiEmbed) => tei_embed(shared, req, path).await,
+        None => error_json(StatusCode::NOT_FOUND, "not a pooling route"),
+    }
+}
 
 /// Vector length when the request does not ask for `dimensions`.
 const DEFAULT_DIMENSIONS: u32 = 16;
@@ -99,11 +147,30 @@ pub(super) async fn read<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// Serve one `/v1/embeddings` request.
-pub(crate) async fn embeddings(
+/// Which answer a vector request gets: OpenAI's embeddings, or vLLM's
+/// pooling (the same request, each output under `data`).
+#[derive(Clone, Copy)]
+enum Vectors {
+    Embeddings,
+    Pooling,
+}
+
+impl Vectors {
+    /// The answer's id prefix, each entry's `object` and the key of its vector.
+    fn spelling(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Vectors::Embeddings => ("embd", "embedding", "embedding"),
+            Vectors::Pooling => ("pooling", "pooling", "data"),
+        }
+    }
+}
+
+/// Serve one request for vectors of `input` texts, answered as `kind` says.
+async fn vectors(
     shared: Arc<Shared>,
     req: Request<Incoming>,
     path: String,
+    kind: Vectors,
 ) -> Response<ResponseBody> {
     let (arrived, parsed) = match read::<EmbeddingsRequest>(req, path).await {
         Ok(r) => r,
@@ -134,6 +201,7 @@ pub(crate) async fn embeddings(
     let arrival = arrived.arrival;
     account(&shared, (&inputs, parsed.model), prompt_tokens, arrived);
     tokio::time::sleep_until(arrival + crate::handler::ms(shared.config.ttft_ms)).await;
+    let (prefix, object, key) = kind.spelling();
     let data: Vec<Value> = inputs
         .iter()
         .enumerate()
@@ -145,11 +213,11 @@ pub(crate) async fn embeddings(
             } else {
                 json!(v)
             };
-            json!({"object": "embedding", "index": i, "embedding": embedding})
+            json!({"object": object, "index": i, key: embedding})
         })
         .collect();
     let answer = json!({
-        "id": format!("embd-{}", fingerprint(&inputs.join("\n"))),
+        "id": format!("{prefix}-{}", fingerprint(&inputs.join("\n"))),
         "object": "list",
         "created": crate::handler::unix_secs(),
         "model": shared.config.model,
@@ -177,7 +245,7 @@ struct TeiEmbedRequest {
 }
 
 /// Serve one TEI `/embed` request: a bare array of vectors, no usage.
-pub(crate) async fn tei_embed(
+async fn tei_embed(
     shared: Arc<Shared>,
     req: Request<Incoming>,
     path: String,

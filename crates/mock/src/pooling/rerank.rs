@@ -2,8 +2,10 @@
 //! (`{query, documents, top_n?}`, answered with `results` and `usage`) and
 //! TEI's `/rerank` (`{query, texts}`, answered with a bare `[{index,
 //! score}]`; a body with `texts` is taken as TEI's, as llama-server does).
-//! Every document is counted; its tokens are the query's beside its own,
-//! as a cross-encoder reads the pair.
+//! vLLM's `/score` and `/v1/score` (`{text_1, text_2}`, the query and the
+//! documents, answered with `data: [{index, score}]` in document order and
+//! `usage`). Every document is counted; its tokens are the query's beside
+//! its own, as a cross-encoder reads the pair.
 
 use std::sync::Arc;
 
@@ -34,6 +36,70 @@ struct RerankRequest {
     model: Option<String>,
 }
 
+/// A vLLM score request as the mock reads it: one query, one document or many.
+#[derive(Deserialize)]
+struct ScoreRequest {
+    text_1: String,
+    text_2: Documents,
+    /// The model (or LoRA adapter) the request names.
+    #[serde(default)]
+    model: Option<String>,
+}
+
+/// `text_2`: a document or a list of documents.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Documents {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// Serve one vLLM score request: a score per document, in their order.
+pub(crate) async fn score(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    path: String,
+) -> Response<ResponseBody> {
+    let (arrived, parsed) = match read::<ScoreRequest>(req, path).await {
+        Ok(r) => r,
+        Err(answer) => return answer,
+    };
+    let documents = match parsed.text_2 {
+        Documents::One(d) => vec![d],
+        Documents::Many(v) => v,
+    };
+    if documents.is_empty() {
+        return error_json(StatusCode::BAD_REQUEST, "text_2 is empty");
+    }
+    let prompt_tokens = pair_tokens(&parsed.text_1, &documents);
+    let arrival = arrived.arrival;
+    let model = parsed.model.clone();
+    account(&shared, (&documents, parsed.model), prompt_tokens, arrived);
+    tokio::time::sleep_until(arrival + crate::handler::ms(shared.config.ttft_ms)).await;
+    let data: Vec<Value> = scored(&parsed.text_1, &documents)
+        .into_iter()
+        .map(|(index, score)| json!({"index": index, "object": "score", "score": score}))
+        .collect();
+    let answer = json!({
+        "id": format!("score-{}", fingerprint(&parsed.text_1)),
+        "object": "list",
+        "created": crate::handler::unix_secs(),
+        "model": model.unwrap_or_else(|| shared.config.model.clone()),
+        "data": data,
+        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens, "completion_tokens": 0},
+    });
+    finish(&shared, answer)
+}
+
+/// The tokens of every (query, document) pair.
+fn pair_tokens(query: &str, documents: &[String]) -> u32 {
+    let query_tokens = count_words(query);
+    documents
+        .iter()
+        .map(|d| query_tokens + count_words(d))
+        .sum()
+}
+
 /// Serve one rerank request.
 pub(crate) async fn rerank(
     shared: Arc<Shared>,
@@ -57,11 +123,7 @@ pub(crate) async fn rerank(
     if documents.is_empty() {
         return error_json(StatusCode::BAD_REQUEST, "no documents to rank");
     }
-    let query_tokens = count_words(&parsed.query);
-    let prompt_tokens: u32 = documents
-        .iter()
-        .map(|d| query_tokens + count_words(d))
-        .sum();
+    let prompt_tokens = pair_tokens(&parsed.query, &documents);
     let arrival = arrived.arrival;
     let model = parsed.model.clone();
     account(&shared, (&documents, parsed.model), prompt_tokens, arrived);
@@ -92,16 +154,21 @@ pub(crate) async fn rerank(
 }
 
 /// Each document's index and score (drawn from the pair's fingerprint, in
-/// `[0, 1)`), best first, the best `top_n` kept.
-fn ranked(query: &str, documents: &[String], top_n: Option<usize>) -> Vec<(usize, f64)> {
-    let mut scored: Vec<(usize, f64)> = documents
+/// `[0, 1)`), in the documents' order.
+fn scored(query: &str, documents: &[String]) -> Vec<(usize, f64)> {
+    documents
         .iter()
         .enumerate()
         .map(|(i, d)| {
             let f = fingerprint(&format!("{query}\n{d}"));
             (i, (f >> 11) as f64 / (1u64 << 53) as f64)
         })
-        .collect();
+        .collect()
+}
+
+/// Each document's index and score, best first, the best `top_n` kept.
+fn ranked(query: &str, documents: &[String], top_n: Option<usize>) -> Vec<(usize, f64)> {
+    let mut scored = scored(query, documents);
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     scored.truncate(top_n.unwrap_or(usize::MAX));
     scored

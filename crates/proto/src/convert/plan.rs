@@ -30,7 +30,8 @@ use crate::v1;
 /// version, address choice and proxy, which an older worker would ignore;
 /// 5: the Responses, Messages and transcription APIs, output shapes, images
 /// and audio, and the `ttfa_ms` bound; 7: a model's llama-server LoRA id, the rerank
-/// prompt (a query and documents) and the rerank and TEI APIs).
+/// prompt (a query and documents), the rerank and TEI APIs and vLLM's
+/// pooling and score APIs).
 pub const PLAN_FORMAT: u32 = 7;
 
 /// Why a plan from the wire could not be read.
@@ -190,6 +191,8 @@ fn target(t: &ResolvedTarget) -> v1::Target {
             WireApi::Rerank => v1::WireApi::Rerank,
             WireApi::TeiEmbed => v1::WireApi::TeiEmbed,
             WireApi::TeiRerank => v1::WireApi::TeiRerank,
+            WireApi::Pooling => v1::WireApi::Pooling,
+            WireApi::Score => v1::WireApi::Score,
         } as i32,
         family: match t.family {
             ServerFamily::Openai => v1::ServerFamily::Openai,
@@ -262,6 +265,8 @@ fn target_from(t: v1::Target) -> Result<ResolvedTarget, PlanError> {
             Ok(v1::WireApi::Rerank) => WireApi::Rerank,
             Ok(v1::WireApi::TeiEmbed) => WireApi::TeiEmbed,
             Ok(v1::WireApi::TeiRerank) => WireApi::TeiRerank,
+            Ok(v1::WireApi::Pooling) => WireApi::Pooling,
+            Ok(v1::WireApi::Score) => WireApi::Score,
             Ok(v1::WireApi::Unspecified) | Err(_) => return Err(unknown("target.api", t.api)),
         },
         family: match v1::ServerFamily::try_from(t.family) {
