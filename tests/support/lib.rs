@@ -259,6 +259,31 @@ impl Mock {
             other => panic!("requests is not an array: {other}"),
         }
     }
+
+    /// The most streams the mock had open over `samples` looks 100 ms apart.
+    pub fn open_streams(&self, samples: u32) -> u64 {
+        (0..samples)
+            .map(|_| {
+                std::thread::sleep(Duration::from_millis(100));
+                self.stats()["in_flight"].as_u64().unwrap_or(0)
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Wait (up to a minute) until the mock's open streams peak at exactly
+    /// `n` over a second: what a steered fleet's change looks like from the server.
+    pub fn wait_for_streams(&self, n: u64, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut seen = 0;
+        while Instant::now() < deadline {
+            seen = self.open_streams(10);
+            if seen == n {
+                return;
+            }
+        }
+        panic!("{what}: the mock never had {n} streams open (last peak {seen})");
+    }
 }
 
 impl Drop for Mock {

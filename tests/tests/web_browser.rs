@@ -9,7 +9,7 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cicada_tests::browser::devtools::Tab;
 use cicada_tests::browser::pixels_like;
@@ -41,30 +41,6 @@ users = {users}
 duration = "150s"
 "#
     )
-}
-
-/// The most streams the mock had open over `samples` looks 100 ms apart.
-fn open_streams(mock: &Mock, samples: u32) -> u64 {
-    (0..samples)
-        .map(|_| {
-            std::thread::sleep(Duration::from_millis(100));
-            mock.stats()["in_flight"].as_u64().unwrap_or(0)
-        })
-        .max()
-        .unwrap_or(0)
-}
-
-/// Wait until the mock's open streams peak at exactly `n` over a second.
-fn wait_for_streams(mock: &Mock, n: u64, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut seen = 0;
-    while Instant::now() < deadline {
-        seen = open_streams(mock, 10);
-        if seen == n {
-            return;
-        }
-    }
-    panic!("{what}: the mock never had {n} streams open (last peak {seen})");
 }
 
 /// A screenshot's pixels and channel count.
@@ -183,7 +159,7 @@ fn the_page_steers_and_stops_a_fleet() {
         .spawn()
         .expect("starting cicada");
     let fleet = Fleet(Some(fleet));
-    wait_for_streams(&mock, 3, "before the change");
+    mock.wait_for_streams(3, "before the change");
 
     let mut tab = Tab::open(&format!("http://{addr}/"), 1280, 1000);
     tab.wait_for(
@@ -207,8 +183,8 @@ fn the_page_steers_and_stops_a_fleet() {
     let msg = tab.eval("document.getElementById('edit-msg').textContent");
     let ok = tab.eval("document.getElementById('edit-msg').dataset.ok");
     assert_eq!(ok, "true", "the change was taken: {msg}");
-    wait_for_streams(&mock, 7, "after the change from the page");
-    assert!(open_streams(&mock, 10) <= 7, "7 users, never more streams");
+    mock.wait_for_streams(7, "after the change from the page");
+    assert!(mock.open_streams(10) <= 7, "7 users, never more streams");
     tab.wait_for(
         "document.getElementById('users').textContent==='7'\
          &&document.querySelectorAll('#chart-rps g.mark[data-mark=\"edit-1\"]').length===1",

@@ -60,30 +60,6 @@ fn post_form(url: &str, body: &str) -> Option<(u16, String)> {
     })
 }
 
-/// The most streams the mock had open over `samples` looks 100 ms apart.
-fn open_streams(mock: &Mock, samples: u32) -> u64 {
-    (0..samples)
-        .map(|_| {
-            std::thread::sleep(Duration::from_millis(100));
-            mock.stats()["in_flight"].as_u64().unwrap_or(0)
-        })
-        .max()
-        .unwrap_or(0)
-}
-
-/// Wait until the mock's open streams peak at exactly `n` over a second.
-fn wait_for_streams(mock: &Mock, n: u64, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut seen = 0;
-    while Instant::now() < deadline {
-        seen = open_streams(mock, 10);
-        if seen == n {
-            return;
-        }
-    }
-    panic!("{what}: the mock never had {n} streams open (last peak {seen})");
-}
-
 fn spawn_run(sc: &Path, out: &Path, workers: &str, addr: &str) -> Child {
     Command::new(cicada())
         .args(["run", sc.to_str().unwrap(), "--workers", workers])
@@ -105,8 +81,8 @@ fn steer_with(workers: &str) {
     let addr = format!("127.0.0.1:{}", free_port());
     let base = format!("http://{addr}");
     let child = spawn_run(&sc, &out, workers, &addr);
-    wait_for_streams(&mock, 3, "before the change");
-    assert!(open_streams(&mock, 10) <= 3, "3 users, never more streams");
+    mock.wait_for_streams(3, "before the change");
+    assert!(mock.open_streams(10) <= 3, "3 users, never more streams");
 
     // an open loop's fields cannot change a running closed loop
     let (code, body) = post_form(&format!("{base}/swarm"), "rate=5").expect("an answer");
@@ -117,8 +93,8 @@ fn steer_with(workers: &str) {
     assert_eq!(code, 200, "{body}");
     let answer: Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(answer["success"], true, "{answer}");
-    wait_for_streams(&mock, 7, "after the change");
-    assert!(open_streams(&mock, 10) <= 7, "7 users, never more streams");
+    mock.wait_for_streams(7, "after the change");
+    assert!(mock.open_streams(10) <= 7, "7 users, never more streams");
     let stats = get_json(&format!("{base}/stats/requests"));
     assert_eq!(stats["user_count"], 7, "{stats:#}");
     // the workers tab: each worker's last report is fresh, its stalls known
