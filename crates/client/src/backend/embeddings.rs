@@ -56,17 +56,23 @@ pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
     let Some(data) = w.data else {
         return Err("the answer has no `data` list".to_string());
     };
-    Ok(EventInfo {
-        pooled: Some(u32::try_from(data.len()).unwrap_or(u32::MAX)),
+    Ok(pooled(data.len(), w.usage.and_then(|u| u.prompt_tokens)))
+}
+
+/// Every pooling family's finished answer: `items` vectors or scores came
+/// back, the server counted `prompt_tokens` (if it says), 0 were generated.
+pub(super) fn pooled(items: usize, prompt_tokens: Option<u64>) -> EventInfo<'static> {
+    EventInfo {
+        pooled: Some(u32::try_from(items).unwrap_or(u32::MAX)),
         usage: Some(Usage {
-            prompt_tokens: w.usage.and_then(|u| u.prompt_tokens),
+            prompt_tokens,
             completion_tokens: Some(0),
             cached_tokens: None,
             reasoning_tokens: None,
         }),
         finished: true,
         ..EventInfo::default()
-    })
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{ApiCodec, Ask, EventInfo, Usage, decode, error_text, extra_body};
+use super::{ApiCodec, Ask, EventInfo, decode, error_text, extra_body};
 
 /// The query and documents of a pool entry: a rerank prompt's own, or any
 /// other prompt's text as the query of no documents (refused by a server).
@@ -66,17 +66,10 @@ pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
     let Some(results) = w.results else {
         return Err("the answer has no `results` list".to_string());
     };
-    Ok(EventInfo {
-        pooled: Some(u32::try_from(results.len()).unwrap_or(u32::MAX)),
-        usage: Some(Usage {
-            prompt_tokens: w.usage.and_then(|u| u.prompt_tokens.or(u.total_tokens)),
-            completion_tokens: Some(0),
-            cached_tokens: None,
-            reasoning_tokens: None,
-        }),
-        finished: true,
-        ..EventInfo::default()
-    })
+    Ok(super::embeddings::pooled(
+        results.len(),
+        w.usage.and_then(|u| u.prompt_tokens.or(u.total_tokens)),
+    ))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{ApiCodec, Ask, EventInfo, Usage, decode, error_text, extra_body};
+use super::{ApiCodec, Ask, EventInfo, decode, error_text, extra_body};
 
 /// An `/embed` request: the texts as `inputs` (a one-text prompt is a list of one).
 pub(super) fn embed_body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
@@ -53,17 +53,7 @@ pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
             error: Some(error_text(&error)),
             ..EventInfo::default()
         }),
-        Ok(Answer::Results(results)) => Ok(EventInfo {
-            pooled: Some(u32::try_from(results.len()).unwrap_or(u32::MAX)),
-            usage: Some(Usage {
-                prompt_tokens: None,
-                completion_tokens: Some(0),
-                cached_tokens: None,
-                reasoning_tokens: None,
-            }),
-            finished: true,
-            ..EventInfo::default()
-        }),
+        Ok(Answer::Results(results)) => Ok(super::embeddings::pooled(results.len(), None)),
         Err(_) => Err(format!(
             "the answer is neither a list of results nor an error: {}",
             super::clip(&String::from_utf8_lossy(body), super::SHOWN_BYTES)
