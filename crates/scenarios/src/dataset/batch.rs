@@ -12,28 +12,39 @@ use crate::scenario::Pooling;
 /// Salt of the batch-size draws, apart from the dataset's own draws.
 const SIZE_SALT: u64 = 0x706f_6f6c_696e_6701;
 
+/// The items of each request in turn: `[pooling]`'s batch size, fixed, or
+/// drawn uniformly up to `batch_size_max` from `seed ^ salt` (each kind of
+/// pool salts its own draws, apart from the dataset's).
+pub(super) fn size_draws(p: &Pooling, seed: u64, salt: u64) -> impl FnMut() -> usize {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ salt);
+    let (least, most) = (p.batch_size.max(1), p.most().max(1));
+    move || {
+        let size = if most > least {
+            rng.random_range(least..=most)
+        } else {
+            least
+        };
+        size as usize
+    }
+}
+
 /// `n` entries, each the next batch of the `texts` prompts' texts (taken in
 /// order, wrapping when the source holds fewer), its input tokens their sum.
 pub(super) fn group(p: &Pooling, seed: u64, texts: Vec<PoolEntry>, n: u64) -> Vec<PoolEntry> {
     if texts.is_empty() {
         return Vec::new();
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ SIZE_SALT);
-    let (least, most) = (p.batch_size.max(1), p.most().max(1));
+    let mut size = size_draws(p, seed, SIZE_SALT);
     let mut next = texts
         .iter()
         .map(|e| (e.prompt.text(), e.input_tokens))
         .cycle();
     (0..n)
         .map(|id| {
-            let size = if most > least {
-                rng.random_range(least..=most)
-            } else {
-                least
-            };
-            let mut batch = Vec::with_capacity(size as usize);
+            let size = size();
+            let mut batch = Vec::with_capacity(size);
             let mut tokens = 0u32;
-            for (text, t) in next.by_ref().take(size as usize) {
+            for (text, t) in next.by_ref().take(size) {
                 batch.push(text.into_owned());
                 tokens = tokens.saturating_add(t);
             }

@@ -5,9 +5,6 @@
 //! `{"query": ..., "documents": [...]}` are entries as they are. Built once
 //! by the coordinator, so the same for any worker count.
 
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-
 use super::{DatasetError, PoolEntry, Prompt};
 use crate::scenario::Pooling;
 
@@ -66,25 +63,20 @@ fn from_texts(p: &Pooling, seed: u64, texts: &[PoolEntry], n: u64) -> Vec<PoolEn
     if texts.is_empty() {
         return Vec::new();
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ SIZE_SALT);
-    let (least, most) = (p.batch_size.max(1), p.most().max(1));
+    let mut size = super::batch::size_draws(p, seed, SIZE_SALT);
     let mut next = texts
         .iter()
         .map(|e| (e.prompt.text(), e.input_tokens))
         .cycle();
     (0..n)
         .map(|id| {
-            let size = if most > least {
-                rng.random_range(least..=most)
-            } else {
-                least
-            };
+            let size = size();
             let (query, query_tokens) = next
                 .next()
                 .map_or((String::new(), 0), |(t, n)| (t.into_owned(), n));
-            let mut documents = Vec::with_capacity(size as usize);
-            let mut doc_tokens = Vec::with_capacity(size as usize);
-            for (text, t) in next.by_ref().take(size as usize) {
+            let mut documents = Vec::with_capacity(size);
+            let mut doc_tokens = Vec::with_capacity(size);
+            for (text, t) in next.by_ref().take(size) {
                 documents.push(text.into_owned());
                 doc_tokens.push(t);
             }
