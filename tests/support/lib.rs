@@ -173,6 +173,22 @@ pub fn get_json(url: &str) -> serde_json::Value {
     })
 }
 
+/// `POST url` with a form body (the web UI's controls); (status, body),
+/// `None` when nothing answers.
+pub fn post_form(url: &str, body: &str) -> Option<(u16, String)> {
+    block_on(async {
+        let resp = reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body.to_string())
+            .send()
+            .await
+            .ok()?;
+        let status = resp.status().as_u16();
+        Some((status, resp.text().await.ok()?))
+    })
+}
+
 /// GET a URL and return its status and body text.
 pub fn get_text(url: &str) -> (u16, String) {
     block_on(async {

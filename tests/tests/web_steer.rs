@@ -41,25 +41,6 @@ duration = "120s"
     )
 }
 
-/// `POST url` with a form body; (status, body), `None` when nothing answers.
-fn post_form(url: &str, body: &str) -> Option<(u16, String)> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("test runtime");
-    rt.block_on(async {
-        let resp = reqwest::Client::new()
-            .post(url)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(body.to_string())
-            .send()
-            .await
-            .ok()?;
-        let status = resp.status().as_u16();
-        Some((status, resp.text().await.ok()?))
-    })
-}
-
 fn spawn_run(sc: &Path, out: &Path, workers: &str, addr: &str) -> Child {
     Command::new(cicada())
         .args(["run", sc.to_str().unwrap(), "--workers", workers])
@@ -295,6 +276,10 @@ fn steer_open(workers: &str) -> OpenRun {
     // users mean nothing to an open loop
     let (code, body) = post_form(&format!("{base}/swarm"), "user_count=5").expect("an answer");
     assert_eq!(code, 409, "{body}");
+    // a cap can change, but not be added to a run that started without one
+    let (code, body) = post_form(&format!("{base}/swarm"), "max_concurrency=4").expect("an answer");
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains("started without a cap"), "{body}");
     let asked = unix_us();
     let (code, body) = post_form(&format!("{base}/swarm"), "rate=60").expect("an answer");
     assert_eq!(code, 200, "{body}");

@@ -135,6 +135,7 @@ pub fn step_results(
     // after the client's verdict, which judges an uncapped burst's dispatch
     whole.hide_meaningless();
     let mut out = vec![whole];
+    let (mut rate_now, mut cap_now) = (None, None);
     for (p, w) in windows.iter().enumerate() {
         let start = (w.start.as_micros() as u64).max(warmup_end_us);
         let stage = p as u32;
@@ -148,11 +149,14 @@ pub fn step_results(
         // a window's result describes the window's own load
         let span = w.end.checked_sub(w.start).filter(|_| w.end < Duration::MAX);
         if let Some(c) = changes.iter().find(|c| c.window == p) {
+            // an open loop's rate and cap hold until a later change sets them
+            (rate_now, cap_now) = (c.rate.or(rate_now), c.max_concurrency.or(cap_now));
             r.scenario.load.users = c.users.or(r.scenario.load.users);
             r.scenario.load.spawn_rate = c.spawn_rate.or(r.scenario.load.spawn_rate);
-            if let Some(rate) = c.rate {
+            if let Some(rate) = rate_now {
                 r.scenario.load.request_rate = cicada_scenarios::units::Rate::from_f64(rate);
             }
+            r.scenario.load.max_concurrency = cap_now.or(r.scenario.load.max_concurrency);
             r.scenario.load.duration = span.map(Span);
             r.scenario_hash = scenario_hash(&r.scenario);
         } else if let Some(spec) = scenario.stages.get(p) {

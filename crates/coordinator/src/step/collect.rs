@@ -8,9 +8,10 @@ use anyhow::bail;
 use cicada_results::{StartBasis, WorkerClock};
 use tokio::time::Instant;
 
-use super::{Helm, LostWorker, STOP_GRACE, StepEnd, WorkerShare};
+use super::{Applied, Helm, LostWorker, STOP_GRACE, StepEnd, WorkerShare};
 use crate::audit::Audit;
 use crate::cap::{Admit, FleetCap};
+
 use crate::fleet::{Event, Fleet, WorkerReport};
 use crate::merge::Aggregate;
 use crate::progress::Progress;
@@ -111,15 +112,33 @@ impl Collect {
     }
 
     /// After a change of the load: if it changed an open loop's rate, no
-    /// worker's share has a count any more.
-    fn open_ended(&mut self, open: bool) {
-        if !open {
-            return;
+    /// worker's share has a count any more; if it changed the cap, the
+    /// fleet's cap switches at its instant.
+    fn steered(&mut self, applied: Applied) {
+        if applied.open_ended {
+            self.audit.open_ended();
+            if let Some(cap) = &mut self.cap {
+                cap.open_ended();
+            }
         }
-        self.audit.open_ended();
+        if let (Some((at, c)), Some(cap)) = (applied.cap, &mut self.cap) {
+            cap.change(at, c);
+        }
+    }
+
+    /// The cap's changes due by now, in effect: the waiting requests a larger one lets go.
+    fn switch_cap(&mut self, start: Instant) {
         if let Some(cap) = &mut self.cap {
-            cap.open_ended();
+            let now = Instant::now().saturating_duration_since(start);
+            self.admits.extend(cap.switch_due(now));
         }
+    }
+
+    /// Time since the step's barrier.
+    fn elapsed(&self) -> Duration {
+        self.start.map_or(Duration::ZERO, |s| {
+            Instant::now().saturating_duration_since(s)
+        })
     }
 
     /// The barrier was placed at `at`.
@@ -142,7 +161,9 @@ impl Collect {
         }
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         while self.finished.len() < self.all.len() {
+            let switch = self.cap.as_ref().and_then(FleetCap::next_switch);
             tokio::select! {
+                () = at_offset(start, switch) => self.switch_cap(start),
                 ev = fleet.next() => match ev {
                     Some(ev) => self.on_event(fleet, agg, ev),
                     None => bail!("the gRPC server stopped"),
@@ -153,8 +174,8 @@ impl Collect {
                 }
                 ask = next_control(&mut helm) => match (ask, helm.as_deref_mut()) {
                     (Control::Change(a), Some(h)) => {
-                        let open = h.apply(a, fleet, start);
-                        self.open_ended(open);
+                        let applied = h.apply(a, fleet, start);
+                        self.steered(applied);
                     }
                     (Control::Reset(a), Some(h)) => h.reset(a, agg, start),
                     _ => {}
@@ -222,10 +243,11 @@ impl Collect {
                 completed,
                 sent,
             } if step == self.step && !self.finished.contains(&worker) => {
+                let now = self.elapsed();
                 let verdict = self
                     .cap
                     .as_mut()
-                    .map(|c| c.progress(worker, completed, sent));
+                    .map(|c| c.progress(worker, completed, sent, now));
                 self.on_cap(fleet, agg, worker, verdict);
             }
             Event::Heartbeat { worker, in_flight } => agg.heartbeat(worker, in_flight),
@@ -466,6 +488,14 @@ impl Collect {
 async fn next_control(helm: &mut Option<&mut Helm<'_>>) -> Control {
     match helm {
         Some(h) => h.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Ready `offset` after the barrier at `start` (never, without an offset).
+async fn at_offset(start: Instant, offset: Option<Duration>) {
+    match offset {
+        Some(d) => tokio::time::sleep_until(start + d).await,
         None => std::future::pending().await,
     }
 }

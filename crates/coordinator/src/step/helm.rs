@@ -4,7 +4,8 @@
 //! users it runs from then on (user `u` on the worker at position
 //! `u mod N`, as planned) or the open loop's new rate (each worker derives
 //! the same global schedule a `[[stages]]` boundary there would give, and
-//! keeps its stripe of it), and kept as a stage boundary: the step's windows
+//! keeps its stripe of it) and/or its new fleet cap (every side switches at
+//! the instant), and kept as a stage boundary: the step's windows
 //! split there, and its results get one per window. A reset
 //! (`POST /stats/reset`) starts the step's figures again.
 
@@ -20,7 +21,8 @@ use crate::merge::Aggregate;
 use crate::web::state::SteeredLoad;
 use crate::web::{Control, Edit, Feed, ResetAsk, SteerAsk};
 
-/// How far ahead of now a change takes effect: every worker hears of it first.
+/// How far ahead of now a change takes effect, at least (every worker hears
+/// of it first); it is placed on the next 100 ms edge after that.
 const LEAD: Duration = Duration::from_millis(500);
 
 /// A change that was applied: the window it starts and the load in it.
@@ -34,6 +36,17 @@ pub struct Change {
     pub spawn_rate: Option<f64>,
     /// An open loop's mean rate in it, requests/s (infinite: unpaced).
     pub rate: Option<f64>,
+    /// An open loop's fleet-wide cap in it, when the change set one.
+    pub max_concurrency: Option<u32>,
+}
+
+/// What an applied change means for the step's bookkeeping.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Applied {
+    /// An open loop's rate changed: no worker's share has a count any more.
+    pub open_ended: bool,
+    /// The fleet cap changes to this at this instant after the barrier.
+    pub cap: Option<(Duration, u32)>,
 }
 
 /// What kind of load the step runs, for what a change may ask.
@@ -122,14 +135,16 @@ impl<'a> Helm<'a> {
     }
 
     /// Apply `ask` to the step whose barrier was at `start`, or say why
-    /// not; true when it changed an open loop's rate (whose shares are open-ended from then on).
-    pub fn apply(&mut self, ask: SteerAsk, fleet: &mut Fleet, start: Instant) -> bool {
-        // a whole millisecond, so the answer names the instant exactly
+    /// not (nothing applied).
+    pub fn apply(&mut self, ask: SteerAsk, fleet: &mut Fleet, start: Instant) -> Applied {
+        // on a concurrency slice's edge, so the stages on either side split
+        // the in-flight time exactly (and the answer names the instant exactly)
         let ahead = Instant::now().saturating_duration_since(start) + LEAD;
-        let at = Duration::from_millis(ahead.as_millis() as u64 + 1);
+        let slice = cicada_metrics::SLICE_US;
+        let at = Duration::from_micros((ahead.as_micros() as u64 / slice + 1) * slice);
         if self.run_end.is_some_and(|end| at >= end) {
             ask.answer(Err("the run ends before a change could take effect".into()));
-            return false;
+            return Applied::default();
         }
         let name = format!("edit-{}", self.changes.len() + 1);
         let checked = match (&mut self.kind, ask.edit) {
@@ -139,6 +154,7 @@ impl<'a> Helm<'a> {
                 users: Some(users),
                 spawn_rate,
                 rate: None,
+                max_concurrency: None,
             }),
             (Kind::Closed, Edit::Open { .. }) => {
                 Err("rate: this run is a closed loop; change its user_count".into())
@@ -152,13 +168,13 @@ impl<'a> Helm<'a> {
                     rate,
                     max_concurrency,
                 },
-            ) => open_change(schedule, *cap, at, rate, max_concurrency),
+            ) => open_change(schedule, cap, at, rate, max_concurrency),
         };
         let mut change = match checked {
             Ok(c) => c,
             Err(why) => {
                 ask.answer(Err(why));
-                return false;
+                return Applied::default();
             }
         };
         self.send(fleet, at, &name, &change);
@@ -169,22 +185,22 @@ impl<'a> Helm<'a> {
                 users: change.users,
                 spawn_rate: change.spawn_rate,
                 rate: change.rate,
+                max_concurrency: change.max_concurrency,
             };
             feed.steered(at, &name, load);
         }
-        tracing::info!(users = ?change.users, rate = ?change.rate, at = ?at, "the load changes ({name})");
-        let load = match (change.users, change.rate) {
-            (Some(u), _) => format!("{u} users"),
-            (None, Some(r)) if r.is_finite() => format!("{r} requests/s"),
-            _ => "an unpaced rate".to_string(),
-        };
+        tracing::info!(users = ?change.users, rate = ?change.rate, max_concurrency = ?change.max_concurrency, at = ?at, "the load changes ({name})");
         ask.answer(Ok(format!(
-            "{load} from {:.3} s into the step (stage {name})",
+            "{} from {:.3} s into the step (stage {name})",
+            change.in_words(),
             at.as_secs_f64()
         )));
-        let open = change.rate.is_some();
+        let applied = Applied {
+            open_ended: change.rate.is_some(),
+            cap: change.max_concurrency.map(|c| (at, c)),
+        };
         self.changes.push(change);
-        open
+        applied
     }
 
     /// Tell every active worker of `change` from `at`.
@@ -204,7 +220,7 @@ impl<'a> Helm<'a> {
                 spawn_rate: change.spawn_rate,
                 mine: (0..users).filter(|u| u % workers == *position).collect(),
                 rate: change.rate,
-                max_concurrency: None,
+                max_concurrency: change.max_concurrency,
             };
             fleet.steer(*member, &steer);
         }
@@ -235,41 +251,131 @@ fn kind_of(first: &Plan, plans: &[(u32, Plan)]) -> Kind {
     }
 }
 
-/// An open loop's change of rate at `at`, checked as every worker will
-/// apply it (`schedule` becomes the changed one).
+/// An open loop's change of rate and/or fleet cap at `at`, checked as
+/// every worker will apply it (`schedule` and `cap` become the changed ones).
 fn open_change(
     schedule: &mut ScheduleSpec,
-    cap: Option<u32>,
+    cap: &mut Option<u32>,
     at: Duration,
     rate: Option<f64>,
     max_concurrency: Option<u32>,
 ) -> Result<Change, String> {
-    if let Some(c) = max_concurrency.filter(|c| Some(*c) != cap) {
-        return Err(format!(
-            "max_concurrency: the cap ({}) cannot change while the run goes; \
-             asked for {c}",
-            cap.map_or("none".to_string(), |c| c.to_string())
-        ));
+    if max_concurrency.is_some() && cap.is_none() {
+        return Err(
+            "max_concurrency: this run started without a cap, and a cap can only \
+                    change while it runs, not be added (set load.max_concurrency)"
+                .into(),
+        );
     }
-    let Some(rate) = rate else {
-        return Err("rate: a change of an open loop needs it".into());
-    };
-    if rate.is_infinite() && cap.is_none() {
+    // the page's form posts both: a figure the same as the running one is no change
+    let max_concurrency = max_concurrency.filter(|c| Some(*c) != *cap);
+    let rate = rate.filter(|r| Some(*r) != rate_at(schedule, at));
+    if rate.is_none() && max_concurrency.is_none() {
+        return Err(
+            "rate: a change of an open loop needs a new rate or a new max_concurrency".into(),
+        );
+    }
+    if rate.is_some_and(f64::is_infinite) && cap.is_none() {
         return Err("rate: inf needs max_concurrency (otherwise it is an unbounded burst)".into());
     }
-    let Some(next) = schedule.steered(at, rate) else {
-        let why = if schedule.ramp.is_some() || schedule.arrivals_us.is_some() {
-            "rate: a ramped or replayed schedule cannot change its rate while it runs"
-        } else {
-            "rate: the rate is inf now (every request due at once), so it cannot change"
-        };
-        return Err(why.into());
+    let next = match rate {
+        Some(rate) => Some(schedule.steered(at, rate).ok_or_else(|| {
+            if schedule.ramp.is_some() || schedule.arrivals_us.is_some() {
+                "rate: a ramped or replayed schedule cannot change its rate while it runs"
+            } else {
+                "rate: the rate is inf now (every request due at once), so it cannot change"
+            }
+        })?),
+        None => None,
     };
-    *schedule = next;
+    if let Some(next) = next {
+        *schedule = next;
+    }
+    if max_concurrency.is_some() {
+        *cap = max_concurrency;
+    }
     Ok(Change {
         window: 0,
         users: None,
         spawn_rate: None,
-        rate: Some(rate),
+        rate,
+        max_concurrency,
     })
+}
+
+/// The rate `schedule` runs at `at`, requests/s (infinite: unpaced; `None`:
+/// a ramp or a replay, which has no one rate).
+fn rate_at(schedule: &ScheduleSpec, at: Duration) -> Option<f64> {
+    if schedule.ramp.is_some() || schedule.arrivals_us.is_some() {
+        return None;
+    }
+    let stage = schedule.stages.iter().find(|st| at < st.end);
+    match stage.or(schedule.stages.last()) {
+        Some(st) => Some(st.rate),
+        None => Some(schedule.rate.per_second().unwrap_or(f64::INFINITY)),
+    }
+}
+
+impl Change {
+    /// The load from the change on, as its answer says it.
+    fn in_words(&self) -> String {
+        let rate = match self.rate {
+            Some(r) if r.is_finite() => Some(format!("{r} requests/s")),
+            Some(_) => Some("an unpaced rate".to_string()),
+            None => None,
+        };
+        let cap = self
+            .max_concurrency
+            .map(|c| format!("at most {c} in flight"));
+        match (self.users, rate, cap) {
+            (Some(u), _, _) => format!("{u} users"),
+            (None, Some(r), Some(c)) => format!("{r}, {c}"),
+            (None, Some(r), None) => r,
+            (None, None, Some(c)) => c,
+            (None, None, None) => "no change".to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cicada_scenarios::units::Rate;
+
+    fn spec(rate: Rate) -> ScheduleSpec {
+        ScheduleSpec {
+            seed: 1,
+            rate,
+            burstiness: 1.0,
+            requests: None,
+            duration: Some(Duration::from_secs(60)),
+            pool_size: 4,
+            ramp: None,
+            stages: Vec::new(),
+            arrivals_us: None,
+        }
+    }
+
+    #[test]
+    fn the_form_reposting_the_running_rate_changes_only_the_cap() {
+        let at = Duration::from_secs(10);
+        // an unpaced run held by its cap: the page posts rate=inf with the new cap
+        let mut s = spec(Rate::Infinite);
+        let mut cap = Some(4);
+        let c = open_change(&mut s, &mut cap, at, Some(f64::INFINITY), Some(9)).unwrap();
+        assert_eq!((c.rate, c.max_concurrency, cap), (None, Some(9), Some(9)));
+        assert_eq!(c.in_words(), "at most 9 in flight");
+        assert!(open_change(&mut s, &mut cap, at, Some(f64::INFINITY), Some(9)).is_err());
+        // a paced one: the rate too, once
+        let mut s = spec(Rate::Finite(20.0));
+        let c = open_change(&mut s, &mut cap, at, Some(50.0), Some(9)).unwrap();
+        assert_eq!((c.rate, c.max_concurrency), (Some(50.0), None));
+        let later = Duration::from_secs(20);
+        assert_eq!(rate_at(&s, later), Some(50.0));
+        let c = open_change(&mut s, &mut cap, later, Some(50.0), Some(3)).unwrap();
+        assert_eq!(c.in_words(), "at most 3 in flight");
+        // a cap is not added to a run without one
+        let why = open_change(&mut s, &mut None, later, None, Some(3)).unwrap_err();
+        assert!(why.contains("started without a cap"), "{why}");
+    }
 }

@@ -29,7 +29,7 @@ use crate::signals::Signals;
 pub use cicada_results::{LostWorker, WorkerShare};
 
 use collect::Collect;
-pub use helm::{Change, Helm};
+pub use helm::{Applied, Change, Helm};
 
 /// Delay from Start to the shared start instant: long enough for every worker to receive it.
 const START_DELAY: Duration = Duration::from_millis(250);

@@ -247,6 +247,9 @@ impl Feed {
         if let Some(rate) = load.rate {
             b.scenario.load.request_rate = cicada_scenarios::units::Rate::from_f64(rate);
         }
+        if load.max_concurrency.is_some() {
+            b.scenario.load.max_concurrency = load.max_concurrency;
+        }
     }
 
     /// Each worker's clock offset (ms) as measured for the step.
@@ -401,6 +404,8 @@ pub struct SteeredLoad {
     pub spawn_rate: Option<f64>,
     /// An open loop's rate, requests/s (infinite: unpaced).
     pub rate: Option<f64>,
+    /// An open loop's fleet-wide cap in it (a change of the cap).
+    pub max_concurrency: Option<u32>,
 }
 
 #[cfg(test)]

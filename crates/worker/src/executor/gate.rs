@@ -13,6 +13,15 @@
 //! that can see its request's turn from what it already knows sends it
 //! without asking: on one worker that is every request, and the gate is a
 //! plain local FIFO semaphore. Nothing here runs per token.
+//!
+//! The web UI can change the cap while the step runs ([`Gate::set_cap`]):
+//! each worker switches at the change's instant on the step's clock, as the
+//! coordinator does, and from then on every request not yet admitted waits
+//! for `i < F + C'` (the semaphore's permits changed at that instant).
+//! Around the instant the two sides may disagree for a moment (their clocks
+//! differ by milliseconds): a word from the coordinator that does not yet
+//! admit the waiting request makes the worker ask again, so neither side
+//! waits for the other.
 
 use std::sync::Mutex;
 
@@ -42,6 +51,8 @@ struct State {
     asked_for: Option<u64>,
     /// The step ended: nothing waits any more.
     closed: bool,
+    /// Requests in flight at most, fleet-wide, as of now.
+    cap: u64,
 }
 
 impl State {
@@ -55,7 +66,6 @@ impl State {
 /// One worker's view of the fleet-wide cap of one step.
 #[derive(Debug)]
 pub struct Gate {
-    cap: u64,
     state: Mutex<State>,
     changed: Notify,
     /// Where progress goes when other workers share the cap (`None`: this
@@ -68,8 +78,10 @@ impl Gate {
     /// `uplink` when given.
     pub fn new(cap: u32, uplink: Option<mpsc::UnboundedSender<GateMessage>>) -> Gate {
         Gate {
-            cap: u64::from(cap.max(1)),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                cap: u64::from(cap.max(1)),
+                ..State::default()
+            }),
             changed: Notify::new(),
             uplink,
         }
@@ -101,7 +113,7 @@ impl Gate {
                 if s.closed {
                     return false;
                 }
-                if index < s.completed_at_least() + self.cap {
+                if index < s.completed_at_least() + s.cap {
                     s.sent += 1;
                     return true;
                 }
@@ -135,7 +147,24 @@ impl Gate {
                 s.fleet_completed = fleet_completed;
                 s.mine_included = mine_included.max(s.mine_included);
             }
+            // an answer that does not yet admit the waiting request (the
+            // sides' caps differed for a moment at a change) is asked again
+            s.asked_for = None;
         }
+        self.changed.notify_waiters();
+    }
+
+    /// The cap changed (the web UI's Edit, at its instant): requests not yet
+    /// admitted wait for `i < F + cap` from now on. The coordinator hears
+    /// this worker's counts at once, so its `F` is fresh for the new cap.
+    pub fn set_cap(&self, cap: u32) {
+        let (completed, sent) = {
+            let mut s = self.lock();
+            s.cap = u64::from(cap.max(1));
+            s.asked_for = None;
+            (s.mine, s.sent)
+        };
+        self.tell(GateMessage::Progress { completed, sent });
         self.changed.notify_waiters();
     }
 
@@ -215,6 +244,44 @@ mod tests {
         // a stale word never moves F back
         gate.admitted(4, 1);
         assert!(soon(&gate, 6).await);
+    }
+
+    #[tokio::test]
+    async fn a_changed_cap_holds_from_its_instant_for_every_request_not_yet_admitted() {
+        let gate = Arc::new(Gate::new(2, None));
+        assert!(soon(&gate, 0).await);
+        assert!(soon(&gate, 1).await);
+        let g = gate.clone();
+        let waiting = tokio::spawn(async move { g.admit(2).await });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(!waiting.is_finished(), "two in flight of 2");
+        // a larger cap admits the waiting request at once
+        gate.set_cap(4);
+        assert!(waiting.await.unwrap());
+        assert!(soon(&gate, 3).await);
+        assert!(!soon(&gate, 4).await, "four in flight of 4");
+        // a smaller one: the four in flight drain to below 1 before the next goes
+        gate.set_cap(1);
+        for _ in 0..3 {
+            gate.finished();
+            assert!(!soon(&gate, 4).await, "still more in flight than 1");
+        }
+        gate.finished();
+        assert!(soon(&gate, 4).await);
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_does_not_admit_is_asked_again() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let gate = Arc::new(Gate::new(1, Some(tx)));
+        let g = gate.clone();
+        let waiting = tokio::spawn(async move { g.admit(3).await });
+        assert_eq!(rx.recv().await, Some(GateMessage::Waiting { index: 3 }));
+        // the coordinator, on a larger cap for a moment, says F = 1: 3 < 1 + 1 is false here
+        gate.admitted(1, 0);
+        assert_eq!(rx.recv().await, Some(GateMessage::Waiting { index: 3 }));
+        gate.admitted(3, 0);
+        assert!(waiting.await.unwrap());
     }
 
     #[tokio::test]

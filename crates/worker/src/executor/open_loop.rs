@@ -3,7 +3,8 @@
 //! The cap is the fleet's: requests are admitted in the order of their global
 //! index, as with one semaphore over every worker (see `gate`). A change of
 //! rate from the web UI cuts the running schedule at its instant and lets
-//! the changed one take over there (see `steering`).
+//! the changed one take over there (see `steering`); a change of the cap
+//! switches the gate at its instant.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -52,6 +53,7 @@ pub(super) async fn run(
     let mut next: VecDeque<dispatch::Dispatcher> = VecDeque::new();
     let mut course = step.steering.subscribe();
     let mut taken = course.borrow_and_update().schedules.len();
+    let mut caps_taken = 0;
     let tracker = TaskTracker::new();
     let mut dispatched = 0u64;
     loop {
@@ -75,11 +77,15 @@ pub(super) async fn run(
                     next.push_back(d);
                 }
                 taken = now.schedules.len();
+                for &(at, cap) in now.caps.iter().skip(caps_taken) {
+                    switch_cap_at(&step, clock, at, cap);
+                }
+                caps_taken = now.caps.len();
                 continue;
             }
             () = stop.cancelled() => break,
         };
-        if taken > 1 {
+        if taken > 1 || caps_taken > 0 {
             // the changes' windows name the stage
             slot.stage = step.steering.stage_of(slot.offset);
         }
@@ -91,6 +97,12 @@ pub(super) async fn run(
             };
             if !admitted {
                 break;
+            }
+            if caps_taken > 0 {
+                // the cap decides when a request goes: one that waited for
+                // it past a change belongs to the stage that let it go
+                let sent = Duration::from_micros(clock.now_us()).max(slot.offset);
+                slot.stage = step.steering.stage_of(sent);
             }
         }
         if let Some(d) = duration
@@ -116,6 +128,27 @@ pub(super) async fn run(
     }
     drop(dispatcher);
     drop(next);
+    // a changed rate leaves the share open-ended: it has no plan to be behind
+    let planned = if taken <= 1 { step.planned } else { 0 };
+    let not_sent_at_end = drain(&step, tracker, clock, &stop, &cancel, planned, dispatched).await;
+    Ended {
+        sent: dispatched,
+        not_sent_at_end,
+    }
+}
+
+/// Let the requests in flight end (or cancel them at the time limit, as the
+/// cool-down says); the planned requests not sent when the time limit came.
+async fn drain(
+    step: &Step,
+    tracker: TaskTracker,
+    clock: Clock,
+    stop: &CancellationToken,
+    cancel: &CancellationToken,
+    planned: u64,
+    dispatched: u64,
+) -> u64 {
+    let duration = step.plan.duration();
     tracker.close();
     if let (Some(d), Cooldown::Cancel) = (duration, step.plan.cooldown) {
         // duration-bound run with cool-down "cancel": abort what is still in flight at the end
@@ -127,14 +160,21 @@ pub(super) async fn run(
     tracker.wait().await;
     // the schedule ended (every due slot went out) or its time limit came
     // first; a stop from the coordinator or a signal is not a time limit
-    // (a changed rate leaves the share open-ended: it has no plan to be behind)
-    let not_sent_at_end = if duration.is_some() && !stop.is_cancelled() && taken <= 1 {
-        step.planned.saturating_sub(dispatched)
+    if duration.is_some() && !stop.is_cancelled() {
+        planned.saturating_sub(dispatched)
     } else {
         0
-    };
-    Ended {
-        sent: dispatched,
-        not_sent_at_end,
     }
+}
+
+/// Switch the gate to `cap` at `at` after the barrier (the coordinator
+/// switches its side at the same instant on its clock).
+fn switch_cap_at(step: &Arc<Step>, clock: Clock, at: Duration, cap: u32) {
+    let step = step.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep_until(clock.start() + at).await;
+        if let Some(gate) = &step.gate {
+            gate.set_cap(cap);
+        }
+    });
 }

@@ -4,7 +4,8 @@
 //! plan's schedule followed by each change of rate, each the whole
 //! schedule as a `[[stages]]` boundary at that instant would make it), and
 //! the `[[stages]]` windows the changes split (their indices name the stage
-//! each record belongs to). Users and the dispatcher read the course as it
+//! each record belongs to), and each change of an open loop's fleet cap
+//! from its instant on. Users and the dispatcher read the course as it
 //! changes (a `watch`), so a change reaches a user that is waiting, thinking
 //! or between requests, and the dispatcher before the instant it names.
 
@@ -25,8 +26,8 @@ pub enum SteerRefused {
     /// Only an open loop's rate can change (and not every open loop's).
     #[error("this step's request rate cannot change while it runs")]
     NotOpen,
-    /// The fleet cap is not changed while the run goes.
-    #[error("max_concurrency cannot change while the run goes")]
+    /// Only a cap the step started with can change.
+    #[error("max_concurrency: this step has no fleet cap to change")]
     Cap,
     /// A count-bound loop's indices would outgrow its count.
     #[error("a count-bound closed loop cannot be changed while it runs")]
@@ -43,6 +44,8 @@ pub struct Course {
     pub segments: Vec<(Duration, Arc<ClosedLoop>)>,
     /// (from, schedule): an open loop's schedule from 0, then each change's.
     pub schedules: Vec<(Duration, Arc<ScheduleSpec>)>,
+    /// (from, cap): each change of an open loop's fleet cap, in order.
+    pub caps: Vec<(Duration, u32)>,
     /// The windows records are scoped by.
     pub windows: Vec<StageWindow>,
 }
@@ -67,6 +70,8 @@ impl Course {
 pub struct Steering {
     course: watch::Sender<Arc<Course>>,
     run_end: Option<Duration>,
+    /// Whether the step has a fleet cap that a change may set.
+    capped: bool,
 }
 
 impl Steering {
@@ -83,11 +88,20 @@ impl Steering {
         let course = Course {
             segments,
             schedules,
+            caps: Vec::new(),
             windows: plan.stages.clone(),
         };
         Self {
             course: watch::Sender::new(Arc::new(course)),
             run_end: plan.duration(),
+            // a worker with no stripe has nothing to admit, but takes the change
+            capped: matches!(
+                plan.drive,
+                Drive::Open {
+                    fleet_slots: Some(_),
+                    ..
+                }
+            ),
         }
     }
 
@@ -128,26 +142,35 @@ impl Steering {
         Ok(())
     }
 
-    /// An open loop's change of rate: the schedule a `[[stages]]` boundary
-    /// at `steer.at` would make, from then on.
+    /// An open loop's change of rate (the schedule a `[[stages]]` boundary
+    /// at `steer.at` would make, from then on) and/or of its fleet cap.
     fn apply_open(&self, steer: &Steer) -> Result<(), SteerRefused> {
-        if steer.max_concurrency.is_some() {
+        if steer.max_concurrency.is_some() && !self.capped {
             return Err(SteerRefused::Cap);
         }
         let now = self.course.borrow().clone();
         let Some((last_at, last)) = now.schedules.last() else {
             return Err(SteerRefused::NotOpen);
         };
-        if steer.at < *last_at {
+        let latest = now
+            .caps
+            .last()
+            .map_or(*last_at, |(at, _)| *at)
+            .max(*last_at);
+        if steer.at < latest {
             return Err(SteerRefused::OutOfOrder {
                 at: steer.at,
-                last: *last_at,
+                last: latest,
             });
         }
-        let rate = steer.rate.ok_or(SteerRefused::NotOpen)?;
-        let next_schedule = last.steered(steer.at, rate).ok_or(SteerRefused::NotOpen)?;
         let mut next = Course::clone(&now);
-        next.schedules.push((steer.at, Arc::new(next_schedule)));
+        if let Some(rate) = steer.rate {
+            let changed = last.steered(steer.at, rate).ok_or(SteerRefused::NotOpen)?;
+            next.schedules.push((steer.at, Arc::new(changed)));
+        }
+        if let Some(cap) = steer.max_concurrency {
+            next.caps.push((steer.at, cap));
+        }
         plan::steer_windows(&mut next.windows, steer.at, &steer.name, self.run_end);
         self.course.send_replace(Arc::new(next));
         Ok(())
@@ -183,12 +206,12 @@ mod tests {
     fn steering(cl: ClosedLoop) -> Steering {
         let course = Course {
             segments: vec![(Duration::ZERO, Arc::new(cl))],
-            schedules: Vec::new(),
-            windows: Vec::new(),
+            ..Course::default()
         };
         Steering {
             course: watch::Sender::new(Arc::new(course)),
             run_end: Some(Duration::from_secs(60)),
+            capped: false,
         }
     }
 
@@ -206,7 +229,7 @@ mod tests {
     }
 
     #[test]
-    fn an_open_loops_rate_changes_in_order_and_its_cap_does_not() {
+    fn an_open_loops_rate_and_cap_change_in_order() {
         let spec = ScheduleSpec {
             seed: 1,
             rate: Rate::Finite(10.0),
@@ -222,9 +245,10 @@ mod tests {
             schedules: vec![(Duration::ZERO, Arc::new(spec))],
             ..Course::default()
         };
-        let s = Steering {
+        let mut s = Steering {
             course: watch::Sender::new(Arc::new(course)),
             run_end: Some(Duration::from_secs(60)),
+            capped: false,
         };
         let open = |at, rate, max_concurrency| Steer {
             rate,
@@ -246,6 +270,22 @@ mod tests {
         assert!(matches!(
             s.apply(&open(20, Some(3.0), Some(4))),
             Err(SteerRefused::Cap)
+        ));
+        // with a cap to change: the cap alone, then rate and cap at once
+        s.capped = true;
+        s.apply(&open(20, None, Some(4))).unwrap();
+        s.apply(&open(30, Some(3.0), Some(9))).unwrap();
+        let c = s.subscribe().borrow().clone();
+        assert_eq!(
+            c.caps,
+            [(Duration::from_secs(20), 4), (Duration::from_secs(30), 9)]
+        );
+        assert_eq!(c.schedules.len(), 3, "the cap alone leaves the schedule");
+        assert_eq!(s.stage_of(Duration::from_secs(25)), 2);
+        assert_eq!(s.stage_of(Duration::from_secs(30)), 3);
+        assert!(matches!(
+            s.apply(&open(25, None, Some(2))),
+            Err(SteerRefused::OutOfOrder { .. })
         ));
         assert!(matches!(
             steering(closed(None)).apply(&open(10, Some(3.0), None)),
