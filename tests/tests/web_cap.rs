@@ -5,6 +5,8 @@
 //! streams is the ground truth: it moves from the old cap to the new one,
 //! up and then down, no worker is lost for sending under a cap the other
 //! side had not switched to yet, and each change is a stage in the results.
+//! The page's server-side block shows the mock's `/metrics` while the step
+//! runs, not only once it ends.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -79,6 +81,19 @@ fn steer_cap(workers: &str) {
         .expect("starting cicada");
     mock.wait_for_streams(4, "before the change");
     assert!(mock.open_streams(10) <= 4, "a cap of 4, never more streams");
+    // the step runs on: the server-side block is the mock's /metrics so far
+    let stats = get_json(&format!("{base}/stats/requests"));
+    let rows = stats["cicada"]["server"]["rows"].as_array().cloned();
+    let finished = rows
+        .unwrap_or_default()
+        .iter()
+        .find(|r| r[0] == "requests_finished")
+        .and_then(|r| r[1].as_str()?.parse::<f64>().ok());
+    assert!(
+        finished.is_some_and(|n| n > 0.0),
+        "the server's finished requests while the step runs: {:#}",
+        stats["cicada"]["server"]
+    );
 
     // users mean nothing to an open loop; a cap of 0 is no cap
     let (code, body) = post_form(&format!("{base}/swarm"), "user_count=5").expect("an answer");

@@ -6,7 +6,9 @@
 //! speculative-decoding acceptance, prefix-cache hit rate, preemptions, peak
 //! KV-cache usage, server-side TTFT and queue time, for the run and for each
 //! `[[stages]]` window. A replica without `/metrics`, or a metric a server
-//! does not expose, is skipped silently.
+//! does not expose, is skipped silently. The figures so far (from the scrape
+//! before the run to the newest one) are published after every scrape, for
+//! the live page ([`Watch::live`]).
 
 use std::time::Duration;
 
@@ -68,6 +70,8 @@ struct Watched {
     cuts: Vec<Option<Exposition>>,
     /// Gauges and scrape count of each window begun so far.
     window_gauges: Vec<(GaugeTrack, u32)>,
+    /// The newest scrape that answered.
+    latest: Option<Exposition>,
 }
 
 /// Scraping in progress; [`Watch::finish`] takes the last scrape and the figures.
@@ -77,6 +81,7 @@ pub struct Watch {
     stop: Option<oneshot::Sender<()>>,
     started: Option<oneshot::Sender<Instant>>,
     task: Option<JoinHandle<Scraped>>,
+    live: tokio::sync::watch::Receiver<Option<ServerView>>,
 }
 
 /// Per replica: the whole step's changes, and each window's.
@@ -90,12 +95,14 @@ impl Watch {
         let replicas = target.bases.len();
         let windows = stages.len();
         let boundaries = stages.iter().skip(1).map(|p| p.start).collect();
+        let (live_tx, live) = tokio::sync::watch::channel(None);
         let off = Watch {
             replicas,
             windows,
             stop: None,
             started: None,
             task: None,
+            live: live.clone(),
         };
         if !s.target.server_metrics {
             return off;
@@ -120,6 +127,7 @@ impl Watch {
                     scrapes: 1,
                     cuts: Vec::new(),
                     window_gauges: vec![(gauges, 1)],
+                    latest: None,
                 }
             }));
         }
@@ -135,14 +143,21 @@ impl Watch {
             windows,
             started: started_rx,
         };
-        let task = tokio::spawn(watch(scraper, watched, plan, rx));
+        let task = tokio::spawn(watch(scraper, watched, plan, rx, live_tx));
         Watch {
             replicas,
             windows,
             stop: Some(tx),
             started: Some(started_tx),
             task: Some(task),
+            live,
         }
+    }
+
+    /// The step's server figures so far, renewed after every scrape during
+    /// it (`None` until the first; it ends with the step).
+    pub fn live(&self) -> tokio::sync::watch::Receiver<Option<ServerView>> {
+        self.live.clone()
     }
 
     /// The start barrier's instant, from which window boundaries are timed.
@@ -205,6 +220,7 @@ impl Watched {
     fn observe(&mut self, e: Option<Exposition>, boundary: bool) {
         if let Some(e) = &e {
             self.fold(e);
+            self.latest = Some(e.clone());
         }
         if boundary {
             let mut next = GaugeTrack::default();
@@ -224,6 +240,16 @@ impl Watched {
             g.observe(e, true);
             *n += 1;
         }
+    }
+
+    /// The changes from before the run to the newest scrape.
+    fn so_far(&self) -> Option<Raw> {
+        Raw::between(
+            &self.before,
+            self.latest.as_ref()?,
+            self.gauges,
+            self.scrapes,
+        )
     }
 
     /// The whole run's changes and each window's, given the scrape after the run.
@@ -262,6 +288,7 @@ async fn watch(
     mut watched: Vec<Option<Watched>>,
     mut timing: Timing,
     mut stop: oneshot::Receiver<()>,
+    live: tokio::sync::watch::Sender<Option<ServerView>>,
 ) -> Scraped {
     let mut start: Option<Instant> = None;
     let mut waiting_for_start = true;
@@ -291,6 +318,11 @@ async fn watch(
         if boundary {
             cuts += 1;
         }
+        let so_far: Vec<Option<Raw>> = watched
+            .iter()
+            .map(|w| w.as_ref().and_then(Watched::so_far))
+            .collect();
+        live.send_replace(Some(ServerView::of(&so_far, watched.len())));
     }
     let windows = timing.windows;
     let mut whole = Vec::with_capacity(watched.len());
@@ -333,11 +365,32 @@ mod tests {
             scrapes: 1,
             cuts: Vec::new(),
             window_gauges: vec![(gauges, 1)],
+            latest: None,
         }
     }
 
     fn finished(raw: &Option<Raw>) -> Option<f64> {
         raw.as_ref().and_then(|r| r.figures().requests_finished)
+    }
+
+    #[test]
+    fn the_figures_so_far_run_to_the_newest_scrape_that_answered() {
+        let mut w = watched();
+        assert_eq!(
+            finished(&w.so_far()),
+            None,
+            "nothing scraped during the run yet"
+        );
+        w.observe(Some(scrape(3)), false);
+        assert_eq!(finished(&w.so_far()), Some(3.0));
+        w.observe(None, false);
+        assert_eq!(
+            finished(&w.so_far()),
+            Some(3.0),
+            "a failed scrape keeps the last"
+        );
+        w.observe(Some(scrape(8)), true);
+        assert_eq!(finished(&w.so_far()), Some(8.0));
     }
 
     #[test]

@@ -207,6 +207,9 @@ impl Steps {
             feed.step_began(r, self.sweeper.is_sweep(), &members);
         }
         let mut watch = Watch::start(&step.scenario, env.target, &windows).await;
+        if let Some(feed) = &self.web {
+            feed.follow_server(step_no, watch.live());
+        }
         let mut helm = self
             .steer
             .as_mut()

@@ -10,9 +10,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use cicada_metrics::{Metric, MetricSet};
 use cicada_results::interval::IntervalRow;
+use cicada_results::server::ServerView;
 use cicada_results::{RunResult, client_health};
 use cicada_scenarios::scenario::DatasetKind;
 use cicada_scenarios::{Scenario, sharding};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::merge::Aggregate;
@@ -326,6 +328,23 @@ impl Feed {
         b.add_points(cur.stage, new);
         cur.rows.extend(new.iter().cloned());
         b.current = Some(cur);
+    }
+
+    /// Follow the target's `/metrics` figures of step `step` while it runs
+    /// (renewed at every scrape; the task ends with the step's scraping).
+    pub fn follow_server(&self, step: u32, mut live: watch::Receiver<Option<ServerView>>) {
+        let feed = self.clone();
+        tokio::spawn(async move {
+            while live.changed().await.is_ok() {
+                let view = live.borrow_and_update().clone();
+                let mut b = feed.lock();
+                if let (Some(view), Some(cur)) = (view, b.current.as_mut())
+                    && cur.stage == step
+                {
+                    cur.server = view;
+                }
+            }
+        });
     }
 
     /// The step ended: `results` is its whole result, then its windows.
