@@ -147,7 +147,7 @@ impl Backend {
     pub fn shapes_vectors(self, mock_api: MockApi) -> bool {
         match self {
             Backend::OpenaiEmbeddings | Backend::VllmPooling => true,
-            Backend::Mock => mock_api == MockApi::OpenaiEmbeddings,
+            Backend::Mock => matches!(mock_api, MockApi::OpenaiEmbeddings | MockApi::VllmPooling),
             _ => false,
         }
     }

@@ -199,6 +199,10 @@ pub enum MockApi {
     TeiEmbed,
     /// HuggingFace TEI's `/rerank` (a pooling API).
     TeiRerank,
+    /// vLLM's pooling API, `/pooling` (a pooling API).
+    VllmPooling,
+    /// vLLM's score API, `/score` (a pooling API; a query and documents).
+    VllmScore,
 }
 
 impl MockApi {
@@ -210,12 +214,17 @@ impl MockApi {
                 | MockApi::VllmRerank
                 | MockApi::TeiEmbed
                 | MockApi::TeiRerank
+                | MockApi::VllmPooling
+                | MockApi::VllmScore
         )
     }
 
     /// A rerank API: a query and documents per request.
     pub fn reranks(self) -> bool {
-        matches!(self, MockApi::VllmRerank | MockApi::TeiRerank)
+        matches!(
+            self,
+            MockApi::VllmRerank | MockApi::TeiRerank | MockApi::VllmScore
+        )
     }
 
     /// Requests go out as chat `messages`.

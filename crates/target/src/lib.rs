@@ -59,6 +59,8 @@ pub fn api_of(backend: Backend, mock_api: MockApi) -> (WireApi, ServerFamily) {
             MockApi::VllmRerank => (WireApi::Rerank, ServerFamily::Mock),
             MockApi::TeiEmbed => (WireApi::TeiEmbed, ServerFamily::Mock),
             MockApi::TeiRerank => (WireApi::TeiRerank, ServerFamily::Mock),
+            MockApi::VllmPooling => (WireApi::Pooling, ServerFamily::Mock),
+            MockApi::VllmScore => (WireApi::Score, ServerFamily::Mock),
         },
         // plain: `ignore_eos` only when asked (vLLM and llama-server read it on
         // /v1/responses), never on /v1/messages (no server reads it there)
