@@ -14,6 +14,7 @@
 
 mod auth;
 mod form;
+mod load;
 mod page;
 mod routes;
 pub mod state;

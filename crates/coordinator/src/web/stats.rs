@@ -9,6 +9,7 @@ use cicada_results::server::HistFigures;
 use cicada_scenarios::sharding;
 use serde_json::{Value, json};
 
+use super::load;
 use super::state::{Board, Point, RunState};
 
 /// Latencies with percentiles in the `cicada` block and the charts.
@@ -213,11 +214,10 @@ pub fn requests(b: &Board) -> Value {
         .collect();
     let sent = total.outcomes.sent();
     let e2el = total.histogram(Metric::E2el);
-    let closed = sharding::is_closed_loop(&b.scenario);
-    let user_count = if closed {
-        u64::from(b.scenario.load.users.unwrap_or(0))
-    } else {
-        b.in_flight
+    let (load, stage) = b.load_now();
+    let user_count = match load.users {
+        Some(users) if load.rate.is_none() => u64::from(users),
+        _ => b.in_flight,
     };
     let workers: Vec<Value> = b
         .workers
@@ -271,6 +271,7 @@ pub fn requests(b: &Board) -> Value {
             "failures_by_class": failures,
             "points": b.history.len(),
             "scenario": scenario_block(b),
+            "load": load::block(&load, &stage),
             "server": server_block(b),
             "client": b.latest().map_or(Value::Null, client_block),
         },
@@ -561,6 +562,61 @@ mod tests {
             j["cicada"]["client"]["reasons"][0],
             "the worker runtime ran late"
         );
+    }
+
+    #[test]
+    fn the_header_shows_the_users_of_the_stage_in_force_then_of_a_change() {
+        use crate::web::state::SteeredLoad;
+        let mut r = result();
+        r.scenario.load.users = Some(8);
+        r.scenario.stages = serde_json::from_value(json!([
+            {"duration": "10s", "users": 8},
+            {"name": "high", "duration": "10s", "users": 16}
+        ]))
+        .expect("two stages");
+        let feed = Feed::new(r.scenario.clone(), RunState::Ready);
+        feed.step_began(r, false, &[]);
+        feed.barrier(0.0);
+        let users = |elapsed_s: f64| {
+            feed.lock().elapsed_s = elapsed_s;
+            let j = requests(&feed.lock());
+            (j["user_count"].clone(), j["cicada"]["load"].clone())
+        };
+        assert_eq!(users(3.0).0, 8);
+        let (count, load) = users(12.0);
+        assert_eq!(count, 16, "{load}");
+        assert_eq!(load["stage"], "high");
+        let change = SteeredLoad {
+            users: Some(3),
+            spawn_rate: Some(1.5),
+            ..SteeredLoad::default()
+        };
+        feed.steered(std::time::Duration::from_secs(13), "edit-1", change);
+        let (count, load) = users(14.0);
+        assert_eq!(count, 3, "{load}");
+        assert_eq!(load["spawn_rate"], 1.5);
+        assert_eq!(load["stage"], "edit-1");
+    }
+
+    #[test]
+    fn an_open_loop_shows_the_rate_a_change_set() {
+        use crate::web::state::SteeredLoad;
+        let mut r = result();
+        r.scenario.load.request_rate = cicada_scenarios::units::Rate::Finite(2.0);
+        r.scenario.load.max_concurrency = Some(6);
+        let feed = Feed::new(r.scenario.clone(), RunState::Ready);
+        feed.step_began(r, false, &[]);
+        feed.barrier(0.0);
+        let load = || requests(&feed.lock())["cicada"]["load"].clone();
+        assert_eq!(load()["rate"], "2", "{}", load());
+        let change = SteeredLoad {
+            rate: Some(f64::INFINITY),
+            ..SteeredLoad::default()
+        };
+        feed.steered(std::time::Duration::from_secs(1), "edit-1", change);
+        assert_eq!(load()["rate"], "inf", "{}", load());
+        assert_eq!(load()["max_concurrency"], 6);
+        assert_eq!(load()["users"], Value::Null);
     }
 
     #[test]
