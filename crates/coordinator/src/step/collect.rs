@@ -155,6 +155,7 @@ impl Collect {
                     (Control::Change(a), Some(h)) => {
                         let open = h.apply(a, fleet, start);
                         self.open_ended(open);
+                        progress.steered(open);
                     }
                     (Control::Reset(a), Some(h)) => h.reset(a, agg, start),
                     _ => {}
