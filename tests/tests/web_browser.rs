@@ -5,7 +5,9 @@
 //! form (typed into and clicked) changes the users the server sees, its
 //! charts mark the change, and its Stop button writes the results as
 //! Ctrl-C does. Screenshots are checked for the ink of the header, the
-//! tables, the chart lines and the mark.
+//! tables, the chart lines and the mark. With two weighted models and
+//! `[[stages]]` on the built-in mock, the page shows a row per model, the
+//! stage's users, and the stage's mark labelled clear of the legends.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -283,4 +285,122 @@ fn the_open_loop_edit_form_posts_rate_and_cap() {
     let run = fleet.wait();
     assert_eq!(run.code, Some(130), "{}", run.stderr);
     assert!(out.join("result.json").exists());
+}
+
+/// Two weighted models behind the built-in mock, 2 users for 4 s, then 4
+/// in the stage `high`.
+const STAGED_MODELS: &str = r#"
+name = "web-models"
+seed = 27
+[target]
+backend = "mock"
+models = [{ name = "big", weight = 3 }, { name = "small", weight = 1 }]
+[mock]
+ttft_ms = 60
+itl_ms = 8
+[dataset]
+kind = "random"
+input_len = 8
+output_len = 12
+[sampling]
+ignore_eos = true
+[[stages]]
+duration = "4s"
+users = 2
+[[stages]]
+name = "high"
+duration = "150s"
+users = 4
+"#;
+
+/// Every pair of a chart's legend entries and mark labels whose boxes on
+/// the screen overlap, as "chart: a / b" (the charts tab must be shown).
+const OVERLAPS: &str = "(function(){var out=[];\
+document.querySelectorAll('#charts svg.chart').forEach(function(svg,c){\
+var boxes=[];svg.querySelectorAll('g.legend,text.mark-label').forEach(function(e){boxes.push([e.textContent,e.getBoundingClientRect()]);});\
+for(var i=0;i<boxes.length;i++){for(var j=i+1;j<boxes.length;j++){var a=boxes[i][1],b=boxes[j][1];\
+if(a.left<b.right&&b.left<a.right&&a.top<b.bottom&&b.top<a.bottom){out.push(c+': '+boxes[i][0]+' / '+boxes[j][0]);}}}});\
+return out;})()";
+
+/// The statistics table's rows as (name, requests).
+const ROWS: &str = "Array.from(document.querySelectorAll('#stats-table tbody tr'))\
+.map(function(tr){return [tr.cells[0].textContent,Number(tr.cells[1].textContent)];})";
+
+/// A scenario with two weighted models and `[[stages]]`: the page shows a
+/// row per model (their requests adding up to the aggregate, the heavier
+/// model ahead), the header shows the stage's users once `high` runs, and
+/// the charts mark `high` with a label that overlaps no legend.
+#[test]
+fn the_page_shows_each_model_and_marks_the_stage() {
+    let _g = serial();
+    let dir = scratch();
+    let sc = write(dir.path(), "s.toml", STAGED_MODELS);
+    let out = dir.path().join("out");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let fleet = Command::new(cicada())
+        .args(["run", sc.to_str().unwrap(), "--workers", "2", "--quiet"])
+        .args(["--output-dir", out.to_str().unwrap(), "--web", &addr])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting cicada");
+    let fleet = Fleet(Some(fleet));
+    let mut tab = Tab::open(&format!("http://{addr}/"), 1280, 1000);
+    // the stage `high` runs, and enough requests ended for the weights to show
+    tab.wait_for(
+        "document.getElementById('load').textContent.indexOf('(high)')>=0\
+         &&Number(document.getElementById('status').dataset.requests)>=60",
+        PAGE_LIMIT,
+    );
+    assert_quiet(&mut tab, None);
+    let users = tab.eval("document.getElementById('users').textContent");
+    assert_eq!(
+        users, "4",
+        "the header shows the users of the stage running"
+    );
+    let load = tab.eval("document.getElementById('load').textContent");
+    assert_eq!(load, "4 users (high)");
+
+    let rows: Vec<(String, u64)> =
+        serde_json::from_value(tab.eval(ROWS)).expect("the table's rows");
+    let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["model:big", "model:small", "Aggregated"],
+        "a row per model: {rows:?}"
+    );
+    let (big, small, all) = (rows[0].1, rows[1].1, rows[2].1);
+    assert_eq!(big + small, all, "the models' rows add up: {rows:?}");
+    assert!(
+        big > small && small > 0,
+        "weights 3:1 give the heavier model more requests: {rows:?}"
+    );
+
+    tab.click("#tabs a[href='#charts']");
+    tab.wait_for(
+        "document.getElementById('charts').classList.contains('on')\
+         &&document.querySelectorAll('#charts g.mark[data-mark=\"high\"] text.mark-label').length===6",
+        PAGE_LIMIT,
+    );
+    let overlaps = tab.eval(OVERLAPS);
+    assert_eq!(
+        overlaps,
+        serde_json::json!([]),
+        "no mark label overlaps a legend or another label"
+    );
+    let png = dir.path().join("charts.png");
+    tab.screenshot(&png);
+    let (img, ch) = pixels(&png);
+    let mark = pixels_like(&img, ch, (0xae, 0x3e, 0xc9));
+    let label = pixels_like(&img, ch, (0x7a, 0x2a, 0x8f));
+    assert!(mark > 200, "the stages' lines are drawn: {mark} pixels");
+    assert!(label > 20, "the stages' labels are drawn: {label} pixels");
+    assert_quiet(&mut tab, None);
+
+    tab.click("#stop");
+    let run = fleet.wait();
+    assert_eq!(run.code, Some(130), "{}", run.stderr);
+    let result = read_json(&out.join("result.json"));
+    let models = result["cicada"]["models"].as_array().map_or(0, |m| m.len());
+    assert_eq!(models, 2, "{result:#}");
 }

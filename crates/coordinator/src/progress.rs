@@ -153,7 +153,30 @@ impl Progress {
         }
     }
 
+    /// The step's load was changed from the web UI; `open_ended` when the
+    /// change made every worker's share open-ended (an open loop's new
+    /// rate), so the planned total no longer says when the step ends and
+    /// progress stops counting towards it.
+    pub fn steered(&mut self, open_ended: bool) {
+        if !open_ended || self.step.planned == 0 {
+            return;
+        }
+        self.step.planned = 0;
+        if let Some(bar) = &self.bar {
+            self.shape(bar);
+        }
+    }
+
     fn new_bar(&self) -> ProgressBar {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        self.shape(&bar);
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
+    }
+
+    /// The bar's length and template for the step: towards the planned
+    /// requests, else the step's duration, else open-ended.
+    fn shape(&self, bar: &ProgressBar) {
         let (len, template) = match (self.step.planned, self.step.duration) {
             (n, _) if n > 0 => (
                 Some(n),
@@ -165,12 +188,23 @@ impl Progress {
             ),
             _ => (None, "{spinner} [{elapsed_precise}] {prefix} {wide_msg}"),
         };
-        let bar = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr());
+        match len {
+            Some(n) => bar.set_length(n),
+            None => bar.unset_length(),
+        }
         if let Ok(style) = ProgressStyle::with_template(template) {
             bar.set_style(style.progress_chars("=> "));
         }
-        bar.enable_steady_tick(Duration::from_millis(200));
-        bar
+    }
+
+    /// What a headless line's `done N` is out of: the planned requests, the
+    /// step's duration, or nothing (open-ended).
+    fn out_of(&self) -> String {
+        match (self.step.planned, self.step.duration) {
+            (n, _) if n > 0 => format!("/{n}"),
+            (_, Some(d)) => format!(" (of {})", clock(d)),
+            _ => String::new(),
+        }
     }
 
     /// Called about once a second: redraw the bar, print a line for newly
@@ -207,11 +241,7 @@ impl Progress {
                 if !new_rows {
                     return;
                 }
-                let of = match (self.step.planned, self.step.duration) {
-                    (n, _) if n > 0 => format!("/{n}"),
-                    (_, Some(d)) => format!(" (of {})", clock(d)),
-                    _ => String::new(),
-                };
+                let of = self.out_of();
                 eprintln!(
                     "[{:7.1}s] done {}{of}  ok {}  {}",
                     elapsed.as_secs_f64(),
@@ -297,6 +327,26 @@ mod tests {
         total.histogram_mut(Metric::Ttft).record(9_000);
         let line = Figures::of(&agg, &total).rates();
         assert!(line.contains("TTFT p50 2.0 ms p99 9.0 ms"), "{line}");
+    }
+
+    #[test]
+    fn a_change_of_rate_drops_the_planned_total() {
+        let mut p = Progress::new(Display::Quiet, None, "s");
+        p.step(1, 2, None);
+        p.begin(100, 0.0);
+        assert_eq!(p.out_of(), "/100");
+        p.steered(false);
+        assert_eq!(p.out_of(), "/100", "a change of users keeps the count");
+        p.steered(true);
+        assert_eq!(p.out_of(), "", "an open loop's new rate has no planned end");
+        p.step(2, 2, Some(Duration::from_secs(90)));
+        p.begin(100, 0.0);
+        p.steered(true);
+        assert_eq!(
+            p.out_of(),
+            " (of 1:30)",
+            "a time-bound step still ends on time"
+        );
     }
 
     #[test]

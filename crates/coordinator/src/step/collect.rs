@@ -175,6 +175,7 @@ impl Collect {
                 ask = next_control(&mut helm) => match (ask, helm.as_deref_mut()) {
                     (Control::Change(a), Some(h)) => {
                         let applied = h.apply(a, fleet, start);
+                        progress.steered(applied.open_ended);
                         self.steered(applied);
                     }
                     (Control::Reset(a), Some(h)) => h.reset(a, agg, start),

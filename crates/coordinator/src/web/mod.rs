@@ -2,7 +2,9 @@
 //! cicada run, served by the coordinator itself while the run goes. The
 //! page (`page`: HTML, CSS and a small script drawing SVG charts, compiled
 //! in; nothing is fetched) reads a Locust-compatible API (`routes`) over
-//! the board the run loop keeps (`state`, rendered by `stats`); `auth`
+//! the board the run loop keeps (`state`, rendered by `stats`, with the
+//! load in force from `load`, the target's `/metrics` from `server_side`
+//! and the client-bound verdict from `client_verdict`); `auth`
 //! decides who may ask; `form` reads the start form.
 //!
 //! The run loop reaches the server two ways: `POST /stop` arrives as a stop
@@ -13,9 +15,15 @@
 //! the change is sent to the fleet.
 
 mod auth;
+mod client_verdict;
+mod figures;
+#[cfg(test)]
+mod fixtures;
 mod form;
+mod load;
 mod page;
 mod routes;
+mod server_side;
 pub mod state;
 mod stats;
 

@@ -17,6 +17,7 @@ use cicada_scenarios::{Scenario, sharding};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::load::{self, Load, Steering};
 use crate::merge::Aggregate;
 
 /// Where the run is, in Locust's words.
@@ -134,6 +135,8 @@ pub struct Board {
     pub history: Vec<Point>,
     /// Stage boundaries to mark on the charts.
     pub marks: Vec<Mark>,
+    /// The changes from the page during the step running (or the last one).
+    pub steering: Steering,
     /// Seconds from the run's first barrier to the current step's.
     step_offset_s: f64,
     run_started: Option<Instant>,
@@ -165,6 +168,7 @@ impl Feed {
                 sweep: false,
                 history: Vec::new(),
                 marks: Vec::new(),
+                steering: Steering::default(),
                 step_offset_s: 0.0,
                 run_started: None,
                 step_started: None,
@@ -198,6 +202,7 @@ impl Feed {
             b.state = RunState::Running;
             b.sweep = sweep;
             b.current = Some(provisional);
+            b.steering = Steering::default();
         }
         self.roster(workers);
     }
@@ -235,6 +240,7 @@ impl Feed {
     /// `users` users (at `spawn_rate`), or an open loop at `rate` (stage `name`).
     pub fn steered(&self, at: std::time::Duration, name: &str, load: SteeredLoad) {
         let mut b = self.lock();
+        b.steering.apply(at, name, Load::from(load));
         let t = b.step_offset_s + at.as_secs_f64();
         b.marks.push(Mark {
             t,
@@ -408,6 +414,14 @@ impl Board {
             .extend(rows.iter().map(|r| Point::of(offset, step, r)));
     }
 
+    /// The load in force now and its stage's name: the step's scenario, its
+    /// `[[stages]]` window, the changes from the page.
+    pub fn load_now(&self) -> (Load, String) {
+        let s = self.latest().map_or(&self.scenario, |r| &r.scenario);
+        let elapsed = std::time::Duration::from_secs_f64(self.elapsed_s.max(0.0));
+        load::now(s, elapsed, &self.steering)
+    }
+
     /// The result the figures come from: the step running, else the last one finished.
     pub fn latest(&self) -> Option<&RunResult> {
         self.current.as_ref().or(self.finished.last())
@@ -425,6 +439,17 @@ pub struct SteeredLoad {
     pub rate: Option<f64>,
     /// An open loop's fleet-wide cap in it (a change of the cap).
     pub max_concurrency: Option<u32>,
+}
+
+impl From<SteeredLoad> for Load {
+    fn from(s: SteeredLoad) -> Self {
+        Load {
+            users: s.users,
+            spawn_rate: s.spawn_rate,
+            rate: s.rate.map(cicada_scenarios::units::Rate::from_f64),
+            max_concurrency: s.max_concurrency,
+        }
+    }
 }
 
 #[cfg(test)]

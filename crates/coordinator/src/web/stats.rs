@@ -3,12 +3,15 @@
 //! `/stats/failures/csv`, and the chart points of `/stats/history`.
 //! Locust's "response time" is cicada's E2EL (send to last byte), in ms.
 
-use cicada_metrics::{LatencyHistogram, Metric, MetricSet};
+use cicada_metrics::{Metric, MetricSet};
 use cicada_results::RunResult;
-use cicada_results::server::HistFigures;
 use cicada_scenarios::sharding;
 use serde_json::{Value, json};
 
+use super::client_verdict::client_block;
+use super::figures::{ms, round2};
+use super::load;
+use super::server_side::server_block;
 use super::state::{Board, Point, RunState};
 
 /// Latencies with percentiles in the `cicada` block and the charts.
@@ -18,18 +21,6 @@ pub const LATENCIES: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Met
 const CSV_PERCENTILES: [f64; 11] = [
     0.5, 0.66, 0.75, 0.8, 0.9, 0.95, 0.98, 0.99, 0.999, 0.9999, 1.0,
 ];
-
-fn ms(h: &LatencyHistogram, q: f64) -> f64 {
-    if h.is_empty() {
-        0.0
-    } else {
-        h.quantile(q) as f64 / 1e3
-    }
-}
-
-fn round2(v: f64) -> f64 {
-    (v * 100.0).round() / 100.0
-}
 
 /// One row of Locust's `stats`: a replica or the aggregate.
 fn stat_row(name: &str, set: &MetricSet, current_rps: f64, current_fail_s: f64) -> Value {
@@ -79,81 +70,6 @@ fn stats_rows(b: &Board, r: &RunResult) -> Vec<Value> {
     rows.extend(r.models().map(|(m, set)| row(&format!("model:{m}"), set)));
     rows.push(stat_row("Aggregated", &r.total, rps, fail_s));
     rows
-}
-
-/// The target's own `/metrics` figures over the newest step or stage that
-/// has them (they are read at its start and end): `[label, value]` rows,
-/// a server histogram's percentiles as the bucket they fall in.
-fn server_block(b: &Board) -> Value {
-    let newest = b
-        .current
-        .iter()
-        .chain(b.stages.iter().rev())
-        .chain(b.finished.iter().rev())
-        .find_map(|r| r.server.total.as_ref().map(|f| (r, f)));
-    let Some((r, figures)) = newest else {
-        return Value::Null;
-    };
-    let Ok(Value::Object(fields)) = serde_json::to_value(figures) else {
-        return Value::Null;
-    };
-    let rows: Vec<Value> = fields
-        .iter()
-        .filter_map(|(k, v)| Some(json!([k, server_value(v)?])))
-        .collect();
-    let of = if r.stage_name.is_empty() {
-        format!("step {}", r.stage)
-    } else {
-        r.stage_name.clone()
-    };
-    json!({"of": of, "rows": rows})
-}
-
-/// One server figure in words (`None`: nothing to show).
-fn server_value(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.as_f64().map_or_else(
-            || n.to_string(),
-            |f| {
-                if f.fract() == 0.0 {
-                    format!("{f:.0}")
-                } else {
-                    format!("{f:.3}")
-                }
-            },
-        )),
-        Value::Array(a) => Some(
-            a.iter()
-                .filter_map(Value::as_f64)
-                .map(|f| format!("{f:.3}"))
-                .collect::<Vec<_>>()
-                .join(" "),
-        ),
-        Value::Object(_) => {
-            let h: HistFigures = serde_json::from_value(v.clone()).ok()?;
-            Some(format!(
-                "n {:.0}, mean {:.1} ms, p50 {} ms, p90 {} ms, p99 {} ms",
-                h.count, h.mean_ms, h.p50_ms, h.p90_ms, h.p99_ms
-            ))
-        }
-        _ => None,
-    }
-}
-
-/// Is the client the limit? The step's verdict so far (runtime stalls and
-/// schedule lag; each worker's CPU share is judged at the step's end).
-fn client_block(r: &RunResult) -> Value {
-    match &r.client {
-        None => Value::Null,
-        Some(c) => json!({
-            "client_bound": c.client_bound,
-            "reasons": c.reasons,
-            "stall_p50_ms": round2(c.stall_p50_ms),
-            "stall_p99_ms": round2(c.stall_p99_ms),
-            "stall_max_ms": round2(c.stall_max_ms),
-        }),
-    }
 }
 
 fn latency_block(set: &MetricSet) -> Value {
@@ -213,11 +129,10 @@ pub fn requests(b: &Board) -> Value {
         .collect();
     let sent = total.outcomes.sent();
     let e2el = total.histogram(Metric::E2el);
-    let closed = sharding::is_closed_loop(&b.scenario);
-    let user_count = if closed {
-        u64::from(b.scenario.load.users.unwrap_or(0))
-    } else {
-        b.in_flight
+    let (load, stage) = b.load_now();
+    let user_count = match load.users {
+        Some(users) if load.rate.is_none() => u64::from(users),
+        _ => b.in_flight,
     };
     let workers: Vec<Value> = b
         .workers
@@ -271,6 +186,7 @@ pub fn requests(b: &Board) -> Value {
             "failures_by_class": failures,
             "points": b.history.len(),
             "scenario": scenario_block(b),
+            "load": load::block(&load, &stage),
             "server": server_block(b),
             "client": b.latest().map_or(Value::Null, client_block),
         },
@@ -395,58 +311,10 @@ pub fn history(b: &Board, from: usize) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::web::fixtures::result;
     use crate::web::state::Feed;
     use cicada_metrics::Outcome;
     use cicada_scenarios::Scenario;
-
-    fn result() -> RunResult {
-        use cicada_scenarios::plan::{
-            AddressChoice, HttpVersion, ProxySetting, ResolvedTarget, ServerFamily, WireApi,
-        };
-        RunResult {
-            scenario: Scenario::default(),
-            scenario_origin: "test".into(),
-            scenario_hash: "h".into(),
-            stage: 0,
-            stage_name: String::new(),
-            proxy_routes: Vec::new(),
-            target: ResolvedTarget {
-                api: WireApi::Chat,
-                family: ServerFamily::Mock,
-                urls: vec!["http://t".into()],
-                model: "m".into(),
-                models: Vec::new(),
-                model_assignment: Default::default(),
-                headers: Default::default(),
-                api_key_env: None,
-                timeout_ms: 1,
-                stream: true,
-                routing: Default::default(),
-                tls: Default::default(),
-                keep_alive: true,
-                http: HttpVersion::Auto,
-                addresses: AddressChoice::First,
-                proxy: ProxySetting::Env,
-                no_proxy: Vec::new(),
-                max_event_bytes: 1 << 20,
-            },
-            workers: 1,
-            per_target: Vec::new(),
-            per_model: Vec::new(),
-            total: MetricSet::default(),
-            warmup: MetricSet::default(),
-            window_start_us: 0,
-            rows: Vec::new(),
-            lost: Vec::new(),
-            worker_shares: Vec::new(),
-            interrupted: None,
-            planned: 0,
-            started_unix: 0.0,
-            dataset: Default::default(),
-            server: Default::default(),
-            client: None,
-        }
-    }
 
     #[test]
     fn locust_shape_with_cicada_figures() {
@@ -489,9 +357,7 @@ mod tests {
     }
 
     #[test]
-    fn each_model_has_a_row_and_the_verdict_and_server_figures_show() {
-        use cicada_results::client_health::ClientHealth;
-        use cicada_results::server::{Bucket, ServerFigures};
+    fn each_model_has_a_row() {
         use cicada_scenarios::models::WeightedModel;
         let feed = Feed::new(Scenario::default(), RunState::Ready);
         let mut r = result();
@@ -510,24 +376,6 @@ mod tests {
             }
         }
         r.per_model = per_model;
-        let bucket = |above, at_most| Bucket { above, at_most };
-        r.server.total = Some(ServerFigures {
-            source: "vllm".into(),
-            requests_finished: Some(3.0),
-            ttft: Some(HistFigures {
-                count: 3.0,
-                mean_ms: 42.0,
-                p50_ms: bucket(0.0, Some(50.0)),
-                p90_ms: bucket(50.0, Some(100.0)),
-                p99_ms: bucket(100.0, None),
-            }),
-            ..ServerFigures::default()
-        });
-        r.client = Some(ClientHealth {
-            client_bound: true,
-            reasons: vec!["the worker runtime ran late".into()],
-            ..ClientHealth::default()
-        });
         feed.step_finished(&[r]);
         let j = requests(&feed.lock());
         let rows: Vec<(&str, u64)> = j["stats"]
@@ -542,25 +390,61 @@ mod tests {
             })
             .collect();
         assert_eq!(rows, [("model:a", 1), ("model:b", 2), ("Aggregated", 3)]);
-        let server = &j["cicada"]["server"];
-        assert_eq!(server["of"], "step 0", "{server}");
-        let rows = server["rows"].as_array().unwrap();
-        assert!(
-            rows.contains(&json!(["requests_finished", "3"])),
-            "{server}"
-        );
-        assert!(
-            rows.contains(&json!([
-                "ttft",
-                "n 3, mean 42.0 ms, p50 < 50 ms, p90 50-100 ms, p99 > 100 ms"
-            ])),
-            "{server}"
-        );
-        assert_eq!(j["cicada"]["client"]["client_bound"], true);
-        assert_eq!(
-            j["cicada"]["client"]["reasons"][0],
-            "the worker runtime ran late"
-        );
+    }
+
+    #[test]
+    fn the_header_shows_the_users_of_the_stage_in_force_then_of_a_change() {
+        use crate::web::state::SteeredLoad;
+        let mut r = result();
+        r.scenario.load.users = Some(8);
+        r.scenario.stages = serde_json::from_value(json!([
+            {"duration": "10s", "users": 8},
+            {"name": "high", "duration": "10s", "users": 16}
+        ]))
+        .expect("two stages");
+        let feed = Feed::new(r.scenario.clone(), RunState::Ready);
+        feed.step_began(r, false, &[]);
+        feed.barrier(0.0);
+        let users = |elapsed_s: f64| {
+            feed.lock().elapsed_s = elapsed_s;
+            let j = requests(&feed.lock());
+            (j["user_count"].clone(), j["cicada"]["load"].clone())
+        };
+        assert_eq!(users(3.0).0, 8);
+        let (count, load) = users(12.0);
+        assert_eq!(count, 16, "{load}");
+        assert_eq!(load["stage"], "high");
+        let change = SteeredLoad {
+            users: Some(3),
+            spawn_rate: Some(1.5),
+            ..SteeredLoad::default()
+        };
+        feed.steered(std::time::Duration::from_secs(13), "edit-1", change);
+        let (count, load) = users(14.0);
+        assert_eq!(count, 3, "{load}");
+        assert_eq!(load["spawn_rate"], 1.5);
+        assert_eq!(load["stage"], "edit-1");
+    }
+
+    #[test]
+    fn an_open_loop_shows_the_rate_a_change_set() {
+        use crate::web::state::SteeredLoad;
+        let mut r = result();
+        r.scenario.load.request_rate = cicada_scenarios::units::Rate::Finite(2.0);
+        r.scenario.load.max_concurrency = Some(6);
+        let feed = Feed::new(r.scenario.clone(), RunState::Ready);
+        feed.step_began(r, false, &[]);
+        feed.barrier(0.0);
+        let load = || requests(&feed.lock())["cicada"]["load"].clone();
+        assert_eq!(load()["rate"], "2", "{}", load());
+        let change = SteeredLoad {
+            rate: Some(f64::INFINITY),
+            ..SteeredLoad::default()
+        };
+        feed.steered(std::time::Duration::from_secs(1), "edit-1", change);
+        assert_eq!(load()["rate"], "inf", "{}", load());
+        assert_eq!(load()["max_concurrency"], 6);
+        assert_eq!(load()["users"], Value::Null);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 (function(){
 'use strict';
 var $=function(id){return document.getElementById(id);};
-var points=[], marks=[], nextPoint=0, polls=0, lastState='', editShown=false;
+var points=[], marks=[], nextPoint=0, polls=0, lastState='', editShown=false, shownLoad='';
 var charts=window.cicadaCharts, fmt=charts.fmt;
 
 function cell(tr,text,left){var td=document.createElement('td');td.textContent=text;if(left){td.className='l';}tr.appendChild(td);}
@@ -24,23 +24,31 @@ function showServer(s){
   $('server').hidden=!s;if(!s){return;}
   $('server-of').textContent=s.of;fill('server-table',s.rows);
 }
-// the Edit form: users and spawn rate for a closed loop, rate and cap for an open one
+// the Edit form: users and spawn rate for a closed loop, rate and cap for an
+// open one, as in force now (refilled when the load changes, unless being edited)
 function showEdit(s,c){
-  var sc=c.scenario,editable=s.state==='running',f=$('steer');
-  if(editable&&!editShown){
-    f.user_count.value=sc.users||'';f.spawn_rate.value=sc.spawn_rate||'';
-    f.rate.value=sc.closed_loop?'':(sc.rate||'');f.max_concurrency.value=sc.max_concurrency||'';
+  var sc=c.scenario,ld=c.load,editable=s.state==='running',f=$('steer');
+  var key=JSON.stringify(ld),typing=f.contains(document.activeElement);
+  if(editable&&(!editShown||(key!==shownLoad&&!typing))){
+    f.user_count.value=ld.users||'';f.spawn_rate.value=ld.spawn_rate||'';
+    f.rate.value=ld.rate||'';f.max_concurrency.value=ld.max_concurrency||'';shownLoad=key;
   }
   $('steer-closed').hidden=$('steer-closed').disabled=!sc.closed_loop;
   $('steer-open').hidden=$('steer-open').disabled=sc.closed_loop;
   $('edit').hidden=!editable;editShown=editable;
+}
+// the load in force: users, or rate and cap, and the stage they belong to
+function loadText(ld){
+  var t=ld.users!==null&&ld.rate===null?ld.users+' users':ld.rate!==null?(ld.rate==='inf'?'unpaced':ld.rate+' req/s'):'';
+  if(ld.rate!==null&&ld.max_concurrency!==null){t+=', cap '+ld.max_concurrency;}
+  return t+(ld.stage?' ('+ld.stage+')':'');
 }
 function showStats(s){
   var c=s.cicada;
   $('state').textContent=s.state;$('users').textContent=s.user_count;
   $('rps').textContent=fmt(s.total_rps);$('toks').textContent=fmt(c.output_tokens_per_s);
   $('fails').textContent=(100*s.fail_ratio).toFixed(1)+'%';$('workers').textContent=s.worker_count;
-  $('scenario').textContent=c.scenario.name||'';
+  $('scenario').textContent=c.scenario.name||'';$('load').textContent=loadText(c.load)||'…';
   $('stop').hidden=!(s.state==='running'||s.state==='ready');
   fill('stats-table',s.stats.map(function(r){return [r.name,String(r.num_requests),String(r.num_failures),fmt(r.median_response_time),fmt(r.ninetieth_response_time),fmt(r.ninety_ninth_response_time),fmt(r.avg_response_time),fmt(r.min_response_time),fmt(r.max_response_time),fmt(r.current_rps)];}));
   var lat=[];['ttft','tpot','itl','e2el'].forEach(function(m){var v=c.latency[m+'_ms'];lat.push(v?[m.toUpperCase()+' ms',String(v.count),fmt(v.mean),fmt(v.p50),fmt(v.p90),fmt(v.p99)]:[m.toUpperCase()+' ms','0','n/a','n/a','n/a','n/a']);});
