@@ -106,10 +106,10 @@ fn steer_cap(workers: &str) {
     mock.wait_for_streams(9, "after the cap rose to 9");
     assert!(mock.open_streams(10) <= 9, "a cap of 9, never more streams");
     let stats = get_json(&format!("{base}/stats/requests"));
-    assert_eq!(
-        stats["cicada"]["scenario"]["max_concurrency"], 9,
-        "{stats:#}"
-    );
+    // the header and the Edit form read the load in force
+    let load = &stats["cicada"]["load"];
+    assert_eq!(load["max_concurrency"], 9, "{load:#}");
+    assert_eq!(load["stage"], "edit-1", "{load:#}");
 
     change_cap(&base, 3);
     // the nine in flight drain (about half a second), then three at most
