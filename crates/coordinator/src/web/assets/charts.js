@@ -37,7 +37,7 @@ function chart(id,title,unit,series,points,marks){
   var shown=marks.filter(function(m){return m.t>=t0&&m.t<=t1;}),labels=placeLabels(shown,x,W-R);
   var T=BAND+labels.rows*ROW+6,H=T+PLOT+B;
   var svg=el('svg',{'class':'chart',viewBox:'0 0 '+W+' '+H,'data-points':String(points.length)},box);
-  el('text',{'class':'title',x:L,y:18},svg).textContent=title+' ('+unit+')';
+  el('text',{'class':'title',x:L,y:18},svg).textContent=unit?title+' ('+unit+')':title;
   series.forEach(function(s){points.forEach(function(p){var v=s.get(p);if(v!==null&&v!==undefined&&v>y1){y1=v;}});});
   y1=y1>0?y1*1.1:1;
   var y=function(v){return H-B-v/y1*(H-T-B);};
