@@ -17,6 +17,9 @@ pub mod servers;
 pub mod shape;
 pub mod timing;
 pub mod tty;
+pub mod web;
+
+pub use web::{mock_chat_scenario, stage_names, start_web_run, stop_from_page};
 
 pub use background::{
     coord_output, signal, start_coord, start_coord_for_remote, wait_exit, wait_listening,

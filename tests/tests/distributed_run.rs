@@ -7,15 +7,8 @@ use cicada_tests::*;
 const LIMIT: Duration = Duration::from_secs(120);
 
 fn scenario(mock_url: &str, extra: &str) -> String {
-    format!(
-        r#"
-name = "e2e"
-seed = 7
-[target]
-backend = "openai-chat"
-base_url = "{mock_url}"
-model = "cicada-mock"
-[dataset]
+    let tables = format!(
+        r#"[dataset]
 kind = "random"
 input_len = 64
 output_len = 16
@@ -26,7 +19,8 @@ request_rate = 200
 max_concurrency = 24
 {extra}
 "#
-    )
+    );
+    mock_chat_scenario("e2e", 7, mock_url, &tables)
 }
 
 /// Same seed and num_prompts: 1 and 4 workers send the same requests and report the same totals.

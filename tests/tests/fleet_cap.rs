@@ -15,15 +15,8 @@ const LIMIT: Duration = Duration::from_secs(240);
 /// Requests with output lengths drawn from 8 to 1,024 tokens, all due at
 /// once, under a cap of `cap`.
 fn scenario(mock_url: &str, cap: u32, requests: u32) -> String {
-    format!(
-        r#"
-name = "fleet-cap"
-seed = 11
-[target]
-backend = "openai-chat"
-base_url = "{mock_url}"
-model = "cicada-mock"
-[dataset]
+    let tables = format!(
+        r#"[dataset]
 kind = "random"
 input_len = 8
 output_len = 516
@@ -35,7 +28,8 @@ num_prompts = {requests}
 request_rate = "inf"
 max_concurrency = {cap}
 "#
-    )
+    );
+    mock_chat_scenario("fleet-cap", 11, mock_url, &tables)
 }
 
 /// One run on a fresh mock: result.json and the most requests the mock had

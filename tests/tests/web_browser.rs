@@ -10,7 +10,7 @@
 //! stage's users, and the stage's mark labelled clear of the legends.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use cicada_tests::browser::devtools::Tab;
@@ -24,15 +24,8 @@ const PAGE_LIMIT: Duration = Duration::from_secs(60);
 
 /// A closed loop of `users` users, each request ~300 ms at the mock.
 fn scenario(mock_url: &str, users: u32) -> String {
-    format!(
-        r#"
-name = "web-browser"
-seed = 27
-[target]
-backend = "openai-chat"
-base_url = "{mock_url}"
-model = "cicada-mock"
-[dataset]
+    let tables = format!(
+        r#"[dataset]
 kind = "random"
 input_len = 8
 output_len = 20
@@ -42,7 +35,8 @@ ignore_eos = true
 users = {users}
 duration = "150s"
 "#
-    )
+    );
+    mock_chat_scenario("web-browser", 27, mock_url, &tables)
 }
 
 /// A screenshot's pixels and channel count.
@@ -152,18 +146,11 @@ fn the_page_steers_and_stops_a_fleet() {
     let mock = Mock::start(&["--ttft-ms", "100", "--itl-ms", "10"]);
     let sc = write(dir.path(), "s.toml", &scenario(&mock.url, 3));
     let out = dir.path().join("out");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let fleet = Command::new(cicada())
-        .args(["run", sc.to_str().unwrap(), "--workers", "2", "--quiet"])
-        .args(["--output-dir", out.to_str().unwrap(), "--web", &addr])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting cicada");
+    let (fleet, base) = start_web_run(&sc, &out, "2", &["--quiet"]);
     let fleet = Fleet(Some(fleet));
     mock.wait_for_streams(3, "before the change");
 
-    let mut tab = Tab::open(&format!("http://{addr}/"), 1280, 1000);
+    let mut tab = Tab::open(&format!("{base}/"), 1280, 1000);
     tab.wait_for(
         "document.body.dataset.state==='running'&&!document.getElementById('edit').hidden\
          &&Number(document.getElementById('status').dataset.points)>=2",
@@ -216,14 +203,8 @@ fn the_page_steers_and_stops_a_fleet() {
         "the result counts the requests so far: {completed} (the mock served \
          {served_before_stop} before Stop, {served} in all)"
     );
-    let (header, rows) = read_csv(&out.join("summary.csv"));
-    let name = header
-        .iter()
-        .position(|h| h == "stage_name")
-        .expect("stage_name");
-    let names: Vec<&str> = rows.iter().map(|r| r[name].as_str()).collect();
     assert_eq!(
-        names,
+        stage_names(&out),
         ["start", "edit-1", "all"],
         "each stage, then the whole run"
     );
@@ -243,16 +224,9 @@ fn the_open_loop_edit_form_posts_rate_and_cap() {
     let sc = scenario(&mock.url, 1).replace("users = 1", "request_rate = 20\nmax_concurrency = 8");
     let sc = write(dir.path(), "s.toml", &sc);
     let out = dir.path().join("out");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let fleet = Command::new(cicada())
-        .args(["run", sc.to_str().unwrap(), "--workers", "1", "--quiet"])
-        .args(["--output-dir", out.to_str().unwrap(), "--web", &addr])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting cicada");
+    let (fleet, base) = start_web_run(&sc, &out, "1", &["--quiet"]);
     let fleet = Fleet(Some(fleet));
-    let mut tab = Tab::open(&format!("http://{addr}/"), 1280, 900);
+    let mut tab = Tab::open(&format!("{base}/"), 1280, 900);
     tab.wait_for(
         "document.body.dataset.state==='running'&&!document.getElementById('edit').hidden",
         PAGE_LIMIT,
@@ -336,16 +310,9 @@ fn the_page_shows_each_model_and_marks_the_stage() {
     let dir = scratch();
     let sc = write(dir.path(), "s.toml", STAGED_MODELS);
     let out = dir.path().join("out");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let fleet = Command::new(cicada())
-        .args(["run", sc.to_str().unwrap(), "--workers", "2", "--quiet"])
-        .args(["--output-dir", out.to_str().unwrap(), "--web", &addr])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting cicada");
+    let (fleet, base) = start_web_run(&sc, &out, "2", &["--quiet"]);
     let fleet = Fleet(Some(fleet));
-    let mut tab = Tab::open(&format!("http://{addr}/"), 1280, 1000);
+    let mut tab = Tab::open(&format!("{base}/"), 1280, 1000);
     // the stage `high` runs, and enough requests ended for the weights to show
     tab.wait_for(
         "document.getElementById('load').textContent.indexOf('(high)')>=0\

@@ -9,7 +9,6 @@
 //! runs, not only once it ends.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use cicada_tests::*;
@@ -20,15 +19,8 @@ const LIMIT: Duration = Duration::from_secs(180);
 /// Requests arrive far faster than `cap` answers of ~0.5 s can end, so the
 /// cap alone sets how many are open at the mock.
 fn scenario(mock_url: &str, cap: u32) -> String {
-    format!(
-        r#"
-name = "web-cap"
-seed = 27
-[target]
-backend = "openai-chat"
-base_url = "{mock_url}"
-model = "cicada-mock"
-[dataset]
+    let tables = format!(
+        r#"[dataset]
 kind = "random"
 input_len = 8
 output_len = 8
@@ -39,7 +31,8 @@ request_rate = 100
 max_concurrency = {cap}
 duration = "90s"
 "#
-    )
+    );
+    mock_chat_scenario("web-cap", 27, mock_url, &tables)
 }
 
 /// A change of the cap from the page's API; its answer's message.
@@ -70,15 +63,7 @@ fn steer_cap(workers: &str) {
     let mock = Mock::start(&["--ttft-ms", "400", "--itl-ms", "10"]);
     let sc = write(dir.path(), "s.toml", &scenario(&mock.url, 4));
     let out = dir.path().join("out");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let base = format!("http://{addr}");
-    let child = Command::new(cicada())
-        .args(["run", sc.to_str().unwrap(), "--workers", workers])
-        .args(["--output-dir", out.to_str().unwrap(), "--web", &addr])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting cicada");
+    let (child, base) = start_web_run(&sc, &out, workers, &[]);
     mock.wait_for_streams(4, "before the change");
     assert!(mock.open_streams(10) <= 4, "a cap of 4, never more streams");
     // the step runs on: the server-side block is the mock's /metrics so far
@@ -124,15 +109,7 @@ fn steer_cap(workers: &str) {
     // long enough a last stage that its drain from 9 is a small part of it
     std::thread::sleep(Duration::from_secs(3));
 
-    let (code, body) = post_form(&format!("{base}/stop"), "").expect("an answer");
-    assert_eq!(code, 200, "{body}");
-    let run = wait_with_limit(child, LIMIT);
-    assert_eq!(
-        run.code,
-        Some(130),
-        "stopped as Ctrl-C stops\n{}",
-        run.stderr
-    );
+    let run = stop_from_page(&base, child, LIMIT);
     let whole = read_json(&out.join("result.json"));
     assert_eq!(
         whole["cicada"]["lost_workers"].as_array().map(Vec::len),
@@ -140,13 +117,7 @@ fn steer_cap(workers: &str) {
         "no worker lost at a switch of the cap\n{}",
         run.stderr
     );
-    let (header, rows) = read_csv(&out.join("summary.csv"));
-    let name = header
-        .iter()
-        .position(|h| h == "stage_name")
-        .expect("a stage_name column");
-    let names: Vec<&str> = rows.iter().map(|r| r[name].as_str()).collect();
-    assert_eq!(names, ["start", "edit-1", "edit-2", "all"]);
+    assert_eq!(stage_names(&out), ["start", "edit-1", "edit-2", "all"]);
     let (cap1, mean1, _) = stage(&out, 1);
     let (cap2, mean2, _) = stage(&out, 2);
     let (cap3, mean3, length3) = stage(&out, 3);

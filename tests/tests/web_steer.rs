@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cicada_scenarios::schedule::ScheduleSpec;
@@ -20,15 +19,8 @@ const LIMIT: Duration = Duration::from_secs(180);
 /// A closed loop of `users` users against `mock_url`, each request ~300 ms
 /// (so a user almost always has one open at the mock), no think time.
 fn scenario(mock_url: &str, users: u32) -> String {
-    format!(
-        r#"
-name = "web-steer"
-seed = 27
-[target]
-backend = "openai-chat"
-base_url = "{mock_url}"
-model = "cicada-mock"
-[dataset]
+    let tables = format!(
+        r#"[dataset]
 kind = "random"
 input_len = 8
 output_len = 20
@@ -38,17 +30,8 @@ ignore_eos = true
 users = {users}
 duration = "120s"
 "#
-    )
-}
-
-fn spawn_run(sc: &Path, out: &Path, workers: &str, addr: &str) -> Child {
-    Command::new(cicada())
-        .args(["run", sc.to_str().unwrap(), "--workers", workers])
-        .args(["--output-dir", out.to_str().unwrap(), "--web", addr])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting cicada")
+    );
+    mock_chat_scenario("web-steer", 27, mock_url, &tables)
 }
 
 /// Start at 3 users, change to 7 from the web API, stop; the mock saw 3
@@ -59,9 +42,7 @@ fn steer_with(workers: &str) {
     let mock = Mock::start(&["--ttft-ms", "100", "--itl-ms", "10"]);
     let sc = write(dir.path(), "s.toml", &scenario(&mock.url, 3));
     let out = dir.path().join("out");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let base = format!("http://{addr}");
-    let child = spawn_run(&sc, &out, workers, &addr);
+    let (child, base) = start_web_run(&sc, &out, workers, &[]);
     mock.wait_for_streams(3, "before the change");
     assert!(mock.open_streams(10) <= 3, "3 users, never more streams");
 
@@ -87,28 +68,14 @@ fn steer_with(workers: &str) {
     let hist = get_json(&format!("{base}/stats/history"));
     assert_eq!(hist["marks"][0]["name"], "edit-1", "{hist:#}");
 
-    let (code, body) = post_form(&format!("{base}/stop"), "").expect("an answer");
-    assert_eq!(code, 200, "{body}");
-    let run = wait_with_limit(child, LIMIT);
-    assert_eq!(
-        run.code,
-        Some(130),
-        "stopped as Ctrl-C stops\n{}",
-        run.stderr
-    );
+    let run = stop_from_page(&base, child, LIMIT);
     let before = read_json(&out.join("result-stage1.json"));
     let after = read_json(&out.join("result-stage2.json"));
     let whole = read_json(&out.join("result.json"));
     assert_eq!(before["cicada"]["stage"], 1, "{before:#}");
     assert_eq!(after["cicada"]["stage"], 2, "{after:#}");
-    let (header, rows) = read_csv(&out.join("summary.csv"));
-    let name = header
-        .iter()
-        .position(|h| h == "stage_name")
-        .expect("a stage_name column");
-    let names: Vec<&str> = rows.iter().map(|r| r[name].as_str()).collect();
     assert_eq!(
-        names,
+        stage_names(&out),
         ["start", "edit-1", "all"],
         "each stage, then the whole run"
     );
@@ -150,9 +117,7 @@ fn a_reset_starts_a_new_measured_window() {
     let mock = Mock::start(&["--ttft-ms", "100", "--itl-ms", "10"]);
     let sc = write(dir.path(), "s.toml", &scenario(&mock.url, 3));
     let out = dir.path().join("out");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let base = format!("http://{addr}");
-    let child = spawn_run(&sc, &out, "1", &addr);
+    let (child, base) = start_web_run(&sc, &out, "1", &[]);
     let deadline = Instant::now() + Duration::from_secs(60);
     while mock.stats()["completed"].as_u64() < Some(30) {
         assert!(Instant::now() < deadline, "the run never got going");
@@ -162,10 +127,7 @@ fn a_reset_starts_a_new_measured_window() {
     assert_eq!(code, 200, "{body}");
     let before_reset = mock.stats()["completed"].as_u64().unwrap_or(0);
     std::thread::sleep(Duration::from_secs(3));
-    let (code, body) = post_form(&format!("{base}/stop"), "").expect("an answer");
-    assert_eq!(code, 200, "{body}");
-    let run = wait_with_limit(child, LIMIT);
-    assert_eq!(run.code, Some(130), "{}", run.stderr);
+    stop_from_page(&base, child, LIMIT);
     let result = read_json(&out.join("result.json"));
     let from = result["cicada"]["window_start_s"].as_f64().unwrap_or(0.0);
     assert!(from >= 1.0, "the window starts at the reset: {from} s");
@@ -182,15 +144,8 @@ fn a_reset_starts_a_new_measured_window() {
 /// short answers (~20 ms), for 60 s unless stopped.
 fn open_scenario(mock_url: &str, rate: u32, cap: Option<u32>) -> String {
     let cap = cap.map_or(String::new(), |c| format!("max_concurrency = {c}"));
-    format!(
-        r#"
-name = "web-steer-open"
-seed = 27
-[target]
-backend = "openai-chat"
-base_url = "{mock_url}"
-model = "cicada-mock"
-[dataset]
+    let tables = format!(
+        r#"[dataset]
 kind = "random"
 input_len = 8
 output_len = 8
@@ -201,7 +156,8 @@ request_rate = {rate}
 duration = "60s"
 {cap}
 "#
-    )
+    );
+    mock_chat_scenario("web-steer-open", 27, mock_url, &tables)
 }
 
 fn unix_us() -> u64 {
@@ -251,16 +207,7 @@ fn steer_open(workers: &str) -> OpenRun {
     let mock = Mock::start(&["--ttft-ms", "5", "--itl-ms", "2"]);
     let sc = write(dir.path(), "s.toml", &open_scenario(&mock.url, 20, None));
     let out = dir.path().join("out");
-    let addr = format!("127.0.0.1:{}", free_port());
-    let base = format!("http://{addr}");
-    let mut child = Command::new(cicada())
-        .args(["run", sc.to_str().unwrap(), "--workers", workers])
-        .args(["--output-dir", out.to_str().unwrap(), "--web", &addr])
-        .arg("--save-detailed")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting cicada");
+    let (mut child, base) = start_web_run(&sc, &out, workers, &["--save-detailed"]);
     let deadline = Instant::now() + Duration::from_secs(60);
     while mock.stats()["completed"].as_u64() < Some(5) {
         if Instant::now() >= deadline {
@@ -291,15 +238,7 @@ fn steer_open(workers: &str) -> OpenRun {
     std::thread::sleep(Duration::from_secs(7));
     let hist = get_json(&format!("{base}/stats/history"));
     assert_eq!(hist["marks"][0]["name"], "edit-1", "{hist:#}");
-    let (code, body) = post_form(&format!("{base}/stop"), "").expect("an answer");
-    assert_eq!(code, 200, "{body}");
-    let run = wait_with_limit(child, LIMIT);
-    assert_eq!(
-        run.code,
-        Some(130),
-        "stopped as Ctrl-C stops\n{}",
-        run.stderr
-    );
+    stop_from_page(&base, child, LIMIT);
     let log = mock.requests();
     // the change is due 0.5 s after it was asked and at most 0.5 s after
     // the answer; the first request after it may still come at the old
@@ -403,14 +342,8 @@ fn check_results(out: &Path) {
     let before = read_json(&out.join("result-stage1.json"));
     let after = read_json(&out.join("result-stage2.json"));
     let whole = read_json(&out.join("result.json"));
-    let (header, rows) = read_csv(&out.join("summary.csv"));
-    let name = header
-        .iter()
-        .position(|h| h == "stage_name")
-        .expect("a stage_name column");
-    let names: Vec<&str> = rows.iter().map(|r| r[name].as_str()).collect();
     assert_eq!(
-        names,
+        stage_names(out),
         ["start", "edit-1", "all"],
         "each stage, then the whole run"
     );

@@ -200,15 +200,7 @@ fn the_api_follows_a_run_and_stop_writes_its_results() {
         "running"
     );
 
-    let (code, body) = post_form(&format!("{base}/stop"), "");
-    assert_eq!(code, 200, "{body}");
-    let run = wait_with_limit(child, LIMIT);
-    assert_eq!(
-        run.code,
-        Some(130),
-        "stopped as Ctrl-C stops\n{}",
-        run.stderr
-    );
+    stop_from_page(&base, child, LIMIT);
     let result = read_json(&out.join("result.json"));
     assert_eq!(
         result["cicada"]["interrupted_by"], "POST /stop",
