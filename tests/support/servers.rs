@@ -387,7 +387,7 @@ impl VllmServer {
             .expect("the vLLM spawning thread")
             .unwrap_or_else(|e| panic!("starting {}: {e}", vllm.display()));
         let pgid = child.id() as i32;
-        stop_at_exit(pgid);
+        stop_at_exit(pgid, log.clone());
         wait_healthy(
             &mut child,
             &format!("{url}/health"),
@@ -408,8 +408,10 @@ impl VllmServer {
 }
 
 /// Kill process group `pgid` when this process exits normally.
-fn stop_at_exit(pgid: i32) {
+fn stop_at_exit(pgid: i32, log: PathBuf) {
     static GROUPS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+    // a failing test printed the log's tail already; CICADA_KEEP_SERVER_LOGS keeps them
+    static LOGS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
     extern "C" fn kill_groups() {
         let groups = GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
         for g in groups {
@@ -425,6 +427,11 @@ fn stop_at_exit(pgid: i32) {
                 libc::kill(-g, libc::SIGKILL);
             }
         }
+        if std::env::var_os("CICADA_KEEP_SERVER_LOGS").is_none() {
+            for log in LOGS.lock().map(|l| l.clone()).unwrap_or_default() {
+                let _ = std::fs::remove_file(log);
+            }
+        }
     }
     let mut groups = GROUPS.lock().unwrap_or_else(|p| p.into_inner());
     if groups.is_empty() {
@@ -434,4 +441,5 @@ fn stop_at_exit(pgid: i32) {
         }
     }
     groups.push(pgid);
+    LOGS.lock().unwrap_or_else(|p| p.into_inner()).push(log);
 }
