@@ -7,6 +7,7 @@ pub mod fleet;
 pub mod gateways;
 pub mod hostile;
 pub mod hostile_worker;
+pub mod mock_run;
 pub mod netns;
 pub mod pooling;
 pub mod pty;
