@@ -16,6 +16,7 @@ pub mod relay;
 pub mod scripted;
 pub mod servers;
 pub mod shape;
+pub mod target_run;
 pub mod timing;
 pub mod tty;
 
