@@ -180,20 +180,18 @@ fn join<'a, const N: usize>(parts: [Option<Cow<'a, str>>; N]) -> Option<Cow<'a, 
 }
 
 fn interpret<'a>(api: WireApi, chunk: Chunk<'a>) -> EventInfo<'a> {
-    let mut info = EventInfo::default();
     if let Some(e) = &chunk.error {
-        info.error = Some(error_text(e));
-        return info;
+        return EventInfo::failed(error_text(e));
     }
     if chunk.object.as_deref() == Some("error") {
-        info.error = Some(
+        return EventInfo::failed(
             chunk
                 .message
                 .as_ref()
                 .map_or_else(|| "error".to_string(), error_text),
         );
-        return info;
     }
+    let mut info = EventInfo::default();
     let timed = chunk.timings.map(Timings::usage);
     info.server = chunk.timings.and_then(Timings::server);
     if let Some(u) = chunk.usage {
