@@ -48,10 +48,7 @@ struct PoolUsage {
 pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
     let w: Whole = decode(body)?;
     if let Some(e) = w.error {
-        return Ok(EventInfo {
-            error: Some(error_text(&e)),
-            ..EventInfo::default()
-        });
+        return Ok(EventInfo::failed(error_text(&e)));
     }
     let Some(data) = w.data else {
         return Err("the answer has no `data` list".to_string());

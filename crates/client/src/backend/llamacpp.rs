@@ -48,10 +48,7 @@ struct Event<'a> {
 
 fn interpret(e: Event<'_>) -> EventInfo<'_> {
     if let Some(err) = &e.error {
-        return EventInfo {
-            error: Some(error_text(err)),
-            ..EventInfo::default()
-        };
+        return EventInfo::failed(error_text(err));
     }
     let timed = e.timings.map(Timings::usage).unwrap_or_default();
     let usage = Usage {

@@ -216,10 +216,7 @@ pub(super) fn parse_event(data: &[u8]) -> Result<EventInfo<'_>, String> {
 pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
     let e: Event<'_> = decode(body)?;
     if let Some(err) = e.error.as_ref().filter(|v| !v.is_null()) {
-        return Ok(EventInfo {
-            error: Some(error_text(err)),
-            ..EventInfo::default()
-        });
+        return Ok(EventInfo::failed(error_text(err)));
     }
     if e.kind.as_deref() != Some("message") {
         return Err("not an Anthropic message (no \"type\": \"message\")".into());

@@ -90,6 +90,15 @@ pub struct EventInfo<'a> {
 }
 
 impl EventInfo<'_> {
+    /// An answer that is the server's error and nothing else (`error` its
+    /// text): every backend reads an in-band error the same way.
+    fn failed(error: String) -> Self {
+        EventInfo {
+            error: Some(error),
+            ..EventInfo::default()
+        }
+    }
+
     /// The event carried generated text of any kind (a content event), or
     /// is a pooling answer with results (its one event, of no tokens).
     pub fn generated(&self) -> bool {

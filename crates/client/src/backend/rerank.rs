@@ -58,10 +58,7 @@ struct RerankUsage {
 pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
     let w: Whole = decode(body)?;
     if let Some(e) = w.error {
-        return Ok(EventInfo {
-            error: Some(error_text(&e)),
-            ..EventInfo::default()
-        });
+        return Ok(EventInfo::failed(error_text(&e)));
     }
     let Some(results) = w.results else {
         return Err("the answer has no `results` list".to_string());

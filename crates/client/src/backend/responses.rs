@@ -173,13 +173,6 @@ impl UsageJson {
     }
 }
 
-fn failed<'a>(text: String) -> EventInfo<'a> {
-    EventInfo {
-        error: Some(text),
-        ..EventInfo::default()
-    }
-}
-
 /// A terminal response object: its usage, or the reason it failed.
 fn terminal<'a>(r: &Whole, timings: Option<Timings>) -> EventInfo<'a> {
     if r.status.as_deref() == Some("failed") || r.error.as_ref().is_some_and(|e| !e.is_null()) {
@@ -188,7 +181,7 @@ fn terminal<'a>(r: &Whole, timings: Option<Timings>) -> EventInfo<'a> {
             .as_ref()
             .filter(|e| !e.is_null())
             .map_or_else(|| "the response failed".to_string(), error_text);
-        return failed(why);
+        return EventInfo::failed(why);
     }
     EventInfo {
         usage: r.usage.as_ref().map(UsageJson::usage),
@@ -203,7 +196,7 @@ fn terminal<'a>(r: &Whole, timings: Option<Timings>) -> EventInfo<'a> {
 pub(super) fn parse_event(data: &[u8]) -> Result<EventInfo<'_>, String> {
     let e: Event<'_> = decode(data)?;
     if let Some(err) = e.error.as_ref().filter(|v| !v.is_null()) {
-        return Ok(failed(error_text(err)));
+        return Ok(EventInfo::failed(error_text(err)));
     }
     let delta = e.delta.filter(|d| !d.is_empty());
     let mut info = EventInfo::default();
@@ -247,7 +240,7 @@ pub(super) fn parse_event(data: &[u8]) -> Result<EventInfo<'_>, String> {
                 .message
                 .as_ref()
                 .map_or_else(|| "error event".to_string(), error_text);
-            return Ok(failed(why));
+            return Ok(EventInfo::failed(why));
         }
         // created, in_progress, other items, content_part.*, *.done: no news
         _ => {}
@@ -264,7 +257,7 @@ pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
         .filter(|v| !v.is_null() && e.kind.is_none())
     {
         // llama-server's and vLLM's error bodies: {"error": {...}}
-        return Ok(failed(error_text(err)));
+        return Ok(EventInfo::failed(error_text(err)));
     }
     let r: Whole = serde_json::from_slice(body.trim_ascii())
         .map_err(|err| format!("not a Responses API response: {err}"))?;

@@ -49,10 +49,7 @@ enum Answer {
 /// (the server gives none), 0 output tokens.
 pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
     match decode::<Answer>(body) {
-        Ok(Answer::Error { error }) => Ok(EventInfo {
-            error: Some(error_text(&error)),
-            ..EventInfo::default()
-        }),
+        Ok(Answer::Error { error }) => Ok(EventInfo::failed(error_text(&error))),
         Ok(Answer::Results(results)) => Ok(super::embeddings::pooled(results.len(), None)),
         Err(_) => Err(format!(
             "the answer is neither a list of results nor an error: {}",

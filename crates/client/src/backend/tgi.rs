@@ -87,13 +87,10 @@ struct Details {
 
 fn error_info<'a>(error: &Value, kind: Option<&str>) -> EventInfo<'a> {
     let text = error_text(error);
-    EventInfo {
-        error: Some(match kind {
-            Some(k) => format!("{text} ({k})"),
-            None => text,
-        }),
-        ..EventInfo::default()
-    }
+    EventInfo::failed(match kind {
+        Some(k) => format!("{text} ({k})"),
+        None => text,
+    })
 }
 
 fn details_usage(d: &Details) -> Usage {

@@ -94,10 +94,7 @@ struct Whole<'a> {
 pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
     let w: Whole<'_> = decode(body)?;
     if let Some(e) = w.error {
-        return Ok(EventInfo {
-            error: Some(error_text(&e)),
-            ..EventInfo::default()
-        });
+        return Ok(EventInfo::failed(error_text(&e)));
     }
     let usage = w.usage.as_ref().and_then(|u| {
         let n = |k: &str| u.get(k).and_then(Value::as_u64);

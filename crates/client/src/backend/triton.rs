@@ -62,10 +62,7 @@ struct Event<'a> {
 
 fn interpret(e: Event<'_>) -> EventInfo<'_> {
     if let Some(err) = &e.error {
-        return EventInfo {
-            error: Some(error_text(err)),
-            ..EventInfo::default()
-        };
+        return EventInfo::failed(error_text(err));
     }
     EventInfo {
         content: e.text_output.filter(|t| !t.is_empty()),

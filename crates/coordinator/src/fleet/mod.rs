@@ -8,6 +8,8 @@ mod clock;
 mod connections;
 mod events;
 mod hello_limit;
+mod join;
+mod listen;
 mod server;
 mod spawn;
 pub mod tls;
@@ -18,11 +20,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use cicada_proto::convert::{PLAN_FORMAT, encode_plan, encode_steer};
-use cicada_proto::v1::{
-    self, coordinator_message::Body as CBody, coordinator_server::CoordinatorServer,
-};
+use cicada_proto::v1::{self, coordinator_message::Body as CBody};
 use cicada_scenarios::plan::{Plan, Steer};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -31,7 +31,7 @@ use tokio::time::Instant;
 #[cfg(test)]
 pub use events::Measured;
 pub use events::{Event, Health, WorkerReport, decode_report};
-use server::{FleetService, Inbound, Outbox};
+use server::{Inbound, Outbox};
 pub use tls::ServerTls;
 
 /// Environment variable that carries the worker token to local workers.
@@ -141,7 +141,7 @@ impl Fleet {
             .local_addr()
             .context("reading the listening address")?;
         let (tx, inbound) = mpsc::channel(4096);
-        let server = serve(&options, listener, tx)?;
+        let server = listen::serve(&options, listener, tx)?;
         let dial = local_dial(addr);
         let scheme = if options.tls.is_some() {
             "https"
@@ -164,107 +164,6 @@ impl Fleet {
     /// The joined workers, by index.
     pub fn members(&self) -> &BTreeMap<u32, Member> {
         &self.members
-    }
-
-    /// Wait until every expected worker has joined and been welcomed.
-    pub async fn join(&mut self) -> anyhow::Result<()> {
-        let n = self.options.expect_workers;
-        let deadline = Instant::now() + self.options.wait_workers;
-        let mut check = tokio::time::interval(Duration::from_millis(250));
-        let mut refused = Refusals::default();
-        while (self.members.len() as u32) < n {
-            let ev = tokio::select! {
-                ev = self.inbound.recv() => Some(ev),
-                // a local worker that exited will not join: notice without an event
-                _ = check.tick() => None,
-                () = tokio::time::sleep_until(deadline) => {
-                    let (joined, waited) = (self.members.len(), self.options.wait_workers);
-                    let exited = self.locals.exited();
-                    let note = if exited.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; local workers exited: {}", exited.join(", "))
-                    };
-                    let refusals = refused.note();
-                    bail!("only {joined} of {n} workers joined within {waited:?}{note}{refusals}");
-                }
-            };
-            match ev {
-                None => {}
-                Some(Some(Inbound::Joined {
-                    conn,
-                    hello,
-                    peer,
-                    local,
-                    outbox,
-                })) => {
-                    self.admit(conn, hello, peer, local, outbox).await;
-                }
-                Some(Some(Inbound::Left { conn, reason })) => {
-                    if let Some(i) = self.by_conn.remove(&conn) {
-                        self.members.remove(&i);
-                        tracing::warn!(worker = i, %reason, "a worker left before the run started");
-                    }
-                }
-                Some(Some(Inbound::Refused { peer, reason })) => refused.add(peer, reason),
-                Some(Some(Inbound::Message { .. })) => {}
-                Some(None) => bail!("the gRPC server stopped"),
-            }
-            if self.options.expect_workers <= self.options.local_workers
-                && let Some(note) = self.locals.any_exited()
-            {
-                // only local workers make up this fleet: one gone never completes it
-                bail!("a local worker exited before the run started: {note}");
-            }
-        }
-        Ok(())
-    }
-
-    async fn admit(
-        &mut self,
-        conn: u64,
-        hello: v1::Hello,
-        peer: Option<SocketAddr>,
-        local: Option<SocketAddr>,
-        outbox: Outbox,
-    ) {
-        let n = self.options.expect_workers;
-        let index = match hello.requested_index {
-            Some(i) if i < n && !self.members.contains_key(&i) => Some(i),
-            _ => (0..n).find(|i| !self.members.contains_key(i)),
-        };
-        let Some(index) = index else {
-            let _ = outbox
-                .send(Ok(message(CBody::Reject(v1::Reject {
-                    reason: format!("the fleet is full ({n} workers)"),
-                }))))
-                .await;
-            return;
-        };
-        let welcome = message(CBody::Welcome(v1::Welcome {
-            worker_index: index,
-            worker_count: n,
-            heartbeat_timeout_ms: self.options.heartbeat_timeout.as_millis() as u32,
-            coordinator_version: cicada_proto::VERSION.to_string(),
-        }));
-        if outbox.send(Ok(welcome)).await.is_err() {
-            return;
-        }
-        tokio::spawn(ping(outbox.downgrade()));
-        tracing::info!(worker = index, host = %hello.hostname, ?peer, "worker joined");
-        self.by_conn.insert(conn, index);
-        self.members.insert(
-            index,
-            Member {
-                host: hello.hostname,
-                threads: hello.cpus.max(1),
-                version: hello.version,
-                local,
-                last_seen: Instant::now(),
-                conn,
-                outbox: Some(outbox),
-            },
-        );
     }
 
     /// The next thing a member did, once the run has started: workers that
@@ -463,99 +362,8 @@ impl Fleet {
     }
 }
 
-/// Workers refused while the fleet assembles (each logged where refused),
-/// for the message when it does not assemble.
-#[derive(Default)]
-struct Refusals {
-    count: u32,
-    last: Option<(Option<SocketAddr>, String)>,
-}
-
-impl Refusals {
-    fn add(&mut self, peer: Option<SocketAddr>, reason: String) {
-        self.count += 1;
-        self.last = Some((peer, reason));
-    }
-
-    /// `; N refused (the last from PEER: REASON)`, or nothing.
-    fn note(&self) -> String {
-        match &self.last {
-            None => String::new(),
-            Some((peer, reason)) => {
-                let from = peer.map(|p| format!(" from {p}")).unwrap_or_default();
-                format!("; {} refused (the last{from}: {reason})", self.count)
-            }
-        }
-    }
-}
-
-/// Ping one worker every [`cicada_proto::PING_INTERVAL`] from its welcome
-/// until its stream closes: in every phase (waiting for the rest of the
-/// fleet, preparing, running) it hears from us, so its silence check means
-/// what it says. Holds the outbox weakly and never waits on it, so the
-/// stream still ends when the fleet lets go of the member, even one that
-/// stopped reading (a full outbox skips the ping: the worker hears nothing
-/// either way, and the fleet's own sends find it out).
-async fn ping(outbox: mpsc::WeakSender<Result<v1::CoordinatorMessage, tonic::Status>>) {
-    let mut tick = tokio::time::interval(cicada_proto::PING_INTERVAL);
-    let mut seq = 0u64;
-    loop {
-        tick.tick().await;
-        let Some(outbox) = outbox.upgrade() else {
-            return;
-        };
-        seq += 1;
-        let ping = Ok(message(CBody::Ping(v1::Ping { seq })));
-        if let Err(mpsc::error::TrySendError::Closed(_)) = outbox.try_send(ping) {
-            return;
-        }
-    }
-}
-
 fn message(body: CBody) -> v1::CoordinatorMessage {
     v1::CoordinatorMessage { body: Some(body) }
-}
-
-/// Most concurrent streams on one connection: a worker attaches once per
-/// connection; more would only let a stranger open hellos in parallel.
-const MAX_STREAMS_PER_CONNECTION: u32 = 2;
-
-/// Most bytes of request headers: gRPC's are a few hundred.
-const MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;
-
-/// Serve the gRPC endpoint on `listener`, its inbound messages into `tx`.
-/// Before a worker proved the token it may hold one of
-/// [`connections::UNAUTHENTICATED_MAX`] connections for a while, two
-/// streams on it, 16 KiB of headers and a hello of at most
-/// [`hello_limit::HELLO_MAX_BYTES`]; after, messages up to
-/// [`cicada_proto::MAX_MESSAGE_BYTES`].
-fn serve(
-    options: &FleetOptions,
-    listener: TcpListener,
-    tx: mpsc::Sender<Inbound>,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let service = CoordinatorServer::new(FleetService::new(options.token.clone(), tx))
-        .max_decoding_message_size(cicada_proto::MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(cicada_proto::MAX_MESSAGE_BYTES);
-    let mut builder = tonic::transport::Server::builder();
-    if let Some(tls) = &options.tls {
-        builder = builder
-            .tls_config(tls.server_config())
-            .context("configuring TLS for the worker port")?;
-    }
-    Ok(tokio::spawn(async move {
-        let result = builder
-            .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
-            .http2_max_header_list_size(MAX_HEADER_LIST_BYTES)
-            .http2_keepalive_interval(Some(Duration::from_secs(2)))
-            .http2_keepalive_timeout(Some(cicada_proto::TRANSPORT_KEEPALIVE_TIMEOUT))
-            .add_service(hello_limit::HelloLimit(service))
-            .serve_with_incoming(connections::Incoming::new(listener))
-            .await;
-        if let Err(e) = result {
-            tracing::error!(error = %e, "the coordinator's gRPC server stopped");
-        }
-    }))
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! for the fleet. The coordinator scrapes; this is what it makes of it.
 
 mod figures;
+mod names;
 mod prom;
 
 pub use figures::{Bucket, GaugeTrack, HistFigures, Raw, ServerFigures};

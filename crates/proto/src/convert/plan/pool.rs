@@ -1,0 +1,140 @@
+//! The plan's pool (prompts, conversations, media files and output shapes)
+//! to and from the wire, deflated: it is most of a plan's bytes and is text.
+
+use std::io::{Read as _, Write as _};
+use std::sync::Arc;
+
+use cicada_scenarios::dataset::{
+    ChatMessage, Conversation, MediaFile, OutputShape, PoolEntry, Prompt, Turn,
+};
+use prost::Message as _;
+
+use super::PlanError;
+use crate::convert::media::{Files, files_from, media_from};
+use crate::convert::shape;
+use crate::v1;
+
+pub(super) fn deflate(pool: &v1::Pool) -> Vec<u8> {
+    let mut enc = flate2::write::DeflateEncoder::new(
+        Vec::with_capacity(pool.encoded_len() / 3),
+        flate2::Compression::fast(),
+    );
+    // writing into a Vec cannot fail
+    let _ = enc.write_all(&pool.encode_to_vec());
+    enc.finish().unwrap_or_default()
+}
+
+pub(super) fn inflate(bytes: &[u8]) -> Result<v1::Pool, PlanError> {
+    let mut raw = Vec::new();
+    flate2::read::DeflateDecoder::new(bytes)
+        .read_to_end(&mut raw)
+        .map_err(|e| PlanError::Pool(e.to_string()))?;
+    v1::Pool::decode(raw.as_slice()).map_err(|e| PlanError::Pool(e.to_string()))
+}
+
+/// The pool for the wire, each file and each output shape once.
+pub(super) fn pool(entries: &[PoolEntry], shapes: &[OutputShape]) -> v1::Pool {
+    let mut files = Files::default();
+    let entries = entries.iter().map(|e| pool_entry(e, &mut files)).collect();
+    v1::Pool {
+        entries,
+        files: files.files,
+        shapes: shapes.iter().map(shape::shape).collect(),
+    }
+}
+
+pub(super) fn pool_from(pool: v1::Pool) -> Result<Vec<PoolEntry>, PlanError> {
+    let files = files_from(pool.files);
+    pool.entries
+        .into_iter()
+        .map(|e| pool_entry_from(e, &files))
+        .collect()
+}
+
+fn pool_entry(e: &PoolEntry, files: &mut Files) -> v1::PoolEntry {
+    use v1::pool_entry::Prompt as P;
+    let (images, audio) = files.media(&e.media);
+    v1::PoolEntry {
+        images,
+        audio,
+        id: e.id,
+        prompt: Some(match &e.prompt {
+            Prompt::Text(t) => P::Text(t.clone()),
+            Prompt::Chat(messages) => P::Chat(v1::Chat {
+                messages: messages
+                    .iter()
+                    .map(|m| v1::ChatMessage {
+                        role: m.role.clone(),
+                        content: m.content.clone(),
+                    })
+                    .collect(),
+            }),
+            Prompt::Batch(texts) => P::Batch(v1::TextBatch {
+                texts: texts.clone(),
+            }),
+            Prompt::Rerank { query, documents } => P::Rerank(v1::RerankPrompt {
+                query: query.clone(),
+                documents: documents.clone(),
+            }),
+        }),
+        input_tokens: e.input_tokens,
+        output_tokens: e.output_tokens,
+        conversation: e.conversation.as_ref().map(|c| v1::Conversation {
+            system: c.system.clone(),
+            system_tokens: c.system_tokens,
+            turns: c
+                .turns
+                .iter()
+                .map(|t| v1::Turn {
+                    user: t.user.clone(),
+                    input_tokens: t.input_tokens,
+                    output_tokens: t.output_tokens,
+                })
+                .collect(),
+        }),
+        shape: e.shape,
+    }
+}
+
+fn pool_entry_from(e: v1::PoolEntry, files: &[Arc<MediaFile>]) -> Result<PoolEntry, PlanError> {
+    use v1::pool_entry::Prompt as P;
+    Ok(PoolEntry {
+        media: media_from(e.images, e.audio, files).map_err(PlanError::Pool)?,
+        id: e.id,
+        prompt: match e.prompt {
+            Some(P::Chat(c)) => Prompt::Chat(
+                c.messages
+                    .into_iter()
+                    .map(|m| ChatMessage {
+                        role: m.role,
+                        content: m.content,
+                    })
+                    .collect(),
+            ),
+            Some(P::Text(t)) => Prompt::Text(t),
+            Some(P::Batch(b)) => Prompt::Batch(b.texts),
+            Some(P::Rerank(r)) => Prompt::Rerank {
+                query: r.query,
+                documents: r.documents,
+            },
+            // an empty text prompt is sent as no field at all
+            None => Prompt::Text(String::new()),
+        },
+        input_tokens: e.input_tokens,
+        output_tokens: e.output_tokens,
+        conversation: e.conversation.map(|c| Conversation {
+            system: c.system,
+            system_tokens: c.system_tokens,
+            turns: c
+                .turns
+                .into_iter()
+                .map(|t| Turn {
+                    user: t.user,
+                    input_tokens: t.input_tokens,
+                    output_tokens: t.output_tokens,
+                })
+                .collect(),
+        }),
+        shape: e.shape,
+    })
+}
