@@ -237,7 +237,9 @@ impl Feed {
     }
 
     /// The load changed: from `at` after the step's barrier the fleet runs
-    /// `users` users (at `spawn_rate`), or an open loop at `rate` (stage `name`).
+    /// `users` users (at `spawn_rate`), or an open loop at `rate` and/or
+    /// under a new cap (stage `name`). The scenario keeps its start values
+    /// (`cicada.scenario`); the load in force is `cicada.load`.
     pub fn steered(&self, at: std::time::Duration, name: &str, load: SteeredLoad) {
         let mut b = self.lock();
         b.steering.apply(at, name, Load::from(load));
@@ -246,18 +248,6 @@ impl Feed {
             t,
             name: name.to_string(),
         });
-        if load.users.is_some() {
-            b.scenario.load.users = load.users;
-        }
-        if load.spawn_rate.is_some() {
-            b.scenario.load.spawn_rate = load.spawn_rate;
-        }
-        if let Some(rate) = load.rate {
-            b.scenario.load.request_rate = cicada_scenarios::units::Rate::from_f64(rate);
-        }
-        if load.max_concurrency.is_some() {
-            b.scenario.load.max_concurrency = load.max_concurrency;
-        }
     }
 
     /// Each worker's clock offset (ms) as measured for the step.
