@@ -77,18 +77,13 @@ mod tests {
     use cicada_request::{Prompt, ServerFamily, WireApi};
 
     use super::*;
-    use crate::backend::test_support::codec;
+    use crate::backend::test_support::{codec, pooling_ask};
 
     /// The batch goes out as `input`, with the extra fields; no sampling.
     #[test]
     fn the_batch_is_the_input_list() {
         let b = codec(WireApi::Embeddings, ServerFamily::Openai, false);
-        let ask = Ask {
-            prompt: Prompt::Batch(vec!["a b".into(), "c".into()]),
-            media: Default::default(),
-            output_tokens: None,
-            structured: None,
-        };
+        let ask = pooling_ask(Prompt::Batch(vec!["a b".into(), "c".into()]));
         let v: Value = serde_json::from_slice(&b.body(&ask)).unwrap();
         assert_eq!(
             v,

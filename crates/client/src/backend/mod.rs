@@ -336,6 +336,17 @@ pub(crate) mod test_support {
         }
     }
 
+    /// A pooling request of `prompt` (a batch, or a query and documents):
+    /// no output length.
+    pub fn pooling_ask(prompt: Prompt) -> Ask {
+        Ask {
+            prompt,
+            media: Default::default(),
+            output_tokens: None,
+            structured: None,
+        }
+    }
+
     /// The body as JSON.
     pub fn body(b: &ApiCodec) -> Value {
         serde_json::from_slice(&b.body(&entry())).unwrap()

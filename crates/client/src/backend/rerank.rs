@@ -74,18 +74,13 @@ mod tests {
     use cicada_request::{Prompt, ServerFamily, WireApi};
 
     use super::*;
-    use crate::backend::test_support::codec;
+    use crate::backend::test_support::{codec, pooling_ask};
 
     fn ask() -> Ask {
-        Ask {
-            prompt: Prompt::Rerank {
-                query: "q w".into(),
-                documents: vec!["a b".into(), "c".into()],
-            },
-            media: Default::default(),
-            output_tokens: None,
-            structured: None,
-        }
+        pooling_ask(Prompt::Rerank {
+            query: "q w".into(),
+            documents: vec!["a b".into(), "c".into()],
+        })
     }
 
     /// The query and documents go out as they are, with the extra fields.

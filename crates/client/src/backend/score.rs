@@ -27,16 +27,7 @@ mod tests {
     use cicada_request::{Prompt, ServerFamily, WireApi};
 
     use super::*;
-    use crate::backend::test_support::codec;
-
-    fn ask(prompt: Prompt) -> Ask {
-        Ask {
-            prompt,
-            media: Default::default(),
-            output_tokens: None,
-            structured: None,
-        }
-    }
+    use crate::backend::test_support::{codec, pooling_ask as ask};
 
     /// The query is `text_1`, the documents `text_2`, with the extra fields.
     #[test]
