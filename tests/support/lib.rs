@@ -18,6 +18,7 @@ pub mod servers;
 pub mod shape;
 pub mod target_run;
 pub mod timing;
+pub mod triton;
 pub mod tty;
 pub mod web;
 
