@@ -9,8 +9,9 @@
 //! `/metrics`, and the prompt and output tokens equal to the model's record of
 //! each request (the words it read and wrote), `sampling_parameters` and
 //! `exclude_input_in_output` as the model received them. An error the model
-//! raises mid-stream (after the HTTP 200 went out) and before a whole answer
-//! fails the request with Triton's message.
+//! raises mid-stream (after the HTTP 200 went out) or before a whole answer,
+//! and Triton's own error for a whole answer sent in pieces (an HTTP 200
+//! with an `{"error"}` body), fail the request with that message.
 //!
 //! Run alone: `flock /tmp/cicada-heavy.lock cargo test -p cicada-tests --test real_triton`.
 
@@ -159,19 +160,14 @@ fn every_request_completes_streamed_and_not_by_the_servers_own_counts() {
     }
 }
 
-/// A model error: mid-stream, after Triton sent its HTTP 200 and some
-/// tokens, it comes as an SSE event `{"error": ...}`; before a whole answer,
-/// as an HTTP 400 with the same JSON. Either way the request fails with the
-/// model's message, and nothing else fails.
-#[test]
-fn a_model_error_fails_the_request_with_tritons_message() {
-    let _g = serial();
-    let server = TritonServer::start(1);
-    for stream in [true, false] {
-        let what = format!("triton stream={stream}");
-        let dir = scratch();
-        let text = format!(
-            r#"
+/// A run of 12 requests that all fail: `extra_body` (fields the model
+/// takes as request parameters) makes the model misbehave. Returns the
+/// outcome they failed with and its first error.
+fn failing_run(server: &TritonServer, stream: bool, extra_body: &str) -> (String, String) {
+    let what = format!("triton stream={stream} {extra_body}");
+    let dir = scratch();
+    let text = format!(
+        r#"
 [target]
 backend = "triton"
 base_url = "{url}"
@@ -185,45 +181,70 @@ kind = "random"
 input_len = 8
 output_len = 8
 [sampling]
-extra_body = {{ fail_after = 3 }}
+extra_body = {extra_body}
 [load]
 num_prompts = 12
 max_concurrency = 4
 "#,
-            url = server.url,
-            tok = server.tokenizer.display()
-        );
-        let (r, j) = run_scenario(
-            dir.path(),
-            "fail",
-            &text,
-            "1",
-            &[],
-            Duration::from_secs(300),
-        );
-        assert!(
-            j.is_object(),
-            "{what}: no result\nstdout:\n{}\nstderr:\n{}",
-            r.stdout,
-            r.stderr
-        );
-        let outcomes = &j["cicada"]["outcomes"];
-        assert_eq!(j["completed"], 0, "{what}: {outcomes}");
-        assert_eq!(j["failed"], 12, "{what}: {outcomes}");
-        let (kind, outcome) = outcomes
-            .as_object()
-            .and_then(|o| o.iter().find(|(k, _)| k.as_str() != "ok"))
-            .unwrap_or_else(|| panic!("{what}: {outcomes}"));
-        assert_eq!(outcome["count"], 12, "{what}: {outcomes}");
-        let message = outcome["first_error"].as_str().unwrap_or_default();
-        assert!(
-            message.contains("cicada-tiny: failed after 3 tokens"),
-            "{what}: {kind}: {message}"
-        );
-        if stream {
-            assert_eq!(kind, "server_error_event", "{what}: in band: {outcomes}");
-        } else {
-            assert_eq!(kind, "http_400", "{what}: {outcomes}");
-        }
-    }
+        url = server.url,
+        tok = server.tokenizer.display()
+    );
+    let (r, j) = run_scenario(
+        dir.path(),
+        "fail",
+        &text,
+        "1",
+        &[],
+        Duration::from_secs(300),
+    );
+    assert!(
+        j.is_object(),
+        "{what}: no result\nstdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let outcomes = &j["cicada"]["outcomes"];
+    assert_eq!(j["completed"], 0, "{what}: {outcomes}");
+    assert_eq!(j["failed"], 12, "{what}: {outcomes}");
+    let (kind, outcome) = outcomes
+        .as_object()
+        .and_then(|o| o.iter().find(|(k, _)| k.as_str() != "ok"))
+        .unwrap_or_else(|| panic!("{what}: {outcomes}"));
+    assert_eq!(outcome["count"], 12, "{what}: {outcomes}");
+    let message = outcome["first_error"].as_str().unwrap_or_default();
+    (kind.clone(), message.to_string())
+}
+
+/// A model error: mid-stream, after Triton sent its HTTP 200 and some
+/// tokens, it comes as an SSE event `{"error": ...}`; before a whole answer,
+/// as an HTTP 400 with the same JSON. Either way the request fails with the
+/// model's message.
+#[test]
+fn a_model_error_fails_the_request_with_tritons_message() {
+    let _g = serial();
+    let server = TritonServer::start(1);
+    let (kind, message) = failing_run(&server, true, "{ fail_after = 3 }");
+    assert_eq!(kind, "server_error_event", "in band: {message}");
+    assert!(
+        message.contains("cicada-tiny: failed after 3 tokens"),
+        "{message}"
+    );
+    let (kind, message) = failing_run(&server, false, "{ fail_after = 3 }");
+    assert_eq!(kind, "http_400", "{message}");
+    assert!(
+        message.contains("cicada-tiny: failed after 3 tokens"),
+        "{message}"
+    );
+}
+
+/// A model that answers a whole request (`stream` false, `/generate`) in
+/// several responses: Triton answers HTTP 200 with an `{"error": ...}`
+/// body of its own, and every request fails with its message.
+#[test]
+fn a_whole_answer_in_pieces_fails_with_tritons_own_error() {
+    let _g = serial();
+    let server = TritonServer::start(1);
+    let (kind, message) = failing_run(&server, false, "{ split_whole = true }");
+    assert_eq!(kind, "server_error_event", "{message}");
+    assert!(message.contains("exactly 1 response"), "{message}");
 }

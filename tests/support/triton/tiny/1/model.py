@@ -12,7 +12,9 @@ response with the whole text, which starts with the prompt unless
 Every request's figures go to Triton's log as one line,
 `cicada-tiny {json}`, the model's own record for the tests. A request
 parameter `fail_after` (a top-level field of the generate body that is no
-input) makes it fail with an error after that many tokens.
+input) makes it fail with an error after that many tokens; `split_whole`
+makes it send even a whole answer (`stream` false) as one response per
+token, as a model that always streams does.
 """
 
 import json
@@ -85,7 +87,7 @@ class TritonPythonModel:
 
         fail_after = record["parameters"].get("fail_after")
         final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-        if stream:
+        if stream or record["parameters"].get("split_whole"):
             for i, piece in enumerate(pieces):
                 if i == fail_after:
                     raise RuntimeError(f"failed after {i} tokens")
