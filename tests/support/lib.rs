@@ -15,6 +15,7 @@ pub mod raw;
 pub mod relay;
 pub mod scripted;
 pub mod servers;
+pub mod sglang_router;
 pub mod shape;
 pub mod target_run;
 pub mod timing;
