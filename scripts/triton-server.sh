@@ -53,10 +53,12 @@ fi
 
 # --- prerequisites: each one named when missing -----------------------------
 command -v flock >/dev/null 2>&1 || die "missing prerequisite: flock (Debian: apt-get install util-linux)"
-command -v python3 >/dev/null 2>&1 || die "missing prerequisite: python3 (3.8 to 3.13)"
+command -v python3 >/dev/null 2>&1 || die "missing prerequisite: python3 (3.9 to 3.12)"
 PYVER=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-python3 -c 'import sys; sys.exit(not ((3, 8) <= sys.version_info[:2] < (3, 14)))' \
-    || die "missing prerequisite: python3 3.8 to 3.13 (the wheel has Python backend stubs for those; found $PYVER)"
+# the wheel has Python backend stubs for 3.8 to 3.13; numpy 1.26 (the
+# wheel's numpy<2) has wheels for 3.9 to 3.12
+python3 -c 'import sys; sys.exit(not ((3, 9) <= sys.version_info[:2] < (3, 13)))' \
+    || die "missing prerequisite: python3 3.9 to 3.12 (found $PYVER)"
 python3 -m pip --version >/dev/null 2>&1 \
     || die "missing prerequisite: pip for python3 (Debian: apt-get install python3-pip)"
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 \
