@@ -19,7 +19,7 @@ use crate::fleet::{Health, WorkerReport};
 const SLACK_US: u64 = 30_000_000;
 /// Most tokens (or events, or bytes of a count) one request can account for.
 const PER_REQUEST: u64 = 1 << 32;
-/// Most requests one worker can have in flight (README: 100,000 per worker).
+/// Most requests one worker can have in flight (docs/guide/scenario.md: 100,000 per worker).
 const MAX_IN_FLIGHT: u64 = 10_000_000;
 
 /// Counters that count requests (at most one per request of the report).
