@@ -5,9 +5,10 @@
 //! the board the run loop keeps (`state`, rendered by `stats`, with the
 //! load in force from `load`, the target's `/metrics` from `server_side`
 //! and the client-bound verdict from `client_verdict`); `auth`
-//! decides who may ask; `form` reads the start form.
+//! decides who may ask; `form` reads the start form; `locust` answers the
+//! routes only Locust's own page reads.
 //!
-//! The run loop reaches the server two ways: `POST /stop` arrives as a stop
+//! The run loop reaches the server two ways: `/stop` arrives as a stop
 //! the signal listener hands out like Ctrl-C's, and `POST /swarm` (when
 //! started with `--web-wait`) as a [`SwarmAsk`] it answers once the
 //! scenario it describes is checked; while the run goes, `POST /swarm`
@@ -21,6 +22,7 @@ mod figures;
 mod fixtures;
 mod form;
 mod load;
+mod locust;
 mod page;
 mod routes;
 mod server_side;
@@ -109,7 +111,7 @@ impl SteerAsk {
     }
 }
 
-/// `POST /stats/reset`: the figures start again (Locust's reset).
+/// `/stats/reset` (GET or POST): the figures start again (Locust's reset).
 #[derive(Debug)]
 pub struct ResetAsk {
     reply: oneshot::Sender<Result<String, String>>,
@@ -136,7 +138,7 @@ pub enum Control {
 struct Shared {
     feed: Feed,
     guard: auth::Guard,
-    stop: mpsc::UnboundedSender<()>,
+    stop: mpsc::UnboundedSender<&'static str>,
     swarm: mpsc::Sender<SwarmAsk>,
     steer: mpsc::Sender<Control>,
 }
@@ -147,7 +149,7 @@ pub struct Web {
     addr: SocketAddr,
     feed: Feed,
     token: Option<String>,
-    stop: Option<mpsc::UnboundedReceiver<()>>,
+    stop: Option<mpsc::UnboundedReceiver<&'static str>>,
     swarm: mpsc::Receiver<SwarmAsk>,
     steer: Option<mpsc::Receiver<Control>>,
     task: JoinHandle<()>,
@@ -204,8 +206,8 @@ impl Web {
         self.feed.clone()
     }
 
-    /// `POST /stop`'s channel, handed once to the signal listener.
-    pub fn take_stop(&mut self) -> Option<mpsc::UnboundedReceiver<()>> {
+    /// `/stop`'s channel, handed once to the signal listener.
+    pub fn take_stop(&mut self) -> Option<mpsc::UnboundedReceiver<&'static str>> {
         self.stop.take()
     }
 
