@@ -4,14 +4,15 @@
 //! at their configured shares), `/exceptions` (always empty: Locust lists
 //! Python exceptions raised in a locustfile's code, and a cicada run runs no
 //! user code; a request's failure is a failure, in `errors`), `/logs` (the
-//! run's stage boundaries as log lines) and `/worker-count`.
+//! run's stage boundaries as log lines), `/worker-count`, and the
+//! `templateArgs` its `index.html` is rendered with.
 
-use cicada_scenarios::Scenario;
 use cicada_scenarios::models::ModelAssignment;
+use cicada_scenarios::{Scenario, sharding};
 use serde_json::{Map, Value, json};
 
 use super::state::Board;
-use super::stats::csv_line;
+use super::stats::{self, PERCENTILES_TO_CHART, PERCENTILES_TO_STATISTICS, csv_line};
 
 /// The scenario the figures are of: the step's, else the one the page starts.
 fn scenario(b: &Board) -> &Scenario {
@@ -106,6 +107,45 @@ pub fn worker_count(b: &Board) -> Value {
     json!({ "worker_count": b.active_workers() })
 }
 
+/// The `templateArgs` Locust's `index.html` is rendered with (the keys of
+/// Locust's `WebUI.update_template_args`), from the run's board. The page's
+/// users and spawn-rate fields are a closed loop's; for an open loop they
+/// are disabled (`hide_common_options`), as for a Locust shape class.
+pub fn template_args(b: &Board) -> Value {
+    let s = scenario(b);
+    let closed = sharding::is_closed_loop(s);
+    let (load, _) = b.load_now();
+    json!({
+        "locustfile": s.name,
+        "state": b.state.word(),
+        "is_distributed": true,
+        "user_count": stats::user_count(b),
+        "version": format!("cicada {}", cicada_results::VERSION),
+        "host": host(b),
+        "history": [],
+        "override_host_warning": false,
+        "missing_host_warning": false,
+        "num_users": if closed { load.users.or(s.load.users) } else { None },
+        "spawn_rate": if closed { load.spawn_rate.or(s.load.spawn_rate) } else { None },
+        "worker_count": b.active_workers(),
+        "hide_common_options": !closed,
+        "shape_use_common_options": false,
+        "stats_history_enabled": false,
+        "tasks": "{}",
+        "extra_options": {},
+        "run_time": s.load.duration.map(|d| d.to_string()),
+        "show_userclass_picker": false,
+        "available_user_classes": null,
+        "available_shape_classes": ["Default"],
+        "available_user_tasks": null,
+        "users": null,
+        "percentiles_to_chart": PERCENTILES_TO_CHART,
+        "percentiles_to_statistics": PERCENTILES_TO_STATISTICS,
+        "is_host_required": false,
+        "profile": null,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,11 +174,22 @@ mod tests {
 
     #[test]
     fn locust_shapes_of_the_other_routes() {
-        let feed = Feed::new(Scenario::default(), RunState::Ready);
+        let mut sc = Scenario {
+            name: "page".into(),
+            ..Scenario::default()
+        };
+        sc.load.users = Some(4);
+        let feed = Feed::new(sc, RunState::Ready);
         let b = feed.lock();
         assert_eq!(exceptions(), json!({"exceptions": []}));
         assert_eq!(exceptions_csv(), "Count,Message,Traceback,Nodes\n");
         assert_eq!(logs(&b), json!({"master": [], "workers": {}}));
         assert_eq!(worker_count(&b), json!({"worker_count": 0}));
+        let args = template_args(&b);
+        assert_eq!(args["state"], "ready");
+        assert_eq!(args["locustfile"], "page");
+        assert_eq!(args["num_users"], 4);
+        assert_eq!(args["hide_common_options"], false);
+        assert_eq!(args["percentiles_to_statistics"], json!([0.95, 0.99]));
     }
 }

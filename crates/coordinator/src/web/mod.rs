@@ -5,8 +5,10 @@
 //! the board the run loop keeps (`state`, rendered by `stats`, with the
 //! load in force from `load`, the target's `/metrics` from `server_side`
 //! and the client-bound verdict from `client_verdict`); `auth`
-//! decides who may ask; `form` reads the start form; `locust` answers the
-//! routes only Locust's own page reads.
+//! decides who may ask; `form` reads the start form. With `--web-ui DIR`,
+//! Locust's own built page (`bundle`) is served at `/` instead, fed by the
+//! same API and the routes only it reads (`locust`); cicada's page stays at
+//! `/cicada`.
 //!
 //! The run loop reaches the server two ways: `/stop` arrives as a stop
 //! the signal listener hands out like Ctrl-C's, and `POST /swarm` (when
@@ -16,6 +18,7 @@
 //! the change is sent to the fleet.
 
 mod auth;
+mod bundle;
 mod client_verdict;
 mod figures;
 #[cfg(test)]
@@ -57,6 +60,9 @@ pub enum WebError {
     /// A non-loopback address without a token.
     #[error("{0}")]
     NeedsToken(String),
+    /// `--web-ui DIR` is not Locust's built page.
+    #[error("{0}")]
+    Ui(String),
 }
 
 /// A start form that was sent: the overrides it asks for, and where to say
@@ -138,6 +144,8 @@ pub enum Control {
 struct Shared {
     feed: Feed,
     guard: auth::Guard,
+    /// Locust's own page, served at `/` (`--web-ui`).
+    ui: Option<bundle::Bundle>,
     stop: mpsc::UnboundedSender<&'static str>,
     swarm: mpsc::Sender<SwarmAsk>,
     steer: mpsc::Sender<Control>,
@@ -157,13 +165,19 @@ pub struct Web {
 
 impl Web {
     /// Bind `addr` and serve the UI for `feed` until dropped; a
-    /// non-loopback `addr` needs a `token`.
+    /// non-loopback `addr` needs a `token`; `ui` is the directory of
+    /// Locust's built page to serve at `/` instead of cicada's.
     pub async fn serve(
         addr: SocketAddr,
         token: Option<String>,
         feed: Feed,
+        ui: Option<&std::path::Path>,
     ) -> Result<Self, WebError> {
         let guard = auth::Guard::new(addr.ip(), token).map_err(WebError::NeedsToken)?;
+        let ui = ui
+            .map(bundle::Bundle::load)
+            .transpose()
+            .map_err(WebError::Ui)?;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| WebError::Bind { addr, source })?;
@@ -177,6 +191,7 @@ impl Web {
         let shared = Arc::new(Shared {
             feed: feed.clone(),
             guard,
+            ui,
             stop: stop_tx,
             swarm: swarm_tx,
             steer: steer_tx,

@@ -1,10 +1,11 @@
 //! The UI's routes, Locust's where Locust has one, answered as Locust
-//! answers them: `GET /` (the page), `GET /stats/requests`,
+//! answers them: `GET /` (cicada's page, or Locust's own with `--web-ui`,
+//! its files under `/assets/`), `GET /stats/requests`,
 //! `/stats/requests/csv`, `/stats/failures/csv`, `/stats/report` (the
 //! HTML report so far), `/exceptions`, `/exceptions/csv`, `/tasks`,
 //! `/logs`, `/worker-count`, and the control routes `POST /swarm`, and
 //! `/stop` and `/stats/reset` by GET (Locust up to 2.46 and its scripts) or
-//! POST (Locust 2.47 on). cicada's own:
+//! POST (Locust 2.47 on). cicada's own: `/cicada` (its page),
 //! `/stats/history` (chart points), `/result.json` and `/summary.csv`
 //! (downloads). Every request passes `auth` first.
 
@@ -73,9 +74,14 @@ fn wrong_method(allow: &'static str) -> Resp {
     r
 }
 
-/// `GET /`: the page, with the token's cookie when the token came in the query.
-fn front_page(shared: &Shared, pass: Pass) -> Resp {
-    let mut r = reply(StatusCode::OK, "text/html; charset=utf-8", page::html());
+/// `GET /`: Locust's page with the run's template arguments (`--web-ui`),
+/// else cicada's; with the token's cookie when the token came in the query.
+fn front_page(shared: &Shared, pass: Pass, cicadas: bool) -> Resp {
+    let body = match (&shared.ui, cicadas) {
+        (Some(ui), false) => ui.page(&locust::template_args(&shared.feed.lock())),
+        _ => page::html(),
+    };
+    let mut r = reply(StatusCode::OK, "text/html; charset=utf-8", body);
     if pass == Pass::SetCookie
         && let Some(c) = shared.guard.cookie_header()
         && let Ok(v) = HeaderValue::from_str(&c)
@@ -112,7 +118,8 @@ pub async fn respond(req: Request<Incoming>, shared: &Shared) -> Resp {
         ref m => m.clone(),
     };
     match (method, path.as_str()) {
-        (Method::GET, "/") => front_page(shared, pass),
+        (Method::GET, "/") => front_page(shared, pass, false),
+        (Method::GET, "/cicada") => front_page(shared, pass, true),
         // Locust up to 2.46 (page and scripts) sends GET, 2.47 on POST
         (Method::GET, "/stop") => stop(shared, "GET /stop"),
         (Method::POST, "/stop") => stop(shared, "POST /stop"),
@@ -125,8 +132,19 @@ pub async fn respond(req: Request<Incoming>, shared: &Shared) -> Resp {
     }
 }
 
+/// `GET /assets/<name>`: a file of Locust's page (`--web-ui`).
+fn asset(shared: &Shared, name: &str) -> Resp {
+    match shared.ui.as_ref().and_then(|ui| ui.asset(name)) {
+        Some((kind, bytes)) => reply(StatusCode::OK, kind, bytes),
+        None => text(StatusCode::NOT_FOUND, "no such asset\n"),
+    }
+}
+
 /// The read-only routes.
 fn get(path: &str, query: Option<&str>, shared: &Shared) -> Resp {
+    if let Some(name) = path.strip_prefix("/assets/") {
+        return asset(shared, name);
+    }
     let b = shared.feed.lock();
     match path {
         "/stats/requests" => json_reply(StatusCode::OK, &stats::requests(&b)),
