@@ -412,6 +412,11 @@ impl Board {
         load::now(s, elapsed, &self.steering)
     }
 
+    /// Workers in the fleet now.
+    pub fn active_workers(&self) -> usize {
+        self.workers.values().filter(|w| w.active).count()
+    }
+
     /// The result the figures come from: the step running, else the last one finished.
     pub fn latest(&self) -> Option<&RunResult> {
         self.current.as_ref().or(self.finished.last())
