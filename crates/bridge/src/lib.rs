@@ -10,7 +10,7 @@
 
 use cicada_client::backend::ApiCodec;
 use cicada_client::http::{self, ApiKey, Client, HeaderSpec, Headers, SetupError};
-use cicada_scenarios::plan::{ResolvedSampling, ResolvedTarget};
+use cicada_plan::{ResolvedSampling, ResolvedTarget};
 
 /// A client for `target`'s connections, as its settings say.
 pub fn client(target: &ResolvedTarget) -> Result<Client, SetupError> {
@@ -36,7 +36,7 @@ pub fn headers(target: &ResolvedTarget, key: ApiKey) -> Result<Headers, SetupErr
         fixed: &target.headers,
         api_key_env: target.api_key_env.as_deref(),
         keep_alive: target.keep_alive,
-        anthropic: target.api == cicada_scenarios::plan::WireApi::Messages,
+        anthropic: target.api == cicada_plan::WireApi::Messages,
     };
     http::headers(spec, key)
 }

@@ -1,74 +1,25 @@
-//! Sharding arithmetic: one global run split over workers so that the server
-//! sees the same load for any worker count.
+//! A scenario's run split over workers, one plan each, so that the server
+//! sees the same load for any worker count: the scenario's schedule,
+//! sampling, windows and users, striped by the plan crate's arithmetic
+//! (`cicada_plan::sharding`).
 //!
 //! Open loop: request `i` goes to worker `i mod N` (striping); concurrency
 //! slots split as evenly as integers allow. Closed loop: user `u` lives on
 //! worker `u mod N`. Each worker receives only the pool entries it will use.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::closed_loop::{ClosedLoop, UserStage};
-use crate::dataset::{Pool, PoolEntry};
-use crate::plan::{
-    ConversationSettings, Drive, Plan, ResolvedSampling, ResolvedTarget, StageWindow, Stripe,
+use cicada_plan::pool::PoolEntry;
+use cicada_plan::schedule::{RateStage, ScheduleSpec};
+use cicada_plan::sharding::{active_workers, slots_for, stripe_entries, stripe_uses};
+use cicada_plan::units::Rate;
+use cicada_plan::{
+    ClosedLoop, ConversationSettings, Drive, Plan, ResolvedSampling, ResolvedTarget, StageWindow,
+    Stripe, UserStage,
 };
+
+use crate::dataset::Pool;
 use crate::scenario::{DEFAULT_NUM_PROMPTS, Dataset};
-use crate::schedule::{RateStage, ScheduleSpec};
-use crate::units::Rate;
-
-/// Workers that receive requests: all of them, or `max_concurrency` if that is fewer
-/// (a worker with no concurrency slot could never send its stripe).
-pub fn active_workers(workers: u32, max_concurrency: Option<u32>) -> u32 {
-    match max_concurrency {
-        Some(c) => workers.min(c).max(1),
-        None => workers.max(1),
-    }
-}
-
-/// Concurrency slots of stripe `index` of `count`: `⌊C/count⌋ + (index < C mod count)`.
-pub fn slots_for(max_concurrency: u32, index: u32, count: u32) -> u32 {
-    let count = count.max(1);
-    max_concurrency / count + u32::from(index < max_concurrency % count)
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
-}
-
-/// Whether stripe `index` of `count` ever uses pool entry `id` of a pool of `pool_size`.
-///
-/// Request `i` uses entry `i mod P`, and the stripe holds `i ≡ index (mod count)`,
-/// so it reaches exactly the entries congruent to `index` modulo `gcd(count, P)`.
-pub fn stripe_uses(id: u64, index: u32, count: u32, pool_size: u64) -> bool {
-    let g = gcd(u64::from(count.max(1)), pool_size.max(1));
-    id % g == u64::from(index) % g
-}
-
-/// Pool entries stripe `index` of `count` uses when the run has `requests`
-/// requests (`None`: cycling without end, as a duration-bound run may).
-pub fn stripe_entries(
-    index: u32,
-    count: u32,
-    requests: Option<u64>,
-    pool_size: u64,
-) -> BTreeSet<u64> {
-    let (count, index, p) = (u64::from(count.max(1)), u64::from(index), pool_size.max(1));
-    let g = gcd(count, p);
-    let reachable = p / g;
-    match requests {
-        None => (0..p).filter(|id| id % g == index % g).collect(),
-        Some(r) => {
-            let mut out = BTreeSet::new();
-            let mut i = index;
-            while i < r && (out.len() as u64) < reachable {
-                out.insert(i % p);
-                i += count;
-            }
-            out
-        }
-    }
-}
 
 /// Sampling with the scenario's defaults applied: `ignore_eos` is on for the
 /// synthetic workloads (random, as in `vllm bench serve`; prefix; trace), whose
@@ -320,13 +271,13 @@ pub fn plans_for(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeMap;
 
     use super::*;
     use crate::dataset::build_pool;
-    use crate::plan::{Routing, ServerFamily, TlsSettings, WireApi};
     use crate::shape::StageSpec;
-    use crate::units::Span;
+    use cicada_plan::units::Span;
+    use cicada_plan::{Routing, ServerFamily, TlsSettings, WireApi};
 
     fn target() -> ResolvedTarget {
         ResolvedTarget {
@@ -343,48 +294,11 @@ mod tests {
             routing: Routing::default(),
             tls: TlsSettings::default(),
             keep_alive: true,
-            http: crate::plan::HttpVersion::Auto,
-            addresses: crate::plan::AddressChoice::First,
-            proxy: crate::plan::ProxySetting::Env,
+            http: cicada_plan::HttpVersion::Auto,
+            addresses: cicada_plan::AddressChoice::First,
+            proxy: cicada_plan::ProxySetting::Env,
             no_proxy: Vec::new(),
             max_event_bytes: 16 << 20,
-        }
-    }
-
-    #[test]
-    fn slots_split_as_evenly_as_integers_allow() {
-        for (c, n) in [(64u32, 8u32), (10, 3), (7, 7), (5, 2)] {
-            let slots: Vec<u32> = (0..n).map(|w| slots_for(c, w, n)).collect();
-            assert_eq!(slots.iter().sum::<u32>(), c);
-            let (lo, hi) = (slots.iter().min().unwrap(), slots.iter().max().unwrap());
-            assert!(hi - lo <= 1, "{slots:?}");
-        }
-        assert_eq!(active_workers(8, Some(3)), 3);
-        assert_eq!(active_workers(8, None), 8);
-        assert_eq!(active_workers(2, Some(64)), 2);
-    }
-
-    #[test]
-    fn stripe_entries_are_exactly_the_ones_used() {
-        for (count, p, r) in [
-            (4u32, 10u64, Some(7u64)),
-            (3, 9, Some(100)),
-            (8, 1000, Some(1000)),
-            (5, 7, None),
-            (4, 23, Some(23)),
-        ] {
-            for index in 0..count {
-                let limit = r.unwrap_or(u64::from(count) * p * 2);
-                let brute: BTreeSet<u64> = (0..limit)
-                    .filter(|i| i % u64::from(count) == u64::from(index))
-                    .map(|i| i % p)
-                    .collect();
-                assert_eq!(
-                    stripe_entries(index, count, r, p),
-                    brute,
-                    "count={count} p={p} r={r:?} index={index}"
-                );
-            }
         }
     }
 
@@ -406,22 +320,6 @@ mod tests {
             panic!("open loop")
         };
         assert_eq!(schedule.global().nth(9_999).unwrap().pool_id, 9_999 % 25);
-    }
-
-    #[test]
-    fn stripe_pool_needs_match_brute_force() {
-        for (count, p) in [(4u32, 10u64), (3, 9), (8, 1000), (5, 7)] {
-            for index in 0..count {
-                let brute: BTreeSet<u64> = (0..count as u64 * p * 2)
-                    .filter(|i| i % count as u64 == index as u64)
-                    .map(|i| i % p)
-                    .collect();
-                let ours: BTreeSet<u64> = (0..p)
-                    .filter(|id| stripe_uses(*id, index, count, p))
-                    .collect();
-                assert_eq!(brute, ours, "count={count} p={p} index={index}");
-            }
-        }
     }
 
     #[test]
@@ -473,8 +371,9 @@ mod tests {
         s.load.users = Some(5);
         s.load.num_prompts = Some(23);
         s.load.burstiness = f64::INFINITY;
-        s.load.think_time = crate::shape::ThinkTime::Uniform(Span::millis(5), Span::millis(9));
-        s.load.warmup = Some(crate::shape::Warmup::Duration(Span::secs(1)));
+        s.load.think_time =
+            cicada_plan::shape::ThinkTime::Uniform(Span::millis(5), Span::millis(9));
+        s.load.warmup = Some(cicada_plan::shape::Warmup::Duration(Span::secs(1)));
         s.dataset = Dataset::Random(crate::scenario::RandomSpec {
             input_len: 4,
             ..Default::default()

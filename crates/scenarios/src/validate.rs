@@ -3,7 +3,7 @@
 use crate::scenario::{
     Backend, Dataset, DatasetKind, MAX_MAX_EVENT_SIZE, MIN_MAX_EVENT_SIZE, Scenario,
 };
-use crate::units::Rate;
+use cicada_plan::units::Rate;
 
 const KNOWN_PERCENTILE_METRICS: [&str; 9] = [
     "ttft",

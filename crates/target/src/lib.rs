@@ -6,9 +6,9 @@
 
 use anyhow::{Context, bail};
 use cicada_mock::MockServer;
+use cicada_plan::pool::PoolEntry;
+use cicada_plan::{ResolvedTarget, ServerFamily, TlsSettings, WireApi};
 use cicada_scenarios::Scenario;
-use cicada_scenarios::dataset::PoolEntry;
-use cicada_scenarios::plan::{ResolvedTarget, ServerFamily, TlsSettings, WireApi};
 use cicada_scenarios::scenario::{Backend, MockApi};
 
 mod ready;

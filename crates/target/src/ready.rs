@@ -19,9 +19,9 @@ use cicada_client::exchange::{Conduit, perform};
 use cicada_client::http::{ApiKey, Body, Client, Fetched, Headers, Method, Request};
 use cicada_metrics::Outcome;
 use cicada_mock::PROBE_HEADER;
-use cicada_scenarios::dataset::PoolEntry;
-use cicada_scenarios::plan::{ResolvedSampling, ResolvedTarget, WireApi};
-use cicada_scenarios::units::Span;
+use cicada_plan::pool::PoolEntry;
+use cicada_plan::units::Span;
+use cicada_plan::{ResolvedSampling, ResolvedTarget, WireApi};
 use tokio::time::Instant;
 
 use super::join_url;

@@ -13,8 +13,8 @@
 use std::time::Duration;
 
 use cicada_client::http::{ApiKey, Client, Headers, Method, Request};
+use cicada_plan::StageWindow;
 use cicada_scenarios::Scenario;
-use cicada_scenarios::plan::StageWindow;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;

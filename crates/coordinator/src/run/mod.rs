@@ -9,9 +9,9 @@ mod setup;
 mod start_form;
 
 use cicada_metrics::Counter;
+use cicada_plan::Plan;
+use cicada_plan::shape::Warmup;
 use cicada_scenarios::dataset::Pool;
-use cicada_scenarios::plan::Plan;
-use cicada_scenarios::shape::Warmup;
 use cicada_scenarios::{Scenario, sharding};
 
 use crate::cli::RunArgs;
@@ -342,7 +342,7 @@ impl Steps {
 /// every worker: a change's users use entries the plan's users did not.
 fn whole_pool_for_changes(plans: &mut [(u32, Plan)], pool: &Pool) {
     for (_, p) in plans {
-        if matches!(&p.drive, cicada_scenarios::plan::Drive::Closed(cl) if cl.requests.is_none())
+        if matches!(&p.drive, cicada_plan::Drive::Closed(cl) if cl.requests.is_none())
             && p.conversations.is_none()
         {
             p.pool = pool.entries.clone();
@@ -394,10 +394,10 @@ mod tests {
     fn warmup_ends_where_measuring_starts() {
         let mut s = Scenario::default();
         s.load.num_prompts = Some(100);
-        s.load.request_rate = cicada_scenarios::units::Rate::Finite(10.0);
+        s.load.request_rate = cicada_plan::units::Rate::Finite(10.0);
         let pool = cicada_scenarios::dataset::build_pool(&s, None).unwrap();
         assert_eq!(warmup_end_us(&s, &pool), 0);
-        s.load.warmup = Some(Warmup::Duration(cicada_scenarios::units::Span::secs(3)));
+        s.load.warmup = Some(Warmup::Duration(cicada_plan::units::Span::secs(3)));
         assert_eq!(warmup_end_us(&s, &pool), 3_000_000);
         s.load.warmup = Some(Warmup::Requests(10));
         let tenth = sharding::schedule_of(&s, &pool)

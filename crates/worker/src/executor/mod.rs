@@ -11,7 +11,7 @@ mod route;
 mod steering;
 
 use cicada_metrics::{Concurrency, MetricSet, SLICE_US, Scope};
-use cicada_scenarios::plan::Drive;
+use cicada_plan::Drive;
 use tokio_util::sync::CancellationToken;
 
 use cicada_client::clock::Clock;
@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use cicada_scenarios::plan::Plan;
+use cicada_plan::Plan;
 use cicada_scenarios::tokenizer::Tokenizer;
 use thiserror::Error;
 
@@ -220,7 +220,7 @@ const PREBUILD_PROMPT_BYTES: usize = 64 << 20;
 /// One codec per model the plan's requests name.
 fn codecs(plan: &Plan) -> Vec<ApiCodec> {
     let mut target = plan.target.clone();
-    let loras = cicada_scenarios::models::lora_selection(&plan.target.models);
+    let loras = cicada_plan::models::lora_selection(&plan.target.models);
     plan.target
         .model_names()
         .into_iter()
