@@ -231,10 +231,10 @@ fn wire_types_are_read_only_at_each_edge() {
 
 #[test]
 fn a_made_up_reach_past_the_api_is_found() {
-    let manifest = "[package]\nname = \"cicada-scenarios\"\n\n[dependencies]\ncicada-metrics.workspace = true\ncicada-mock = { path = \"../mock\" }\nserde.workspace = true\n\n[dev-dependencies]\ncicada-worker.workspace = true\n";
+    let manifest = "[package]\nname = \"cicada-plan\"\n\n[dependencies]\ncicada-metrics.workspace = true\ncicada-scenarios = { path = \"../scenarios\" }\nserde.workspace = true\n\n[dev-dependencies]\ncicada-worker.workspace = true\n";
     assert_eq!(
         layering_breaches(manifest).unwrap(),
-        ["cicada-scenarios -> cicada-mock"]
+        ["cicada-plan -> cicada-scenarios"]
     );
     let coordinator = "[package]\nname = \"cicada-coordinator\"\n[dependencies]\ncicada-worker.workspace = true\n";
     assert_eq!(

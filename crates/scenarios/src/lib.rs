@@ -10,7 +10,6 @@ mod describe;
 mod error;
 mod load;
 mod media_spec;
-pub mod mock;
 pub mod overlay;
 pub mod scenario;
 pub mod shape;

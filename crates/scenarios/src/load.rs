@@ -325,7 +325,7 @@ mod tests {
             &[],
         )
         .unwrap();
-        assert_eq!(s.mock.api, crate::scenario::MockApi::Tgi);
+        assert_eq!(s.mock.api, cicada_mock::MockApi::Tgi);
     }
 
     #[test]

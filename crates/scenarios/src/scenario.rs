@@ -11,9 +11,9 @@ pub use crate::dataset_spec::{
     AudioSpec, ConversationsSpec, Dataset, DatasetKind, ImageBucket, JsonlSpec, MmLimits,
     PrefixSpec, RandomMmSpec, RandomSpec, SharegptSpec, SonnetSpec, TraceSpec,
 };
-pub use crate::mock::{Fault, FaultRates, MockApi, MockConfig};
 use crate::shape::{StageSpec, Sweep};
 pub use crate::structured::StructuredSpec;
+use cicada_mock::MockConfig;
 use cicada_plan::Routing;
 use cicada_plan::shape::{Cooldown, Ramp, ThinkTime, Warmup};
 use cicada_plan::units::{ByteSize, Rate, Span};

@@ -194,7 +194,7 @@ fn sampling_problems(s: &Scenario) -> Vec<(String, String)> {
 /// `ignore_eos` on `/v1/messages` (both drop it; Anthropic refuses unknown
 /// fields), so asking for them would silently measure something else.
 fn api_sampling_problems(s: &Scenario) -> Vec<(String, String)> {
-    use crate::scenario::MockApi;
+    use cicada_mock::MockApi;
     let (responses, messages) = match s.target.backend {
         Backend::OpenaiResponses => (true, false),
         Backend::AnthropicMessages => (false, true),

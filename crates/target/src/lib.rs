@@ -5,11 +5,12 @@
 //! `/metrics` scraped around each step (`scrape`).
 
 use anyhow::{Context, bail};
+use cicada_mock::MockApi;
 use cicada_mock::MockServer;
 use cicada_plan::pool::PoolEntry;
 use cicada_plan::{ResolvedTarget, ServerFamily, TlsSettings, WireApi};
 use cicada_scenarios::Scenario;
-use cicada_scenarios::scenario::{Backend, MockApi};
+use cicada_scenarios::scenario::Backend;
 
 mod ready;
 mod redirect;

@@ -46,11 +46,16 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
         "cicada-metrics" | "cicada-alias" => &[],
         "cicada-request" => &["cicada-metrics"],
         "cicada-plan" => &["cicada-metrics", "cicada-request"],
-        "cicada-scenarios" => &["cicada-metrics", "cicada-plan", "cicada-request"],
+        "cicada-scenarios" => &[
+            "cicada-metrics",
+            "cicada-mock",
+            "cicada-plan",
+            "cicada-request",
+        ],
         "cicada-proto" => &["cicada-metrics", "cicada-plan", "cicada-request"],
         "cicada-client" => &["cicada-metrics", "cicada-request"],
         "cicada-bridge" => &["cicada-client", "cicada-plan"],
-        "cicada-mock" => &["cicada-metrics", "cicada-request", "cicada-scenarios"],
+        "cicada-mock" => &["cicada-metrics", "cicada-request"],
         "cicada-results" => &["cicada-metrics", "cicada-plan", "cicada-scenarios"],
         "cicada-target" => &[
             "cicada-bridge",
