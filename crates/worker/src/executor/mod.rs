@@ -9,6 +9,7 @@ mod reasoning;
 mod request;
 mod route;
 mod steering;
+mod tokens;
 
 use cicada_metrics::{Concurrency, MetricSet, SLICE_US, Scope};
 use cicada_plan::Drive;
@@ -27,8 +28,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cicada_plan::Plan;
-use cicada_scenarios::tokenizer::Tokenizer;
 use thiserror::Error;
+use tokens::Tokenizer;
 
 pub use entry::Entry;
 pub use gate::{Gate, GateMessage};

@@ -6,9 +6,9 @@ use std::sync::atomic::Ordering;
 
 use futures::FutureExt;
 
+use super::tokens::Tokenizer;
 use cicada_metrics::{EventLog, Outcome, RequestRecord, Scope, TokenSource};
 use cicada_plan::schedule::Slot;
-use cicada_scenarios::tokenizer::Tokenizer;
 use tokio_util::sync::CancellationToken;
 
 use super::{Entry, Step, route};
