@@ -53,12 +53,10 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-request",
         ],
         "cicada-proto" => &["cicada-metrics", "cicada-plan", "cicada-request"],
-        "cicada-client" => &["cicada-metrics", "cicada-request"],
-        "cicada-bridge" => &["cicada-client", "cicada-plan"],
+        "cicada-client" => &["cicada-metrics", "cicada-plan", "cicada-request"],
         "cicada-mock" => &["cicada-metrics", "cicada-request"],
         "cicada-results" => &["cicada-metrics", "cicada-plan", "cicada-scenarios"],
         "cicada-target" => &[
-            "cicada-bridge",
             "cicada-client",
             "cicada-metrics",
             "cicada-mock",
@@ -67,7 +65,6 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-scenarios",
         ],
         "cicada-worker" => &[
-            "cicada-bridge",
             "cicada-client",
             "cicada-metrics",
             "cicada-plan",

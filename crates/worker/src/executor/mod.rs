@@ -38,7 +38,7 @@ pub use steering::{Course, Steering};
 use crate::inflight::ScopeTrackers;
 use crate::recorder::Recorder;
 use cicada_client::backend::ApiCodec;
-use cicada_client::http::{ApiKey, Client, Endpoint, Headers, SetupError};
+use cicada_client::http::{ApiKey, Client, Endpoint, HeaderSpec, Headers, Settings, SetupError};
 
 /// Why a step could not be prepared.
 #[derive(Debug, Error)]
@@ -99,8 +99,9 @@ impl Step {
         }
         // before the pool moves out: a conversation plan counts its turns
         let planned = plan.planned_requests();
-        let headers = cicada_bridge::headers(&plan.target, ApiKey::Required)?;
-        let http = cicada_bridge::client(&plan.target)?;
+        let headers =
+            cicada_client::http::headers(HeaderSpec::from(&plan.target), ApiKey::Required)?;
+        let http = Client::with(Settings::from(&plan.target))?;
         let endpoints = plan
             .target
             .urls
@@ -228,7 +229,7 @@ fn codecs(plan: &Plan) -> Vec<ApiCodec> {
         .enumerate()
         .map(|(i, name)| {
             name.clone_into(&mut target.model);
-            cicada_bridge::codec(&target, &plan.sampling).with_lora(loras.get(i).copied().flatten())
+            ApiCodec::for_target(&target, &plan.sampling).with_lora(loras.get(i).copied().flatten())
         })
         .collect()
 }
