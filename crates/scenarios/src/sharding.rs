@@ -175,82 +175,64 @@ fn closed_loop_of(s: &crate::Scenario, pool_size: u64, worker: u32, workers: u32
     }
 }
 
-/// One plan per worker for a step of the run.
-pub fn plans_for(
+/// Who one plan of a step is for.
+#[derive(Debug, Clone)]
+pub struct Recipient {
+    /// The fleet member's index, which its records carry (`Plan::worker_index`).
+    pub member: u32,
+    /// The target as this member reaches it (a remote worker reaches the
+    /// embedded mock at another address than a local one).
+    pub target: ResolvedTarget,
+}
+
+/// What every plan of a step shares besides the scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct StepInputs<'a> {
+    pub run_id: &'a str,
+    /// The step (0 without a sweep, else from 1).
+    pub step: u32,
+    pub pool: &'a Pool,
+    /// Shipped to workers that count or verify output tokens.
+    pub tokenizer: Option<&'a crate::tokenizer::Tokenizer>,
+    /// The load may change while it runs (the web UI): a time-bound closed
+    /// loop's workers then get the whole pool, as a change's users use
+    /// entries the plan's users did not.
+    pub steerable: bool,
+}
+
+/// One plan per recipient for a step of the run, each complete as it is
+/// sent: the `k`-th recipient gets stripe `k` of `recipients.len()` (the
+/// same global load for any count), named by its member index.
+pub fn step_plans(
     s: &crate::Scenario,
-    target: &ResolvedTarget,
-    pool: &Pool,
-    tokenizer: Option<&crate::tokenizer::Tokenizer>,
-    run_id: &str,
-    step: u32,
-    workers: u32,
+    step: &StepInputs<'_>,
+    recipients: &[Recipient],
 ) -> Vec<Plan> {
-    let workers = workers.max(1);
-    let entries = &pool.entries;
-    let pool_size = entries.len() as u64;
+    let workers = u32::try_from(recipients.len()).unwrap_or(u32::MAX).max(1);
+    let pool = step.pool;
     let schedule = schedule_of(s, pool);
     let sampling = resolve_sampling(s);
-    let active = active_workers(workers, s.load.max_concurrency);
     let conversations = match &s.dataset {
         Dataset::Conversations(c) => Some(ConversationSettings {
             think_time_ms: c.think_time.get().as_millis() as u64,
         }),
         _ => None,
     };
+    let whole_pool = step.steerable && conversations.is_none();
     (0..workers)
-        .map(|w| {
-            let (drive, mine): (Drive, Vec<PoolEntry>) = if is_closed_loop(s) {
-                let cl = closed_loop_of(s, pool_size, w, workers);
-                let stride = cl.stride;
-                let mine = entries
-                    .iter()
-                    .filter(|e| {
-                        cl.users
-                            .iter()
-                            .any(|u| stripe_uses(e.id, *u, stride, pool_size))
-                    })
-                    .cloned()
-                    .collect();
-                (Drive::Closed(cl), mine)
+        .zip(recipients)
+        .map(|(w, to)| {
+            let (drive, mine) = if is_closed_loop(s) {
+                closed_drive(s, pool, w, workers, whole_pool)
             } else {
-                let stripe = (w < active).then_some(Stripe {
-                    index: w,
-                    count: active,
-                });
-                let mine = match stripe {
-                    Some(st) => {
-                        let ids = stripe_entries(st.index, st.count, schedule.requests, pool_size);
-                        entries
-                            .iter()
-                            .filter(|e| ids.contains(&e.id))
-                            .cloned()
-                            .collect()
-                    }
-                    None => Vec::new(),
-                };
-                let slots = match (stripe, s.load.max_concurrency) {
-                    (Some(st), Some(c)) => Some(slots_for(c, st.index, st.count)),
-                    (None, _) => Some(0),
-                    (Some(_), None) => None,
-                };
-                let schedule = schedule.clone();
-                let fleet_slots = stripe.and(s.load.max_concurrency);
-                (
-                    Drive::Open {
-                        stripe,
-                        schedule,
-                        slots,
-                        fleet_slots,
-                    },
-                    mine,
-                )
+                open_drive(s, pool, &schedule, w, workers)
             };
             Plan {
-                run_id: run_id.to_string(),
-                step,
-                worker_index: w,
+                run_id: step.run_id.to_string(),
+                step: step.step,
+                worker_index: to.member,
                 worker_count: workers,
-                target: target.clone(),
+                target: to.target.clone(),
                 sampling: sampling.clone(),
                 slo: s.slo,
                 drive,
@@ -260,13 +242,107 @@ pub fn plans_for(
                 pool: mine,
                 shapes: pool.shapes.clone(),
                 report_interval_ms: s.load.report_interval.get().as_millis() as u64,
-                tokenizer: tokenizer.map(|t| t.json().to_string()),
+                tokenizer: step.tokenizer.map(|t| t.json().to_string()),
                 verify_every: s.tokenizer.as_ref().map_or(0, |t| t.verify_every),
                 conversations,
                 details: s.output.save_detailed,
             }
         })
         .collect()
+}
+
+/// One plan per worker `0..workers`, every one reaching `target` alike.
+pub fn plans_for(
+    s: &crate::Scenario,
+    target: &ResolvedTarget,
+    pool: &Pool,
+    tokenizer: Option<&crate::tokenizer::Tokenizer>,
+    run_id: &str,
+    step: u32,
+    workers: u32,
+) -> Vec<Plan> {
+    let recipients: Vec<Recipient> = (0..workers.max(1))
+        .map(|member| Recipient {
+            member,
+            target: target.clone(),
+        })
+        .collect();
+    let inputs = StepInputs {
+        run_id,
+        step,
+        pool,
+        tokenizer,
+        steerable: false,
+    };
+    step_plans(s, &inputs, &recipients)
+}
+
+/// Worker `w` of `workers`'s users, and the pool entries they use (all of
+/// them with `whole_pool`, when the run is time-bound).
+fn closed_drive(
+    s: &crate::Scenario,
+    pool: &Pool,
+    w: u32,
+    workers: u32,
+    whole_pool: bool,
+) -> (Drive, Vec<PoolEntry>) {
+    let pool_size = pool.entries.len() as u64;
+    let cl = closed_loop_of(s, pool_size, w, workers);
+    let mine = if whole_pool && cl.requests.is_none() {
+        pool.entries.clone()
+    } else {
+        let stride = cl.stride;
+        pool.entries
+            .iter()
+            .filter(|e| {
+                cl.users
+                    .iter()
+                    .any(|u| stripe_uses(e.id, *u, stride, pool_size))
+            })
+            .cloned()
+            .collect()
+    };
+    (Drive::Closed(cl), mine)
+}
+
+/// Worker `w` of `workers`'s stripe of `schedule` (none past the workers
+/// `max_concurrency` leaves a slot), its slots, and the pool entries it uses.
+fn open_drive(
+    s: &crate::Scenario,
+    pool: &Pool,
+    schedule: &ScheduleSpec,
+    w: u32,
+    workers: u32,
+) -> (Drive, Vec<PoolEntry>) {
+    let active = active_workers(workers, s.load.max_concurrency);
+    let stripe = (w < active).then_some(Stripe {
+        index: w,
+        count: active,
+    });
+    let mine = match stripe {
+        Some(st) => {
+            let pool_size = pool.entries.len() as u64;
+            let ids = stripe_entries(st.index, st.count, schedule.requests, pool_size);
+            pool.entries
+                .iter()
+                .filter(|e| ids.contains(&e.id))
+                .cloned()
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    let slots = match (stripe, s.load.max_concurrency) {
+        (Some(st), Some(c)) => Some(slots_for(c, st.index, st.count)),
+        (None, _) => Some(0),
+        (Some(_), None) => None,
+    };
+    let drive = Drive::Open {
+        stripe,
+        schedule: schedule.clone(),
+        slots,
+        fleet_slots: stripe.and(s.load.max_concurrency),
+    };
+    (drive, mine)
 }
 
 #[cfg(test)]
@@ -458,5 +534,56 @@ mod tests {
             ..Default::default()
         };
         assert!(has_intended_send_times(&trace), "a trace's timestamps");
+    }
+
+    #[test]
+    fn a_steps_plans_are_whole_for_the_members_they_go_to() {
+        let mut s = crate::Scenario::default();
+        s.load.users = Some(4);
+        s.load.duration = Some(Span::secs(30));
+        s.load.pool_size = Some(40);
+        s.dataset = Dataset::Random(crate::scenario::RandomSpec {
+            input_len: 4,
+            ..Default::default()
+        });
+        let pool = build_pool(&s, None).unwrap();
+        let far = ResolvedTarget {
+            urls: vec!["http://10.0.0.7:9/v1/chat/completions".into()],
+            ..target()
+        };
+        let recipients = [
+            Recipient {
+                member: 2,
+                target: target(),
+            },
+            Recipient {
+                member: 5,
+                target: far.clone(),
+            },
+        ];
+        let mut inputs = StepInputs {
+            run_id: "r",
+            step: 3,
+            pool: &pool,
+            tokenizer: None,
+            steerable: false,
+        };
+        let plans = step_plans(&s, &inputs, &recipients);
+        let named: Vec<_> = plans
+            .iter()
+            .map(|p| (p.worker_index, p.worker_count, p.step))
+            .collect();
+        assert_eq!(named, [(2, 2, 3), (5, 2, 3)]);
+        assert_eq!(plans[1].target, far);
+        let Drive::Closed(c) = &plans[1].drive else {
+            panic!("closed loop")
+        };
+        assert_eq!(c.users, [1, 3], "the second recipient has the second share");
+        assert!(plans.iter().all(|p| p.pool.len() < 40));
+        // the web UI may change the users: every worker gets the whole pool
+        inputs.steerable = true;
+        let plans = step_plans(&s, &inputs, &recipients);
+        assert!(plans.iter().all(|p| p.pool == pool.entries));
+        assert!(step_plans(&s, &inputs, &[]).is_empty());
     }
 }
