@@ -1,4 +1,4 @@
-//! Wire <-> domain conversion for the plan (`scenarios::plan::Plan` <->
+//! Wire <-> domain conversion for the plan (`cicada_plan::Plan` <->
 //! `v1::Plan`). The pool travels as a deflated `v1::Pool`: it is most of a
 //! plan's bytes and is text (see `proto/plan.proto`).
 
