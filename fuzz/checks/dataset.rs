@@ -5,7 +5,7 @@
 //! path (which validates the dataset config) and, when valid and small
 //! enough, built into a request pool. File-backed kinds fail here on their
 //! (missing) files, which must be a located one-line error; their file
-//! formats get their own checks (see the README's Fuzzing section).
+//! formats get their own checks (see docs/guide/testing.md, "Fuzzing").
 
 use cicada_scenarios::dataset::{build_pool, pool_len};
 use cicada_scenarios::scenario::{Dataset, DatasetKind};

@@ -285,22 +285,24 @@ pub fn counter(name: &str, value: u64) -> v1::Counter {
 
 /// A histogram of `metric` holding `count` values of `value` per pair, in
 /// the wire's delta-coded pair form (ascending values, as a worker sends
-/// them; anything else is the test's forgery). Sums wrap like the wire's u64.
+/// them; anything else is the test's forgery). Sums wrap like the wire's integers.
 pub fn histogram(metric: &str, pairs: &[(u64, u64)]) -> v1::Histogram {
     let mut buckets = Vec::with_capacity(pairs.len() * 2);
-    let (mut prev, mut sum, mut sum_sq) = (0u64, 0u64, 0f64);
+    let (mut prev, mut sum, mut sum_sq) = (0u64, 0u64, 0u128);
     for &(value, count) in pairs {
         buckets.push(value.wrapping_sub(prev));
         buckets.push(count);
         prev = value;
         sum = sum.wrapping_add(value.wrapping_mul(count));
-        sum_sq += (value as f64) * (value as f64) * (count as f64);
+        let square = u128::from(value) * u128::from(value);
+        sum_sq = sum_sq.wrapping_add(square.wrapping_mul(u128::from(count)));
     }
     v1::Histogram {
         metric: metric.into(),
         buckets,
         sum,
-        sum_sq,
+        sum_sq_lo: sum_sq as u64,
+        sum_sq_hi: (sum_sq >> 64) as u64,
         ..v1::Histogram::default()
     }
 }

@@ -127,7 +127,7 @@ pub(crate) fn log_tail(path: &Path) -> String {
 }
 
 /// Wait until `url` answers 200, or panic with the server's log.
-fn wait_healthy(child: &mut Child, url: &str, log: &Path, limit: Duration) {
+pub(crate) fn wait_healthy(child: &mut Child, url: &str, log: &Path, limit: Duration) {
     let deadline = Instant::now() + limit;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
@@ -286,7 +286,7 @@ fn expand(flag: &str, env: &[(String, String)]) -> String {
 }
 
 /// Variables exported by an `env.sh` (lines `export K="V"`).
-fn read_env(path: &Path) -> Vec<(String, String)> {
+pub(crate) fn read_env(path: &Path) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines()
         .filter_map(|l| l.strip_prefix("export "))

@@ -209,7 +209,7 @@ fn server_errors_are_counted_by_class() {
         ],
         LIMIT,
     );
-    // every request failed: exit 4 by default (README, "Exit codes")
+    // every request failed: exit 4 by default (docs/guide/results.md, "Exit codes")
     assert_eq!(run.code, Some(4), "{}", run.stderr);
     let j = read_json(&out.join("result.json"));
     assert_eq!(j["failed"].as_u64(), Some(96));

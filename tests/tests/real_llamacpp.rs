@@ -6,7 +6,8 @@
 //! reuse; not one request may fail for it. Also its quirks (role-only first
 //! chat chunk, usage only when asked, the `timings` object, a 400 JSON answer
 //! to a prompt longer than a slot), and the client's timing beside the
-//! server's own, request by request.
+//! server's own, request by request. `llamacpp-completions` (its OpenAI
+//! completions route) is checked against the server's `/metrics` and `/slots`.
 //!
 //! Run alone: `cargo test -p cicada-tests --test real_llamacpp`.
 
@@ -223,6 +224,104 @@ fn llamacpp_completes_every_request_every_way() {
 #[test]
 fn llamacpp_chat_completes_every_request_every_way() {
     every_way("llamacpp-chat", true);
+}
+
+/// llama.cpp's OpenAI completions route as `llamacpp-completions`
+/// (`ignore_eos` and `timings`, where `openai` sends neither unasked).
+#[test]
+fn llamacpp_completions_completes_every_request_every_way() {
+    every_way("llamacpp-completions", false);
+}
+
+/// `llamacpp-completions` without `--ignore-eos`: the backend sends it
+/// unasked, so every output has the asked length; the server's own
+/// `/metrics` counts the result's tokens (output, and prompt less what its
+/// cache held), and each answer's `timings` sit beside the client's timing.
+#[test]
+fn llamacpp_completions_counts_are_the_servers_own() {
+    let _g = serial();
+    let server = LlamaServer::start(SLOTS, 512);
+    let out = scratch();
+    let (n, i, o, c) = (
+        PROMPTS.to_string(),
+        INPUT.to_string(),
+        OUTPUT.to_string(),
+        SLOTS.to_string(),
+    );
+    let r = coord_run(
+        &[
+            "run",
+            "--backend",
+            "llamacpp-completions",
+            "--base-url",
+            &server.url,
+            "--tokenizer",
+            server.tokenizer.to_str().unwrap(),
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            &i,
+            "--random-output-len",
+            &o,
+            "--num-prompts",
+            &n,
+            "--max-concurrency",
+            &c,
+            "--output-dir",
+            out.path().to_str().unwrap(),
+            "--quiet",
+        ],
+        Duration::from_secs(600),
+    );
+    assert_eq!(
+        r.code,
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}\nserver log:\n{}",
+        r.stdout,
+        r.stderr,
+        server.log()
+    );
+    let j = read_json(&out.path().join("result.json"));
+    let what = "llamacpp-completions, ignore_eos unasked";
+    check_complete(&j, what, false);
+    let s = &j["cicada"]["server"];
+    assert_eq!(s["source"], "llamacpp", "{s}");
+    // the readiness request came before the first scrape
+    let n = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+    assert_eq!(
+        n(&s["generation_tokens"]),
+        (PROMPTS * OUTPUT) as f64,
+        "{what}: {s}"
+    );
+    // it counts the prompt tokens it evaluated: those its cache held
+    // (`timings.cache_n`, counted as cached_tokens) are not among them
+    let cached = counter(&j, "cached_tokens");
+    assert_eq!(
+        n(&s["prompt_tokens"]) as u64 + cached,
+        PROMPTS * INPUT,
+        "{what}: {cached} cached, {s}"
+    );
+    assert_eq!(
+        j["cicada"]["metrics"]["server_prompt_time"]["count"], PROMPTS,
+        "{what}"
+    );
+    assert_eq!(counter(&j, "ttft_below_server_prompt"), 0, "{what}");
+    // the random model rarely ends early: that `ignore_eos` went out unasked
+    // is read from the server's record of each slot's last task
+    let (status, slots) = get_text(&format!("{}/slots", server.url));
+    assert_eq!(status, 200, "{slots}");
+    let slots: Value = serde_json::from_str(&slots).unwrap_or(Value::Null);
+    let tasks: Vec<&Value> = slots
+        .as_array()
+        .unwrap_or_else(|| panic!("/slots: {slots}"))
+        .iter()
+        .filter_map(|slot| slot.get("params"))
+        .collect();
+    assert_eq!(tasks.len(), SLOTS as usize, "{what}: {slots}");
+    for params in tasks {
+        assert_eq!(params["ignore_eos"], true, "{what}: {params}");
+        assert_eq!(params["n_predict"], OUTPUT, "{what}: {params}");
+    }
 }
 
 /// OpenAI's Responses route, `ignore_eos` in the body (llama-server copies

@@ -19,7 +19,7 @@ use crate::fleet::{Health, WorkerReport};
 const SLACK_US: u64 = 30_000_000;
 /// Most tokens (or events, or bytes of a count) one request can account for.
 const PER_REQUEST: u64 = 1 << 32;
-/// Most requests one worker can have in flight (README: 100,000 per worker).
+/// Most requests one worker can have in flight (docs/guide/scenario.md: 100,000 per worker).
 const MAX_IN_FLIGHT: u64 = 10_000_000;
 
 /// Counters that count requests (at most one per request of the report).
@@ -314,20 +314,26 @@ fn check_set(set: &MetricSet, bound_us: u64) -> Result<(), Refusal> {
 }
 
 /// A histogram's exact sums agree with its buckets: the mean lies between
-/// the smallest and the largest sample.
+/// the smallest and the largest sample, the mean square under the largest
+/// sample's square. A sample may lie up to a unit beside its bucket's value
+/// (a gap split over its tokens is bucketed as its share rounded, and summed
+/// exactly), so the bounds allow that.
 fn check_sums(m: Metric, h: &cicada_metrics::LatencyHistogram) -> Result<(), Refusal> {
     let n = h.count();
-    let (lo, hi) = (n.saturating_mul(h.min()), n.saturating_mul(h.max()));
+    let lo = n.saturating_mul(h.min().saturating_sub(1));
+    let hi = n.saturating_mul(h.max().saturating_add(1));
     if h.sum() < lo || h.sum() > hi {
         return Err(implausible(format!("{m}'s sum"), h.sum(), hi));
     }
-    let most_sq = n as f64 * (h.max() as f64).powi(2);
+    let top = u128::from(h.max()) + 1;
+    let most_sq = u128::from(n).saturating_mul(top.saturating_mul(top));
     let sq = h.sum_sq();
-    if !sq.is_finite() || sq < 0.0 || sq > most_sq * (1.0 + 1e-9) {
+    if sq > most_sq {
+        let clip = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
         return Err(implausible(
             format!("{m}'s sum of squares"),
-            sq.min(u64::MAX as f64) as u64,
-            most_sq.min(u64::MAX as f64) as u64,
+            clip(sq),
+            clip(most_sq),
         ));
     }
     Ok(())
@@ -511,6 +517,21 @@ mod tests {
             a.check(0, &r, 4_000_000),
             Err(Refusal::Implausible { .. })
         ));
+        // a sum of squares no samples in those buckets can have (a forged
+        // spread), up to one past 2^64
+        for sq in [1u128 << 80, u128::MAX] {
+            let mut r = report(0, 1, 1_000);
+            if let Ok(m) = r.measured.as_mut() {
+                let h = m.scopes[0].1.histogram(Metric::Ttft).clone();
+                let forged =
+                    cicada_metrics::LatencyHistogram::decode(&h.encode(), h.sum(), sq).unwrap();
+                m.scopes[0].1.set_histogram(Metric::Ttft, forged);
+            }
+            assert!(matches!(
+                a.check(0, &r, 4_000_000),
+                Err(Refusal::Implausible { .. })
+            ));
+        }
         // more goodput requests than requests
         let mut r = report(0, 1, 1_000);
         if let Ok(m) = r.measured.as_mut() {

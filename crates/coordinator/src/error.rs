@@ -1,5 +1,5 @@
 //! What can go wrong in a command, and the exit code each outcome gives, so
-//! that CI pipelines can gate on a run (README, "Exit codes").
+//! that CI pipelines can gate on a run (docs/guide/results.md, "Exit codes").
 
 use cicada_scenarios::ScenarioError;
 

@@ -9,21 +9,28 @@ pub const SIGNIFICANT_DIGITS: u8 = 3;
 /// An HDR histogram plus the exact sum and sum of squares of what it holds.
 ///
 /// Histograms merge exactly (bucket counts add), so fleet-wide percentiles equal
-/// those of one histogram fed every sample; the sums make means exact rather
-/// than bucket-rounded. Buckets are kept in the cheapest form for what the
-/// histogram is: nothing until the first sample (a metric set holds one
-/// histogram per metric, most of them empty in any one report), the filled
-/// buckets alone when a report sent them so (a second of one worker fills a
-/// few dozen of the ~14,000 buckets TTFT needs for values up to 10 s), and
-/// HDR's dense array once samples are recorded, many reports are merged, or a
-/// report sent it (ITL fills thousands). Adding a few-bucket report costs one
+/// those of one histogram fed every sample; the sums make means and standard
+/// deviations exact rather than bucket-rounded. Both sums are integers (µs
+/// and µs², or the metric's unit), so they add the same in any order: a
+/// merged figure does not depend on how the samples were split over workers
+/// and intervals. The sum saturates at 2^64 (584,000 years of µs); below that
+/// the sum of squares cannot overflow its u128 (it is at most the largest
+/// sample times the sum, under 2^64 · 2^64).
+///
+/// Buckets are kept in the cheapest form for what the histogram is: nothing
+/// until the first sample (a metric set holds one histogram per metric, most
+/// of them empty in any one report), the filled buckets alone when a report
+/// sent them so (a second of one worker fills a few dozen of the ~14,000
+/// buckets TTFT needs for values up to 10 s), and HDR's dense array once
+/// samples are recorded, many reports are merged, or a report sent it (ITL
+/// fills thousands). Adding a few-bucket report costs one
 /// record per filled bucket rather than a walk over every bucket, which was
 /// most of the coordinator's cost per report (`cicada selftest --fleet`).
 #[derive(Debug, Clone, Default)]
 pub struct LatencyHistogram {
     buckets: Buckets,
     sum: u64,
-    sum_sq: f64,
+    sum_sq: u128,
 }
 
 /// A histogram's buckets (see [`LatencyHistogram`]).
@@ -123,7 +130,29 @@ impl LatencyHistogram {
         }
         record_into(self.dense_mut(), value, n);
         self.sum = self.sum.saturating_add(value.saturating_mul(n));
-        self.sum_sq += (value as f64) * (value as f64) * n as f64;
+        let square = u128::from(value) * u128::from(value);
+        self.sum_sq = self
+            .sum_sq
+            .saturating_add(square.saturating_mul(u128::from(n)));
+    }
+
+    /// Record `n` samples of `total / n` each (a gap split over the `n`
+    /// tokens it brought): the buckets get `total / n` rounded to the
+    /// nearest integer `n` times, the sum gets `total` itself, so the mean
+    /// stays exact; the sum of squares gets `total² / n` rounded to the
+    /// nearest integer (off by at most 1/2 per call, however large `n`).
+    pub fn record_split(&mut self, total: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        record_into(self.dense_mut(), rounded_div(total, n), n);
+        self.sum = self.sum.saturating_add(total);
+        let square = u128::from(total) * u128::from(total);
+        let n = u128::from(n);
+        let (q, r) = (square / n, square % n);
+        // r < n <= 2^64: doubling it cannot overflow
+        let share = q + u128::from(2 * r >= n);
+        self.sum_sq = self.sum_sq.saturating_add(share);
     }
 
     /// The dense form, made now if the buckets are in another.
@@ -180,7 +209,7 @@ impl LatencyHistogram {
             self.buckets = b;
         }
         self.sum = self.sum.saturating_add(other.sum);
-        self.sum_sq += other.sum_sq;
+        self.sum_sq = self.sum_sq.saturating_add(other.sum_sq);
         Ok(())
     }
 
@@ -208,8 +237,8 @@ impl LatencyHistogram {
         self.sum
     }
 
-    /// Sum of squared samples (for the standard deviation).
-    pub fn sum_sq(&self) -> f64 {
+    /// Exact sum of the squared samples (for the standard deviation).
+    pub fn sum_sq(&self) -> u128 {
         self.sum_sq
     }
 
@@ -221,14 +250,25 @@ impl LatencyHistogram {
         }
     }
 
-    /// Population standard deviation (numpy's default, as `vllm bench serve` prints).
+    /// Population standard deviation (numpy's default, as `vllm bench serve`
+    /// prints), from the exact sums: `sqrt((Σx² − (Σx)²/n) / n)` with the
+    /// difference taken in integers, so only the last division and the square
+    /// root round (a few units in the last place of an f64). The same sums
+    /// give the same bits, however they were added up.
     pub fn std_dev(&self) -> f64 {
         let n = self.count();
         if n == 0 {
             return 0.0;
         }
-        let mean = self.mean();
-        (self.sum_sq / n as f64 - mean * mean).max(0.0).sqrt()
+        let wide = u128::from(n);
+        let sum = u128::from(self.sum);
+        // (Σx)² < 2^128 as Σx < 2^64; (Σx)²/n = q + r/n exactly
+        let square = sum * sum;
+        let (q, r) = (square / wide, square % wide);
+        // n · variance = Σx² − q − r/n (never below 0 for real samples; a
+        // split record's rounded squares can dip it by a fraction)
+        let spread = self.sum_sq.saturating_sub(q) as f64 - r as f64 / n as f64;
+        (spread.max(0.0) / n as f64).sqrt()
     }
 
     /// Value at quantile `q` in [0, 1]: the nearest-rank order statistic
@@ -325,7 +365,7 @@ impl LatencyHistogram {
     }
 
     /// Rebuild from a V2 (plain or +deflate) blob and the sums sent beside it.
-    pub fn decode(blob: &[u8], sum: u64, sum_sq: f64) -> Result<Self, MetricsError> {
+    pub fn decode(blob: &[u8], sum: u64, sum_sq: u128) -> Result<Self, MetricsError> {
         let mut hist: Histogram<u64> =
             Deserializer::new()
                 .deserialize(&mut &blob[..])
@@ -348,7 +388,7 @@ impl LatencyHistogram {
     pub fn from_recorded(
         pairs: Vec<(u64, u64)>,
         sum: u64,
-        sum_sq: f64,
+        sum_sq: u128,
     ) -> Result<Self, MetricsError> {
         let bad = |reason: String| MetricsError::Decode {
             metric: String::new(),
@@ -376,6 +416,13 @@ impl LatencyHistogram {
     }
 }
 
+/// `a / b` rounded to the nearest integer (halves up); `b` above 0.
+fn rounded_div(a: u64, b: u64) -> u64 {
+    let (q, r) = (a / b, a % b);
+    // r < b: 2r fits in u128
+    q + u64::from(2 * u128::from(r) >= u128::from(b))
+}
+
 /// The filled buckets of `b`, ascending.
 fn recorded_of(b: &Buckets) -> Box<dyn Iterator<Item = (u64, u64)> + '_> {
     match b {
@@ -399,9 +446,71 @@ mod tests {
             h.record(v);
         }
         assert_eq!(h.mean(), 2_500.0);
-        // population std of 1000..4000 step 1000
-        assert!((h.std_dev() - 1_118.033_988_749_895).abs() < 1e-6);
+        // population std of 1000..4000 step 1000: sqrt(1.25e6), to the bit
+        assert_eq!(h.std_dev(), 1.25e6f64.sqrt());
         assert_eq!(h.count(), 4);
+    }
+
+    /// Where `Σx²/n − mean²` in floating point loses every digit (a spread
+    /// of 1 µs on an hour), the integer sums still give it exactly.
+    #[test]
+    fn std_is_exact_where_floating_point_cancels() {
+        let hour = 3_600_000_000u64;
+        let mut h = LatencyHistogram::new();
+        for _ in 0..500 {
+            h.record(hour - 1);
+            h.record(hour + 1);
+        }
+        assert_eq!(h.std_dev(), 1.0);
+        assert_eq!(h.mean(), hour as f64);
+        // beyond u64: a million 5 s samples square to 2.5e19 µs²
+        let mut big = LatencyHistogram::new();
+        big.record_n(5_000_000, 1_000_000);
+        assert!(big.sum_sq() > u128::from(u64::MAX));
+        assert_eq!(big.std_dev(), 0.0);
+        big.record_n(5_000_002, 1_000_000);
+        assert_eq!(big.std_dev(), 1.0);
+    }
+
+    /// A gap split over its tokens keeps the exact sum (so the mean), and a
+    /// sum of squares within 1/2 per split of exact.
+    #[test]
+    fn split_records_keep_the_exact_sum() {
+        let splits = [(10u64, 3u64), (7, 2), (1, 4), (40_000, 3), (5, 1), (0, 2)];
+        let mut h = LatencyHistogram::new();
+        for (total, n) in splits {
+            h.record_split(total, n);
+        }
+        let tokens: u64 = splits.iter().map(|s| s.1).sum();
+        let gaps: u64 = splits.iter().map(|s| s.0).sum();
+        assert_eq!(h.count(), tokens);
+        assert_eq!(h.sum(), gaps);
+        assert_eq!(h.mean(), gaps as f64 / tokens as f64);
+        // buckets: each split's share rounded (10/3 -> 3, 7/2 -> 4, 1/4 -> 0)
+        assert_eq!(h.min(), 0);
+        assert_eq!(h.quantile(1.0), h.hdr().highest_equivalent(13_333));
+        // the exact population std of the shares, against the bound
+        let mean = gaps as f64 / tokens as f64;
+        let exact = (splits
+            .iter()
+            .map(|&(t, n)| n as f64 * (t as f64 / n as f64 - mean).powi(2))
+            .sum::<f64>()
+            / tokens as f64)
+            .sqrt();
+        let bound = (0.5f64 * splits.len() as f64 / tokens as f64).sqrt();
+        assert!(
+            (h.std_dev() - exact).abs() <= bound,
+            "std {} against {exact}",
+            h.std_dev()
+        );
+        // one token per gap is a plain record
+        let mut a = LatencyHistogram::new();
+        let mut b = LatencyHistogram::new();
+        a.record_split(1_234, 1);
+        b.record(1_234);
+        assert_eq!(a, b);
+        a.record_split(9, 0);
+        assert_eq!(a, b);
     }
 
     #[test]
@@ -484,13 +593,11 @@ mod tests {
     }
 
     fn same_figures(a: &LatencyHistogram, b: &LatencyHistogram, what: &str) {
-        // buckets and sum exactly; the float sum of squares up to summing order
+        // buckets and both sums exactly
         assert!(a.recorded().eq(b.recorded()), "{what}: buckets differ");
         assert_eq!(a.sum(), b.sum(), "{what}: sum");
-        assert!(
-            (a.sum_sq() - b.sum_sq()).abs() <= 1e-12 * b.sum_sq(),
-            "{what}: sum_sq"
-        );
+        assert_eq!(a.sum_sq(), b.sum_sq(), "{what}: sum_sq");
+        assert_eq!(a.std_dev().to_bits(), b.std_dev().to_bits(), "{what}: std");
         assert_eq!(a.count(), b.count(), "{what}: count");
         assert_eq!((a.min(), a.max()), (b.min(), b.max()), "{what}: min, max");
         for q in [0.0, 0.01, 0.5, 0.9, 0.99, 0.999, 1.0] {
@@ -499,7 +606,7 @@ mod tests {
         assert_eq!(a.mean(), b.mean(), "{what}: mean");
         // the export's header says how far each grew: compare what it holds
         let export = |h: &LatencyHistogram| {
-            let back = LatencyHistogram::decode(&h.encode(), 0, 0.0).unwrap();
+            let back = LatencyHistogram::decode(&h.encode(), 0, 0).unwrap();
             back.recorded().collect::<Vec<_>>()
         };
         assert!(export(a) == export(b), "{what}: V2 export");
@@ -570,14 +677,14 @@ mod tests {
 
     #[test]
     fn malformed_buckets_are_refused() {
-        assert!(LatencyHistogram::from_recorded(vec![(5, 1), (5, 1)], 10, 50.0).is_err());
-        assert!(LatencyHistogram::from_recorded(vec![(9, 1), (5, 1)], 14, 106.0).is_err());
-        assert!(LatencyHistogram::from_recorded(vec![(5, 0)], 0, 0.0).is_err());
+        assert!(LatencyHistogram::from_recorded(vec![(5, 1), (5, 1)], 10, 50).is_err());
+        assert!(LatencyHistogram::from_recorded(vec![(9, 1), (5, 1)], 14, 106).is_err());
+        assert!(LatencyHistogram::from_recorded(vec![(5, 0)], 0, 0).is_err());
     }
 
     #[test]
     fn garbage_blob_is_an_error_not_a_panic() {
-        assert!(LatencyHistogram::decode(b"not a histogram", 0, 0.0).is_err());
-        assert!(LatencyHistogram::decode(&[], 0, 0.0).is_err());
+        assert!(LatencyHistogram::decode(b"not a histogram", 0, 0).is_err());
+        assert!(LatencyHistogram::decode(&[], 0, 0).is_err());
     }
 }

@@ -109,16 +109,13 @@ impl MetricSet {
         for s in log.stretches() {
             let gap = s.at_us.saturating_sub(prev_at);
             prev_at = s.at_us;
-            if s.events <= 1 {
-                self.histogram_mut(Metric::Icl).record(gap);
-            } else {
-                let n = u64::from(s.events);
-                self.histogram_mut(Metric::Icl)
-                    .record_n((gap as f64 / n as f64).round() as u64, n);
-            }
+            // each split keeps the gap's exact sum (so exact means); its
+            // samples are the share rounded to the µs
+            self.histogram_mut(Metric::Icl)
+                .record_split(gap, u64::from(s.events.max(1)));
             let n = u64::from(s.weight.max(1));
+            self.histogram_mut(Metric::Itl).record_split(gap, n);
             let per_token = (gap as f64 / n as f64).round() as u64;
-            self.histogram_mut(Metric::Itl).record_n(per_token, n);
             max_itl = Some(max_itl.map_or(per_token, |m| m.max(per_token)));
         }
         max_itl
@@ -317,6 +314,44 @@ mod tests {
         // TPOT = 31*40ms / 127
         let tpot = set.histogram(Metric::Tpot).mean();
         assert!((tpot - (31.0 * 40_000.0 / 127.0)).abs() <= 1.0, "{tpot}");
+    }
+
+    /// A gap that its tokens do not divide (10 µs over 3 tokens) keeps its
+    /// exact sum: ITL's mean is total gap over tokens, not a mean of
+    /// shares rounded to the µs; ICL's too where one entry stands for
+    /// several events.
+    #[test]
+    fn itl_mean_is_the_exact_gap_over_tokens() {
+        let mut set = MetricSet::default();
+        // 11 events of 3 tokens, 10 µs apart: 10 gaps over 30 tokens
+        set.observe(&record(11, 3, 10), &Slo::default());
+        let itl = set.histogram(Metric::Itl);
+        assert_eq!((itl.count(), itl.sum()), (30, 100));
+        assert_eq!(itl.mean(), 100.0 / 30.0);
+        // every share is 3.33 µs: the spread is 0 up to the rounding of squares
+        assert!(itl.std_dev() < 0.5, "{}", itl.std_dev());
+        let mut answer = MetricSet::default();
+        let mut r = record(3, 1, 7);
+        r.reasoning = Some(crate::Reasoning {
+            first_us: 1_000,
+            last_us: 1_001,
+            events: 1,
+            tokens: 1,
+            token_source: TokenSource::Usage,
+            answer: vec![
+                ContentEvent {
+                    at_us: 2_000,
+                    tokens: 1,
+                },
+                ContentEvent {
+                    at_us: 2_007,
+                    tokens: 2,
+                },
+            ],
+        });
+        answer.observe(&r, &Slo::default());
+        let a = answer.histogram(Metric::AnswerItl);
+        assert_eq!((a.count(), a.mean()), (2, 3.5));
     }
 
     #[test]

@@ -88,9 +88,8 @@ impl MetricSet {
         for s in log.stretches() {
             let gap = s.at_us.saturating_sub(prev_at);
             prev_at = s.at_us;
-            let n = u64::from(s.weight.max(1));
             self.histogram_mut(Metric::AnswerItl)
-                .record_n((gap as f64 / n as f64).round() as u64, n);
+                .record_split(gap, u64::from(s.weight.max(1)));
         }
     }
 }

@@ -196,6 +196,70 @@ mod tests {
         }
     }
 
+    /// The standard deviation comes out bit for bit the same however the
+    /// samples are split over workers and intervals and in whatever order the
+    /// parts merge: it rests on exact integer sums, computed once at the end
+    /// (a floating-point sum of squares depends on the order it was added in).
+    #[test]
+    fn std_is_bit_identical_in_any_merge_order_and_partition() {
+        let values = random_values(11, 40_000);
+        let whole = {
+            let mut h = LatencyHistogram::new();
+            for v in &values {
+                h.record(*v);
+            }
+            h
+        };
+        // reference: two passes in f64 around the exact mean
+        let n = values.len() as f64;
+        let mean = values.iter().map(|v| *v as u128).sum::<u128>() as f64 / n;
+        let var = values
+            .iter()
+            .map(|v| (*v as f64 - mean).powi(2))
+            .sum::<f64>()
+            / n;
+        let reference = var.sqrt();
+        assert!(
+            (whole.std_dev() - reference).abs() <= 1e-9 * reference,
+            "std {} against the two-pass {reference}",
+            whole.std_dev()
+        );
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for k in [2usize, 3, 7, 64, 1_000] {
+            // deal the samples out at random, then merge the parts in a random
+            // order, some through the wire's filled-bucket form
+            let mut parts = vec![LatencyHistogram::new(); k];
+            for v in &values {
+                parts[rng.random_range(0..k)].record(*v);
+            }
+            for round in 0..3 {
+                let mut order: Vec<usize> = (0..k).collect();
+                for i in (1..k).rev() {
+                    order.swap(i, rng.random_range(0..=i));
+                }
+                let mut merged = LatencyHistogram::new();
+                for &i in &order {
+                    let p = &parts[i];
+                    let wire = LatencyHistogram::from_recorded(
+                        p.recorded().collect(),
+                        p.sum(),
+                        p.sum_sq(),
+                    )
+                    .unwrap();
+                    merged.merge(if round == 1 { &wire } else { p }).unwrap();
+                }
+                assert_eq!(
+                    merged.std_dev().to_bits(),
+                    whole.std_dev().to_bits(),
+                    "{k} parts, round {round}: std {} against {}",
+                    merged.std_dev(),
+                    whole.std_dev()
+                );
+                assert_eq!(merged, whole, "{k} parts, round {round}");
+            }
+        }
+    }
+
     #[test]
     fn counters_outcomes_and_seconds_merge_by_addition() {
         let mut a = MetricSet::default();

@@ -476,6 +476,18 @@ mod tests {
                 );
             }
         }
+        // the spread too, to the bit, whichever order the files come in
+        for order in [[0, 1], [1, 0]] {
+            let mut merged = MetricSet::default();
+            for i in order {
+                merged.merge(&files[i].measurements().unwrap()).unwrap();
+            }
+            for m in [Metric::Ttft, Metric::E2el] {
+                let (a, b) = (merged.histogram(m), all.histogram(m));
+                assert_eq!(a.sum_sq(), b.sum_sq(), "{m}");
+                assert_eq!(a.std_dev().to_bits(), b.std_dev().to_bits(), "{m}");
+            }
+        }
         // compare mode reads the same files as they are
         let rows: Vec<Row> = files
             .iter()
@@ -483,6 +495,23 @@ mod tests {
             .collect();
         assert_eq!(rows[0].completed, 3_000);
         assert_eq!(rows[1].failed, 5);
+    }
+
+    /// A file of schema 1 (sums of squares as floats) still merges: it holds
+    /// what the same run's schema 2 file holds (the committed sample result
+    /// as the writer gave it before and after the change; its sums of squares
+    /// are below 2^53, so its floats were exact).
+    #[test]
+    fn schema_1_files_still_merge() {
+        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let old = ResultFile::read(&fixtures.join("result-schema1.json")).unwrap();
+        let new = ResultFile::read(&fixtures.join("result.json")).unwrap();
+        assert_eq!(old.doc.schema_version, Some(1));
+        assert_eq!(new.doc.schema_version, Some(2));
+        let (a, b) = (old.measurements().unwrap(), new.measurements().unwrap());
+        assert!(a.non_empty().count() > 3);
+        assert_eq!(a, b);
+        assert!(merge(&[old, new]).is_ok());
     }
 
     /// A `vllm bench serve --save-result` file, as vLLM 0.x writes it: its

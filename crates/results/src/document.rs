@@ -15,7 +15,9 @@ use crate::server::ServerFigures;
 use cicada_scenarios::dataset::DatasetReport;
 
 /// Version of the `result.json` layout; bumped on incompatible changes.
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: `cicada.histograms.*.sum_sq` is the exact integer sum of squares, as
+/// a decimal string (1 wrote a float; both are read).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The whole file: vLLM's `--save-result` fields first, then cicada's.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -471,7 +473,57 @@ pub struct Histogram {
     pub encoding: Option<String>,
     pub data: Option<String>,
     pub sum: u64,
-    pub sum_sq: f64,
+    /// Exact sum of the squared samples (see [`sum_squares`]).
+    #[serde(with = "sum_squares")]
+    pub sum_sq: u128,
+}
+
+/// A histogram's sum of squares in the file: the exact integer as a decimal
+/// string, since it passes 2^64 on long runs and JSON readers keep integers
+/// exactly only to 2^53 (protobuf's JSON mapping writes 64-bit integers as
+/// strings for the same reason). Files of schema 1 wrote a float; it is read
+/// rounded to the nearest integer, as exact as that file was.
+pub mod sum_squares {
+    use serde::de::{self, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    /// Write `v` as a decimal string.
+    pub fn serialize<S: Serializer>(v: &u128, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(v)
+    }
+
+    /// Read a decimal string, an integer, or (schema 1) a float.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
+        struct Sq;
+        impl Visitor<'_> for Sq {
+            type Value = u128;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a sum of squares: a decimal string of digits, or a number")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<u128, E> {
+                v.parse()
+                    .map_err(|_| E::invalid_value(de::Unexpected::Str(v), &self))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<u128, E> {
+                Ok(u128::from(v))
+            }
+            fn visit_u128<E: de::Error>(self, v: u128) -> Result<u128, E> {
+                Ok(v)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<u128, E> {
+                u128::try_from(v).map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<u128, E> {
+                if v.is_finite() && v >= 0.0 {
+                    // `as` saturates at u128::MAX, far past any real sum
+                    Ok(v.round() as u128)
+                } else {
+                    Err(E::invalid_value(de::Unexpected::Float(v), &self))
+                }
+            }
+        }
+        d.deserialize_any(Sq)
+    }
 }
 
 /// How histograms are encoded in `data`.
@@ -480,6 +532,43 @@ pub const HISTOGRAM_ENCODING: &str = "hdrhistogram-v2-deflate-base64";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sum of squares past 2^64 is written as a decimal string and read
+    /// back to the unit; schema 1's floats and plain integers read too.
+    #[test]
+    fn sums_of_squares_keep_every_digit() {
+        let big = u128::from(u64::MAX) * 1_000 + 7;
+        let h = Histogram {
+            unit: "us".into(),
+            sum: 5,
+            sum_sq: big,
+            ..Default::default()
+        };
+        let text = serde_json::to_string(&h).unwrap();
+        assert!(text.contains(&format!("\"sum_sq\":\"{big}\"")), "{text}");
+        let doc: ResultDocument = serde_json::from_str(&format!(
+            r#"{{"cicada": {{"histograms": {{"ttft": {text}}}}}}}"#
+        ))
+        .unwrap();
+        let back = &doc.cicada.unwrap().histograms.unwrap().0[0].1;
+        assert_eq!(back, &h);
+        for (written, want) in [
+            ("26949576650350.0", 26_949_576_650_350u128),
+            ("2.5e19", 25_000_000_000_000_000_000),
+            ("12", 12),
+            ("\"12\"", 12),
+        ] {
+            let h: Histogram =
+                serde_json::from_str(&format!(r#"{{"sum_sq": {written}}}"#)).unwrap();
+            assert_eq!(h.sum_sq, want, "{written}");
+        }
+        for bad in ["-1", "\"x\"", "\"1.5\"", "-2.0"] {
+            assert!(
+                serde_json::from_str::<Histogram>(&format!(r#"{{"sum_sq": {bad}}}"#)).is_err(),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn latency_keys_are_read_in_order_and_others_skipped() {

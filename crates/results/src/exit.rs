@@ -1,5 +1,5 @@
 //! The exit code each way a command can end, so that CI pipelines can gate
-//! on a run (README, "Exit codes"); the results' gates and verdicts set
+//! on a run (docs/guide/results.md, "Exit codes"); the results' gates and verdicts set
 //! some of them.
 
 /// Exit code: the scenario or its inputs are invalid.

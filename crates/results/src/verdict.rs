@@ -9,7 +9,7 @@ use cicada_metrics::{Outcome, Outcomes};
 
 use super::RunResult;
 
-/// A run in which more than half of the requests failed (README, "Exit codes").
+/// A run in which more than half of the requests failed (docs/guide/results.md, "Exit codes").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MostlyFailed {
     /// Requests judged: every request sent, less those the run cancelled

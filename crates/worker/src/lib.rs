@@ -33,8 +33,8 @@ use std::time::Duration;
 /// Command-line arguments of `cicada worker`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WorkerArgs {
-    /// Coordinator address, e.g. http://10.0.0.1:7000
-    #[arg(long, env = "CICADA_COORDINATOR")]
+    /// Coordinator address, e.g. http://10.0.0.1:7000 (HOST:PORT alone means http://HOST:PORT)
+    #[arg(long, env = "CICADA_COORDINATOR", value_parser = coordinator_url)]
     pub coordinator: String,
     /// Environment variable holding the shared worker token.
     #[arg(long, default_value = "CICADA_TOKEN")]
@@ -108,6 +108,26 @@ pub fn spawn_in_process(
     tokio::spawn(
         async move { serve(&url, who, &Tls::default(), dial_wait, Leave::new(), load).await },
     )
+}
+
+/// `--coordinator` as a URL: `HOST:PORT` alone is plain http, as the
+/// coordinator's own `--listen HOST:PORT` is; another scheme is refused at
+/// once rather than after the dial timeout.
+fn coordinator_url(given: &str) -> Result<String, String> {
+    let given = given.trim();
+    let url = if given.contains("://") {
+        given.to_string()
+    } else {
+        format!("http://{given}")
+    };
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(|| format!("{given}: give http://HOST:PORT or https://HOST:PORT"))?;
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err(format!("{given}: no host; give http://HOST:PORT"));
+    }
+    Ok(url)
 }
 
 /// The index a scheduler assigned through the environment, if any.
@@ -201,5 +221,29 @@ pub fn main(args: WorkerArgs) -> i32 {
             eprintln!("worker: {e}");
             e.exit_code()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::coordinator_url;
+
+    #[test]
+    fn a_coordinator_without_a_scheme_is_plain_http() {
+        assert_eq!(
+            coordinator_url("10.0.0.1:7000").unwrap(),
+            "http://10.0.0.1:7000"
+        );
+        assert_eq!(
+            coordinator_url(" https://coord:7000 ").unwrap(),
+            "https://coord:7000"
+        );
+        assert_eq!(
+            coordinator_url("http://[::1]:7000").unwrap(),
+            "http://[::1]:7000"
+        );
+        assert!(coordinator_url("grpc://coord:7000").is_err());
+        assert!(coordinator_url("http://").is_err());
+        assert!(coordinator_url("").is_err());
     }
 }

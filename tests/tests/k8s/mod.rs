@@ -1,7 +1,8 @@
 //! The Kubernetes manifests as Kubernetes would read them: rendered by
-//! `kubectl kustomize`, deserialised into the typed API structs (every field
-//! must be one the API knows), and turned into the command, arguments,
-//! environment and files a pod's container would start with.
+//! `kubectl kustomize` (a pinned upstream kubectl, `scripts/kubectl.sh`),
+//! deserialised into the typed API structs (every field must be one the API
+//! knows), and turned into the command, arguments, environment and files a
+//! pod's container would start with.
 
 pub mod pod;
 pub mod wiring;
@@ -18,17 +19,23 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Run `kubectl kustomize DIR` and return the YAML it prints.
+/// Run `kubectl kustomize DIR` (the renderer `kubectl apply -k` runs) and
+/// return the YAML it prints. kubectl is the pinned upstream release that
+/// `scripts/kubectl.sh` installs into the cache (checked against the
+/// Kubernetes project's SHA-256), not whatever is on PATH.
 pub fn kustomize(dir: &Path) -> String {
-    let out = match Command::new("kubectl").arg("kustomize").arg(dir).output() {
-        Ok(out) => out,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
-            "kubectl is not installed: this test renders {} with `kubectl kustomize` \
-             (install kubectl, any version with kustomize v5)",
-            dir.display()
-        ),
-        Err(e) => panic!("running kubectl kustomize {}: {e}", dir.display()),
-    };
+    let kubectl = cicada_tests::servers::install("kubectl.sh").join("bin/kubectl");
+    let out = Command::new(&kubectl)
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "running {} kustomize {}: {e}",
+                kubectl.display(),
+                dir.display()
+            )
+        });
     assert!(
         out.status.success(),
         "kubectl kustomize {} failed:\n{}",

@@ -91,7 +91,7 @@ pub struct RunArgs {
     /// [slo] bound (slo.min_attainment).
     #[arg(long, value_name = "RATIO")]
     pub min_slo_attainment: Option<f64>,
-    /// SLOs for goodput in vLLM's form: --goodput ttft:500 tpot:50 (ms; ttft, tpot, e2el, itl).
+    /// SLOs for goodput in vLLM's form: --goodput ttft:500 tpot:50 (ms; ttft, tpot, e2el, itl, ttfa).
     #[arg(long, num_args = 1.., value_name = "METRIC:MS")]
     pub goodput: Vec<String>,
     #[command(flatten)]

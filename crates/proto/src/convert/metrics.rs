@@ -60,7 +60,8 @@ pub fn encode_histograms(set: &MetricSet) -> Vec<v1::Histogram> {
         .map(|(m, h)| v1::Histogram {
             metric: m.name().to_string(),
             sum: h.sum(),
-            sum_sq: h.sum_sq(),
+            sum_sq_lo: h.sum_sq() as u64,
+            sum_sq_hi: (h.sum_sq() >> 64) as u64,
             ..histogram_body(h)
         })
         .collect()
@@ -96,7 +97,7 @@ fn histogram_body(h: &LatencyHistogram) -> v1::Histogram {
 fn recorded_from_wire(
     raw: &[u64],
     sum: u64,
-    sum_sq: f64,
+    sum_sq: u128,
 ) -> Result<LatencyHistogram, MetricsError> {
     if !raw.len().is_multiple_of(2) {
         return Err(MetricsError::Decode {
@@ -126,10 +127,11 @@ fn recorded_from_wire(
 pub fn decode_histograms(set: &mut MetricSet, hists: &[v1::Histogram]) -> Result<(), MetricsError> {
     for h in hists {
         let metric: Metric = h.metric.parse()?;
+        let sum_sq = u128::from(h.sum_sq_hi) << 64 | u128::from(h.sum_sq_lo);
         let decoded = if h.v2.is_empty() {
-            recorded_from_wire(&h.buckets, h.sum, h.sum_sq)
+            recorded_from_wire(&h.buckets, h.sum, sum_sq)
         } else {
-            LatencyHistogram::decode(&h.v2, h.sum, h.sum_sq)
+            LatencyHistogram::decode(&h.v2, h.sum, sum_sq)
         };
         let decoded = decoded.map_err(|e| match e {
             MetricsError::Decode { reason, .. } => MetricsError::Decode {
@@ -273,6 +275,23 @@ mod tests {
         let wire = encode_set(scope, &set);
         let (back_scope, back) = decode_set(&wire).unwrap();
         assert_eq!(back_scope, scope);
+        assert_eq!(back, set);
+    }
+
+    /// A sum of squares past 2^64 (a million 5 s samples) crosses the wire
+    /// whole, in both halves.
+    #[test]
+    fn a_sum_of_squares_past_u64_arrives_exactly() {
+        let mut set = MetricSet::default();
+        set.histogram_mut(Metric::E2el)
+            .record_n(5_000_000, 1_000_000);
+        set.histogram_mut(Metric::E2el).record(7);
+        let sq = set.histogram(Metric::E2el).sum_sq();
+        assert!(sq > u128::from(u64::MAX));
+        let wire = encode_set(Scope::default(), &set);
+        assert_ne!(wire.histograms[0].sum_sq_hi, 0);
+        let (_, back) = decode_set(&wire).unwrap();
+        assert_eq!(back.histogram(Metric::E2el).sum_sq(), sq);
         assert_eq!(back, set);
     }
 
