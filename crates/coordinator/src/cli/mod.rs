@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cicada_mock::MockConfig;
-use cicada_scenarios::units::parse_duration;
+use cicada_plan::units::parse_duration;
 use clap::Args;
 
 /// `cicada run`.

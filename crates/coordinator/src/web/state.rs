@@ -441,7 +441,7 @@ impl From<SteeredLoad> for Load {
         Load {
             users: s.users,
             spawn_rate: s.spawn_rate,
-            rate: s.rate.map(cicada_scenarios::units::Rate::from_f64),
+            rate: s.rate.map(cicada_plan::units::Rate::from_f64),
             max_concurrency: s.max_concurrency,
         }
     }

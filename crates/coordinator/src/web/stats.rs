@@ -478,7 +478,7 @@ mod tests {
 
     #[test]
     fn each_model_has_a_row() {
-        use cicada_scenarios::models::WeightedModel;
+        use cicada_plan::models::WeightedModel;
         let feed = Feed::new(Scenario::default(), RunState::Ready);
         let mut r = result();
         r.target.models = ["a", "b"]
@@ -559,7 +559,7 @@ mod tests {
     fn an_open_loop_shows_the_rate_a_change_set() {
         use crate::web::state::SteeredLoad;
         let mut r = result();
-        r.scenario.load.request_rate = cicada_scenarios::units::Rate::Finite(2.0);
+        r.scenario.load.request_rate = cicada_plan::units::Rate::Finite(2.0);
         r.scenario.load.max_concurrency = Some(6);
         let feed = Feed::new(r.scenario.clone(), RunState::Ready);
         feed.step_began(r, false, &[]);
