@@ -7,7 +7,7 @@
 //! run's stage boundaries as log lines), `/worker-count`, and the
 //! `templateArgs` its `index.html` is rendered with.
 
-use cicada_scenarios::models::ModelAssignment;
+use cicada_plan::models::ModelAssignment;
 use cicada_scenarios::{Scenario, sharding};
 use serde_json::{Map, Value, json};
 
@@ -151,7 +151,7 @@ mod tests {
     use super::*;
     use crate::web::fixtures::result;
     use crate::web::state::{Feed, RunState};
-    use cicada_scenarios::models::WeightedModel;
+    use cicada_plan::models::WeightedModel;
 
     #[test]
     fn tasks_are_the_models_at_their_shares() {
