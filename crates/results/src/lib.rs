@@ -2,7 +2,7 @@
 //! everything that turns it into output: the [`sink::Sink`] every output
 //! implements, the console ([`console::Console`]), the result files
 //! ([`files::Files`]: `result.json`, `summary.csv`, the streamed files,
-//! `report.html`), the live exposition's text, the run gates, the run's
+//! `report.html`), the run gates, the run's
 //! last-line verdict, the client's health verdict, the exit codes, and
 //! `cicada report`, which reads result files back (as tables, or as
 //! comparison curves with `--html`).
@@ -27,7 +27,6 @@ pub mod hlog;
 pub mod html;
 pub mod interval;
 pub mod json;
-pub mod live;
 mod reasoning;
 #[cfg(test)]
 mod sample;

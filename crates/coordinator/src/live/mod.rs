@@ -4,8 +4,10 @@
 //! exposition on every tick; the server only hands out the latest text.
 
 use cicada_metrics::MetricSet;
-use cicada_results::live::{LiveView, render};
+mod render;
+
 use cicada_results::sink::{Barrier, Sink, StepBegan, Tick};
+use render::{LiveView, render};
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
