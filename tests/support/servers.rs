@@ -271,6 +271,22 @@ impl VllmServer {
     }
 }
 
+/// A program of the venv `scripts/vllm-server.sh` installs (`vllm`,
+/// `python`), with its environment (offline; no server is started).
+pub fn vllm_venv(program: &str) -> Command {
+    let dir = install("vllm-server.sh");
+    let mut cmd = Command::new(dir.join("venv/bin").join(program));
+    cmd.envs(read_env(&dir.join("env.sh"))).stdin(Stdio::null());
+    cmd
+}
+
+/// `vllm bench serve`, vLLM's own client (point it at any server).
+pub fn vllm_bench_serve() -> Command {
+    let mut cmd = vllm_venv("vllm");
+    cmd.args(["bench", "serve"]);
+    cmd
+}
+
 /// `flag` with each `${NAME}` replaced by `env.sh`'s NAME (a path the
 /// install script wrote, e.g. a LoRA adapter's directory).
 fn expand(flag: &str, env: &[(String, String)]) -> String {
