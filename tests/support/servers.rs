@@ -280,6 +280,17 @@ pub fn vllm_venv(program: &str) -> Command {
     cmd
 }
 
+/// The directory of the tiny model `scripts/vllm-server.sh` makes (its
+/// `tokenizer.json` and the transformers config files beside it).
+pub fn vllm_tiny_model() -> PathBuf {
+    let dir = install("vllm-server.sh");
+    read_env(&dir.join("env.sh"))
+        .into_iter()
+        .find(|(k, _)| k == "VLLM_TINY_MODEL")
+        .map(|(_, v)| PathBuf::from(v))
+        .unwrap_or_else(|| panic!("{}: no VLLM_TINY_MODEL", dir.join("env.sh").display()))
+}
+
 /// `vllm bench serve`, vLLM's own client (point it at any server).
 pub fn vllm_bench_serve() -> Command {
     let mut cmd = vllm_venv("vllm");

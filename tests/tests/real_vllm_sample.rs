@@ -5,7 +5,9 @@
 //! records them (one `cicada mock` per client, at concurrency 1 so the order
 //! is the sending order). `random` draws from a BPE tokenizer with merges and
 //! a BOS (`crates/scenarios/tests/fixtures/pyrng/tokenizer`), so vLLM's
-//! re-tokenization rounds draw more ids; `sharegpt` reads a file written here,
+//! re-tokenization rounds draw more ids, then from the suite's tiny model's
+//! tokenizer (`scripts/vllm-server.sh`'s, with transformers' config files);
+//! `sharegpt` reads a file written here,
 //! once with fewer prompts than valid records and once with more (vLLM pads
 //! its sample by `random.choice`).
 //!
@@ -23,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use cicada_tests::servers::{vllm_bench_serve, vllm_venv};
+use cicada_tests::servers::{vllm_bench_serve, vllm_tiny_model, vllm_venv};
 use cicada_tests::*;
 use serde_json::Value;
 
@@ -50,14 +52,14 @@ fn received(mock: &Mock) -> Vec<(u64, u64)> {
 }
 
 /// `vllm bench serve --backend openai` at concurrency 1 with `flags`; what the mock received.
-fn vllm(flags: &[&str], out: &Path) -> Vec<(u64, u64)> {
+fn vllm(tok: &Path, flags: &[&str], out: &Path) -> Vec<(u64, u64)> {
     let mock = Mock::start(&["--ttft-ms", "0", "--itl-ms", "0"]);
     let status = vllm_bench_serve()
         .args(["--backend", "openai", "--base-url", &mock.url])
         // the mock's model (its model list lacks the `root` vLLM would read)
         .args(["--model", "cicada-mock"])
         .arg("--tokenizer")
-        .arg(tokenizer_dir())
+        .arg(tok)
         .args(["--max-concurrency", "1", "--request-rate", "inf"])
         // no initial test request: the log holds the run alone
         .args(["--ready-check-timeout-sec", "0"])
@@ -74,9 +76,8 @@ fn vllm(flags: &[&str], out: &Path) -> Vec<(u64, u64)> {
 
 /// `cicada run --backend openai` at concurrency 1 with `flags` and
 /// `dataset.sampler = sampler`; what the mock received.
-fn cicada(flags: &[&str], sampler: &str, out: &Path) -> Vec<(u64, u64)> {
+fn cicada(tok: &Path, flags: &[&str], sampler: &str, out: &Path) -> Vec<(u64, u64)> {
     let mock = Mock::start(&["--ttft-ms", "0", "--itl-ms", "0"]);
-    let tok = tokenizer_dir();
     let set = format!("dataset.sampler={sampler}");
     let mut args = vec!["run", "--backend", "openai", "--base-url", &mock.url];
     args.extend(["--model", "cicada-mock"]);
@@ -90,11 +91,12 @@ fn cicada(flags: &[&str], sampler: &str, out: &Path) -> Vec<(u64, u64)> {
     received(&mock)
 }
 
-/// Both clients with the same flags: the same requests, in the same order.
-fn same_sample(what: &str, flags: &[&str], n: usize) -> Vec<(u64, u64)> {
+/// Both clients with the same tokenizer and flags: the same requests, in
+/// the same order.
+fn same_sample(what: &str, tok: &Path, flags: &[&str], n: usize) -> Vec<(u64, u64)> {
     let dir = scratch();
-    let theirs = vllm(flags, &dir.path().join("vllm"));
-    let ours = cicada(flags, "vllm", &dir.path().join("cicada"));
+    let theirs = vllm(tok, flags, &dir.path().join("vllm"));
+    let ours = cicada(tok, flags, "vllm", &dir.path().join("cicada"));
     assert_eq!(
         theirs.len(),
         n,
@@ -131,17 +133,22 @@ fn random_prompts_lengths_and_order_are_vllms() {
         "--seed",
         "11",
     ];
-    let sent = same_sample("random", &flags, 40);
+    let sent = same_sample("random", &tokenizer_dir(), &flags, 40);
     let distinct: std::collections::BTreeSet<_> = sent.iter().map(|r| r.0).collect();
     assert_eq!(distinct.len(), 40, "every prompt differs");
     // the comparison tells samples apart: cicada's own sampler sends others
     let dir = scratch();
-    let other = cicada(&flags, "cicada", dir.path());
+    let other = cicada(&tokenizer_dir(), &flags, "cicada", dir.path());
     assert_eq!(other.len(), 40);
     assert!(
         other.iter().zip(&sent).all(|(a, b)| a.0 != b.0),
         "cicada's own sampler happened to send vLLM's prompts"
     );
+    // the tokenizer of the suite's tiny model, as transformers wrote it
+    let tiny = vllm_tiny_model();
+    let sent = same_sample("random, the tiny model's tokenizer", &tiny, &flags, 40);
+    let distinct: std::collections::BTreeSet<_> = sent.iter().map(|r| r.0).collect();
+    assert_eq!(distinct.len(), 40, "every prompt differs");
 }
 
 /// A ShareGPT file of `records` records: some with one turn, some whose
@@ -202,7 +209,7 @@ fn sharegpt_records_order_and_padding_are_vllms() {
         "--seed",
         "4",
     ];
-    let sent = same_sample("sharegpt", &flags, 60);
+    let sent = same_sample("sharegpt", &tokenizer_dir(), &flags, 60);
     let distinct: std::collections::BTreeSet<_> = sent.iter().map(|r| r.0).collect();
     assert_eq!(distinct.len(), 60, "60 different records");
     // more prompts than valid records: vLLM pads with random.choice picks
@@ -217,7 +224,7 @@ fn sharegpt_records_order_and_padding_are_vllms() {
         "--seed",
         "9",
     ];
-    let sent = same_sample("sharegpt, oversampled", &flags, 50);
+    let sent = same_sample("sharegpt, oversampled", &tokenizer_dir(), &flags, 50);
     let distinct: std::collections::BTreeSet<_> = sent.iter().map(|r| r.0).collect();
     assert!(
         distinct.len() < 30,
