@@ -1,6 +1,9 @@
 //! `cicada`: the one command line, one subcommand per role, each served by
 //! the crate whose job it is. Local workers are this same executable run as
-//! `cicada worker`.
+//! `cicada worker`. Flags are read here (`args`) and handed to the
+//! libraries as plain settings.
+
+mod args;
 
 use clap::{Parser, Subcommand};
 
@@ -16,21 +19,21 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a scenario over a fleet of workers and report the results.
-    Run(Box<cicada_coordinator::cli::RunArgs>),
+    Run(Box<args::run::RunArgs>),
     /// Serve Locust's web UI with the fleet attached and idle until its
     /// start form (or `POST /swarm`) starts the run: `run --web-wait`.
-    Web(Box<cicada_coordinator::cli::RunArgs>),
+    Web(Box<args::run::RunArgs>),
     /// Join a coordinator (`cicada run`) and run this worker's share of the load.
-    Worker(Box<cicada_worker::WorkerArgs>),
+    Worker(Box<args::worker::WorkerArgs>),
     /// Serve the built-in mock inference server.
-    Mock(Box<cicada_coordinator::cli::MockArgs>),
+    Mock(Box<args::run::MockArgs>),
     /// Check a scenario file without running it.
-    Validate(cicada_coordinator::cli::ValidateArgs),
+    Validate(args::run::ValidateArgs),
     /// Measure this machine's client: throughput, CPU per token and timing
     /// error against the built-in mock, one core each.
-    Selftest(Box<cicada_bench::SelftestArgs>),
+    Selftest(Box<args::selftest::SelftestArgs>),
     /// Compare result files side by side, or merge them into one row.
-    Report(cicada_results::cli::ReportArgs),
+    Report(args::report::ReportArgs),
 }
 
 fn main() {
@@ -47,16 +50,17 @@ fn main() {
     cicada_client::sys::raise_fd_limit();
     let code = match cli.command {
         // the worker sizes its own runtime (`--threads`)
-        Command::Worker(args) => cicada_worker::main(*args),
-        Command::Run(args) => block_on(cicada_coordinator::run(*args)),
-        Command::Web(mut args) => {
+        Command::Worker(args) => cicada_worker::main((*args).into()),
+        Command::Run(args) => block_on(cicada_coordinator::run((*args).into())),
+        Command::Web(args) => {
+            let mut args: cicada_coordinator::cli::RunArgs = (*args).into();
             args.web_wait = true;
-            block_on(cicada_coordinator::run(*args))
+            block_on(cicada_coordinator::run(args))
         }
-        Command::Mock(args) => block_on(cicada_coordinator::mock(*args)),
-        Command::Validate(args) => cicada_coordinator::validate(&args),
-        Command::Selftest(args) => block_on(cicada_bench::selftest(*args)),
-        Command::Report(args) => cicada_results::cli::report(&args),
+        Command::Mock(args) => block_on(cicada_coordinator::mock((*args).into())),
+        Command::Validate(args) => cicada_coordinator::validate(&args.into()),
+        Command::Selftest(args) => block_on(cicada_bench::selftest((*args).into())),
+        Command::Report(args) => cicada_results::cli::report(&args.into()),
     };
     std::process::exit(code);
 }

@@ -94,11 +94,15 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-metrics",
             "cicada-proto",
         ],
+        // the binary reads the flags and hands each library its own settings
         "cicada" => &[
             "cicada-bench",
             "cicada-client",
             "cicada-coordinator",
+            "cicada-mock",
+            "cicada-plan",
             "cicada-results",
+            "cicada-scenarios",
             "cicada-worker",
         ],
         _ => return None,
