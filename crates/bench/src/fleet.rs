@@ -45,7 +45,7 @@ struct SimOutput {
 
 /// Be the simulated fleet (the selftest runs itself so): join `url` as
 /// `--fleet` workers, print `started` at the barrier and the figures as JSON.
-pub(super) async fn sim_process(a: &SelftestArgs, url: &str) -> anyhow::Result<i32> {
+pub(super) async fn sim_process(a: &SelftestArgs, url: &str) -> anyhow::Result<()> {
     let count = *a
         .fleet
         .first()
@@ -61,7 +61,7 @@ pub(super) async fn sim_process(a: &SelftestArgs, url: &str) -> anyhow::Result<i
         bytes: sent.bytes,
     };
     println!("{}", serde_json::to_string(&out)?);
-    Ok(0)
+    Ok(())
 }
 
 /// One fleet size's figures.

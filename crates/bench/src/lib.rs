@@ -93,7 +93,7 @@ pub struct SelftestArgs {
 
 /// Be the floor client for one level (the selftest runs itself so) and
 /// print its figures as one JSON line.
-async fn floor_process(a: &SelftestArgs, url: &str) -> anyhow::Result<i32> {
+async fn floor_process(a: &SelftestArgs, url: &str) -> anyhow::Result<()> {
     let streams = *a
         .levels
         .first()
@@ -110,22 +110,11 @@ async fn floor_process(a: &SelftestArgs, url: &str) -> anyhow::Result<i32> {
     })
     .await?;
     println!("{}", serde_json::to_string(&figures)?);
-    Ok(0)
+    Ok(())
 }
 
-/// `cicada selftest`: run every level and print the tables; returns the
-/// process exit code (1, with the error on stderr, when a level fails).
-pub async fn selftest(a: SelftestArgs) -> i32 {
-    match levels(a).await {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            1
-        }
-    }
-}
-
-async fn levels(a: SelftestArgs) -> anyhow::Result<i32> {
+/// `cicada selftest`: run every level and print the tables.
+pub async fn selftest(a: SelftestArgs) -> anyhow::Result<()> {
     if let Some(url) = &a.floor_url {
         return floor_process(&a, url).await;
     }
@@ -146,13 +135,13 @@ async fn levels(a: SelftestArgs) -> anyhow::Result<i32> {
     if !a.fleet.is_empty() {
         let result = fleet::run(&exe, &a, &dir).await;
         let _ = std::fs::remove_dir_all(&dir);
-        return result.map(|()| 0);
+        return result;
     }
     if a.http_rate {
         let result = rate::run(&exe, &a, &dir).await;
         let _ = std::fs::remove_dir_all(&dir);
         rate::write_json(a.json.as_ref(), &result?)?;
-        return Ok(0);
+        return Ok(());
     }
     if !a.rss_requests.is_empty() {
         println!(
@@ -161,7 +150,7 @@ async fn levels(a: SelftestArgs) -> anyhow::Result<i32> {
         );
         level::rss_check(&exe, &a, &dir).await?;
         let _ = std::fs::remove_dir_all(&dir);
-        return Ok(0);
+        return Ok(());
     }
     println!(
         "cicada selftest: mock on core {}, one worker on core {}; {}, HTTP {}; closed loop, {} output tokens, TTFT {} ms, gap {} ms; up to {} streams all start at t=0 and every request counts",
@@ -221,7 +210,7 @@ async fn levels(a: SelftestArgs) -> anyhow::Result<i32> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(0)
+    Ok(())
 }
 
 /// cicada beside the floor client, level by level, with the ratios the targets are set on.

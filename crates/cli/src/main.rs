@@ -4,6 +4,7 @@
 //! libraries as plain settings.
 
 mod args;
+mod exit;
 
 use clap::{Parser, Subcommand};
 
@@ -50,28 +51,39 @@ fn main() {
     cicada_client::sys::raise_fd_limit();
     let code = match cli.command {
         // the worker sizes its own runtime (`--threads`)
-        Command::Worker(args) => cicada_worker::main((*args).into()),
-        Command::Run(args) => block_on(cicada_coordinator::run((*args).into())),
+        Command::Worker(args) => exit::of_worker(cicada_worker::main((*args).into())),
+        Command::Run(args) => block_on(cicada_coordinator::run((*args).into()), exit::of_run),
         Command::Web(args) => {
             let mut args: cicada_coordinator::cli::RunArgs = (*args).into();
             args.web_wait = true;
-            block_on(cicada_coordinator::run(args))
+            block_on(cicada_coordinator::run(args), exit::of_run)
         }
-        Command::Mock(args) => block_on(cicada_coordinator::mock((*args).into())),
-        Command::Validate(args) => cicada_coordinator::validate(&args.into()),
-        Command::Selftest(args) => block_on(cicada_bench::selftest((*args).into())),
-        Command::Report(args) => cicada_results::cli::report(&args.into()),
+        Command::Mock(args) => block_on(cicada_coordinator::mock((*args).into()), |r| {
+            r.map_or_else(|e| exit::of_error(&e), |()| 0)
+        }),
+        Command::Validate(args) => match cicada_coordinator::validate(&args.into()) {
+            Ok(line) => {
+                println!("{line}");
+                0
+            }
+            Err(e) => exit::of_error(&e),
+        },
+        Command::Selftest(args) => {
+            block_on(cicada_bench::selftest((*args).into()), exit::of_selftest)
+        }
+        Command::Report(args) => exit::of_report(cicada_results::cli::report(&args.into())),
     };
     std::process::exit(code);
 }
 
-/// Run a subcommand on a multi-threaded runtime; its exit code.
-fn block_on(command: impl std::future::Future<Output = i32>) -> i32 {
+/// Run a subcommand on a multi-threaded runtime; its exit code, which
+/// `code` makes of its outcome.
+fn block_on<T>(command: impl std::future::Future<Output = T>, code: impl FnOnce(T) -> i32) -> i32 {
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(runtime) => runtime.block_on(command),
+        Ok(runtime) => code(runtime.block_on(command)),
         Err(e) => {
             eprintln!("cicada: cannot start the runtime: {e}");
             1

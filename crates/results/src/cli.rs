@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use crate::compare_html::points::Axis;
-use crate::exit::EXIT_BAD_INPUT;
 
 /// `cicada report`.
 #[derive(Debug)]
@@ -28,9 +27,13 @@ pub struct ReportArgs {
     pub x_axis: Option<Axis>,
 }
 
-/// Run `cicada report`: print the table or write the page; the exit code
-/// (2 for unusable files or arguments).
-pub fn report(args: &ReportArgs) -> i32 {
+/// Why `cicada report` could not report: unusable files or arguments.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+pub struct ReportError(anyhow::Error);
+
+/// Run `cicada report`: print the table or write the page.
+pub fn report(args: &ReportArgs) -> Result<(), ReportError> {
     let done = match &args.html {
         Some(out) => html(args, out),
         None => crate::compare_html::inputs::expand(&args.files)
@@ -38,13 +41,7 @@ pub fn report(args: &ReportArgs) -> i32 {
             .and_then(|files| crate::table::build(&files, args.format, args.merge))
             .map(|text| print!("{text}")),
     };
-    match done {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            EXIT_BAD_INPUT
-        }
-    }
+    done.map_err(ReportError)
 }
 
 /// `--html`: write the comparison and say what it holds on stderr.

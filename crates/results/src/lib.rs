@@ -1,8 +1,8 @@
 //! Results: what one finished step (or `[[stages]]` window) measured, and
 //! everything that turns it into output: the console block, `result.json`,
 //! `summary.csv`, the streamed files, `report.html`, the run gates, the
-//! run's last-line verdict, the client's health verdict, the exit codes, and
-//! `cicada report`, which reads result files back (as tables, or as
+//! run's last-line verdict (which gate failed; the binary turns it into an
+//! exit code), the client's health verdict, and `cicada report`, which reads result files back (as tables, or as
 //! comparison curves with `--html`).
 //!
 //! The coordinator builds a [`RunResult`] per finished step (from its merged
@@ -17,7 +17,6 @@ pub mod compare_html;
 pub mod console;
 pub mod csv;
 pub mod document;
-pub mod exit;
 pub mod gates;
 pub mod hlog;
 pub mod html;

@@ -96,7 +96,7 @@ pub fn spawn_in_process(
 /// `--coordinator` as a URL: `HOST:PORT` alone is plain http, as the
 /// coordinator's own `--listen HOST:PORT` is; another scheme is refused at
 /// once rather than after the dial timeout.
-pub fn coordinator_url(given: &str) -> Result<String, String> {
+pub fn coordinator_url(given: &str) -> Result<String, AddressError> {
     let given = given.trim();
     let url = if given.contains("://") {
         given.to_string()
@@ -106,11 +106,22 @@ pub fn coordinator_url(given: &str) -> Result<String, String> {
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"))
-        .ok_or_else(|| format!("{given}: give http://HOST:PORT or https://HOST:PORT"))?;
+        .ok_or_else(|| AddressError::Scheme(given.to_string()))?;
     if rest.is_empty() || rest.starts_with('/') {
-        return Err(format!("{given}: no host; give http://HOST:PORT"));
+        return Err(AddressError::NoHost(given.to_string()));
     }
     Ok(url)
+}
+
+/// A coordinator address [`coordinator_url`] refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressError {
+    /// A scheme other than http or https.
+    #[error("{0}: give http://HOST:PORT or https://HOST:PORT")]
+    Scheme(String),
+    /// No host after the scheme.
+    #[error("{0}: no host; give http://HOST:PORT")]
+    NoHost(String),
 }
 
 /// The index a scheduler assigned through the environment, if any.
@@ -128,32 +139,37 @@ pub fn read_token(args: &WorkerArgs) -> std::io::Result<String> {
     Ok(std::env::var(&args.token_env).unwrap_or_default())
 }
 
+/// Why `cicada worker` ended before the run did.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// A TLS file named in the settings cannot be read.
+    #[error("cannot read a TLS file: {0}")]
+    Tls(std::io::Error),
+    /// The token file cannot be read.
+    #[error("cannot read the token: {0}")]
+    Token(std::io::Error),
+    /// The runtimes cannot start.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The link to the coordinator ended badly.
+    #[error(transparent)]
+    Link(#[from] LinkError),
+}
+
 /// `cicada worker`: join the coordinator and run this worker's share until
-/// the run ends or a signal says leave; returns the process exit code.
+/// the run ends or a signal says leave.
 ///
 /// Two runtimes: the load (requests, the dispatcher's hand-over, reports)
 /// on `--threads` threads, and the link to the coordinator (the gRPC
 /// connection, heartbeats, pings, stops) on a thread of its own, so a load
 /// loop that keeps every load thread busy, with a backlog of ready tasks,
 /// cannot delay a heartbeat past the coordinator's timeout.
-pub fn main(args: WorkerArgs) -> i32 {
+pub fn main(args: WorkerArgs) -> Result<(), WorkerError> {
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let tls = match args.tls() {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("worker: cannot read a TLS file: {e}");
-            return 2;
-        }
-    };
-    let token = match read_token(&args) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("worker: cannot read the token: {e}");
-            return 2;
-        }
-    };
+    let tls = args.tls().map_err(WorkerError::Tls)?;
+    let token = read_token(&args).map_err(WorkerError::Token)?;
     let runtimes = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .thread_name("cicada-load")
@@ -165,13 +181,7 @@ pub fn main(args: WorkerArgs) -> i32 {
                 .build()?;
             Ok((load, link))
         });
-    let (load, link) = match runtimes {
-        Ok(rts) => rts,
-        Err(e) => {
-            eprintln!("worker: cannot start the runtime: {e}");
-            return 1;
-        }
-    };
+    let (load, link) = runtimes.map_err(WorkerError::Runtime)?;
     if let Some(ms) = args.clock_skew_ms {
         clocksync::set_skew_ms(ms);
     }
@@ -198,13 +208,7 @@ pub fn main(args: WorkerArgs) -> i32 {
     drop(link);
     // whatever the load left (a request past its step) is not waited for
     load.shutdown_timeout(Duration::from_secs(1));
-    match result {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("worker: {e}");
-            e.exit_code()
-        }
-    }
+    Ok(result?)
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use cicada_scenarios::sharding::{Recipient, StepInputs};
 use cicada_scenarios::{Scenario, sharding};
 
 use crate::cli::RunArgs;
-use crate::error::{EXIT_DEGRADED, RunError, exit_code_of};
+use crate::error::{RunEnd, RunError};
 use crate::fleet::Fleet;
 use crate::merge::Aggregate;
 use crate::progress::{Display, Progress};
@@ -32,8 +32,8 @@ use cicada_target::{self as target, Target};
 use finish::{FinishedStep, step_results};
 use tokio::sync::mpsc;
 
-/// Run a scenario; returns the process exit code.
-pub async fn run(args: RunArgs) -> Result<i32, RunError> {
+/// Run a scenario; how it ended.
+pub async fn run(args: RunArgs) -> Result<RunEnd, RunError> {
     // from the first moment: a Ctrl-C while the pool is built or the target
     // probed stops with a word, not by the default action
     let mut signals = Signals::install();
@@ -105,7 +105,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         feed.set_state(RunState::Stopped);
     }
     outcome.map_err(|e| e.downcast::<RunError>().unwrap_or_else(RunError::Failed))?;
-    let code = steps.finish();
+    let end = steps.finish();
     if let (true, Some(w)) = (args.web_wait, &web) {
         eprintln!(
             "cicada: the run ended; its results stay at {} until Ctrl-C",
@@ -113,7 +113,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         );
         signals.next().await;
     }
-    Ok(code)
+    Ok(end)
 }
 
 /// The run's settings, its request pool and its target, ready to go.
@@ -311,8 +311,8 @@ impl Steps {
     }
 
     /// Print the sweep's or the stages' table, then, last, whether the run
-    /// mostly failed; the run's exit code.
-    fn finish(&self) -> i32 {
+    /// mostly failed; how the run ended.
+    fn finish(&self) -> RunEnd {
         if self.sweeper.is_sweep() {
             print!(
                 "{}",
@@ -325,11 +325,12 @@ impl Steps {
             println!("{v}");
         }
         if let Some(signal) = self.finished.iter().find_map(|r| r.interrupted) {
-            exit_code_of(signal)
+            RunEnd::Stopped(signal)
         } else if self.finished.iter().any(RunResult::degraded) {
-            EXIT_DEGRADED
+            RunEnd::Degraded
         } else {
-            cicada_results::gates::exit_code(&self.finished).unwrap_or(0)
+            cicada_results::gates::failed_gate(&self.finished)
+                .map_or(RunEnd::Passed, RunEnd::GateFailed)
         }
     }
 }
