@@ -48,6 +48,10 @@ fn main() {
         .with_ansi(cicada_client::sys::stderr_colour())
         .init();
     cicada_client::tls::install_crypto_provider();
+    // who reads HTTP/1.1 in this process (local workers inherit the variable)
+    if std::env::var("CICADA_HTTP1").as_deref() == Ok("hyper") {
+        cicada_client::http::H1Impl::Hyper.make_default();
+    }
     cicada_client::sys::raise_fd_limit();
     let code = match cli.command {
         // the worker sizes its own runtime (`--threads`)

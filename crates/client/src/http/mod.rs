@@ -5,8 +5,9 @@
 //! over TCP or TLS (rustls). Every read carries the kernel's receive stamp,
 //! under TLS too (`io`), and every body piece the instant its bytes arrived
 //! (`h1`, `h2`). HTTP/1.1 is read either by our own reader (`conn`, `wire`)
-//! or by hyper driven in the request's task (`h1`): `CICADA_HTTP1=hyper`
-//! picks the latter, for the selftest's comparison of the two.
+//! or by hyper driven in the request's task (`h1`): the binary picks the
+//! latter for the whole process on `CICADA_HTTP1=hyper`
+//! ([`H1Impl::make_default`]), for the selftest's comparison of the two.
 //!
 //! Connection reuse is learned per origin before anything is reused
 //! (`pool`), and a request goes again only when it provably never reached
@@ -226,13 +227,19 @@ pub enum H1Impl {
     Hyper,
 }
 
+/// The reader [`Settings::new`] picks, chosen once per process by the binary
+/// (`CICADA_HTTP1`, read at the edge); our own reader until then.
+static DEFAULT_H1: OnceLock<H1Impl> = OnceLock::new();
+
 impl H1Impl {
-    /// `CICADA_HTTP1=hyper` or `wire` (the default).
-    fn from_env() -> Self {
-        match std::env::var("CICADA_HTTP1").as_deref() {
-            Ok("hyper") => H1Impl::Hyper,
-            _ => H1Impl::Wire,
-        }
+    /// Make `self` the reader of every client this process builds from
+    /// [`Settings::new`]; the first choice holds.
+    pub fn make_default(self) {
+        let _ = DEFAULT_H1.set(self);
+    }
+
+    fn default_choice() -> Self {
+        DEFAULT_H1.get().copied().unwrap_or(H1Impl::Wire)
     }
 }
 
@@ -253,7 +260,7 @@ pub struct Settings {
     pub proxy: ProxySetting,
     /// Hosts reached directly whatever the proxy (`NO_PROXY`'s grammar).
     pub no_proxy: Vec<String>,
-    /// Who reads HTTP/1.1 (`CICADA_HTTP1`, else our own reader).
+    /// Who reads HTTP/1.1 (the process's choice, [`H1Impl::make_default`]).
     pub h1: H1Impl,
 }
 
@@ -269,7 +276,7 @@ impl Settings {
             addresses: AddressChoice::First,
             proxy: ProxySetting::Env,
             no_proxy: Vec::new(),
-            h1: H1Impl::from_env(),
+            h1: H1Impl::default_choice(),
         }
     }
 }
