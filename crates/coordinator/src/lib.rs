@@ -2,7 +2,7 @@
 //! gRPC server workers attach to, local worker spawning, step barriers,
 //! exact merging of worker reports and live progress. What a finished step
 //! becomes is `cicada-results`' job; the server under test is
-//! `cicada-target`'s; the worker is reached only by spawning `cicada worker`.
+//! `cicada-probe`'s; the worker is reached only by spawning `cicada worker`.
 //!
 //! The house, read top-down (each module imports only modules below it; the
 //! `house` test in `tests/` checks there is no circle):

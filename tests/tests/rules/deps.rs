@@ -63,7 +63,7 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
         "cicada-proto" => &["cicada-metrics", "cicada-plan", "cicada-request"],
         "cicada-client" => &["cicada-metrics", "cicada-plan", "cicada-request"],
         "cicada-results" => &["cicada-metrics", "cicada-plan", "cicada-scenarios"],
-        "cicada-target" => &[
+        "cicada-probe" => &[
             "cicada-client",
             "cicada-metrics",
             "cicada-mock",
@@ -86,7 +86,7 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-proto",
             "cicada-results",
             "cicada-scenarios",
-            "cicada-target",
+            "cicada-probe",
         ],
         "cicada-bench" => &[
             "cicada-client",

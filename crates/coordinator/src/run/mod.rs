@@ -24,11 +24,11 @@ use crate::signals::Signals;
 use crate::step::{Helm, Step, run_step};
 use crate::sweep::{self, Outcome, Sweeper};
 use crate::web::{Control, Feed, RunState, Web};
+use cicada_probe::scrape::Watch;
+use cicada_probe::{self as target, Target};
 use cicada_results::outputs::{Outputs, StepDone};
 use cicada_results::write::{RunContext, write_step};
 use cicada_results::{RunResult, stages, verdict};
-use cicada_target::scrape::Watch;
-use cicada_target::{self as target, Target};
 use finish::{FinishedStep, step_results};
 use tokio::sync::mpsc;
 
