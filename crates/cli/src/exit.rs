@@ -91,6 +91,7 @@ pub fn of_report(outcome: Result<(), cicada_results::cli::ReportError>) -> i32 {
 }
 
 /// `cicada selftest`: 0, or 1 with the error when a level fails.
+#[cfg(feature = "bench")]
 pub fn of_selftest(outcome: anyhow::Result<()>) -> i32 {
     match outcome {
         Ok(()) => 0,

@@ -32,6 +32,7 @@ enum Command {
     Validate(args::run::ValidateArgs),
     /// Measure this machine's client: throughput, CPU per token and timing
     /// error against the built-in mock, one core each.
+    #[cfg(feature = "bench")]
     Selftest(Box<args::selftest::SelftestArgs>),
     /// Compare result files side by side, or merge them into one row.
     Report(args::report::ReportArgs),
@@ -72,6 +73,7 @@ fn main() {
             }
             Err(e) => exit::of_error(&e),
         },
+        #[cfg(feature = "bench")]
         Command::Selftest(args) => {
             block_on(cicada_bench::selftest((*args).into()), exit::of_selftest)
         }

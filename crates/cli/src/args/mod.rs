@@ -5,5 +5,6 @@
 pub mod mock;
 pub mod report;
 pub mod run;
+#[cfg(feature = "bench")]
 pub mod selftest;
 pub mod worker;
