@@ -315,8 +315,7 @@ fn proc_cpu_us(pid: u32) -> anyhow::Result<u64> {
     let (Some(u), Some(s)) = (ticks(11), ticks(12)) else {
         bail!("unexpected /proc/{pid}/stat: {stat}");
     };
-    // SAFETY: sysconf has no preconditions
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let hz = cicada_sys::process::clock_ticks_per_second();
     Ok((u + s) * 1_000_000 / hz)
 }
 

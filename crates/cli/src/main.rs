@@ -46,14 +46,14 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
-        .with_ansi(cicada_client::sys::stderr_colour())
+        .with_ansi(cicada_sys::process::stderr_colour())
         .init();
     cicada_client::tls::install_crypto_provider();
     // who reads HTTP/1.1 in this process (local workers inherit the variable)
     if std::env::var("CICADA_HTTP1").as_deref() == Ok("hyper") {
         cicada_client::http::H1Impl::Hyper.make_default();
     }
-    cicada_client::sys::raise_fd_limit();
+    cicada_sys::process::raise_fd_limit();
     let code = match cli.command {
         // the worker sizes its own runtime (`--threads`)
         Command::Worker(args) => exit::of_worker(cicada_worker::main((*args).into())),

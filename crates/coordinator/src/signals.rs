@@ -84,8 +84,7 @@ pub fn reaped(pid: u32) {
 fn kill_local_workers() {
     for pid in local_workers().iter() {
         if let Ok(pid) = i32::try_from(*pid) {
-            // SAFETY: plain FFI call; the pid is our own child, not yet reaped
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            cicada_sys::process::kill_now(pid);
         }
     }
 }
