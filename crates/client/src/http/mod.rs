@@ -292,7 +292,7 @@ struct Inner {
     /// Which proxy each target goes through (read from this process's
     /// environment under `target.proxy = "env"`).
     proxies: proxy::ProxyRules,
-    tls: OnceLock<Result<Arc<TlsConnector>, String>>,
+    tls: OnceLock<Result<Arc<TlsConnector>, crate::tls::TlsConfigError>>,
     origins: Mutex<HashMap<(bool, String, u16), Arc<Origin>>>,
 }
 
@@ -326,7 +326,7 @@ impl Client {
     /// A client as `settings` say.
     pub fn with(settings: Settings) -> Result<Self, SetupError> {
         if let Some(pem) = &settings.tls.ca_pem {
-            crate::tls::extra_roots(pem).map_err(SetupError::BadCa)?;
+            crate::tls::extra_roots(pem).map_err(|e| SetupError::BadCa(e.0))?;
         }
         let proxies = proxy::ProxyRules::from_setting(&settings.proxy, &settings.no_proxy, |k| {
             std::env::var(k).ok()
@@ -405,7 +405,7 @@ impl Client {
             .clone()
             .map_err(|reason| HttpError::Tls {
                 host: String::new(),
-                reason,
+                reason: reason.0,
             })
     }
 
