@@ -55,7 +55,11 @@ pub fn check(data: &[u8]) {
                     );
                 }
             }
-            Err(e) => assert!(e.len() < MAX_ERROR_LEN, "error text is {} bytes", e.len()),
+            Err(e) => assert!(
+                e.0.len() < MAX_ERROR_LEN,
+                "error text is {} bytes",
+                e.0.len()
+            ),
         }
         match b.parse_full(data) {
             Ok(info) => {
@@ -65,7 +69,11 @@ pub fn check(data: &[u8]) {
                     "a whole body is complete: {info:?}"
                 );
             }
-            Err(e) => assert!(e.len() < MAX_ERROR_LEN, "error text is {} bytes", e.len()),
+            Err(e) => assert!(
+                e.0.len() < MAX_ERROR_LEN,
+                "error text is {} bytes",
+                e.0.len()
+            ),
         }
     }
 }

@@ -64,7 +64,9 @@ pub fn bin_dir() -> PathBuf {
             // (rebuilding TLS and gRPC crates for minutes on a 2-core machine)
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let mut cmd = Command::new(cargo);
+            // with the bench harness (`cicada selftest`), as `.ci/run` builds it
             cmd.args(["build", "-p", "cicada", "-p", "cicada-alias", "--bins"]);
+            cmd.args(["--features", "cicada/bench"]);
             if dir.file_name().is_some_and(|n| n == "release") {
                 cmd.arg("--release");
             }

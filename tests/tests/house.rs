@@ -14,6 +14,9 @@
 //! - The plan crate is the I/O-free centre (issue 36): it reaches no
 //!   runtime, network, tokenizer or file model and names no `std` I/O; the
 //!   worker and the mock never reach the scenario model, however indirectly.
+//! - The binary owns the process (issue 36): only the binary crates depend
+//!   on clap and anyhow, only `cicada-sys` on libc, and no library returns
+//!   a `Result<_, String>` (`rules::process`).
 //!
 //! - Outputs are sinks at the end of the pipeline (issue 36): the
 //!   coordinator's merge prints, writes and serves nothing and names no
@@ -35,6 +38,7 @@ use rules::deps::{
 use rules::length::{MAX_FN_LINES, long_functions};
 use rules::modules::{Crate, cycles, module_of};
 use rules::outputs::{NOT_IN_RESULTS, NOT_IN_THE_MERGE, names_used};
+use rules::process::{BINARIES, SYS, process_breaches, string_errors};
 use rules::source::{Source, parse, read_sources};
 use rules::wire::wire_mentions;
 
@@ -262,7 +266,7 @@ fn the_merge_hands_its_results_on_and_results_read_no_prometheus() {
     for (path, text) in read_sources(&repo_root().join("crates/results/src")) {
         for (line, name) in names_used(&path, &text, NOT_IN_RESULTS) {
             found.push(format!(
-                "  {}:{line}: {name} (the Prometheus reader is cicada-target's)",
+                "  {}:{line}: {name} (the Prometheus reader is cicada-probe's)",
                 rel(&path)
             ));
         }
@@ -413,6 +417,87 @@ fn the_plan_crate_does_no_io() {
     assert!(
         found.is_empty(),
         "the plan crate names the standard library's I/O (it is data and arithmetic):\n{}",
+        found.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------- the process
+
+/// Files still holding a `Result<_, String>` outside test code, each with
+/// what removes it: (path prefix, why).
+const STRING_ERROR_ALLOWANCES: &[(&str, &str)] = &[
+    (
+        "crates/coordinator/src/web/",
+        "the web UI's replies; it becomes its own crate (issue 36)",
+    ),
+    (
+        "crates/scenarios/src/vllm_fixture.rs",
+        "test code: the module is declared under #[cfg(test)]",
+    ),
+];
+
+#[test]
+fn a_made_up_process_breach_is_found() {
+    let library = "[package]\nname = \"cicada-client\"\n[dependencies]\nclap.workspace = true\nanyhow.workspace = true\nlibc.workspace = true\nbytes.workspace = true\n[dev-dependencies]\nanyhow.workspace = true\n";
+    assert_eq!(
+        process_breaches(library),
+        [
+            "cicada-client -> clap",
+            "cicada-client -> anyhow",
+            "cicada-client -> libc"
+        ]
+    );
+    let binary = "[package]\nname = \"cicada\"\n[dependencies]\nclap.workspace = true\nanyhow.workspace = true\nlibc.workspace = true\n";
+    assert_eq!(process_breaches(binary), ["cicada -> libc"]);
+    let sys = "[package]\nname = \"cicada-sys\"\n[dependencies]\nlibc.workspace = true\n";
+    assert!(process_breaches(sys).is_empty());
+    let text = "fn a() -> Result<(), String> { Ok(()) }\nfn b() -> std::result::Result<u8, std::string::String> { Ok(1) }\nfn c() -> Result<String, E> { todo!() }\nstruct S { r: Option<Result<Vec<u8>, String>> }\n#[cfg(test)]\nmod tests { fn d() -> Result<(), String> { Ok(()) } }\nimpl S { #[test] fn e() -> Result<(), String> { Ok(()) } }\n";
+    assert_eq!(string_errors(Path::new("made-up.rs"), text), [1, 2, 4]);
+}
+
+#[test]
+fn only_the_binaries_read_flags_or_carry_anyhow_and_only_sys_calls_libc() {
+    let mut breaches = Vec::new();
+    for dir in crates() {
+        let text = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        breaches.extend(process_breaches(&text));
+    }
+    assert!(
+        breaches.is_empty(),
+        "only the binaries ({BINARIES:?}) depend on clap and anyhow, only {SYS} on libc \
+         (tests/tests/rules/process.rs):\n{}",
+        breaches.join("\n")
+    );
+}
+
+#[test]
+fn libraries_return_typed_errors() {
+    let mut found = Vec::new();
+    for dir in crates() {
+        if BINARIES.iter().any(|b| {
+            std::fs::read_to_string(dir.join("Cargo.toml"))
+                .ok()
+                .and_then(|t| package_name(&t))
+                .is_some_and(|p| p == *b)
+        }) {
+            continue;
+        }
+        for (path, text) in read_sources(&dir.join("src")) {
+            let at = rel(&path);
+            if STRING_ERROR_ALLOWANCES
+                .iter()
+                .any(|(p, _)| at.starts_with(p))
+            {
+                continue;
+            }
+            for line in string_errors(&path, &text) {
+                found.push(format!("  {at}:{line}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a library returns a bare String as its error; give it a thiserror type:\n{}",
         found.join("\n")
     );
 }

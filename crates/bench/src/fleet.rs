@@ -45,7 +45,7 @@ struct SimOutput {
 
 /// Be the simulated fleet (the selftest runs itself so): join `url` as
 /// `--fleet` workers, print `started` at the barrier and the figures as JSON.
-pub(super) async fn sim_process(a: &SelftestArgs, url: &str) -> anyhow::Result<i32> {
+pub(super) async fn sim_process(a: &SelftestArgs, url: &str) -> anyhow::Result<()> {
     let count = *a
         .fleet
         .first()
@@ -61,7 +61,7 @@ pub(super) async fn sim_process(a: &SelftestArgs, url: &str) -> anyhow::Result<i
         bytes: sent.bytes,
     };
     println!("{}", serde_json::to_string(&out)?);
-    Ok(0)
+    Ok(())
 }
 
 /// One fleet size's figures.
@@ -315,8 +315,7 @@ fn proc_cpu_us(pid: u32) -> anyhow::Result<u64> {
     let (Some(u), Some(s)) = (ticks(11), ticks(12)) else {
         bail!("unexpected /proc/{pid}/stat: {stat}");
     };
-    // SAFETY: sysconf has no preconditions
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let hz = cicada_sys::process::clock_ticks_per_second();
     Ok((u + s) * 1_000_000 / hz)
 }
 

@@ -152,7 +152,7 @@ pub async fn run(level: FloorLevel) -> anyhow::Result<FloorFigures> {
             all.gaps_us.len(),
         ) / 1e3,
         p99_itl_ms: f64::from(p99) / 1e3,
-        cpu_us: cicada_client::sys::resource_usage().cpu_us as f64,
+        cpu_us: cicada_sys::process::resource_usage().cpu_us as f64,
         start_unix_us,
     })
 }

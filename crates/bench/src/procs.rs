@@ -21,16 +21,7 @@ pub(super) fn pin_set(cmd: &mut Command, cores: &[usize]) {
     let cores = cores.to_vec();
     // SAFETY: only async-signal-safe libc calls between fork and exec.
     unsafe {
-        cmd.pre_exec(move || {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            for &core in &cores {
-                libc::CPU_SET(core, &mut set);
-            }
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+        cmd.pre_exec(move || cicada_sys::process::pin_to(&cores));
     }
 }
 
@@ -293,20 +284,12 @@ pub(super) fn run_timed(
     out.read_to_end(&mut stdout)
         .with_context(|| format!("reading {what}"))?;
     let stderr = errs.join().unwrap_or_default();
-    let mut status = 0;
-    // SAFETY: rusage is plain integers, for which all-zero bytes are valid
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = child.id() as libc::pid_t;
-    // SAFETY: our own child, not yet reaped; both pointers are to live locals
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    if rc != pid {
-        bail!("waiting for {what}: {}", std::io::Error::last_os_error());
-    }
-    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+    let end = cicada_sys::process::wait_child(child.id())
+        .with_context(|| format!("waiting for {what}"))?;
+    if !end.succeeded {
         bail!("{what} failed: {}", String::from_utf8_lossy(&stderr).trim());
     }
-    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
-    Ok((stdout, us(usage.ru_utime) + us(usage.ru_stime)))
+    Ok((stdout, end.cpu_us))
 }
 
 #[cfg(test)]

@@ -1,6 +1,10 @@
 //! `cicada`: the one command line, one subcommand per role, each served by
 //! the crate whose job it is. Local workers are this same executable run as
-//! `cicada worker`.
+//! `cicada worker`. Flags are read here (`args`) and handed to the
+//! libraries as plain settings.
+
+mod args;
+mod exit;
 
 use clap::{Parser, Subcommand};
 
@@ -16,21 +20,22 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a scenario over a fleet of workers and report the results.
-    Run(Box<cicada_coordinator::cli::RunArgs>),
+    Run(Box<args::run::RunArgs>),
     /// Serve Locust's web UI with the fleet attached and idle until its
     /// start form (or `POST /swarm`) starts the run: `run --web-wait`.
-    Web(Box<cicada_coordinator::cli::RunArgs>),
+    Web(Box<args::run::RunArgs>),
     /// Join a coordinator (`cicada run`) and run this worker's share of the load.
-    Worker(Box<cicada_worker::WorkerArgs>),
+    Worker(Box<args::worker::WorkerArgs>),
     /// Serve the built-in mock inference server.
-    Mock(Box<cicada_coordinator::cli::MockArgs>),
+    Mock(Box<args::run::MockArgs>),
     /// Check a scenario file without running it.
-    Validate(cicada_coordinator::cli::ValidateArgs),
+    Validate(args::run::ValidateArgs),
     /// Measure this machine's client: throughput, CPU per token and timing
     /// error against the built-in mock, one core each.
-    Selftest(Box<cicada_bench::SelftestArgs>),
+    #[cfg(feature = "bench")]
+    Selftest(Box<args::selftest::SelftestArgs>),
     /// Compare result files side by side, or merge them into one row.
-    Report(cicada_results::cli::ReportArgs),
+    Report(args::report::ReportArgs),
 }
 
 fn main() {
@@ -41,33 +46,50 @@ fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
-        .with_ansi(cicada_client::sys::stderr_colour())
+        .with_ansi(cicada_sys::process::stderr_colour())
         .init();
     cicada_client::tls::install_crypto_provider();
-    cicada_client::sys::raise_fd_limit();
+    // who reads HTTP/1.1 in this process (local workers inherit the variable)
+    if std::env::var("CICADA_HTTP1").as_deref() == Ok("hyper") {
+        cicada_client::http::H1Impl::Hyper.make_default();
+    }
+    cicada_sys::process::raise_fd_limit();
     let code = match cli.command {
         // the worker sizes its own runtime (`--threads`)
-        Command::Worker(args) => cicada_worker::main(*args),
-        Command::Run(args) => block_on(cicada_coordinator::run(*args)),
-        Command::Web(mut args) => {
+        Command::Worker(args) => exit::of_worker(cicada_worker::main((*args).into())),
+        Command::Run(args) => block_on(cicada_coordinator::run((*args).into()), exit::of_run),
+        Command::Web(args) => {
+            let mut args: cicada_coordinator::cli::RunArgs = (*args).into();
             args.web_wait = true;
-            block_on(cicada_coordinator::run(*args))
+            block_on(cicada_coordinator::run(args), exit::of_run)
         }
-        Command::Mock(args) => block_on(cicada_coordinator::mock(*args)),
-        Command::Validate(args) => cicada_coordinator::validate(&args),
-        Command::Selftest(args) => block_on(cicada_bench::selftest(*args)),
-        Command::Report(args) => cicada_results::cli::report(&args),
+        Command::Mock(args) => block_on(cicada_coordinator::mock((*args).into()), |r| {
+            r.map_or_else(|e| exit::of_error(&e), |()| 0)
+        }),
+        Command::Validate(args) => match cicada_coordinator::validate(&args.into()) {
+            Ok(line) => {
+                println!("{line}");
+                0
+            }
+            Err(e) => exit::of_error(&e),
+        },
+        #[cfg(feature = "bench")]
+        Command::Selftest(args) => {
+            block_on(cicada_bench::selftest((*args).into()), exit::of_selftest)
+        }
+        Command::Report(args) => exit::of_report(cicada_results::cli::report(&args.into())),
     };
     std::process::exit(code);
 }
 
-/// Run a subcommand on a multi-threaded runtime; its exit code.
-fn block_on(command: impl std::future::Future<Output = i32>) -> i32 {
+/// Run a subcommand on a multi-threaded runtime; its exit code, which
+/// `code` makes of its outcome.
+fn block_on<T>(command: impl std::future::Future<Output = T>, code: impl FnOnce(T) -> i32) -> i32 {
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(runtime) => runtime.block_on(command),
+        Ok(runtime) => code(runtime.block_on(command)),
         Err(e) => {
             eprintln!("cicada: cannot start the runtime: {e}");
             1

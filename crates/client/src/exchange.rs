@@ -308,7 +308,7 @@ fn on_event(
     let info = match codec.parse_event(e.data) {
         Ok(i) => i,
         Err(msg) => {
-            ex.fail(Outcome::BadPayload, msg);
+            ex.fail(Outcome::BadPayload, msg.0);
             return false;
         }
     };
@@ -341,7 +341,7 @@ fn on_event(
     if (generated || !info.tool_calls.is_empty())
         && let Err(message) = keep(ex, &info, state)
     {
-        ex.fail(Outcome::ResponseTooLarge, message);
+        ex.fail(Outcome::ResponseTooLarge, message.0);
         return false;
     }
     if info.finished || info.done {
@@ -353,9 +353,24 @@ fn on_event(
 /// What one kept tool call costs beyond its text, for the limit on what is kept.
 const CALL_OVERHEAD: usize = 64;
 
+/// Text past the most one response may hold (what, and the limit).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+struct KeptTooLarge(String);
+
+impl From<String> for KeptTooLarge {
+    fn from(message: String) -> Self {
+        Self(message)
+    }
+}
+
 /// Keep what the request keeps of an event's text (for a tokenizer, for the
 /// output check), within the most held of one response.
-fn keep(ex: &mut Exchange, info: &EventInfo<'_>, state: &mut StreamState) -> Result<(), String> {
+fn keep(
+    ex: &mut Exchange,
+    info: &EventInfo<'_>,
+    state: &mut StreamState,
+) -> Result<(), KeptTooLarge> {
     let pieces = [&info.reasoning, &info.content, &info.tool_arguments];
     let added: usize = pieces
         .iter()
@@ -364,7 +379,7 @@ fn keep(ex: &mut Exchange, info: &EventInfo<'_>, state: &mut StreamState) -> Res
         .sum();
     if let Some(text) = &mut ex.text {
         if text.len() + added > state.max_text {
-            return Err(over("the generated text kept", state.max_text));
+            return Err(over("the generated text kept", state.max_text).into());
         }
         for piece in pieces.into_iter().flatten() {
             text.push_str(piece);
@@ -390,7 +405,7 @@ fn keep(ex: &mut Exchange, info: &EventInfo<'_>, state: &mut StreamState) -> Res
                 })
                 .sum::<usize>();
         if held + adding > state.max_text {
-            return Err(over("the output kept for its check", state.max_text));
+            return Err(over("the output kept for its check", state.max_text).into());
         }
         if let Some(c) = &info.content {
             out.answer.push_str(c);
@@ -448,7 +463,7 @@ async fn read_whole(
     }
     let now = clock.now_us();
     match codec.parse_full(&body) {
-        Err(msg) => ex.fail(Outcome::BadPayload, msg),
+        Err(msg) => ex.fail(Outcome::BadPayload, msg.0),
         Ok(info) => {
             if let Some(err) = info.error {
                 ex.fail(Outcome::ServerErrorEvent, err);
@@ -466,7 +481,7 @@ async fn read_whole(
             if (info.generated() || !info.tool_calls.is_empty())
                 && let Err(message) = keep(ex, &info, &mut state)
             {
-                return ex.fail(Outcome::ResponseTooLarge, message);
+                return ex.fail(Outcome::ResponseTooLarge, message.0);
             }
             if info.generated() {
                 let tokens = ex

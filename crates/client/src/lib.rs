@@ -26,7 +26,6 @@ pub mod clock;
 pub mod exchange;
 pub mod http;
 pub mod sse;
-pub mod sys;
 mod target;
 pub mod thinking;
 pub mod tls;

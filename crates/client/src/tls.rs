@@ -17,8 +17,25 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// TLS settings that cannot become a connector (a bad CA bundle, a refused version).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TlsConfigError(pub String);
+
+impl From<String> for TlsConfigError {
+    fn from(message: String) -> Self {
+        Self(message)
+    }
+}
+
+impl From<&str> for TlsConfigError {
+    fn from(message: &str) -> Self {
+        Self(message.to_string())
+    }
+}
+
 /// The certificates in a PEM bundle (at least one).
-pub(crate) fn extra_roots(pem: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+pub(crate) fn extra_roots(pem: &str) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
     let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
@@ -36,7 +53,10 @@ fn provider() -> Arc<CryptoProvider> {
 
 /// A connector that offers `alpn` (e.g. `h2`, `http/1.1`) and trusts what
 /// `settings` say.
-pub(crate) fn connector(settings: &TlsSettings, alpn: &[&[u8]]) -> Result<TlsConnector, String> {
+pub(crate) fn connector(
+    settings: &TlsSettings,
+    alpn: &[&[u8]],
+) -> Result<TlsConnector, TlsConfigError> {
     let provider = provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()

@@ -1,11 +1,24 @@
-//! What can go wrong in a command, and the exit code each outcome gives, so
-//! that CI pipelines can gate on a run (docs/guide/results.md, "Exit codes").
+//! How a command ends: what can go wrong ([`RunError`]) and how a run that
+//! went through ended ([`RunEnd`]); the binary turns each into an exit code
+//! (docs/guide/results.md, "Exit codes").
 
+use cicada_results::gates::GateKind;
 use cicada_scenarios::ScenarioError;
 
-pub use cicada_results::exit::{EXIT_BAD_INPUT, EXIT_DEGRADED, exit_code_of};
+/// How a run that got to its end ended, worst first: what CI gates on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// A signal (`"SIGINT"`, `"SIGTERM"`) stopped it; partial results were written.
+    Stopped(&'static str),
+    /// Workers were lost; the result is degraded.
+    Degraded,
+    /// A run gate failed (or most requests did).
+    GateFailed(GateKind),
+    /// Every step ran and every gate passed.
+    Passed,
+}
 
-/// Errors with their exit codes.
+/// What stopped a command before it could end on its own.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// Bad scenario or inputs: the message says what and where.
@@ -20,26 +33,6 @@ pub enum RunError {
     /// Anything else.
     #[error(transparent)]
     Failed(#[from] anyhow::Error),
-}
-
-impl RunError {
-    /// The process exit code for this error, printing it to stderr.
-    pub fn report(&self) -> i32 {
-        match self {
-            RunError::BadInput(msg) => {
-                eprintln!("error: {msg}");
-                EXIT_BAD_INPUT
-            }
-            RunError::Interrupted { signal, message } => {
-                eprintln!("cicada: {message}");
-                exit_code_of(signal)
-            }
-            RunError::Failed(e) => {
-                eprintln!("error: {e:#}");
-                1
-            }
-        }
-    }
 }
 
 impl From<ScenarioError> for RunError {

@@ -1,8 +1,8 @@
-//! RUN FLEETS: the arguments of `cicada run` (and `validate`, `mock`), the
+//! RUN FLEETS: the settings of `cicada run` (and `validate`, `mock`), the
 //! gRPC server workers attach to, local worker spawning, step barriers,
 //! exact merging of worker reports and live progress. What a finished step
 //! becomes is `cicada-results`' job; the server under test is
-//! `cicada-target`'s; the worker is reached only by spawning `cicada worker`.
+//! `cicada-probe`'s; the worker is reached only by spawning `cicada worker`.
 //!
 //! The house, read top-down (each module imports only modules below it; the
 //! `house` test in `tests/` checks there is no circle):
@@ -30,7 +30,7 @@
 //! - `audit`: reports checked against the coordinator's own plan before
 //!   they are merged.
 //! - `pool`, `sweep`, `signals`, `error`: leaves (request pool, sweep
-//!   values, SIGINT/SIGTERM, exit codes).
+//!   values, SIGINT/SIGTERM, how a command ends).
 
 mod audit;
 mod cap;
@@ -50,59 +50,43 @@ mod web;
 use cicada_mock::{MockServer, TlsFiles};
 
 use crate::cli::{MockArgs, RunArgs, ValidateArgs};
-use crate::error::EXIT_BAD_INPUT;
 
+pub use error::{RunEnd, RunError};
 pub use merge::{MergeError, ReportMerge};
 
-/// `cicada run`: run the scenario over a fleet; returns the process exit code.
-pub async fn run(args: RunArgs) -> i32 {
-    run::run(args).await.unwrap_or_else(|e| e.report())
+/// `cicada run`: run the scenario over a fleet; how it ended.
+pub async fn run(args: RunArgs) -> Result<RunEnd, RunError> {
+    run::run(args).await
 }
 
-/// `cicada validate`: check a scenario file; returns the process exit code.
-pub fn validate(args: &ValidateArgs) -> i32 {
-    match cli::scenario::load(&args.scenario, &args.sets) {
-        Ok(l) => {
-            println!("{}: ok ({})", l.origin, l.scenario.name);
-            0
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_BAD_INPUT
-        }
-    }
+/// `cicada validate`: check a scenario file; the line saying it is good.
+pub fn validate(args: &ValidateArgs) -> Result<String, RunError> {
+    let l = cli::scenario::load(&args.scenario, &args.sets)?;
+    Ok(format!("{}: ok ({})", l.origin, l.scenario.name))
 }
 
-fn read_tls(args: &MockArgs) -> Result<Option<TlsFiles>, String> {
+fn read_tls(args: &MockArgs) -> Result<Option<TlsFiles>, RunError> {
     let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
         return Ok(None);
     };
-    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let read = |p: &std::path::Path| {
+        std::fs::read(p).map_err(|e| RunError::BadInput(format!("{}: {e}", p.display())))
+    };
     Ok(Some(TlsFiles {
         cert_pem: read(cert)?,
         key_pem: read(key)?,
     }))
 }
 
-/// `cicada mock`: serve the built-in mock until a signal; returns the exit code.
-pub async fn mock(args: MockArgs) -> i32 {
-    let tls = match read_tls(&args) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_BAD_INPUT;
-        }
-    };
-    let server = match MockServer::start_with(args.config, args.listen, tls).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_BAD_INPUT;
-        }
-    };
+/// `cicada mock`: serve the built-in mock until a signal.
+pub async fn mock(args: MockArgs) -> Result<(), RunError> {
+    let tls = read_tls(&args)?;
+    let server = MockServer::start_with(args.config, args.listen, tls)
+        .await
+        .map_err(|e| RunError::BadInput(e.to_string()))?;
     println!("cicada mock serving on {}", server.url());
     let mut signals = signals::Signals::install();
     let sig = signals.next().await;
     eprintln!("mock: {sig}, stopping");
-    0
+    Ok(())
 }

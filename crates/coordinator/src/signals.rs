@@ -7,8 +7,6 @@ use std::sync::Mutex;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::error::exit_code_of;
-
 /// Listens for SIGINT and SIGTERM.
 pub struct Signals {
     int: Option<Signal>,
@@ -51,10 +49,17 @@ impl Signals {
         if self.seen >= 2 {
             eprintln!("cicada: second {name}: exiting now without writing results");
             kill_local_workers();
-            std::process::exit(exit_code_of(name));
+            std::process::exit(shell_code(name));
         }
         name
     }
+}
+
+/// A process killed by the signal `name` as shells report it (128 + its
+/// number): the code a second signal exits with at once, bypassing the
+/// binary's mapping because nothing is left to report.
+fn shell_code(name: &str) -> i32 {
+    if name == "SIGTERM" { 128 + 15 } else { 128 + 2 }
 }
 
 /// Local worker processes, by pid. They run in process groups of their own
@@ -79,8 +84,7 @@ pub fn reaped(pid: u32) {
 fn kill_local_workers() {
     for pid in local_workers().iter() {
         if let Ok(pid) = i32::try_from(*pid) {
-            // SAFETY: plain FFI call; the pid is our own child, not yet reaped
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            cicada_sys::process::kill_now(pid);
         }
     }
 }

@@ -36,6 +36,6 @@ pub use record::{
 pub use scope::Scope;
 pub use seconds::{SecondBucket, Seconds};
 pub use set::{MetricSet, Span};
-pub use size::ByteSize;
+pub use size::{ByteSize, SizeError};
 pub use slo::Slo;
 pub use summary::{DistributionStats, Summary};

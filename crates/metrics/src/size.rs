@@ -35,7 +35,7 @@ impl ByteSize {
     }
 
     /// Read `"16MiB"`, `"16 MiB"`, `"1.5GB"` or `"4096"` (units case-insensitive).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, SizeError> {
         let t = text.trim();
         let split = t
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -49,11 +49,7 @@ impl ByteSize {
                 .find(|(name, _)| name.eq_ignore_ascii_case(unit))
                 .map(|(_, scale)| *scale)
         };
-        let bad = || {
-            format!(
-                "invalid size \"{text}\"; write it like \"16MiB\", \"512KiB\", \"1GB\" or a number of bytes"
-            )
-        };
+        let bad = || SizeError(text.to_string());
         let scale = scale.ok_or_else(bad)?;
         let value: f64 = number.parse().map_err(|_| bad())?;
         let bytes = value * scale as f64;
@@ -63,6 +59,11 @@ impl ByteSize {
         Ok(ByteSize(bytes.round() as u64))
     }
 }
+
+/// A size [`ByteSize::parse`] cannot read (the text given), with how to write one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid size \"{0}\"; write it like \"16MiB\", \"512KiB\", \"1GB\" or a number of bytes")]
+pub struct SizeError(pub String);
 
 /// The largest unit that divides the size exactly (`16MiB`, `1500B`).
 impl fmt::Display for ByteSize {

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use cicada_sys::timer::TimerFd;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -64,7 +65,7 @@ struct Pending {
 }
 
 struct Inner {
-    timer: tokio::io::unix::AsyncFd<sys::TimerFd>,
+    timer: tokio::io::unix::AsyncFd<TimerFd>,
     pending: Mutex<Pending>,
 }
 
@@ -80,7 +81,7 @@ impl Inner {
         if p.armed.is_some_and(|a| a <= at) {
             return;
         }
-        match self.timer.get_ref().arm(at) {
+        match self.timer.get_ref().arm(at.into_std()) {
             Ok(()) => p.armed = Some(at),
             Err(e) => tracing::warn!(error = %e, "cannot arm the mock's token timer"),
         }
@@ -108,7 +109,7 @@ impl PreciseClock {
     /// Start the timer on the current runtime (tokio's timer alone when no
     /// timerfd can be had).
     pub fn start() -> (PreciseClock, ClockDriver) {
-        let timer = sys::TimerFd::new().and_then(|t| {
+        let timer = TimerFd::new().and_then(|t| {
             // SAFETY: the TimerFd owns its descriptor, keeps it open until it
             // is dropped with the AsyncFd, and always returns that same one.
             unsafe {
@@ -269,145 +270,6 @@ impl Future for Until {
             .coarse
             .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
         this.wait.poll_until(&this.clock, coarse, at, cx)
-    }
-}
-
-/// The timerfd itself: a few system calls, Linux only.
-#[cfg(target_os = "linux")]
-mod sys {
-    use std::io;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-
-    use tokio::time::Instant;
-
-    /// A non-blocking `CLOCK_MONOTONIC` timerfd.
-    pub struct TimerFd {
-        fd: OwnedFd,
-        /// `Instant` and the kernel's monotonic clock read at one moment, to
-        /// turn an `Instant` into an absolute expiry.
-        base: (Instant, libc::timespec),
-    }
-
-    impl AsRawFd for TimerFd {
-        fn as_raw_fd(&self) -> RawFd {
-            self.fd.as_raw_fd()
-        }
-    }
-
-    fn monotonic_now() -> io::Result<libc::timespec> {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes the timespec we own.
-        if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(ts)
-    }
-
-    impl TimerFd {
-        pub fn new() -> io::Result<TimerFd> {
-            // SAFETY: timerfd_create takes no pointers; the fd it returns is ours.
-            let raw = unsafe {
-                libc::timerfd_create(
-                    libc::CLOCK_MONOTONIC,
-                    libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-                )
-            };
-            if raw < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: `raw` is a freshly created descriptor nobody else owns.
-            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-            let base = (Instant::now(), monotonic_now()?);
-            Ok(TimerFd { fd, base })
-        }
-
-        /// Fire once at `at` (at once if it has passed).
-        pub fn arm(&self, at: Instant) -> io::Result<()> {
-            let (base_instant, base_ts) = self.base;
-            let base_ns = base_ts.tv_sec as i128 * 1_000_000_000 + base_ts.tv_nsec as i128;
-            let delta_ns = if at >= base_instant {
-                at.duration_since(base_instant).as_nanos() as i128
-            } else {
-                -(base_instant.duration_since(at).as_nanos() as i128)
-            };
-            // zero would disarm: the earliest expiry is 1 ns
-            let ns = (base_ns + delta_ns).max(1);
-            let spec = libc::itimerspec {
-                it_interval: libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 0,
-                },
-                it_value: libc::timespec {
-                    tv_sec: (ns / 1_000_000_000) as libc::time_t,
-                    tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-                },
-            };
-            // SAFETY: the itimerspec is ours and valid; the old value is not asked for.
-            let r = unsafe {
-                libc::timerfd_settime(
-                    self.fd.as_raw_fd(),
-                    libc::TFD_TIMER_ABSTIME,
-                    &spec,
-                    std::ptr::null_mut(),
-                )
-            };
-            if r != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        }
-
-        /// Consume the expiry count (`WouldBlock` when it has not fired).
-        pub fn read_expiries(&self) -> io::Result<u64> {
-            let mut n = 0u64;
-            // SAFETY: reads 8 bytes into the u64 we own.
-            let r = unsafe {
-                libc::read(
-                    self.fd.as_raw_fd(),
-                    (&mut n as *mut u64).cast(),
-                    std::mem::size_of::<u64>(),
-                )
-            };
-            if r < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(n)
-        }
-    }
-}
-
-/// Without timerfd the clock is always coarse.
-#[cfg(not(target_os = "linux"))]
-mod sys {
-    use std::io;
-    use std::os::fd::{AsRawFd, RawFd};
-
-    use tokio::time::Instant;
-
-    pub struct TimerFd;
-
-    impl AsRawFd for TimerFd {
-        fn as_raw_fd(&self) -> RawFd {
-            -1
-        }
-    }
-
-    impl TimerFd {
-        pub fn new() -> io::Result<TimerFd> {
-            Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "timerfd is Linux only",
-            ))
-        }
-        pub fn arm(&self, _at: Instant) -> io::Result<()> {
-            Ok(())
-        }
-        pub fn read_expiries(&self) -> io::Result<u64> {
-            Ok(0)
-        }
     }
 }
 

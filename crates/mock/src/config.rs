@@ -1,112 +1,91 @@
 //! The mock server's specification, one type for both of its spellings: a
 //! scenario's `[mock]` section (when `target.backend = "mock"`, which the
-//! scenario model reads straight into it) and `cicada mock`'s flags. The
-//! server runs exactly this.
+//! scenario model reads straight into it) and `cicada mock`'s flags (which
+//! the binary turns into it). The server runs exactly this.
 
 use cicada_metrics::Outcome;
 use serde::{Deserialize, Serialize};
 
 /// How the mock behaves: timing, output length, dialect, faults. `cicada mock`'s
-/// flags and a scenario's `[mock]` section are this one type, so both spell
-/// every option alike and share its defaults and checks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
+/// flags (the binary's mirror of these fields) and a scenario's `[mock]`
+/// section become this one type, so both spell every option alike and share
+/// its checks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MockConfig {
     /// Time from receiving a request to its first content event, ms.
-    #[arg(long, default_value_t = 50.0)]
     pub ttft_ms: f64,
     /// Gap between consecutive output tokens, ms (an event of k tokens follows k gaps).
-    #[arg(long, default_value_t = 10.0)]
     pub itl_ms: f64,
     /// Output tokens carried by each SSE event (speculative decoding, multi-step).
-    #[arg(long, default_value_t = 1)]
     pub tokens_per_event: u32,
     /// Output tokens when the request does not ask for a number.
-    #[arg(long, default_value_t = 128)]
     pub output_tokens: u32,
     /// Uniform jitter added to each event's deadline, ± ms (0 = exact).
-    #[arg(long, default_value_t = 0.0)]
     pub jitter_ms: f64,
     /// Extra TTFT per request already in flight, ms: latency that rises with load.
-    #[arg(long, default_value_t = 0.0)]
     pub ttft_per_inflight_ms: f64,
     /// Extra inter-token gap per request in flight, ms.
-    #[arg(long, default_value_t = 0.0)]
     pub itl_per_inflight_ms: f64,
     /// Report usage (prompt and completion tokens) when the client asks for it.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub usage: bool,
     /// Send a role-only first chunk on chat streams, as vLLM does.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub role_chunk: bool,
     /// End every response after this many tokens, as if the model emitted
     /// end-of-sequence, unless the request sets `ignore_eos` (`min_tokens`
     /// raises the point): outputs shorter than asked, on demand. OpenAI routes
     /// finish with "stop", TGI with "eos_token", llama.cpp with `stop_type`
     /// "eos"; Triton streams just end.
-    #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eos_after_tokens: Option<u32>,
     /// Model id served at /v1/models (and the Triton model name).
-    #[arg(long, default_value = "cicada-mock")]
     pub model: String,
     /// The API a scenario drives the embedded mock through; on the OpenAI
     /// routes the llama.cpp choices also switch to llama.cpp's dialect
     /// (`timings`, separate finish chunk). Native TGI, llama.cpp and Triton
     /// routes are always served.
-    #[arg(long, value_enum, default_value_t = MockApi::OpenaiChat)]
     pub api: MockApi,
     /// KV-cache capacity in tokens, for the `vllm:kv_cache_usage_perc` gauge
     /// and the preemption counter (a request whose prompt plus requested
     /// output would overfill the cache counts one preemption).
-    #[arg(long, default_value_t = 1_000_000)]
     pub kv_cache_tokens: u64,
     /// Simulate vLLM's prefix cache (16-token blocks): cache hits are counted
     /// in `/metrics` and in llama.cpp's `timings.cache_n`.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub prefix_cache: bool,
     /// Report `usage.prompt_tokens_details.cached_tokens` (vLLM's
     /// `--enable-prompt-tokens-details`).
-    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub prompt_tokens_details: bool,
     /// Speculative tokens proposed per decode step (0 = no speculative
     /// decoding). Each event after the first is one step whose extra tokens
     /// (`tokens_per_event - 1`, at most this many) count as accepted drafts.
-    #[arg(long, default_value_t = 0)]
     pub spec_tokens: u32,
     /// Require `Authorization: Bearer <key>` on the API routes, as vLLM's
     /// `--api-key` does (`x-api-key: <key>` on `/v1/messages`, as Anthropic
     /// reads it; health and metrics stay open). Command line only:
     /// never read from or written to a scenario.
-    #[arg(long, env = "CICADA_MOCK_API_KEY", hide_env_values = true)]
     #[serde(skip)]
     pub api_key: Option<String>,
     /// Close every connection once its response is out, while answering as
     /// if it were kept alive (no `Connection: close`), as llama.cpp's
     /// `llama-server` does: a client that reuses it must reconnect.
-    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     #[serde(default)]
     pub close_after_response: bool,
     /// Close a keep-alive connection after this long without a request, ms
     /// (uvicorn's keep-alive timeout in front of vLLM and SGLang is 5 s).
-    #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_timeout_ms: Option<u64>,
     /// End each connection once it has taken this many requests, as nginx's
     /// `keepalive_requests` does: HTTP/2 says GOAWAY (streams already sent
     /// finish, later ones are refused), HTTP/1.1 closes after that response.
-    #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keepalive_requests: Option<u32>,
     /// `SETTINGS_MAX_CONCURRENT_STREAMS` on HTTP/2 connections (hyper's
     /// default otherwise): streams past it are refused (`REFUSED_STREAM`).
-    #[arg(long)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub h2_max_streams: Option<u32>,
     /// Share of tool-call and JSON answers (requests with tools or a
     /// response format) broken on purpose: a value of the wrong type, which
     /// a client's check must count as `invalid_output`.
-    #[arg(long, default_value_t = 0.0)]
     #[serde(skip_serializing_if = "is_zero_share")]
     pub invalid_output: f64,
     /// Output tokens each chat, Responses or Messages answer spends
@@ -116,19 +95,15 @@ pub struct MockConfig {
     /// a reasoning item (`output_tokens_details.reasoning_tokens`); on
     /// Messages as a thinking block (no count in Anthropic's usage). They
     /// stay part of the output count, as vLLM counts them. 0: no reasoning.
-    #[arg(long, default_value_t = 0)]
     #[serde(skip_serializing_if = "is_zero")]
     pub reasoning_tokens: u32,
     /// Which delta field carries the reasoning: vLLM's `reasoning_content`,
     /// vLLM 0.32's newer `reasoning`, or both at once.
-    #[arg(long, value_enum, default_value_t = ReasoningField::ReasoningContent)]
     #[serde(skip_serializing_if = "ReasoningField::is_default")]
     pub reasoning_field: ReasoningField,
     /// Seed for jitter and fault selection.
-    #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Fault injection rates.
-    #[command(flatten)]
     #[serde(default)]
     pub faults: FaultRates,
 }
@@ -143,11 +118,8 @@ fn is_zero(n: &u32) -> bool {
 }
 
 /// The chat delta field a reasoning mock puts its thinking in.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[value(rename_all = "snake_case")]
 pub enum ReasoningField {
     /// `reasoning_content` (vLLM's reasoning parsers, llama.cpp's `deepseek` format).
     #[default]
@@ -165,11 +137,8 @@ impl ReasoningField {
 }
 
 /// The API a client uses to talk to the mock.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-#[value(rename_all = "kebab-case")]
 pub enum MockApi {
     /// OpenAI chat completions, vLLM's dialect.
     #[default]
@@ -247,32 +216,24 @@ impl MockApi {
 }
 
 /// Probability, per request, of each injected fault (their sum must be ≤ 1).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, clap::Args)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FaultRates {
     /// Answer 429 Too Many Requests.
-    #[arg(long = "fault-http-429", default_value_t = 0.0)]
     pub http_429: f64,
     /// Answer 500 Internal Server Error.
-    #[arg(long = "fault-http-500", default_value_t = 0.0)]
     pub http_500: f64,
     /// Reset the connection half-way through the stream.
-    #[arg(long = "fault-reset", default_value_t = 0.0)]
     pub reset: f64,
     /// Send an event whose JSON is malformed.
-    #[arg(long = "fault-malformed", default_value_t = 0.0)]
     pub malformed: f64,
     /// Send an in-band `{"error": ...}` event inside the 200 stream.
-    #[arg(long = "fault-error-event", default_value_t = 0.0)]
     pub error_event: f64,
     /// Stop sending after the first token and hold the connection open.
-    #[arg(long = "fault-stall", default_value_t = 0.0)]
     pub stall: f64,
     /// End the stream cleanly but without a finish reason or `[DONE]`.
-    #[arg(long = "fault-truncate", default_value_t = 0.0)]
     pub truncate: f64,
     /// Complete with no content at all.
-    #[arg(long = "fault-empty", default_value_t = 0.0)]
     pub empty: f64,
 }
 

@@ -32,8 +32,25 @@ struct Part<'a> {
     data: &'a [u8],
 }
 
+/// What is wrong with an upload form (the mock answers 400 with it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FormError(pub String);
+
+impl From<String> for FormError {
+    fn from(message: String) -> Self {
+        Self(message)
+    }
+}
+
+impl From<&str> for FormError {
+    fn from(message: &str) -> Self {
+        Self(message.to_string())
+    }
+}
+
 /// The parts of `body` split at `--boundary` lines.
-fn parts<'a>(body: &'a [u8], boundary: &str) -> Result<Vec<Part<'a>>, String> {
+fn parts<'a>(body: &'a [u8], boundary: &str) -> Result<Vec<Part<'a>>, FormError> {
     let delim = format!("--{boundary}");
     let finder = memchr::memmem::Finder::new(delim.as_bytes());
     let mut at = finder
@@ -81,14 +98,17 @@ fn parts<'a>(body: &'a [u8], boundary: &str) -> Result<Vec<Part<'a>>, String> {
             data,
         });
         if out.len() > MAX_FIELDS {
-            return Err(format!("more than {MAX_FIELDS} parts"));
+            return Err(FormError(format!("more than {MAX_FIELDS} parts")));
         }
         at = body.len() - content.len() + end + delim.len();
     }
 }
 
 /// The transcription request in `body`, and the bytes of its `file`.
-pub(crate) fn transcription(body: &[u8], boundary: &str) -> Result<(IncomingRequest, u64), String> {
+pub(crate) fn transcription(
+    body: &[u8],
+    boundary: &str,
+) -> Result<(IncomingRequest, u64), FormError> {
     let mut req = IncomingRequest::default();
     let mut file = None;
     let mut options = StreamOptions::default();
@@ -98,10 +118,10 @@ pub(crate) fn transcription(body: &[u8], boundary: &str) -> Result<(IncomingRequ
             continue;
         }
         if p.data.len() > MAX_FIELD_BYTES {
-            return Err(format!(
+            return Err(FormError(format!(
                 "field {} is longer than {MAX_FIELD_BYTES} bytes",
                 p.name
-            ));
+            )));
         }
         let v =
             std::str::from_utf8(p.data).map_err(|_| format!("field {} is not UTF-8", p.name))?;
@@ -179,13 +199,14 @@ mod tests {
         }
         let no_file = form(&[("model", None, b"m")]);
         assert_eq!(
-            transcription(&no_file, B).unwrap_err(),
+            transcription(&no_file, B).unwrap_err().to_string(),
             "the form has no file"
         );
         let bad = form(&[
             ("file", Some("a"), b""),
             ("max_completion_tokens", None, b"x"),
         ]);
-        assert!(transcription(&bad, B).unwrap_err().contains("not a count"));
+        let e = transcription(&bad, B).unwrap_err().to_string();
+        assert!(e.contains("not a count"));
     }
 }

@@ -75,21 +75,40 @@ impl<'de> Deserialize<'de> for Span {
 /// and every command-line flag), so one grammar serves them all: a number of
 /// seconds ("30", "0.5") or a human string ("500ms", "30s", "20m", "1h 30m");
 /// never negative.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
     if t.starts_with('-') {
-        return Err(format!("a duration cannot be negative, got \"{text}\""));
+        return Err(DurationError::Negative(text.to_string()));
     }
     if let Ok(secs) = t.parse::<f64>() {
-        return Duration::try_from_secs_f64(secs).map_err(|_| {
-            format!("a duration is a number of seconds from 0 to about 1.8e19, got \"{text}\"")
-        });
+        return Duration::try_from_secs_f64(secs)
+            .map_err(|_| DurationError::OutOfRange(text.to_string()));
     }
-    humantime::parse_duration(t).map_err(|e| {
-        format!(
-            "invalid duration \"{text}\" ({e}); write it like \"500ms\", \"30s\", \"20m\" or \"1h 30m\""
-        )
+    humantime::parse_duration(t).map_err(|reason| DurationError::Invalid {
+        text: text.to_string(),
+        reason,
     })
+}
+
+/// A duration [`parse_duration`] cannot read, with how to write one.
+#[derive(Debug, thiserror::Error)]
+pub enum DurationError {
+    /// A minus sign in front.
+    #[error("a duration cannot be negative, got \"{0}\"")]
+    Negative(String),
+    /// A number of seconds past what a `Duration` holds.
+    #[error("a duration is a number of seconds from 0 to about 1.8e19, got \"{0}\"")]
+    OutOfRange(String),
+    /// Neither a number nor a human duration.
+    #[error(
+        "invalid duration \"{text}\" ({reason}); write it like \"500ms\", \"30s\", \"20m\" or \"1h 30m\""
+    )]
+    Invalid {
+        /// What was given.
+        text: String,
+        /// What the human-duration reader said.
+        reason: humantime::DurationError,
+    },
 }
 
 /// A request rate in requests per second, or unbounded (`"inf"`: everything at t0).

@@ -134,24 +134,25 @@ impl Structured {
     }
 
     /// Check an output; `Err` says what is wrong with it.
-    pub fn check(&self, out: &Output) -> Result<(), String> {
+    pub fn check(&self, out: &Output) -> Result<(), OutputError> {
         match &self.shape.tool_choice {
             Some(ToolChoice::Required) if out.calls.is_empty() => {
-                return Err("no tool call, and tool_choice is \"required\"".to_string());
+                return Err(OutputError::NoCallRequired);
             }
             Some(ToolChoice::Function(name)) if !out.calls.iter().any(|c| &c.name == name) => {
-                return Err(format!(
-                    "no call of {name:?}, and tool_choice names that function"
-                ));
+                return Err(OutputError::NoCallOf(name.clone()));
             }
             Some(ToolChoice::None) if !out.calls.is_empty() => {
-                return Err("a tool call, and tool_choice is \"none\"".to_string());
+                return Err(OutputError::CallForbidden);
             }
             _ => {}
         }
-        for (k, call) in out.calls.iter().enumerate() {
-            self.check_call(call)
-                .map_err(|e| format!("tool call {k} ({:?}): {e}", call.name))?;
+        for (index, call) in out.calls.iter().enumerate() {
+            self.check_call(call).map_err(|reason| OutputError::Call {
+                index,
+                name: call.name.clone(),
+                reason,
+            })?;
         }
         if !out.calls.is_empty() {
             // a turn that calls tools answers with the calls, not with text
@@ -160,35 +161,90 @@ impl Structured {
         match &self.answer {
             None => Ok(()),
             Some(rule) => {
-                let v = parse(&out.answer).map_err(|e| format!("the answer {e}"))?;
+                let v = parse(&out.answer).map_err(OutputError::AnswerNotJson)?;
                 match rule {
                     AnswerRule::JsonObject if v.is_object() => Ok(()),
-                    AnswerRule::JsonObject => Err(format!(
-                        "the answer is JSON but not an object: {}",
-                        clip(&out.answer)
-                    )),
+                    AnswerRule::JsonObject => Err(OutputError::NotAnObject(clip(&out.answer))),
                     AnswerRule::Schema(at) => self
                         .schemas
                         .validate(&v, *at)
-                        .map_err(|e| format!("the answer breaks its schema: {}", leaves(&e))),
+                        .map_err(|e| OutputError::AnswerSchema(leaves(&e))),
                 }
             }
         }
     }
 
-    fn check_call(&self, call: &ToolCall) -> Result<(), String> {
+    fn check_call(&self, call: &ToolCall) -> Result<(), CallError> {
         let Some(i) = self.shape.tools.iter().position(|t| t.name == call.name) else {
-            return Err("calls a function that is not among the tools".to_string());
+            return Err(CallError::UnknownFunction);
         };
-        let v = parse(&call.arguments).map_err(|e| format!("its arguments {e}"))?;
+        let v = parse(&call.arguments).map_err(CallError::ArgumentsNotJson)?;
         match self.parameters[i] {
             None => Ok(()),
             Some(at) => self
                 .schemas
                 .validate(&v, at)
-                .map_err(|e| format!("its arguments break the parameters: {}", leaves(&e))),
+                .map_err(|e| CallError::ArgumentsSchema(leaves(&e))),
         }
     }
+}
+
+/// What is wrong with an output held to the shape its request asked for
+/// (the worker counts it as `invalid_output`, with this as its reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OutputError {
+    /// `tool_choice: "required"` and no call.
+    #[error("no tool call, and tool_choice is \"required\"")]
+    NoCallRequired,
+    /// `tool_choice` names a function that was not called.
+    #[error("no call of {0:?}, and tool_choice names that function")]
+    NoCallOf(String),
+    /// `tool_choice: "none"` and a call.
+    #[error("a tool call, and tool_choice is \"none\"")]
+    CallForbidden,
+    /// A tool call that breaks its tool.
+    #[error("tool call {index} ({name:?}): {reason}")]
+    Call {
+        /// Its place among the calls.
+        index: usize,
+        /// The function it calls.
+        name: String,
+        /// What is wrong with it.
+        reason: CallError,
+    },
+    /// The answer is not JSON.
+    #[error("the answer {0}")]
+    AnswerNotJson(NotJson),
+    /// `json_object` asked and the JSON is not an object (quoted, clipped).
+    #[error("the answer is JSON but not an object: {0}")]
+    NotAnObject(String),
+    /// The answer breaks its schema (the innermost reasons).
+    #[error("the answer breaks its schema: {0}")]
+    AnswerSchema(String),
+}
+
+/// What is wrong with one tool call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The function is not among the tools offered.
+    #[error("calls a function that is not among the tools")]
+    UnknownFunction,
+    /// The arguments are not JSON.
+    #[error("its arguments {0}")]
+    ArgumentsNotJson(NotJson),
+    /// The arguments break the function's parameters (the innermost reasons).
+    #[error("its arguments break the parameters: {0}")]
+    ArgumentsSchema(String),
+}
+
+/// Text that should have been JSON: the reader's complaint and the text (quoted, clipped).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("is not JSON ({reason}): {text}")]
+pub struct NotJson {
+    /// What the JSON reader said.
+    pub reason: String,
+    /// The text, quoted and clipped.
+    pub text: String,
 }
 
 /// Longest piece of a bad output quoted in its error.
@@ -206,8 +262,11 @@ fn clip(s: &str) -> String {
     format!("{:?}…", &s[..end])
 }
 
-fn parse(text: &str) -> Result<Value, String> {
-    serde_json::from_str(text).map_err(|e| format!("is not JSON ({e}): {}", clip(text)))
+fn parse(text: &str) -> Result<Value, NotJson> {
+    serde_json::from_str(text).map_err(|e| NotJson {
+        reason: e.to_string(),
+        text: clip(text),
+    })
 }
 
 /// The innermost reasons a value broke its schema, one per place.
@@ -266,11 +325,17 @@ mod tests {
         );
         assert!(s.checks());
         assert_eq!(s.check(&answer(" {\"age\": 3}\n")), Ok(()));
-        let e = s.check(&answer("{\"age\": \"x\"}")).unwrap_err();
+        let e = s
+            .check(&answer("{\"age\": \"x\"}"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("at '/age'") && e.contains("string"), "{e}");
-        let e = s.check(&answer("{}")).unwrap_err();
+        let e = s.check(&answer("{}")).unwrap_err().to_string();
         assert!(e.contains("age"), "{e}");
-        let e = s.check(&answer("```json\n{\"age\": 3}```")).unwrap_err();
+        let e = s
+            .check(&answer("```json\n{\"age\": 3}```"))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("the answer is not JSON"), "{e}");
     }
 
@@ -282,6 +347,7 @@ mod tests {
         assert!(
             s.check(&answer("[1]"))
                 .unwrap_err()
+                .to_string()
                 .contains("not an object")
         );
         assert!(s.check(&answer("{\"a\":")).is_err());
@@ -300,21 +366,25 @@ mod tests {
         assert_eq!(s.check(&call("weather", "{\"city\":\"Oslo\"}")), Ok(()));
         let e = s
             .check(&call("weather", "{\"town\":\"Oslo\"}"))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("tool call 0 (\"weather\")"), "{e}");
         assert!(
             s.check(&call("news", "{}"))
                 .unwrap_err()
+                .to_string()
                 .contains("not among")
         );
         assert!(
             s.check(&call("weather", "{\"city\":"))
                 .unwrap_err()
+                .to_string()
                 .contains("not JSON")
         );
         assert!(
             s.check(&answer("it is sunny"))
                 .unwrap_err()
+                .to_string()
                 .contains("required")
         );
         let auto = structured(tools.clone(), json!("auto"), json!(null));

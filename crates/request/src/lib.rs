@@ -17,7 +17,7 @@ mod shape;
 mod spelling;
 
 pub use api::{ResolvedSampling, ServerFamily, WireApi};
-pub use check::{Output, Structured, ToolCall};
+pub use check::{CallError, NotJson, Output, OutputError, Structured, ToolCall};
 pub use media::{Audio, Image, Media, MediaFile, WAV_HEADER_BYTES, synthetic_samples};
 pub use prompt::{ChatMessage, Prompt};
 pub use reach::{AddressChoice, DEFAULT_MAX_EVENT_SIZE, HttpVersion, ProxySetting, TlsSettings};

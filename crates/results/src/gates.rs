@@ -9,7 +9,6 @@ use cicada_metrics::Counter;
 use serde::Serialize;
 
 use super::RunResult;
-use crate::exit::{EXIT_FAILURE_RATIO, EXIT_SLO_GATE};
 
 /// Which gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -35,14 +34,6 @@ impl GateKind {
         match self {
             GateKind::MaxFailureRatio => "max_failure_ratio",
             GateKind::MinSloAttainment => "min_slo_attainment",
-        }
-    }
-
-    /// The process exit code when this gate fails.
-    pub fn exit_code(self) -> i32 {
-        match self {
-            GateKind::MaxFailureRatio => EXIT_FAILURE_RATIO,
-            GateKind::MinSloAttainment => EXIT_SLO_GATE,
         }
     }
 }
@@ -130,11 +121,11 @@ pub fn evaluate(r: &RunResult) -> Vec<Gate> {
     out
 }
 
-/// The exit code for a run whose results are `results` (its steps): the
-/// failure-ratio code if any result failed that gate, or, with no
+/// The gate that fails a run whose results are `results` (its steps), which
+/// the binary turns into its exit code: the failure-ratio gate if any result failed that gate, or, with no
 /// `output.max_failure_ratio` set, if more than half of the run's requests
-/// failed ([`super::verdict`]); else the SLO code; else None.
-pub fn exit_code<'a, I>(results: I) -> Option<i32>
+/// failed ([`super::verdict`]); else the SLO gate; else None.
+pub fn failed_gate<'a, I>(results: I) -> Option<GateKind>
 where
     I: IntoIterator<Item = &'a RunResult>,
     I::IntoIter: Clone,
@@ -152,7 +143,6 @@ where
     [GateKind::MaxFailureRatio, GateKind::MinSloAttainment]
         .into_iter()
         .find(|k| failed.contains(k))
-        .map(GateKind::exit_code)
 }
 
 #[cfg(test)]
@@ -165,23 +155,29 @@ mod tests {
     fn gates_pass_and_fail_at_their_limits() {
         let mut s = Scenario::default();
         assert!(evaluate(&result(s.clone(), 9, 9, 1)).is_empty());
-        assert_eq!(exit_code([&result(s.clone(), 9, 9, 1)]), None);
+        assert_eq!(failed_gate([&result(s.clone(), 9, 9, 1)]), None);
         s.output.max_failure_ratio = Some(0.1);
         s.slo.ttft_ms = Some(100.0);
         s.slo.min_attainment = Some(0.8);
         let at_limits = result(s.clone(), 9, 8, 1);
         let g = evaluate(&at_limits);
         assert!(g.iter().all(|g| g.passed), "{g:?}");
-        assert_eq!(exit_code([&at_limits]), None);
+        assert_eq!(failed_gate([&at_limits]), None);
         let too_many_failures = result(s.clone(), 8, 8, 2);
-        assert_eq!(exit_code([&too_many_failures]), Some(EXIT_FAILURE_RATIO));
+        assert_eq!(
+            failed_gate([&too_many_failures]),
+            Some(GateKind::MaxFailureRatio)
+        );
         let g = evaluate(&too_many_failures);
         assert!(
             g[0].to_string()
                 .contains("exceeds output.max_failure_ratio")
         );
         let slo_missed = result(s.clone(), 10, 7, 0);
-        assert_eq!(exit_code([&at_limits, &slo_missed]), Some(EXIT_SLO_GATE));
+        assert_eq!(
+            failed_gate([&at_limits, &slo_missed]),
+            Some(GateKind::MinSloAttainment)
+        );
         assert!(
             evaluate(&slo_missed)[1]
                 .to_string()
@@ -189,7 +185,10 @@ mod tests {
         );
         // the failure gate's code wins when both fail
         let both = result(s.clone(), 1, 0, 9);
-        assert_eq!(exit_code([&slo_missed, &both]), Some(EXIT_FAILURE_RATIO));
+        assert_eq!(
+            failed_gate([&slo_missed, &both]),
+            Some(GateKind::MaxFailureRatio)
+        );
         // nothing sent: no failures, but no attainment either
         let empty = result(s, 0, 0, 0);
         let g = evaluate(&empty);
@@ -199,24 +198,24 @@ mod tests {
     #[test]
     fn a_mostly_failed_run_exits_4_unless_a_failure_limit_is_set() {
         let mut s = Scenario::default();
-        assert_eq!(exit_code([&result(s.clone(), 5, 5, 5)]), None);
+        assert_eq!(failed_gate([&result(s.clone(), 5, 5, 5)]), None);
         assert_eq!(
-            exit_code([&result(s.clone(), 4, 4, 6)]),
-            Some(EXIT_FAILURE_RATIO)
+            failed_gate([&result(s.clone(), 4, 4, 6)]),
+            Some(GateKind::MaxFailureRatio)
         );
         // over the whole run: a failing step among good ones is not enough
         let good = result(s.clone(), 10, 10, 0);
-        assert_eq!(exit_code([&good, &result(s.clone(), 1, 1, 9)]), None);
+        assert_eq!(failed_gate([&good, &result(s.clone(), 1, 1, 9)]), None);
         // before the SLO gate's code, as an explicit failure gate would be
         s.slo.ttft_ms = Some(100.0);
         s.slo.min_attainment = Some(0.9);
         assert_eq!(
-            exit_code([&result(s.clone(), 1, 0, 9)]),
-            Some(EXIT_FAILURE_RATIO)
+            failed_gate([&result(s.clone(), 1, 0, 9)]),
+            Some(GateKind::MaxFailureRatio)
         );
         // an explicit limit replaces the default one
         s.slo = Default::default();
         s.output.max_failure_ratio = Some(1.0);
-        assert_eq!(exit_code([&result(s, 0, 0, 10)]), None);
+        assert_eq!(failed_gate([&result(s, 0, 0, 10)]), None);
     }
 }

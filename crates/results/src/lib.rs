@@ -2,10 +2,10 @@
 //! everything that turns it into output: the [`sink::Sink`] every output
 //! implements, the console ([`console::Console`]), the result files
 //! ([`files::Files`]: `result.json`, `summary.csv`, the streamed files,
-//! `report.html`), the run gates, the run's
-//! last-line verdict, the client's health verdict, the exit codes, and
-//! `cicada report`, which reads result files back (as tables, or as
-//! comparison curves with `--html`).
+//! `report.html`), the run gates, the run's last-line verdict (which gate
+//! failed; the binary turns it into an exit code), the client's health
+//! verdict, and `cicada report`, which reads result files back (as tables,
+//! or as comparison curves with `--html`).
 //!
 //! The coordinator builds a [`RunResult`] per finished step (from its merged
 //! aggregate, the fleet's shares and the servers' view) and hands it, with
@@ -20,7 +20,6 @@ pub mod compare_html;
 pub mod console;
 pub mod csv;
 pub mod document;
-pub mod exit;
 pub mod files;
 pub mod gates;
 pub mod hlog;

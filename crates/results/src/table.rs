@@ -180,7 +180,7 @@ pub fn json(rows: &[Row]) -> String {
 }
 
 /// How `cicada report` prints its table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// A Markdown table (GitHub-flavoured).
     Markdown,

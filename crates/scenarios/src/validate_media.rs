@@ -18,12 +18,12 @@ pub(crate) fn media_problems(s: &Scenario) -> Vec<(String, String)> {
     match &s.dataset {
         Dataset::RandomMm(d) => {
             if let Err(m) = item_bounds(d) {
-                out.push(("dataset.num_mm_items_range_ratio".into(), m));
+                out.push(("dataset.num_mm_items_range_ratio".into(), m.0));
             }
             if d.image_dir.is_none()
                 && let Err(m) = image_buckets(d)
             {
-                out.push(("dataset.bucket_config".into(), m));
+                out.push(("dataset.bucket_config".into(), m.0));
             }
             if backend.spelling(s.mock.api).is_none() {
                 out.push((

@@ -8,8 +8,6 @@ mod knobs;
 
 use std::path::{Path, PathBuf};
 
-use clap::Args;
-
 use crate::error::ScenarioError;
 use crate::load::LoadedScenario;
 use crate::overlay::{self, Knob, Overlay, SloBound};
@@ -22,124 +20,80 @@ fn bad(message: String) -> ScenarioError {
 }
 
 /// The `vllm bench serve` flags `cicada run` understands.
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Default)]
 pub struct VllmFlags {
     /// Serving API (vLLM's names work too: llama.cpp, tensorrt-llm, ...).
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub backend: Option<String>,
     /// Server base URL, with any path prefix (default http://HOST:PORT).
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub base_url: Option<String>,
     /// Server host when no --base-url is given.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub host: Option<String>,
     /// Server port when no --base-url is given.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub port: Option<u16>,
     /// Route appended to the base URL.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub endpoint: Option<String>,
     /// Model id (default: the first one the server lists).
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub model: Option<String>,
     /// LoRA adapters the requests split over, as vLLM's server lists them
     /// (NAME or NAME=PATH; the names become target.models, equal weights).
-    #[arg(long, num_args = 1.., value_name = "NAME[=PATH]", help_heading = "vllm bench serve flags")]
     pub lora_modules: Vec<String>,
     /// How requests pick an adapter: random or round-robin.
-    #[arg(
-        long,
-        value_name = "random|round-robin",
-        help_heading = "vllm bench serve flags"
-    )]
     pub lora_assignment: Option<String>,
     /// Tokenizer: a tokenizer.json, a model directory or a cached hub id.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub tokenizer: Option<String>,
     /// Dataset kind.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub dataset_name: Option<String>,
     /// Dataset file.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub dataset_path: Option<PathBuf>,
     /// Requests in the run.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub num_prompts: Option<u64>,
     /// Mean arrival rate (req/s) or "inf".
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub request_rate: Option<String>,
     /// Gamma shape of arrival gaps (1 = Poisson).
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub burstiness: Option<f64>,
     /// Most requests in flight at once.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub max_concurrency: Option<u32>,
     /// Seed for sampling and arrivals.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub seed: Option<u64>,
     /// Generate past end-of-sequence up to the asked length.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub ignore_eos: bool,
     /// Metrics with printed percentiles, comma-separated (ttft,tpot,itl,e2el,...).
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub percentile_metrics: Option<String>,
     /// Percentiles to print, comma-separated (e.g. 25,50,99).
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub metric_percentiles: Option<String>,
     /// Accepted for compatibility: cicada always saves result.json.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub save_result: bool,
     /// Also write every request's record to requests.jsonl (output.save_detailed).
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub save_detailed: bool,
     /// Directory for the result files (output.dir).
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub result_dir: Option<PathBuf>,
     /// File name of the JSON result (output.result_filename).
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub result_filename: Option<String>,
     /// random dataset: prompt length in tokens.
-    #[arg(long, alias = "input-len", help_heading = "vllm bench serve flags")]
     pub random_input_len: Option<u32>,
     /// random dataset: output length in tokens.
-    #[arg(long, alias = "output-len", help_heading = "vllm bench serve flags")]
     pub random_output_len: Option<u32>,
     /// random dataset: lengths vary within ± this ratio.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub random_range_ratio: Option<f64>,
     /// random dataset: tokens of a shared prefix.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub random_prefix_len: Option<u32>,
     /// random-mm dataset: images per request, about.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub random_mm_base_items_per_request: Option<u32>,
     /// random-mm dataset: image counts vary within ± this ratio.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub random_mm_num_mm_items_range_ratio: Option<f64>,
     /// random-mm dataset: most items per request by modality, as JSON ('{"image": 3}').
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub random_mm_limit_mm_per_prompt: Option<String>,
     /// random-mm dataset: image sizes and weights, vLLM's '{(H, W, 1): p, ...}'.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub random_mm_bucket_config: Option<String>,
     /// Sampling temperature.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub temperature: Option<f64>,
     /// Nucleus sampling.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub top_p: Option<f64>,
     /// Top-k sampling.
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub top_k: Option<i64>,
     /// Extra request header KEY=VALUE (repeatable).
-    #[arg(
-        long = "header",
-        value_name = "KEY=VALUE",
-        help_heading = "vllm bench serve flags"
-    )]
     pub headers: Vec<String>,
     /// Seconds to wait for the server to be ready (0 skips the check).
-    #[arg(long, help_heading = "vllm bench serve flags")]
     pub ready_check_timeout_sec: Option<u64>,
 }
 

@@ -6,8 +6,8 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use cicada_client::sys::resource_usage;
 use cicada_metrics::{LatencyHistogram, Metric, MetricSet};
+use cicada_sys::process::{page_size, resource_usage};
 use tokio_util::sync::CancellationToken;
 
 /// How often the ticker checks its own lateness.
@@ -39,9 +39,7 @@ pub fn rss_bytes() -> u64 {
         .ok()
         .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
         .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages * page.max(0) as u64
+    pages * page_size()
 }
 
 impl Health {
@@ -112,14 +110,9 @@ mod tests {
 
     /// CPU time of the calling thread, µs.
     fn thread_cpu_us() -> u64 {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime only writes into the struct we pass.
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-        ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
+        let cpu = cicada_sys::clock::now(cicada_sys::clock::Clock::ThreadCpu)
+            .expect("clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+        cpu.as_micros() as u64
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]

@@ -31,48 +31,31 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Command-line arguments of `cicada worker`.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone)]
 pub struct WorkerArgs {
     /// Coordinator address, e.g. http://10.0.0.1:7000 (HOST:PORT alone means http://HOST:PORT)
-    #[arg(long, env = "CICADA_COORDINATOR", value_parser = coordinator_url)]
     pub coordinator: String,
     /// Environment variable holding the shared worker token.
-    #[arg(long, default_value = "CICADA_TOKEN")]
     pub token_env: String,
     /// File holding the shared worker token (instead of the environment).
-    #[arg(long)]
     pub token_file: Option<PathBuf>,
     /// This worker's index, when a scheduler assigns one (defaults to
     /// JOB_COMPLETION_INDEX or SLURM_PROCID when set, else the coordinator decides).
-    #[arg(long)]
     pub index: Option<u32>,
     /// Runtime threads (default: every CPU this process may use).
-    #[arg(long)]
     pub threads: Option<usize>,
     /// How long to keep dialling a coordinator that is not up yet.
-    #[arg(long, default_value = "2m", value_parser = cicada_plan::units::parse_duration)]
     pub dial_timeout: Duration,
     /// CA certificate (PEM) to verify an https coordinator (default: system roots).
-    #[arg(long)]
     pub tls_ca: Option<PathBuf>,
     /// Client certificate (PEM) for mutual TLS.
-    #[arg(long, requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// Client private key (PEM) for mutual TLS.
-    #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
     /// Server name to verify (default: the host in --coordinator).
-    #[arg(long)]
     pub tls_domain: Option<String>,
     /// Tests only: shift this worker's wall clock by this many ms, standing
     /// for a host whose clock is off (hosts of a test share one kernel clock).
-    #[arg(
-        long,
-        hide = true,
-        hide_env = true,
-        env = "CICADA_CLOCK_SKEW_MS",
-        allow_hyphen_values = true
-    )]
     pub clock_skew_ms: Option<i64>,
 }
 
@@ -113,7 +96,7 @@ pub fn spawn_in_process(
 /// `--coordinator` as a URL: `HOST:PORT` alone is plain http, as the
 /// coordinator's own `--listen HOST:PORT` is; another scheme is refused at
 /// once rather than after the dial timeout.
-fn coordinator_url(given: &str) -> Result<String, String> {
+pub fn coordinator_url(given: &str) -> Result<String, AddressError> {
     let given = given.trim();
     let url = if given.contains("://") {
         given.to_string()
@@ -123,11 +106,22 @@ fn coordinator_url(given: &str) -> Result<String, String> {
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"))
-        .ok_or_else(|| format!("{given}: give http://HOST:PORT or https://HOST:PORT"))?;
+        .ok_or_else(|| AddressError::Scheme(given.to_string()))?;
     if rest.is_empty() || rest.starts_with('/') {
-        return Err(format!("{given}: no host; give http://HOST:PORT"));
+        return Err(AddressError::NoHost(given.to_string()));
     }
     Ok(url)
+}
+
+/// A coordinator address [`coordinator_url`] refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressError {
+    /// A scheme other than http or https.
+    #[error("{0}: give http://HOST:PORT or https://HOST:PORT")]
+    Scheme(String),
+    /// No host after the scheme.
+    #[error("{0}: no host; give http://HOST:PORT")]
+    NoHost(String),
 }
 
 /// The index a scheduler assigned through the environment, if any.
@@ -145,32 +139,37 @@ pub fn read_token(args: &WorkerArgs) -> std::io::Result<String> {
     Ok(std::env::var(&args.token_env).unwrap_or_default())
 }
 
+/// Why `cicada worker` ended before the run did.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// A TLS file named in the settings cannot be read.
+    #[error("cannot read a TLS file: {0}")]
+    Tls(std::io::Error),
+    /// The token file cannot be read.
+    #[error("cannot read the token: {0}")]
+    Token(std::io::Error),
+    /// The runtimes cannot start.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The link to the coordinator ended badly.
+    #[error(transparent)]
+    Link(#[from] LinkError),
+}
+
 /// `cicada worker`: join the coordinator and run this worker's share until
-/// the run ends or a signal says leave; returns the process exit code.
+/// the run ends or a signal says leave.
 ///
 /// Two runtimes: the load (requests, the dispatcher's hand-over, reports)
 /// on `--threads` threads, and the link to the coordinator (the gRPC
 /// connection, heartbeats, pings, stops) on a thread of its own, so a load
 /// loop that keeps every load thread busy, with a backlog of ready tasks,
 /// cannot delay a heartbeat past the coordinator's timeout.
-pub fn main(args: WorkerArgs) -> i32 {
+pub fn main(args: WorkerArgs) -> Result<(), WorkerError> {
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let tls = match args.tls() {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("worker: cannot read a TLS file: {e}");
-            return 2;
-        }
-    };
-    let token = match read_token(&args) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("worker: cannot read the token: {e}");
-            return 2;
-        }
-    };
+    let tls = args.tls().map_err(WorkerError::Tls)?;
+    let token = read_token(&args).map_err(WorkerError::Token)?;
     let runtimes = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .thread_name("cicada-load")
@@ -182,13 +181,7 @@ pub fn main(args: WorkerArgs) -> i32 {
                 .build()?;
             Ok((load, link))
         });
-    let (load, link) = match runtimes {
-        Ok(rts) => rts,
-        Err(e) => {
-            eprintln!("worker: cannot start the runtime: {e}");
-            return 1;
-        }
-    };
+    let (load, link) = runtimes.map_err(WorkerError::Runtime)?;
     if let Some(ms) = args.clock_skew_ms {
         clocksync::set_skew_ms(ms);
     }
@@ -215,13 +208,7 @@ pub fn main(args: WorkerArgs) -> i32 {
     drop(link);
     // whatever the load left (a request past its step) is not waited for
     load.shutdown_timeout(Duration::from_secs(1));
-    match result {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("worker: {e}");
-            e.exit_code()
-        }
-    }
+    Ok(result?)
 }
 
 #[cfg(test)]

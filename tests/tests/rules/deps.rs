@@ -47,13 +47,14 @@ pub fn package_name(manifest_text: &str) -> Option<String> {
 /// worker, below the client, the wire, the worker and the scenario model,
 /// above only `cicada-request` and `cicada-metrics`. The worker and the mock
 /// stand beside `cicada-scenarios`, the coordinator's file model, never on
-/// it ([`NEVER_REACHES`] says so through every path).
+/// it ([`NEVER_REACHES`] says so through every path). `cicada-sys` is the
+/// floor: libc only, the one door to the kernel for every crate that needs it.
 pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
     Some(match package {
-        "cicada-metrics" | "cicada-alias" => &[],
+        "cicada-metrics" | "cicada-alias" | "cicada-sys" => &[],
         "cicada-request" => &["cicada-metrics"],
         "cicada-plan" => &["cicada-metrics", "cicada-request"],
-        "cicada-mock" => &["cicada-metrics", "cicada-request"],
+        "cicada-mock" => &["cicada-metrics", "cicada-request", "cicada-sys"],
         "cicada-scenarios" => &[
             "cicada-metrics",
             "cicada-mock",
@@ -61,9 +62,14 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-request",
         ],
         "cicada-proto" => &["cicada-metrics", "cicada-plan", "cicada-request"],
-        "cicada-client" => &["cicada-metrics", "cicada-plan", "cicada-request"],
+        "cicada-client" => &[
+            "cicada-metrics",
+            "cicada-plan",
+            "cicada-request",
+            "cicada-sys",
+        ],
         "cicada-results" => &["cicada-metrics", "cicada-plan", "cicada-scenarios"],
-        "cicada-target" => &[
+        "cicada-probe" => &[
             "cicada-client",
             "cicada-metrics",
             "cicada-mock",
@@ -77,28 +83,36 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-plan",
             "cicada-proto",
             "cicada-request",
+            "cicada-sys",
         ],
         "cicada-coordinator" => &[
             "cicada-client",
             "cicada-metrics",
             "cicada-mock",
             "cicada-plan",
+            "cicada-probe",
             "cicada-proto",
             "cicada-results",
             "cicada-scenarios",
-            "cicada-target",
+            "cicada-sys",
         ],
         "cicada-bench" => &[
             "cicada-client",
             "cicada-coordinator",
             "cicada-metrics",
             "cicada-proto",
+            "cicada-sys",
         ],
+        // the binary reads the flags and hands each library its own settings
         "cicada" => &[
             "cicada-bench",
             "cicada-client",
             "cicada-coordinator",
+            "cicada-mock",
+            "cicada-plan",
             "cicada-results",
+            "cicada-scenarios",
+            "cicada-sys",
             "cicada-worker",
         ],
         _ => return None,

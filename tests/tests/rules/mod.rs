@@ -5,5 +5,6 @@ pub mod deps;
 pub mod length;
 pub mod modules;
 pub mod outputs;
+pub mod process;
 pub mod source;
 pub mod wire;

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{ApiCodec, Ask, EventInfo, Usage, decode, error_text, extra_body};
+use super::{ApiCodec, Ask, DecodeError, EventInfo, Usage, decode, error_text, extra_body};
 
 /// The request: the model and the texts (a one-text prompt is a list of one).
 pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
@@ -45,13 +45,13 @@ struct PoolUsage {
 
 /// A whole answer: how many vectors came back, and the server's count of
 /// input tokens (no output tokens: 0 are generated).
-pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
+pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, DecodeError> {
     let w: Whole = decode(body)?;
     if let Some(e) = w.error {
         return Ok(EventInfo::failed(error_text(&e)));
     }
     let Some(data) = w.data else {
-        return Err("the answer has no `data` list".to_string());
+        return Err("the answer has no `data` list".into());
     };
     Ok(pooled(data.len(), w.usage.and_then(|u| u.prompt_tokens)))
 }

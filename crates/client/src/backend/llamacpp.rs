@@ -9,7 +9,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::openai::Timings;
-use super::{ApiCodec, Ask, EventInfo, Usage, common_sampling, decode, error_text, extra_body};
+use super::{
+    ApiCodec, Ask, DecodeError, EventInfo, Usage, common_sampling, decode, error_text, extra_body,
+};
 
 pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     let s = &b.sampling;
@@ -69,7 +71,7 @@ fn interpret(e: Event<'_>) -> EventInfo<'_> {
 }
 
 /// One partial or final event.
-pub(super) fn parse(data: &[u8]) -> Result<EventInfo<'_>, String> {
+pub(super) fn parse(data: &[u8]) -> Result<EventInfo<'_>, DecodeError> {
     Ok(interpret(decode(data)?))
 }
 

@@ -13,8 +13,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{
-    ApiCodec, Ask, EventInfo, ToolCallPiece, Usage, common_sampling, decode, error_text,
-    extra_body, spelled,
+    ApiCodec, Ask, DecodeError, EventInfo, ToolCallPiece, Usage, common_sampling, decode,
+    error_text, extra_body, spelled,
 };
 
 /// `max_tokens` sent when the workload leaves the output length open: the
@@ -152,7 +152,7 @@ fn non_empty(s: Option<Cow<'_, str>>) -> Option<Cow<'_, str>> {
 }
 
 /// Interpret one streamed event (its `data:` payload).
-pub(super) fn parse_event(data: &[u8]) -> Result<EventInfo<'_>, String> {
+pub(super) fn parse_event(data: &[u8]) -> Result<EventInfo<'_>, DecodeError> {
     let e: Event<'_> = decode(data)?;
     let mut info = EventInfo::default();
     match e.kind.as_deref() {
@@ -213,7 +213,7 @@ pub(super) fn parse_event(data: &[u8]) -> Result<EventInfo<'_>, String> {
 }
 
 /// Interpret a whole non-streamed message: every block's text.
-pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
+pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, DecodeError> {
     let e: Event<'_> = decode(body)?;
     if let Some(err) = e.error.as_ref().filter(|v| !v.is_null()) {
         return Ok(EventInfo::failed(error_text(err)));

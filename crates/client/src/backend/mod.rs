@@ -200,7 +200,7 @@ impl ApiCodec {
     }
 
     /// Interpret one SSE data payload. `Err` means the payload is not the API's format.
-    pub fn parse_event<'a>(&self, data: &'a [u8]) -> Result<EventInfo<'a>, String> {
+    pub fn parse_event<'a>(&self, data: &'a [u8]) -> Result<EventInfo<'a>, DecodeError> {
         match self.api {
             WireApi::Completions | WireApi::Chat => openai::parse_event(self.api, data),
             // vLLM streams transcriptions as chat-completion chunks
@@ -219,7 +219,7 @@ impl ApiCodec {
     }
 
     /// Interpret a complete non-streamed response body.
-    pub fn parse_full<'a>(&self, body: &'a [u8]) -> Result<EventInfo<'a>, String> {
+    pub fn parse_full<'a>(&self, body: &'a [u8]) -> Result<EventInfo<'a>, DecodeError> {
         let mut info = match self.api {
             WireApi::Tgi => tgi::parse_full(body)?,
             WireApi::Responses => responses::parse_full(body)?,
@@ -255,16 +255,34 @@ fn clip(s: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{}…", &s[..end]))
 }
 
+/// A payload that is not in the API's format (the request counts as
+/// `bad_payload`, with this as its reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DecodeError(pub String);
+
+impl From<String> for DecodeError {
+    fn from(message: String) -> Self {
+        Self(message)
+    }
+}
+
+impl From<&str> for DecodeError {
+    fn from(message: &str) -> Self {
+        Self(message.to_string())
+    }
+}
+
 /// Parse a payload as `T`, or say what was wrong with it.
-fn decode<'a, T: serde::Deserialize<'a>>(data: &'a [u8]) -> Result<T, String> {
+fn decode<'a, T: serde::Deserialize<'a>>(data: &'a [u8]) -> Result<T, DecodeError> {
     let trimmed = data.trim_ascii();
     serde_json::from_slice(trimmed).map_err(|e| {
         let shown = String::from_utf8_lossy(&trimmed[..trimmed.len().min(SHOWN_BYTES)]);
         // serde quotes whole string values ("invalid type: string \"...\""): clip it too
-        format!(
+        DecodeError(format!(
             "invalid event JSON ({}): {shown}",
             clip(&e.to_string(), SHOWN_BYTES)
-        )
+        ))
     })
 }
 

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{ApiCodec, Ask, EventInfo, decode, error_text, extra_body};
+use super::{ApiCodec, Ask, DecodeError, EventInfo, decode, error_text, extra_body};
 
 /// The query and documents of a pool entry: a rerank prompt's own, or any
 /// other prompt's text as the query of no documents (refused by a server).
@@ -55,13 +55,13 @@ struct RerankUsage {
 
 /// A whole answer: how many scores came back, and the server's count of
 /// input tokens (no output tokens: 0 are generated).
-pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
+pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, DecodeError> {
     let w: Whole = decode(body)?;
     if let Some(e) = w.error {
         return Ok(EventInfo::failed(error_text(&e)));
     }
     let Some(results) = w.results else {
-        return Err("the answer has no `results` list".to_string());
+        return Err("the answer has no `results` list".into());
     };
     Ok(super::embeddings::pooled(
         results.len(),

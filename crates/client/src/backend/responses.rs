@@ -14,8 +14,8 @@ use serde_json::{Map, Value, json};
 
 use super::openai::Timings;
 use super::{
-    ApiCodec, Ask, EventInfo, ToolCallPiece, Usage, common_sampling, decode, error_text,
-    extra_body, spelled,
+    ApiCodec, Ask, DecodeError, EventInfo, ToolCallPiece, Usage, common_sampling, decode,
+    error_text, extra_body, spelled,
 };
 
 pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
@@ -193,7 +193,7 @@ fn terminal<'a>(r: &Whole, timings: Option<Timings>) -> EventInfo<'a> {
 }
 
 /// Interpret one streamed event (its `data:` payload).
-pub(super) fn parse_event(data: &[u8]) -> Result<EventInfo<'_>, String> {
+pub(super) fn parse_event(data: &[u8]) -> Result<EventInfo<'_>, DecodeError> {
     let e: Event<'_> = decode(data)?;
     if let Some(err) = e.error.as_ref().filter(|v| !v.is_null()) {
         return Ok(EventInfo::failed(error_text(err)));
@@ -249,7 +249,7 @@ pub(super) fn parse_event(data: &[u8]) -> Result<EventInfo<'_>, String> {
 }
 
 /// Interpret a whole non-streamed response: every output item's text.
-pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
+pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, DecodeError> {
     let e: Event<'_> = decode(body)?;
     if let Some(err) = e
         .error

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{ApiCodec, Ask, EventInfo, decode, error_text, extra_body};
+use super::{ApiCodec, Ask, DecodeError, EventInfo, decode, error_text, extra_body};
 
 /// An `/embed` request: the texts as `inputs` (a one-text prompt is a list of one).
 pub(super) fn embed_body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
@@ -47,14 +47,14 @@ enum Answer {
 
 /// A whole answer: how many vectors or scores came back; no token count
 /// (the server gives none), 0 output tokens.
-pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
+pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, DecodeError> {
     match decode::<Answer>(body) {
         Ok(Answer::Error { error }) => Ok(EventInfo::failed(error_text(&error))),
         Ok(Answer::Results(results)) => Ok(super::embeddings::pooled(results.len(), None)),
-        Err(_) => Err(format!(
+        Err(_) => Err(DecodeError(format!(
             "the answer is neither a list of results nor an error: {}",
             super::clip(&String::from_utf8_lossy(body), super::SHOWN_BYTES)
-        )),
+        ))),
     }
 }
 
@@ -103,6 +103,6 @@ mod tests {
             .unwrap();
         assert_eq!(e.error.as_deref(), Some("too long"));
         let err = b.parse_full(br#"{"results":[]}"#).unwrap_err();
-        assert!(err.contains("neither"), "{err}");
+        assert!(err.0.contains("neither"), "{err}");
     }
 }

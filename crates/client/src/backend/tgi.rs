@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{ApiCodec, Ask, EventInfo, Usage, decode, error_text, extra_body};
+use super::{ApiCodec, Ask, DecodeError, EventInfo, Usage, decode, error_text, extra_body};
 
 pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     let s = &b.sampling;
@@ -103,7 +103,7 @@ fn details_usage(d: &Details) -> Usage {
 }
 
 /// One token event. Special tokens (end of sequence) are not content.
-pub(super) fn parse(data: &[u8]) -> Result<EventInfo<'_>, String> {
+pub(super) fn parse(data: &[u8]) -> Result<EventInfo<'_>, DecodeError> {
     let e: Event<'_> = decode(data)?;
     if let Some(err) = &e.error {
         return Ok(error_info(err, e.error_type.as_deref()));
@@ -128,7 +128,7 @@ pub(super) fn parse(data: &[u8]) -> Result<EventInfo<'_>, String> {
 }
 
 /// `/generate`: `{"generated_text", "details"}` (older servers wrap it in an array).
-pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
+pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, DecodeError> {
     let trimmed = body.trim_ascii();
     let e: Event<'_> = if trimmed.first() == Some(&b'[') {
         let mut all: Vec<Event<'_>> = decode(trimmed)?;

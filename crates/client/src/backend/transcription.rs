@@ -10,7 +10,9 @@ use std::fmt::Write as _;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{ApiCodec, Ask, EventInfo, Usage, common_sampling, decode, error_text, extra_body};
+use super::{
+    ApiCodec, Ask, DecodeError, EventInfo, Usage, common_sampling, decode, error_text, extra_body,
+};
 
 /// The form's part boundary: long and unlikely in audio (checked per body).
 pub const BOUNDARY: &str = "cicada-form-6f1d93a0c4b2e857d1a36b9c0e4f27a5";
@@ -91,7 +93,7 @@ struct Whole<'a> {
 
 /// A whole response: its `text`, and token usage where the server counted
 /// tokens (vLLM reports the audio's seconds instead: no counts then).
-pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, String> {
+pub(super) fn parse_full(body: &[u8]) -> Result<EventInfo<'_>, DecodeError> {
     let w: Whole<'_> = decode(body)?;
     if let Some(e) = w.error {
         return Ok(EventInfo::failed(error_text(&e)));

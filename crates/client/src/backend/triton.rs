@@ -12,7 +12,9 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{ApiCodec, Ask, EventInfo, common_sampling, decode, error_text, extra_body};
+use super::{
+    ApiCodec, Ask, DecodeError, EventInfo, common_sampling, decode, error_text, extra_body,
+};
 
 pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     let s = &b.sampling;
@@ -75,7 +77,7 @@ fn interpret(e: Event<'_>) -> EventInfo<'_> {
 }
 
 /// One streamed response.
-pub(super) fn parse(data: &[u8]) -> Result<EventInfo<'_>, String> {
+pub(super) fn parse(data: &[u8]) -> Result<EventInfo<'_>, DecodeError> {
     Ok(interpret(decode(data)?))
 }
 

@@ -54,7 +54,7 @@ pub(crate) async fn connect_and_send(addr: SocketAddr, first: &[u8]) -> Result<O
     }
     match socket.connect(&addr.into()) {
         Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) if e.raw_os_error() == Some(cicada_sys::socket::EINPROGRESS) => {}
         Err(e) => return Err(fail(e)),
     }
     let established = tcp_state(socket.as_raw_fd()) == Some(TCP_ESTABLISHED);

@@ -5,8 +5,9 @@
 //! over TCP or TLS (rustls). Every read carries the kernel's receive stamp,
 //! under TLS too (`io`), and every body piece the instant its bytes arrived
 //! (`h1`, `h2`). HTTP/1.1 is read either by our own reader (`conn`, `wire`)
-//! or by hyper driven in the request's task (`h1`): `CICADA_HTTP1=hyper`
-//! picks the latter, for the selftest's comparison of the two.
+//! or by hyper driven in the request's task (`h1`): the binary picks the
+//! latter for the whole process on `CICADA_HTTP1=hyper`
+//! ([`H1Impl::make_default`]), for the selftest's comparison of the two.
 //!
 //! Connection reuse is learned per origin before anything is reused
 //! (`pool`), and a request goes again only when it provably never reached
@@ -226,13 +227,19 @@ pub enum H1Impl {
     Hyper,
 }
 
+/// The reader [`Settings::new`] picks, chosen once per process by the binary
+/// (`CICADA_HTTP1`, read at the edge); our own reader until then.
+static DEFAULT_H1: OnceLock<H1Impl> = OnceLock::new();
+
 impl H1Impl {
-    /// `CICADA_HTTP1=hyper` or `wire` (the default).
-    fn from_env() -> Self {
-        match std::env::var("CICADA_HTTP1").as_deref() {
-            Ok("hyper") => H1Impl::Hyper,
-            _ => H1Impl::Wire,
-        }
+    /// Make `self` the reader of every client this process builds from
+    /// [`Settings::new`]; the first choice holds.
+    pub fn make_default(self) {
+        let _ = DEFAULT_H1.set(self);
+    }
+
+    fn default_choice() -> Self {
+        DEFAULT_H1.get().copied().unwrap_or(H1Impl::Wire)
     }
 }
 
@@ -253,7 +260,7 @@ pub struct Settings {
     pub proxy: ProxySetting,
     /// Hosts reached directly whatever the proxy (`NO_PROXY`'s grammar).
     pub no_proxy: Vec<String>,
-    /// Who reads HTTP/1.1 (`CICADA_HTTP1`, else our own reader).
+    /// Who reads HTTP/1.1 (the process's choice, [`H1Impl::make_default`]).
     pub h1: H1Impl,
 }
 
@@ -269,7 +276,7 @@ impl Settings {
             addresses: AddressChoice::First,
             proxy: ProxySetting::Env,
             no_proxy: Vec::new(),
-            h1: H1Impl::from_env(),
+            h1: H1Impl::default_choice(),
         }
     }
 }
@@ -285,7 +292,7 @@ struct Inner {
     /// Which proxy each target goes through (read from this process's
     /// environment under `target.proxy = "env"`).
     proxies: proxy::ProxyRules,
-    tls: OnceLock<Result<Arc<TlsConnector>, String>>,
+    tls: OnceLock<Result<Arc<TlsConnector>, crate::tls::TlsConfigError>>,
     origins: Mutex<HashMap<(bool, String, u16), Arc<Origin>>>,
 }
 
@@ -319,7 +326,7 @@ impl Client {
     /// A client as `settings` say.
     pub fn with(settings: Settings) -> Result<Self, SetupError> {
         if let Some(pem) = &settings.tls.ca_pem {
-            crate::tls::extra_roots(pem).map_err(SetupError::BadCa)?;
+            crate::tls::extra_roots(pem).map_err(|e| SetupError::BadCa(e.0))?;
         }
         let proxies = proxy::ProxyRules::from_setting(&settings.proxy, &settings.no_proxy, |k| {
             std::env::var(k).ok()
@@ -398,7 +405,7 @@ impl Client {
             .clone()
             .map_err(|reason| HttpError::Tls {
                 host: String::new(),
-                reason,
+                reason: reason.0,
             })
     }
 

@@ -253,7 +253,7 @@ fn parse_proxy_url(url: &str, source: &'static str) -> Result<ProxyServer, Proxy
         Some((u, h)) => (Some(u), h),
         None => (None, authority),
     };
-    let (host, port) = split_host_port(hostport).map_err(|r| bad(&r))?;
+    let (host, port) = split_host_port(hostport).map_err(|r| bad(&r.0))?;
     let auth = userinfo
         .map(|u| {
             let (user, pass) = u.split_once(':').unwrap_or((u, ""));
@@ -276,14 +276,31 @@ fn parse_proxy_url(url: &str, source: &'static str) -> Result<ProxyServer, Proxy
     })
 }
 
+/// What is wrong with a proxy URL's `host[:port]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+struct AuthorityError(pub String);
+
+impl From<String> for AuthorityError {
+    fn from(message: String) -> Self {
+        Self(message)
+    }
+}
+
+impl From<&str> for AuthorityError {
+    fn from(message: &str) -> Self {
+        Self(message.to_string())
+    }
+}
+
 /// `host`, `host:port`, `[v6]` or `[v6]:port`; port 80 when none is given.
-fn split_host_port(hostport: &str) -> Result<(String, u16), String> {
+fn split_host_port(hostport: &str) -> Result<(String, u16), AuthorityError> {
     let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
         let (host, after) = v6
             .split_once(']')
             .ok_or_else(|| "an IPv6 address without its closing ]".to_string())?;
         if host.parse::<std::net::Ipv6Addr>().is_err() {
-            return Err(format!("[{host}] is not an IPv6 address"));
+            return Err(format!("[{host}] is not an IPv6 address").into());
         }
         match after {
             "" => (host, None),
@@ -298,18 +315,18 @@ fn split_host_port(hostport: &str) -> Result<(String, u16), String> {
     } else {
         match hostport.rsplit_once(':') {
             Some((h, _)) if h.contains(':') => {
-                return Err("an IPv6 proxy address goes in brackets".to_string());
+                return Err("an IPv6 proxy address goes in brackets".into());
             }
             Some((h, p)) => (h, Some(p)),
             None => (hostport, None),
         }
     };
     if host.is_empty() {
-        return Err("no host".to_string());
+        return Err("no host".into());
     }
     let name_char = |c: char| c.is_ascii_alphanumeric() || "-._~".contains(c);
     if !hostport.starts_with('[') && !host.chars().all(name_char) {
-        return Err(format!("{host:?} is not a host name or address"));
+        return Err(format!("{host:?} is not a host name or address").into());
     }
     let port = match port {
         None | Some("") => 80,

@@ -26,21 +26,7 @@ const MAX_AGE: Duration = Duration::from_secs(60);
 
 /// Ask the kernel to stamp packets received on `fd`.
 pub(crate) fn enable(fd: RawFd) -> io::Result<()> {
-    let on: libc::c_int = 1;
-    // SAFETY: setsockopt reads the int we pass, for its size.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    cicada_sys::socket::enable_rx_stamps(fd)
 }
 
 /// `recv` into `buf`; the bytes read and, when the kernel stamped them, the
@@ -52,72 +38,26 @@ pub(crate) fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<Insta
 
 /// [`recv`] into `len` bytes at `ptr`, which may be uninitialised memory
 /// (the kernel writes it; nothing reads it first).
+#[inline]
 pub(crate) fn recv_raw(
     fd: RawFd,
     ptr: *mut u8,
     len: usize,
 ) -> io::Result<(usize, Option<Instant>)> {
-    let mut iov = libc::iovec {
-        iov_base: ptr.cast(),
-        iov_len: len,
-    };
-    // room for one timespec control message, aligned for cmsghdr
-    let mut control = [0u64; 8];
-    // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // SAFETY: recvmsg writes at most iov_len bytes at `ptr` (the caller's
-    // memory of that length) and at most msg_controllen bytes into `control`.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let n = n as usize;
-    if n == 0 {
-        return Ok((0, None));
-    }
-    Ok((n, stamp(&msg).and_then(to_instant)))
-}
-
-/// The `SCM_TIMESTAMPNS` control message of a received `msg`, if any.
-fn stamp(msg: &libc::msghdr) -> Option<libc::timespec> {
-    let mut found = None;
-    // SAFETY: the CMSG macros walk the control buffer recvmsg filled, within
-    // msg_controllen; the data is read unaligned.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                found = Some(std::ptr::read_unaligned(
-                    libc::CMSG_DATA(c).cast::<libc::timespec>(),
-                ));
-            }
-            c = libc::CMSG_NXTHDR(msg, c);
-        }
-    }
-    found
+    // SAFETY: callers pass `len` bytes of their own buffer at `ptr`.
+    let (n, stamp) = unsafe { cicada_sys::socket::recv_stamped(fd, ptr, len) }?;
+    Ok((n, stamp.and_then(to_instant)))
 }
 
 /// A realtime stamp as a monotonic instant (see the module docs).
-fn to_instant(ts: libc::timespec) -> Option<Instant> {
-    let mut now_rt = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we own.
-    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now_rt) } != 0 {
-        return None;
-    }
+fn to_instant(stamp: Duration) -> Option<Instant> {
+    let now_rt = cicada_sys::clock::now(cicada_sys::clock::Clock::Realtime).ok()?;
     let now = Instant::now();
-    let ns = |t: libc::timespec| i128::from(t.tv_sec) * 1_000_000_000 + i128::from(t.tv_nsec);
-    let age = ns(now_rt) - ns(ts);
-    if age < 0 || age > MAX_AGE.as_nanos() as i128 {
+    let age = now_rt.checked_sub(stamp)?;
+    if age > MAX_AGE {
         return None;
     }
-    now.checked_sub(Duration::from_nanos(age as u64))
+    now.checked_sub(age)
 }
 
 #[cfg(test)]

@@ -122,7 +122,7 @@ pub(crate) async fn crossed_close(fd: RawFd) -> bool {
     loop {
         match tcp_state(fd) {
             Some(TCP_CLOSE) => {
-                return socket_error(fd) == Some(libc::EPIPE);
+                return socket_error(fd) == Some(cicada_sys::socket::EPIPE);
             }
             Some(TCP_CLOSE_WAIT) if Instant::now() < until => {
                 tokio::time::sleep(Duration::from_millis(1)).await;

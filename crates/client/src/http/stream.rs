@@ -88,21 +88,10 @@ impl Stream {
             Stream::Plain(s) => (s.tcp().as_raw_fd(), false),
             Stream::Tls(s) => (s.get_ref().0.tcp().as_raw_fd(), true),
         };
-        let mut byte = 0u8;
-        // SAFETY: recv into one byte we own, on a socket we own; MSG_PEEK
-        // leaves the data in place and MSG_DONTWAIT never blocks.
-        let n = unsafe {
-            libc::recv(
-                fd,
-                (&mut byte as *mut u8).cast(),
-                1,
-                libc::MSG_PEEK | libc::MSG_DONTWAIT,
-            )
-        };
-        match n {
-            0 => false,
-            n if n > 0 => tls,
-            _ => io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock,
+        match cicada_sys::socket::peek(fd) {
+            Ok(0) => false,
+            Ok(_) => tls,
+            Err(e) => e.kind() == io::ErrorKind::WouldBlock,
         }
     }
 }

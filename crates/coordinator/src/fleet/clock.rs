@@ -40,34 +40,40 @@ pub(super) fn echo(probe: &v1::ClockProbe, recv_ns: u64) -> v1::CoordinatorMessa
     }
 }
 
+/// What is wrong with a worker's clock estimate or start placement (the
+/// coordinator drops the worker from timing comparisons and says so).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct ClockError(pub String);
+
 /// A worker's estimate, checked.
-pub(super) fn estimate(e: &v1::ClockEstimate) -> Result<WorkerClock, String> {
+pub(super) fn estimate(e: &v1::ClockEstimate) -> Result<WorkerClock, ClockError> {
     let ms = |ns: u64| ns as f64 / 1e6;
     if e.offset_ns.unsigned_abs() > MAX_OFFSET_NS as u64 {
-        return Err(format!(
+        return Err(ClockError(format!(
             "a clock offset of {} ns is beyond any real clock's",
             e.offset_ns
-        ));
+        )));
     }
     if e.min_rtt_ns > MAX_RTT.as_nanos() as u64 {
-        return Err(format!(
+        return Err(ClockError(format!(
             "a clock round trip of {} ms is beyond the {} ms the filter keeps",
             ms(e.min_rtt_ns),
             MAX_RTT.as_millis()
-        ));
+        )));
     }
     if e.uncertainty_ns < e.min_rtt_ns / 2 || e.uncertainty_ns > MAX_UNCERTAINTY.as_nanos() as u64 {
-        return Err(format!(
+        return Err(ClockError(format!(
             "a clock uncertainty of {} ms does not fit a {} ms round trip",
             ms(e.uncertainty_ns),
             ms(e.min_rtt_ns)
-        ));
+        )));
     }
     if e.samples == 0 || e.samples > MAX_SAMPLES {
-        return Err(format!(
+        return Err(ClockError(format!(
             "a clock estimate from {} exchanges (1 to {MAX_SAMPLES})",
             e.samples
-        ));
+        )));
     }
     Ok(WorkerClock {
         offset_ms: e.offset_ns as f64 / 1e6,
@@ -78,12 +84,12 @@ pub(super) fn estimate(e: &v1::ClockEstimate) -> Result<WorkerClock, String> {
 }
 
 /// How a worker said it placed its start, checked.
-pub(super) fn basis(p: &v1::StartPlaced) -> Result<StartBasis, String> {
+pub(super) fn basis(p: &v1::StartPlaced) -> Result<StartBasis, ClockError> {
     if p.off_ns.unsigned_abs() > MAX_OFFSET_NS as u64 {
-        return Err(format!(
+        return Err(ClockError(format!(
             "a start {} ns off is beyond any real clock's",
             p.off_ns
-        ));
+        )));
     }
     match v1::StartBasis::try_from(p.basis) {
         Ok(v1::StartBasis::Offset) if p.off_ns == 0 => Ok(StartBasis::Offset),
@@ -91,10 +97,10 @@ pub(super) fn basis(p: &v1::StartPlaced) -> Result<StartBasis, String> {
         Ok(v1::StartBasis::Delay) => Ok(StartBasis::Delay {
             off_ms: p.off_ns as f64 / 1e6,
         }),
-        _ => Err(format!(
+        _ => Err(ClockError(format!(
             "an unknown start basis ({}, {} ns off)",
             p.basis, p.off_ns
-        )),
+        ))),
     }
 }
 

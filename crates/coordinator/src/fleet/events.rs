@@ -7,7 +7,7 @@ use cicada_proto::convert::{decode_histograms, decode_set};
 use cicada_proto::v1::{self, worker_message::Body as WBody};
 use cicada_results::{StartBasis, WorkerClock};
 
-use super::clock;
+use super::clock::{self, ClockError};
 
 /// Something a worker of the fleet did, after the run started.
 #[derive(Debug)]
@@ -21,13 +21,13 @@ pub enum Event {
         routes: Vec<String>,
         /// Its clock against ours, as it measured (`Err`: a figure no real
         /// exchange gives; `None`: no estimate).
-        clock: Option<Result<WorkerClock, String>>,
+        clock: Option<Result<WorkerClock, ClockError>>,
     },
     /// It placed the step's start instant so (`Err`: a basis it cannot have).
     StartPlaced {
         worker: u32,
         step: u32,
-        basis: Result<StartBasis, String>,
+        basis: Result<StartBasis, ClockError>,
     },
     /// An interval's measurements.
     Report {

@@ -149,7 +149,7 @@ fn local_trust(
         ip,
         reason,
     };
-    let domain = name_to_check(&chain[0], ip).map_err(cannot)?;
+    let domain = name_to_check(&chain[0], ip).map_err(|e| cannot(e.to_string()))?;
     let name = match &domain {
         Some(d) => ServerName::try_from(d.clone()).map_err(|e| cannot(e.to_string()))?,
         None => ServerName::IpAddress(ip.into()),
@@ -167,21 +167,29 @@ fn local_trust(
     Ok(LocalTrust { ca_path, domain })
 }
 
+/// Why no name to check can be taken from a certificate.
+#[derive(Debug, thiserror::Error)]
+enum NameError {
+    /// The certificate cannot be parsed.
+    #[error("{0}")]
+    Unreadable(webpki::Error),
+    /// It names neither the address dialled nor any DNS name.
+    #[error("the certificate names neither {0} nor any DNS name")]
+    Nameless(IpAddr),
+}
+
 /// The name a worker dialling `ip` should check in `leaf`: none (the
 /// address itself) when the certificate names it, else its first DNS name
 /// (a wildcard's with a label of ours in the star's place).
-fn name_to_check(leaf: &CertificateDer<'_>, ip: IpAddr) -> Result<Option<String>, String> {
-    let ee = webpki::EndEntityCert::try_from(leaf).map_err(|e| e.to_string())?;
+fn name_to_check(leaf: &CertificateDer<'_>, ip: IpAddr) -> Result<Option<String>, NameError> {
+    let ee = webpki::EndEntityCert::try_from(leaf).map_err(NameError::Unreadable)?;
     if ee
         .verify_is_valid_for_subject_name(&ServerName::IpAddress(ip.into()))
         .is_ok()
     {
         return Ok(None);
     }
-    let dns = ee
-        .valid_dns_names()
-        .next()
-        .ok_or_else(|| format!("the certificate names neither {ip} nor any DNS name"))?;
+    let dns = ee.valid_dns_names().next().ok_or(NameError::Nameless(ip))?;
     Ok(Some(match dns.strip_prefix("*.") {
         Some(parent) => format!("cicada-local.{parent}"),
         None => dns.to_string(),

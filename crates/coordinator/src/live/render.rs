@@ -246,7 +246,7 @@ fn last_interval(out: &mut String, v: &LiveView<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cicada_target::prom::Exposition;
+    use cicada_probe::prom::Exposition;
 
     #[test]
     fn the_exposition_reads_back_as_prometheus_text() {

@@ -16,7 +16,7 @@ use cicada_scenarios::sharding::{Recipient, StepInputs};
 use cicada_scenarios::{Scenario, sharding};
 
 use crate::cli::RunArgs;
-use crate::error::{EXIT_DEGRADED, RunError, exit_code_of};
+use crate::error::{RunEnd, RunError};
 use crate::fleet::Fleet;
 use crate::live::LiveSink;
 use crate::merge::Aggregate;
@@ -25,18 +25,18 @@ use crate::signals::Signals;
 use crate::step::{Helm, Step, run_step};
 use crate::sweep::{self, Outcome, Sweeper};
 use crate::web::{BoardSink, Control, Feed, RunState, Web};
+use cicada_probe::scrape::Watch;
+use cicada_probe::{self as target, Target};
 use cicada_results::RunResult;
 use cicada_results::console::Console;
 use cicada_results::files::Files;
 use cicada_results::sink::{RunFinished, Sink, Sinks, StepBegan, StepFinished};
 use cicada_results::write::RunContext;
-use cicada_target::scrape::Watch;
-use cicada_target::{self as target, Target};
 use finish::{FinishedStep, step_results};
 use tokio::sync::mpsc;
 
-/// Run a scenario; returns the process exit code.
-pub async fn run(args: RunArgs) -> Result<i32, RunError> {
+/// Run a scenario; how it ended.
+pub async fn run(args: RunArgs) -> Result<RunEnd, RunError> {
     // from the first moment: a Ctrl-C while the pool is built or the target
     // probed stops with a word, not by the default action
     let mut signals = Signals::install();
@@ -116,7 +116,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         feed.set_state(RunState::Stopped);
     }
     outcome.map_err(|e| e.downcast::<RunError>().unwrap_or_else(RunError::Failed))?;
-    let code = steps.finish();
+    let end = steps.finish();
     if let (true, Some(w)) = (args.web_wait, &web) {
         eprintln!(
             "cicada: the run ended; its results stay at {} until Ctrl-C",
@@ -124,7 +124,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         );
         signals.next().await;
     }
-    Ok(code)
+    Ok(end)
 }
 
 /// The run's settings, its request pool and its target, ready to go.
@@ -315,8 +315,8 @@ impl Steps {
         Ok(stop)
     }
 
-    /// Tell the outputs the run is over; the run's exit code.
-    fn finish(&mut self) -> i32 {
+    /// Tell the outputs the run is over; how the run ended.
+    fn finish(&mut self) -> RunEnd {
         self.out.run_finished(&RunFinished {
             steps: &self.finished,
             stages: &self.stage_results,
@@ -324,11 +324,12 @@ impl Steps {
             search: self.sweeper.search(),
         });
         if let Some(signal) = self.finished.iter().find_map(|r| r.interrupted) {
-            exit_code_of(signal)
+            RunEnd::Stopped(signal)
         } else if self.finished.iter().any(RunResult::degraded) {
-            EXIT_DEGRADED
+            RunEnd::Degraded
         } else {
-            cicada_results::gates::exit_code(&self.finished).unwrap_or(0)
+            cicada_results::gates::failed_gate(&self.finished)
+                .map_or(RunEnd::Passed, RunEnd::GateFailed)
         }
     }
 }

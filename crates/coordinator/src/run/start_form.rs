@@ -4,8 +4,8 @@
 //! is checked, its request pool built and its target resolved before the
 //! form is told the run started (or why it did not).
 
+use cicada_probe::{self as target, Target};
 use cicada_scenarios::dataset::Pool;
-use cicada_target::{self as target, Target};
 
 use super::setup::{self, Setup};
 use crate::cli::RunArgs;

@@ -148,7 +148,7 @@ impl<'a> Helm<'a> {
         }
         let name = format!("edit-{}", self.changes.len() + 1);
         let checked = match (&mut self.kind, ask.edit) {
-            (Kind::Fixed(why), _) => Err(why.to_string()),
+            (Kind::Fixed(why), _) => Err(Refused(why.to_string())),
             (Kind::Closed, Edit::Users { users, spawn_rate }) => Ok(Change {
                 window: 0,
                 users: Some(users),
@@ -173,7 +173,7 @@ impl<'a> Helm<'a> {
         let mut change = match checked {
             Ok(c) => c,
             Err(why) => {
-                ask.answer(Err(why));
+                ask.answer(Err(why.to_string()));
                 return Applied::default();
             }
         };
@@ -251,6 +251,17 @@ fn kind_of(first: &Plan, plans: &[(u32, Plan)]) -> Kind {
     }
 }
 
+/// Why a change asked of a running step is refused (the asker is told).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+struct Refused(String);
+
+impl From<&str> for Refused {
+    fn from(why: &str) -> Self {
+        Self(why.to_string())
+    }
+}
+
 /// An open loop's change of rate and/or fleet cap at `at`, checked as
 /// every worker will apply it (`schedule` and `cap` become the changed ones).
 fn open_change(
@@ -259,7 +270,7 @@ fn open_change(
     at: Duration,
     rate: Option<f64>,
     max_concurrency: Option<u32>,
-) -> Result<Change, String> {
+) -> Result<Change, Refused> {
     if max_concurrency.is_some() && cap.is_none() {
         return Err(
             "max_concurrency: this run started without a cap, and a cap can only \
@@ -376,6 +387,6 @@ mod tests {
         assert_eq!(c.in_words(), "at most 3 in flight");
         // a cap is not added to a run without one
         let why = open_change(&mut s, &mut None, later, None, Some(3)).unwrap_err();
-        assert!(why.contains("started without a cap"), "{why}");
+        assert!(why.0.contains("started without a cap"), "{why}");
     }
 }

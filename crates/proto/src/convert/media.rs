@@ -70,6 +70,11 @@ impl Files {
     }
 }
 
+/// What is wrong with an entry's media from the wire (the plan calls its pool corrupt).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct MediaError(pub String);
+
 /// The pool's files, shared by the entries that send them.
 pub(super) fn files_from(files: Vec<v1::MediaFile>) -> Vec<Arc<MediaFile>> {
     files
@@ -84,11 +89,13 @@ pub(super) fn files_from(files: Vec<v1::MediaFile>) -> Vec<Arc<MediaFile>> {
         .collect()
 }
 
-fn file(files: &[Arc<MediaFile>], i: u32) -> Result<Arc<MediaFile>, String> {
-    files
-        .get(i as usize)
-        .cloned()
-        .ok_or_else(|| format!("an entry sends file {i} of {} in the pool", files.len()))
+fn file(files: &[Arc<MediaFile>], i: u32) -> Result<Arc<MediaFile>, MediaError> {
+    files.get(i as usize).cloned().ok_or_else(|| {
+        MediaError(format!(
+            "an entry sends file {i} of {} in the pool",
+            files.len()
+        ))
+    })
 }
 
 /// An entry's media from the wire, or what is wrong with them.
@@ -96,7 +103,7 @@ pub(super) fn media_from(
     images: Vec<v1::Image>,
     audio: Option<v1::Audio>,
     files: &[Arc<MediaFile>],
-) -> Result<Media, String> {
+) -> Result<Media, MediaError> {
     use v1::audio::Kind as A;
     use v1::image::Kind as I;
     let images = images
@@ -108,7 +115,7 @@ pub(super) fn media_from(
                 seed: s.seed,
             }),
             Some(I::File(n)) => file(files, n).map(Image::File),
-            None => Err("an image of no kind".to_string()),
+            None => Err(MediaError("an image of no kind".to_string())),
         })
         .collect::<Result<_, _>>()?;
     let audio = match audio.map(|a| a.kind) {
@@ -119,7 +126,7 @@ pub(super) fn media_from(
             seed: s.seed,
         }),
         Some(Some(A::File(n))) => Some(Audio::File(file(files, n)?)),
-        Some(None) => return Err("an audio clip of no kind".into()),
+        Some(None) => return Err(MediaError("an audio clip of no kind".into())),
     };
     Ok(Media { images, audio })
 }

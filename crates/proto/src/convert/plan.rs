@@ -124,7 +124,7 @@ pub fn decode_plan(wire: v1::Plan, format: u32) -> Result<Plan, PlanError> {
             .cloned()
             .map(super::shape::shape_from)
             .collect::<Result<_, _>>()
-            .map_err(PlanError::Shape)?,
+            .map_err(|e| PlanError::Shape(e.0))?,
         pool: pool_from(pool)?,
         report_interval_ms: wire.report_interval_ms,
         tokenizer: wire.tokenizer,

@@ -7,6 +7,11 @@ use serde_json::Value;
 
 use crate::v1;
 
+/// What is wrong with a shape from the wire (the plan calls it a corrupt shape).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct ShapeError(pub String);
+
 /// A shape as it goes on the wire.
 pub(super) fn shape(s: &OutputShape) -> v1::OutputShape {
     use v1::output_shape::{ResponseFormat as F, ToolChoice as C};
@@ -44,13 +49,12 @@ pub(super) fn shape(s: &OutputShape) -> v1::OutputShape {
     }
 }
 
-fn json(text: &str, what: &'static str) -> Result<Value, String> {
-    serde_json::from_str(text).map_err(|e| format!("{what} is not JSON: {e}"))
+fn json(text: &str, what: &'static str) -> Result<Value, ShapeError> {
+    serde_json::from_str(text).map_err(|e| ShapeError(format!("{what} is not JSON: {e}")))
 }
 
-/// A shape from the wire, or what is wrong with it (the plan's caller
-/// names it a corrupt shape).
-pub(super) fn shape_from(s: v1::OutputShape) -> Result<OutputShape, String> {
+/// A shape from the wire, or what is wrong with it.
+pub(super) fn shape_from(s: v1::OutputShape) -> Result<OutputShape, ShapeError> {
     use v1::output_shape::{ResponseFormat as F, ToolChoice as C};
     let tools = s
         .tools
@@ -66,7 +70,7 @@ pub(super) fn shape_from(s: v1::OutputShape) -> Result<OutputShape, String> {
                 strict: t.strict,
             })
         })
-        .collect::<Result<_, String>>()?;
+        .collect::<Result<_, ShapeError>>()?;
     let tool_choice = match s.tool_choice {
         None => None,
         Some(C::ToolChoiceFunction(name)) => Some(ToolChoice::Function(name)),
@@ -75,7 +79,7 @@ pub(super) fn shape_from(s: v1::OutputShape) -> Result<OutputShape, String> {
             Ok(v1::ToolChoiceMode::None) => ToolChoice::None,
             Ok(v1::ToolChoiceMode::Required) => ToolChoice::Required,
             _ => {
-                return Err(format!("unknown shape.tool_choice_mode {m}"));
+                return Err(ShapeError(format!("unknown shape.tool_choice_mode {m}")));
             }
         }),
     };

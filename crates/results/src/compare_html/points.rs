@@ -9,7 +9,7 @@ use crate::compare::ResultFile;
 use crate::document::{MetricStats, RequestRate};
 
 /// The x axis of the curves drawn against the load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Axis {
     /// Users (closed loop) or `max_concurrency`, as configured.
     Concurrency,

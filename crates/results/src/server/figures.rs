@@ -1,6 +1,6 @@
 //! The servers' view of a run as results hold it: per-replica and fleet
 //! figures (speculative decoding, prefix cache, preemptions, KV-cache peak,
-//! server-side latency histograms), as `cicada-target` reads them from the
+//! server-side latency histograms), as `cicada-probe` reads them from the
 //! servers' `/metrics`.
 
 use serde::{Deserialize, Serialize};

@@ -2,7 +2,7 @@
 //! between two scrapes of their `/metrics` (speculative-decoding
 //! acceptance, prefix-cache hit rate, preemptions, peak KV-cache usage,
 //! server-side TTFT and queue time), per replica and for the fleet.
-//! `cicada-target` scrapes and reads them (`cicada_target::prom`); this is
+//! `cicada-probe` scrapes and reads them (`cicada_probe::prom`); this is
 //! how results hold them.
 
 mod figures;

@@ -60,8 +60,23 @@ struct Session {
     turns: Vec<(String, Option<String>)>,
 }
 
+/// A record that is neither a chat nor a ShareGPT conversation: the whole
+/// dataset is refused, naming the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum Malformed {
+    /// Both spellings at once.
+    #[error("give either \"messages\" or \"conversations\", not both")]
+    Both,
+    /// Neither spelling.
+    #[error("missing field \"messages\" (or ShareGPT's \"conversations\")")]
+    Neither,
+}
+
 /// Shape a record into a session, or the reason it is dropped.
-fn session(rec: Record, max_turns: Option<u32>) -> Result<Result<Session, &'static str>, String> {
+fn session(
+    rec: Record,
+    max_turns: Option<u32>,
+) -> Result<Result<Session, &'static str>, Malformed> {
     let messages: Vec<(String, String)> = match (rec.messages, rec.conversations) {
         (Some(m), None) => m
             .into_iter()
@@ -69,10 +84,10 @@ fn session(rec: Record, max_turns: Option<u32>) -> Result<Result<Session, &'stat
             .collect(),
         (None, Some(c)) => c.into_iter().map(|t| (t.from, t.value)).collect(),
         (Some(_), Some(_)) => {
-            return Err("give either \"messages\" or \"conversations\", not both".into());
+            return Err(Malformed::Both);
         }
         (None, None) => {
-            return Err("missing field \"messages\" (or ShareGPT's \"conversations\")".into());
+            return Err(Malformed::Neither);
         }
     };
     let mut s = Session {
@@ -129,24 +144,25 @@ pub(crate) fn build(
     let max_turns = b.d.max_turns;
     let mut sel: Smallest<Session> = Smallest::new(b.n);
     let mut report = b.report();
-    let mut offer = |index: u64, rec: Record, report: &mut DatasetReport| -> Result<(), String> {
-        match session(rec, max_turns)? {
-            Err(reason) => report.drop_for(reason),
-            Ok(s) => {
-                if sel.offer(order_key(shuffle, b.seed, index), s) {
-                    report.unused += 1;
+    let mut offer =
+        |index: u64, rec: Record, report: &mut DatasetReport| -> Result<(), Malformed> {
+            match session(rec, max_turns)? {
+                Err(reason) => report.drop_for(reason),
+                Ok(s) => {
+                    if sel.offer(order_key(shuffle, b.seed, index), s) {
+                        report.unused += 1;
+                    }
                 }
             }
-        }
-        Ok(())
-    };
+            Ok(())
+        };
     if starts_with_bracket(path)? {
         report.read =
             json_array::for_each::<Record, _>(path, b.progress, "conversations", |i, rec| {
-                offer(i, rec, &mut report).map_err(|message| DatasetError::Record {
+                offer(i, rec, &mut report).map_err(|m| DatasetError::Record {
                     path: path.display().to_string(),
                     record: i,
-                    message,
+                    message: m.to_string(),
                 })
             })?;
     } else {
@@ -154,7 +170,7 @@ pub(crate) fn build(
         report.read = for_each_line(path, b.progress, |number, line| {
             let rec: Record = parse_line(path, number, line)?;
             offer(index, rec, &mut report)
-                .map_err(|message| super::jsonl::line_error(path, number, message))?;
+                .map_err(|m| super::jsonl::line_error(path, number, m.to_string()))?;
             index += 1;
             Ok(())
         })?;

@@ -33,53 +33,61 @@ const IMAGE_TYPES: [(&str, &str); 5] = [
     ("gif", "image/gif"),
 ];
 
+/// Why a `random-mm` dataset's item counts or image buckets cannot be drawn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct MediaSpecError(pub String);
+
 /// Inclusive bounds of the item count per request (vLLM's rule), or why none.
-pub(crate) fn item_bounds(d: &RandomMmSpec) -> Result<(u32, u32), String> {
+pub(crate) fn item_bounds(d: &RandomMmSpec) -> Result<(u32, u32), MediaSpecError> {
     let r = d.num_mm_items_range_ratio;
     if !(0.0..=1.0).contains(&r) {
-        return Err(format!(
+        return Err(MediaSpecError(format!(
             "num_mm_items_range_ratio is {r}; it must be in [0, 1]"
-        ));
+        )));
     }
     let n = f64::from(d.base_items_per_request);
     let max = ((n * (1.0 + r)).ceil() as u32).min(d.limit_mm_per_prompt.image);
     let min = (n * (1.0 - r)).floor() as u32;
     if min > max {
-        return Err(format!(
+        return Err(MediaSpecError(format!(
             "at least {min} images per request are asked, and limit_mm_per_prompt.image allows {max}"
-        ));
+        )));
     }
     Ok((min, max))
 }
 
 /// The image buckets to draw from, their weights summing to 1, or why none.
-pub(crate) fn image_buckets(d: &RandomMmSpec) -> Result<Vec<(&ImageBucket, f64)>, String> {
+pub(crate) fn image_buckets(d: &RandomMmSpec) -> Result<Vec<(&ImageBucket, f64)>, MediaSpecError> {
     if let Some(b) = d.bucket_config.iter().find(|b| b.probability < 0.0) {
-        return Err(format!(
+        return Err(MediaSpecError(format!(
             "bucket {}x{} has probability {}; probabilities must not be negative",
             b.height, b.width, b.probability
-        ));
+        )));
     }
     if let Some(b) = d
         .bucket_config
         .iter()
         .find(|b| b.frames != 1 && b.probability > 0.0)
     {
-        return Err(format!(
+        return Err(MediaSpecError(format!(
             "bucket {}x{} has {} frames: videos are not sent (frames must be 1)",
             b.height, b.width, b.frames
-        ));
+        )));
     }
     if let Some(b) = d
         .bucket_config
         .iter()
         .find(|b| b.probability > 0.0 && (b.height == 0 || b.width == 0))
     {
-        return Err(format!("bucket {}x{} has no pixels", b.height, b.width));
+        return Err(MediaSpecError(format!(
+            "bucket {}x{} has no pixels",
+            b.height, b.width
+        )));
     }
     let total: f64 = d.bucket_config.iter().map(|b| b.probability).sum();
     if total <= 0.0 || !total.is_finite() {
-        return Err("no bucket has a probability above 0".into());
+        return Err(MediaSpecError("no bucket has a probability above 0".into()));
     }
     Ok(d.bucket_config
         .iter()
@@ -105,7 +113,7 @@ pub(crate) fn build_random_mm(
     b: &Build<'_, RandomMmSpec>,
 ) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
     let d = b.d;
-    let (min, max) = item_bounds(d).map_err(DatasetError::Invalid)?;
+    let (min, max) = item_bounds(d).map_err(|e| DatasetError::Invalid(e.0))?;
     let text = text_spec(d);
     let (mut entries, mut report) = random::build(&Build {
         d: &text,
@@ -121,7 +129,7 @@ pub(crate) fn build_random_mm(
     };
     let buckets = match files {
         Some(_) => Vec::new(),
-        None => image_buckets(d).map_err(DatasetError::Invalid)?,
+        None => image_buckets(d).map_err(|e| DatasetError::Invalid(e.0))?,
     };
     let mut rng = ChaCha8Rng::seed_from_u64(b.seed);
     rng.set_stream(IMAGE_STREAM);
@@ -351,10 +359,10 @@ mod tests {
     #[test]
     fn impossible_knobs_are_refused() {
         let d = spec("base_items_per_request = 4\nlimit_mm_per_prompt = { image = 2 }\n");
-        assert!(item_bounds(&d).unwrap_err().contains("allows 2"));
+        assert!(item_bounds(&d).unwrap_err().0.contains("allows 2"));
         let d =
             spec("bucket_config = [{ height = 9, width = 9, probability = 1.0, frames = 4 }]\n");
-        assert!(image_buckets(&d).unwrap_err().contains("videos"));
+        assert!(image_buckets(&d).unwrap_err().0.contains("videos"));
         let d = spec("num_mm_items_range_ratio = 1.5\n");
         assert!(item_bounds(&d).is_err());
     }

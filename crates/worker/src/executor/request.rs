@@ -192,7 +192,7 @@ fn verdict(ex: &Exchange, entry: &Entry) -> (Outcome, Option<String>) {
     match (&entry.ask.structured, &ex.output) {
         (Some(s), Some(out)) if outcome.is_ok() => match s.check(out) {
             Ok(()) => (outcome, error),
-            Err(why) => (Outcome::InvalidOutput, Some(why)),
+            Err(why) => (Outcome::InvalidOutput, Some(why.to_string())),
         },
         _ => (outcome, error),
     }

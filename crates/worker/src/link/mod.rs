@@ -43,20 +43,6 @@ pub enum LinkError {
     Left(LeaveReason),
 }
 
-impl LinkError {
-    /// Process exit code for this failure.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            LinkError::Unreachable { .. } => 3,
-            LinkError::Lost(_) => 3,
-            LinkError::Rejected(_) => 4,
-            LinkError::Protocol(_) => 5,
-            LinkError::Step(_) => 6,
-            LinkError::Left(r) => r.exit_code,
-        }
-    }
-}
-
 /// Who this worker is.
 #[derive(Debug, Clone)]
 pub struct Identity {

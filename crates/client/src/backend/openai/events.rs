@@ -8,7 +8,9 @@ use cicada_request::WireApi;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::backend::{EventInfo, ServerTiming, ToolCallPiece, Usage, decode, error_text};
+use crate::backend::{
+    DecodeError, EventInfo, ServerTiming, ToolCallPiece, Usage, decode, error_text,
+};
 
 #[derive(Deserialize)]
 struct Chunk<'a> {
@@ -225,7 +227,10 @@ fn interpret<'a>(api: WireApi, chunk: Chunk<'a>) -> EventInfo<'a> {
     info
 }
 
-pub(in crate::backend) fn parse_event(api: WireApi, data: &[u8]) -> Result<EventInfo<'_>, String> {
+pub(in crate::backend) fn parse_event(
+    api: WireApi,
+    data: &[u8],
+) -> Result<EventInfo<'_>, DecodeError> {
     let trimmed = data.trim_ascii();
     if trimmed == b"[DONE]" {
         return Ok(EventInfo {
@@ -247,7 +252,9 @@ mod tests {
     fn errors_about_huge_payloads_stay_short() {
         // found by the openai_events fuzz target: serde quoted a whole string value
         let payload = format!("\"{}\"", "é".repeat(5000));
-        let e = parse_event(WireApi::Chat, payload.as_bytes()).unwrap_err();
+        let e = parse_event(WireApi::Chat, payload.as_bytes())
+            .unwrap_err()
+            .0;
         assert!(
             e.len() < 3 * crate::backend::SHOWN_BYTES,
             "{} bytes",

@@ -99,7 +99,7 @@ fn pool_entry(e: &PoolEntry, files: &mut Files) -> v1::PoolEntry {
 fn pool_entry_from(e: v1::PoolEntry, files: &[Arc<MediaFile>]) -> Result<PoolEntry, PlanError> {
     use v1::pool_entry::Prompt as P;
     Ok(PoolEntry {
-        media: media_from(e.images, e.audio, files).map_err(PlanError::Pool)?,
+        media: media_from(e.images, e.audio, files).map_err(|e| PlanError::Pool(e.0))?,
         id: e.id,
         prompt: match e.prompt {
             Some(P::Chat(c)) => Prompt::Chat(

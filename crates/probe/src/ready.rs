@@ -51,6 +51,17 @@ enum Attempt<T> {
     Retry(String),
 }
 
+/// Why a health or model-list request got no answer (yet): the reason a
+/// retry is logged with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NoAnswer(String);
+
+impl std::fmt::Display for NoAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 impl Check {
     /// A check for `target` that gives up after `ready_timeout` (zero disables waiting).
     pub fn new(target: &ResolvedTarget, ready_timeout: Duration) -> anyhow::Result<Self> {
@@ -128,10 +139,10 @@ impl Check {
         what: &str,
         url: &str,
         post: bool,
-    ) -> anyhow::Result<Result<Fetched, String>> {
+    ) -> anyhow::Result<Result<Fetched, NoAnswer>> {
         let endpoint = match self.http.endpoint(url) {
             Ok(e) => e,
-            Err(e) => return Ok(Err(e.to_string())),
+            Err(e) => return Ok(Err(NoAnswer(e.to_string()))),
         };
         let method = if post { Method::Post } else { Method::Get };
         let body = post.then_some(Body {
@@ -150,8 +161,8 @@ impl Check {
                 .by_deadline(self.http.fetch(request, CHECK_TIMEOUT))
                 .await
             {
-                None => Err(NO_ANSWER.to_string()),
-                Some(Err(e)) => Err(e.to_string()),
+                None => Err(NoAnswer(NO_ANSWER.to_string())),
+                Some(Err(e)) => Err(NoAnswer(e.to_string())),
                 Some(Ok(r)) if redirect::is_redirect(r.status) => {
                     return Err(self.redirected(what, url, r.status, r.location.as_deref()));
                 }
@@ -183,7 +194,7 @@ impl Check {
                 }
                 Ok(r) => Attempt::Retry(format!("{url} answered HTTP {}", r.status)),
                 // a server that is still loading does not change its certificate
-                Err(e) if e.to_ascii_lowercase().contains("certificate") => bail!(
+                Err(e) if e.0.to_ascii_lowercase().contains("certificate") => bail!(
                     "{what}: {url}: {e} (set target.tls_ca to trust its CA, or tls_insecure for testing)"
                 ),
                 Err(e) => Attempt::Retry(format!("{url}: {e}")),
@@ -211,7 +222,7 @@ impl Check {
                     bail!("{what}: HTTP {}{}", r.status, key_hint(r.status))
                 }
                 Ok(r) => return Ok(Attempt::Retry(format!("HTTP {}", r.status))),
-                Err(e) if self.enabled() => return Ok(Attempt::Retry(e)),
+                Err(e) if self.enabled() => return Ok(Attempt::Retry(e.0)),
                 Err(e) => bail!("{what}: {e}"),
             };
             let v: serde_json::Value = serde_json::from_slice(&resp.body)

@@ -1,6 +1,8 @@
 //! Process-level settings and readings every role of cicada shares: the
 //! open-file limit for holding thousands of connections, whether what goes
-//! to stderr may carry colour, and what the process has used so far.
+//! to stderr may carry colour, what the process (or a child) has used so
+//! far, the kernel's page and tick sizes, pinning to cores, and stopping a
+//! child at once.
 
 use std::ffi::OsStr;
 use std::io::IsTerminal as _;
@@ -68,6 +70,70 @@ pub fn resource_usage() -> ResourceUsage {
         // Linux reports kilobytes
         peak_rss_bytes: usage.ru_maxrss.max(0) as u64 * 1024,
     }
+}
+
+/// Bytes per memory page (what `/proc`'s page counts are in).
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    page.max(0) as u64
+}
+
+/// Clock ticks per second (what `/proc/PID/stat`'s CPU times are in).
+pub fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf has no preconditions
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    hz.max(1) as u64
+}
+
+/// Kill process `pid` at once (`SIGKILL`); the caller's own child, not yet reaped.
+pub fn kill_now(pid: i32) {
+    // SAFETY: plain FFI call; the pid is the caller's child, not yet reaped
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+}
+
+/// Limit the calling process to `cores` (Linux): between fork and exec it
+/// makes only async-signal-safe calls.
+pub fn pin_to(cores: &[usize]) -> std::io::Result<()> {
+    // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET writes within it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &core in cores {
+        // SAFETY: CPU_SET writes one bit of the set we own (it ignores
+        // cores past the set's size).
+        unsafe { libc::CPU_SET(core, &mut set) };
+    }
+    // SAFETY: the set is ours, passed with its size; pid 0 is this process.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// How a reaped child ended and what it used.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChildEnd {
+    /// It exited on its own with code 0.
+    pub succeeded: bool,
+    /// Its CPU time, user + system, µs.
+    pub cpu_us: f64,
+}
+
+/// Wait for child `pid` (the caller's own, not yet reaped) and read its usage.
+pub fn wait_child(pid: u32) -> std::io::Result<ChildEnd> {
+    let mut status = 0;
+    // SAFETY: rusage is plain integers, for which all-zero bytes are valid
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = pid as libc::pid_t;
+    // SAFETY: our own child, not yet reaped; both pointers are to live locals
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    if rc != pid {
+        return Err(std::io::Error::last_os_error());
+    }
+    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    Ok(ChildEnd {
+        succeeded: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        cpu_us: us(usage.ru_utime) + us(usage.ru_stime),
+    })
 }
 
 #[cfg(test)]
