@@ -50,7 +50,7 @@ pub fn package_name(manifest_text: &str) -> Option<String> {
 /// it ([`NEVER_REACHES`] says so through every path).
 pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
     Some(match package {
-        "cicada-metrics" | "cicada-alias" => &[],
+        "cicada-metrics" | "cicada-alias" | "cicada-serve" => &[],
         "cicada-request" => &["cicada-metrics"],
         "cicada-plan" => &["cicada-metrics", "cicada-request"],
         "cicada-mock" => &["cicada-metrics", "cicada-request"],
@@ -86,6 +86,7 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-proto",
             "cicada-results",
             "cicada-scenarios",
+            "cicada-serve",
             "cicada-target",
         ],
         "cicada-bench" => &[
