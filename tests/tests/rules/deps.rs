@@ -47,7 +47,9 @@ pub fn package_name(manifest_text: &str) -> Option<String> {
 /// worker, below the client, the wire, the worker and the scenario model,
 /// above only `cicada-request` and `cicada-metrics`. The worker and the mock
 /// stand beside `cicada-scenarios`, the coordinator's file model, never on
-/// it ([`NEVER_REACHES`] says so through every path).
+/// it ([`NEVER_REACHES`] says so through every path). The web UI sits
+/// below the coordinator: the run feeds its board as one of its sinks, and
+/// the page never reaches the run itself.
 pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
     Some(match package {
         "cicada-metrics" | "cicada-alias" | "cicada-serve" => &[],
@@ -78,6 +80,13 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-proto",
             "cicada-request",
         ],
+        "cicada-web" => &[
+            "cicada-metrics",
+            "cicada-plan",
+            "cicada-results",
+            "cicada-scenarios",
+            "cicada-serve",
+        ],
         "cicada-coordinator" => &[
             "cicada-client",
             "cicada-metrics",
@@ -88,6 +97,7 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-scenarios",
             "cicada-serve",
             "cicada-target",
+            "cicada-web",
         ],
         "cicada-bench" => &[
             "cicada-client",

@@ -1,5 +1,5 @@
 //! `cicada run --web [ADDR]` (and `cicada web`): Locust's web UI for a
-//! cicada run, served by the coordinator itself while the run goes. The
+//! cicada run, served by the coordinator's process while the run goes. The
 //! page (`page`: HTML, CSS and a small script drawing SVG charts, compiled
 //! in; nothing is fetched) reads a Locust-compatible API (`routes`) over
 //! the board the run loop keeps (`state`, rendered by `stats`, with the
