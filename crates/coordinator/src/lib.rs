@@ -17,9 +17,10 @@
 //!   collect events until every worker is done or lost, handing what the
 //!   merge finalises to the outputs.
 //! - `progress`, `live`: outputs of a running step (bar or log lines, and
-//!   the Prometheus exposition of `--metrics-addr`).
-//! - `web`: Locust's web UI and API (`--web`): the page, the run's board
-//!   (an output, `BoardSink`), the token rule, the start form.
+//!   the Prometheus exposition of `--metrics-addr`, served by
+//!   `cicada-serve`'s loop like the web UI).
+//! - the web UI (`--web`) is the `cicada-web` crate: the run keeps its
+//!   board (an output, `BoardSink`) and answers what the page asks.
 //! - `merge`: worker reports merged exactly, cumulative and per interval
 //!   (`ReportMerge`: the same merge from a report's bytes, for the bench).
 //! - `fleet`: the only wire edge: the gRPC service, local workers, and the
@@ -45,7 +46,6 @@ mod run;
 mod signals;
 mod step;
 mod sweep;
-mod web;
 
 use cicada_mock::{MockServer, TlsFiles};
 

@@ -49,9 +49,11 @@ pub fn package_name(manifest_text: &str) -> Option<String> {
 /// stand beside `cicada-scenarios`, the coordinator's file model, never on
 /// it ([`NEVER_REACHES`] says so through every path). `cicada-sys` is the
 /// floor: libc only, the one door to the kernel for every crate that needs it.
+/// The web UI sits below the coordinator: the run feeds its board as one of
+/// its sinks, and the page never reaches the run itself.
 pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
     Some(match package {
-        "cicada-metrics" | "cicada-alias" | "cicada-sys" => &[],
+        "cicada-metrics" | "cicada-alias" | "cicada-sys" | "cicada-serve" => &[],
         "cicada-request" => &["cicada-metrics"],
         "cicada-plan" => &["cicada-metrics", "cicada-request"],
         "cicada-mock" => &["cicada-metrics", "cicada-request", "cicada-sys"],
@@ -85,6 +87,13 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-request",
             "cicada-sys",
         ],
+        "cicada-web" => &[
+            "cicada-metrics",
+            "cicada-plan",
+            "cicada-results",
+            "cicada-scenarios",
+            "cicada-serve",
+        ],
         "cicada-coordinator" => &[
             "cicada-client",
             "cicada-metrics",
@@ -94,7 +103,9 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-proto",
             "cicada-results",
             "cicada-scenarios",
+            "cicada-serve",
             "cicada-sys",
+            "cicada-web",
         ],
         "cicada-bench" => &[
             "cicada-client",

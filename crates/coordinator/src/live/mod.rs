@@ -9,19 +9,15 @@ mod render;
 use cicada_results::sink::{Barrier, Sink, StepBegan, Tick};
 use render::{LiveView, render};
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
+use cicada_serve::Server;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
 
 /// Content type of the Prometheus text exposition format.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -39,7 +35,8 @@ pub struct LiveError {
 pub struct LiveMetrics {
     addr: SocketAddr,
     text: Arc<RwLock<String>>,
-    task: JoinHandle<()>,
+    /// Stops serving when the endpoint is dropped.
+    _server: Server,
 }
 
 impl LiveMetrics {
@@ -52,11 +49,15 @@ impl LiveMetrics {
             .local_addr()
             .map_err(|source| LiveError { addr, source })?;
         let text = Arc::new(RwLock::new(String::new()));
-        let task = tokio::spawn(accept_loop(listener, text.clone()));
+        let served = text.clone();
+        let server = cicada_serve::serve(listener, "metrics endpoint", move |req| {
+            let text = served.clone();
+            async move { respond(&req, &text) }
+        });
         Ok(Self {
             addr: bound,
             text,
-            task,
+            _server: server,
         })
     }
 
@@ -148,35 +149,6 @@ impl Sink for LiveSink {
     fn merge_closed(&mut self, tick: &Tick<'_>) {
         self.publish(tick);
         let _ = self.finished.merge(tick.total);
-    }
-}
-
-impl Drop for LiveMetrics {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn accept_loop(listener: TcpListener, text: Arc<RwLock<String>>) {
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "metrics endpoint: accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let text = text.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req: Request<Incoming>| {
-                let text = text.clone();
-                async move { Ok::<_, Infallible>(respond(&req, &text)) }
-            });
-            let _ = auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
     }
 }
 

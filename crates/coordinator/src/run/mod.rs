@@ -24,7 +24,6 @@ use crate::progress::{Display, Progress};
 use crate::signals::Signals;
 use crate::step::{Helm, Step, run_step};
 use crate::sweep::{self, Outcome, Sweeper};
-use crate::web::{BoardSink, Control, Feed, RunState, Web};
 use cicada_probe::scrape::Watch;
 use cicada_probe::{self as target, Target};
 use cicada_results::RunResult;
@@ -32,6 +31,7 @@ use cicada_results::console::Console;
 use cicada_results::files::Files;
 use cicada_results::sink::{RunFinished, Sink, Sinks, StepBegan, StepFinished};
 use cicada_results::write::RunContext;
+use cicada_web::{BoardSink, Control, Feed, RunState, Web};
 use finish::{FinishedStep, step_results};
 use tokio::sync::mpsc;
 

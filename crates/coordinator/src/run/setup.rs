@@ -15,7 +15,7 @@ use crate::fleet::tls::TlsFiles;
 use crate::fleet::{Fleet, FleetOptions, LocalWorkers, ServerTls, TOKEN_ENV};
 use crate::live::LiveMetrics;
 use crate::signals::Signals;
-use crate::web::{Feed, RunState, WEB_TOKEN_ENV, Web};
+use cicada_web::{Feed, RunState, WEB_TOKEN_ENV, Web};
 
 /// What the command line settles before anything runs.
 pub(super) struct Setup {

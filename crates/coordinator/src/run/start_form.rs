@@ -12,7 +12,7 @@ use crate::cli::RunArgs;
 use crate::error::RunError;
 use crate::fleet::{Event, Fleet};
 use crate::signals::Signals;
-use crate::web::{RunState, Web};
+use cicada_web::{RunState, Web};
 
 /// Wait for a start form that describes a runnable scenario; the run's
 /// pool and target for it. The fleet is read meanwhile (its heartbeats; a

@@ -17,7 +17,7 @@ use crate::cap::{Admit, FleetCap};
 use crate::fleet::{Event, Fleet, WorkerReport};
 use crate::merge::Aggregate;
 use crate::signals::Signals;
-use crate::web::Control;
+use cicada_web::Control;
 
 /// A worker that ended its share before it was done, and why.
 #[derive(Debug)]

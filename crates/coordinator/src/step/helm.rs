@@ -18,8 +18,8 @@ use tokio::time::Instant;
 
 use crate::fleet::Fleet;
 use crate::merge::Aggregate;
-use crate::web::state::SteeredLoad;
-use crate::web::{Control, Edit, Feed, ResetAsk, SteerAsk};
+use cicada_web::state::SteeredLoad;
+use cicada_web::{Control, Edit, Feed, ResetAsk, SteerAsk};
 
 /// How far ahead of now a change takes effect, at least (every worker hears
 /// of it first); it is placed on the next 100 ms edge after that.

@@ -1,5 +1,5 @@
 //! `cicada run --web [ADDR]` (and `cicada web`): Locust's web UI for a
-//! cicada run, served by the coordinator itself while the run goes. The
+//! cicada run, served by the coordinator's process while the run goes. The
 //! page (`page`: HTML, CSS and a small script drawing SVG charts, compiled
 //! in; nothing is fetched) reads a Locust-compatible API (`routes`) over
 //! the board the run loop keeps (`state`, rendered by `stats`, with the
@@ -35,13 +35,10 @@ mod stats;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use cicada_serve::Server;
 use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
 
 pub use state::{BoardSink, Feed, RunState};
 
@@ -160,7 +157,8 @@ pub struct Web {
     stop: Option<mpsc::UnboundedReceiver<&'static str>>,
     swarm: mpsc::Receiver<SwarmAsk>,
     steer: Option<mpsc::Receiver<Control>>,
-    task: JoinHandle<()>,
+    /// Stops serving when the UI is dropped.
+    _server: Server,
 }
 
 impl Web {
@@ -196,7 +194,11 @@ impl Web {
             swarm: swarm_tx,
             steer: steer_tx,
         });
-        let task = tokio::spawn(accept_loop(listener, shared));
+        let server =
+            cicada_serve::serve(listener, "web UI", move |req: http::Request<Incoming>| {
+                let shared = shared.clone();
+                async move { routes::respond(req, &shared).await }
+            });
         Ok(Self {
             addr: bound,
             feed,
@@ -204,7 +206,7 @@ impl Web {
             stop: Some(stop_rx),
             swarm: swarm_rx,
             steer: Some(steer_rx),
-            task,
+            _server: server,
         })
     }
 
@@ -234,34 +236,5 @@ impl Web {
     /// The next start form sent (`None` once the server is gone). Cancel-safe.
     pub async fn next_swarm(&mut self) -> Option<SwarmAsk> {
         self.swarm.recv().await
-    }
-}
-
-impl Drop for Web {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "web UI: accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req: http::Request<Incoming>| {
-                let shared = shared.clone();
-                async move { Ok::<_, std::convert::Infallible>(routes::respond(req, &shared).await) }
-            });
-            let _ = auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
     }
 }

@@ -149,8 +149,8 @@ pub fn template_args(b: &Board) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::web::fixtures::result;
-    use crate::web::state::{Feed, RunState};
+    use crate::fixtures::result;
+    use crate::state::{Feed, RunState};
     use cicada_plan::models::WeightedModel;
 
     #[test]

@@ -410,8 +410,8 @@ pub fn history(b: &Board, from: usize) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::web::fixtures::result;
-    use crate::web::state::Feed;
+    use crate::fixtures::result;
+    use crate::state::Feed;
     use cicada_metrics::Outcome;
     use cicada_scenarios::Scenario;
 
@@ -523,7 +523,7 @@ mod tests {
 
     #[test]
     fn the_header_shows_the_users_of_the_stage_in_force_then_of_a_change() {
-        use crate::web::state::SteeredLoad;
+        use crate::state::SteeredLoad;
         let mut r = result();
         r.scenario.load.users = Some(8);
         r.scenario.stages = serde_json::from_value(json!([
@@ -557,7 +557,7 @@ mod tests {
 
     #[test]
     fn an_open_loop_shows_the_rate_a_change_set() {
-        use crate::web::state::SteeredLoad;
+        use crate::state::SteeredLoad;
         let mut r = result();
         r.scenario.load.request_rate = cicada_plan::units::Rate::Finite(2.0);
         r.scenario.load.max_concurrency = Some(6);

@@ -24,7 +24,7 @@ pub(super) fn client_block(r: &RunResult) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::web::fixtures::result;
+    use crate::fixtures::result;
     use cicada_results::client_health::ClientHealth;
 
     #[test]

@@ -69,8 +69,8 @@ fn server_value(v: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::web::fixtures::result;
-    use crate::web::state::{Feed, RunState};
+    use crate::fixtures::result;
+    use crate::state::{Feed, RunState};
     use cicada_results::server::{Bucket, ServerFigures};
     use cicada_scenarios::Scenario;
 
