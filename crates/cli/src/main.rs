@@ -30,7 +30,7 @@ enum Command {
     /// error against the built-in mock, one core each.
     Selftest(Box<cicada_bench::SelftestArgs>),
     /// Compare result files side by side, or merge them into one row.
-    Report(cicada_results::cli::ReportArgs),
+    Report(cicada_report::cli::ReportArgs),
 }
 
 fn main() {
@@ -56,7 +56,7 @@ fn main() {
         Command::Mock(args) => block_on(cicada_coordinator::mock(*args)),
         Command::Validate(args) => cicada_coordinator::validate(&args),
         Command::Selftest(args) => block_on(cicada_bench::selftest(*args)),
-        Command::Report(args) => cicada_results::cli::report(&args),
+        Command::Report(args) => cicada_report::cli::report(&args),
     };
     std::process::exit(code);
 }

@@ -1,19 +1,16 @@
 //! Results: what one finished step (or `[[stages]]` window) measured, and
 //! everything that turns it into output: the console block, `result.json`,
 //! `summary.csv`, the streamed files, `report.html`, the run gates, the
-//! run's last-line verdict, the client's health verdict, the exit codes, and
-//! `cicada report`, which reads result files back (as tables, or as
-//! comparison curves with `--html`).
+//! run's last-line verdict, the client's health verdict and the exit codes.
+//! `cicada report` (crate `cicada-report`) reads the files back through
+//! [`document`], the result model.
 //!
 //! The coordinator builds a [`RunResult`] per finished step (from its merged
 //! aggregate, the fleet's shares and the servers' view) and hands it here;
 //! nothing in this crate runs a fleet or talks to a server.
 
-pub mod cli;
 pub mod client_health;
 mod clocks;
-pub mod compare;
-pub mod compare_html;
 pub mod console;
 pub mod csv;
 pub mod document;
@@ -26,13 +23,13 @@ pub mod json;
 pub mod live;
 pub mod outputs;
 mod reasoning;
-#[cfg(test)]
-mod sample;
+/// A result with every field set, for tests here and in the readers' crates.
+#[cfg(any(test, feature = "sample"))]
+pub mod sample;
 pub mod server;
 pub mod stages;
 pub mod streams;
 pub mod svg;
-pub mod table;
 pub mod timeseries;
 pub mod verdict;
 pub mod write;
