@@ -23,7 +23,10 @@ pub mod triton;
 pub mod tty;
 pub mod web;
 
-pub use web::{mock_chat_scenario, stage_names, start_web_run, stop_from_page};
+pub use web::{
+    Answer, Guarded, mock_chat_scenario, request, stage_names, start_web_run, start_web_wait,
+    stop_from_page,
+};
 
 pub use background::{
     coord_output, signal, start_coord, start_coord_for_remote, wait_exit, wait_listening,

@@ -23,12 +23,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use cicada_mock::{FaultRates, MockConfig};
+use cicada_plan::shape::Ramp;
 use cicada_scenarios::Scenario;
 use cicada_scenarios::scenario::{
-    Backend, DatasetKind, FaultRates, Load, MockConfig, Output, Pooling, Sampling, StructuredSpec,
-    Target, TokenizerSpec,
+    Backend, DatasetKind, Load, Output, Pooling, Sampling, StructuredSpec, Target, TokenizerSpec,
 };
-use cicada_scenarios::shape::{Ramp, StageSpec, Sweep};
+use cicada_scenarios::shape::{StageSpec, Sweep};
 use cicada_tests::*;
 
 /// The pages whose commands run: the README and the user guide.

@@ -11,17 +11,23 @@
 //! - No crate reaches past another's public API: each depends only on the
 //!   crates below it in the layering (`rules::deps`), no item hides behind
 //!   `#[doc(hidden)]`, and the worker shows nothing but its entry point.
+//! - The plan crate is the I/O-free centre (issue 36): it reaches no
+//!   runtime, network, tokenizer or file model and names no `std` I/O; the
+//!   worker and the mock never reach the scenario model, however indirectly.
 //!
 //! Each check runs first on a small made-up source that breaks its rule, so
 //! a check that could not fail would fail here.
 
 mod rules;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use cicada_tests::repo_root;
-use rules::deps::{hidden_doors, layering_breaches};
+use rules::deps::{
+    NEVER_REACHES, dependencies, hidden_doors, io_mentions, layering_breaches, lock_graph,
+    package_name, reach,
+};
 use rules::length::{MAX_FN_LINES, long_functions};
 use rules::modules::{Crate, cycles, module_of};
 use rules::source::{Source, parse, read_sources};
@@ -231,10 +237,10 @@ fn wire_types_are_read_only_at_each_edge() {
 
 #[test]
 fn a_made_up_reach_past_the_api_is_found() {
-    let manifest = "[package]\nname = \"cicada-scenarios\"\n\n[dependencies]\ncicada-metrics.workspace = true\ncicada-mock = { path = \"../mock\" }\nserde.workspace = true\n\n[dev-dependencies]\ncicada-worker.workspace = true\n";
+    let manifest = "[package]\nname = \"cicada-plan\"\n\n[dependencies]\ncicada-metrics.workspace = true\ncicada-scenarios = { path = \"../scenarios\" }\nserde.workspace = true\n\n[dev-dependencies]\ncicada-worker.workspace = true\n";
     assert_eq!(
         layering_breaches(manifest).unwrap(),
-        ["cicada-scenarios -> cicada-mock"]
+        ["cicada-plan -> cicada-scenarios"]
     );
     let coordinator = "[package]\nname = \"cicada-coordinator\"\n[dependencies]\ncicada-worker.workspace = true\n";
     assert_eq!(
@@ -297,5 +303,75 @@ fn the_worker_shows_only_its_entry_point() {
     assert!(
         public.is_empty(),
         "the worker makes modules public: {public:?}"
+    );
+}
+
+// ---------------------------------------------------------------- the plan at the centre
+
+/// Every workspace crate's normal dependencies, by package name.
+fn workspace_graph() -> BTreeMap<String, Vec<String>> {
+    crates()
+        .iter()
+        .map(|dir| {
+            let text = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+            (package_name(&text).unwrap(), dependencies(&text))
+        })
+        .collect()
+}
+
+#[test]
+fn a_made_up_reach_through_the_graph_is_found() {
+    let workspace = BTreeMap::from([
+        ("a".to_string(), vec!["b".to_string()]),
+        ("b".to_string(), vec!["ext".to_string()]),
+    ]);
+    let lock = lock_graph(
+        "[[package]]\nname = \"ext\"\nversion = \"1.0.0\"\ndependencies = [\n \"deep 0.2.0\",\n \"other\",\n]\n\n[[package]]\nname = \"deep\"\nversion = \"0.2.0\"\n",
+    );
+    assert_eq!(
+        reach("a", &workspace, &lock),
+        ["b", "deep", "ext", "other"].map(String::from).into()
+    );
+    // a workspace crate's dev-dependencies are not followed
+    let manifest = "[package]\nname = \"x\"\n[dependencies]\nb.workspace = true\n[dev-dependencies]\nc.workspace = true\n";
+    assert_eq!(dependencies(manifest), ["b"]);
+    let text = "use std::{fs, time::Duration};\nuse std::io::Read as _;\nfn f() { let _ = std::net::Ipv4Addr::LOCALHOST; }\nuse std::collections::BTreeMap;\n#[cfg(test)]\nmod tests { use std::fs; }\n";
+    assert_eq!(io_mentions(Path::new("made-up.rs"), text), [1, 2, 3]);
+}
+
+#[test]
+fn the_plan_worker_and_mock_reach_only_what_their_jobs_need() {
+    let workspace = workspace_graph();
+    let lock = lock_graph(&std::fs::read_to_string(repo_root().join("Cargo.lock")).unwrap());
+    // the graph is followed: the worker reaches the runtime and the tokenizer it uses
+    let worker = reach("cicada-worker", &workspace, &lock);
+    assert!(worker.contains("tokio") && worker.contains("tokenizers"));
+    let mut found = Vec::new();
+    for (package, never, why) in NEVER_REACHES {
+        assert!(workspace.contains_key(*package), "{package} is not a crate");
+        let reached = reach(package, &workspace, &lock);
+        for bad in never.iter().filter(|n| reached.contains(**n)) {
+            found.push(format!("  {package} reaches {bad}: {why}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "crates reaching what their job does not need (tests/tests/rules/deps.rs):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_plan_crate_does_no_io() {
+    let mut found = Vec::new();
+    for (path, text) in read_sources(&repo_root().join("crates/plan/src")) {
+        for line in io_mentions(&path, &text) {
+            found.push(format!("  {}:{line}", rel(&path)));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the plan crate names the standard library's I/O (it is data and arithmetic):\n{}",
+        found.join("\n")
     );
 }

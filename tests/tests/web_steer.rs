@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cicada_scenarios::schedule::ScheduleSpec;
-use cicada_scenarios::units::Rate;
+use cicada_plan::schedule::ScheduleSpec;
+use cicada_plan::units::Rate;
 use cicada_tests::*;
 use serde_json::Value;
 

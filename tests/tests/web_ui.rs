@@ -112,7 +112,7 @@ fn run_args<'a>(sc: &'a Path, out: &'a Path, addr: &'a str) -> Vec<&'a str> {
 
 /// While a run goes, `/stats/requests` has Locust's shape and cicada's LLM
 /// figures, the CSVs, the report and the downloads are served, a cross-site
-/// POST is refused, and `POST /stop` ends the run with its results written
+/// stop (GET or POST) is refused, and `POST /stop` ends the run with its results written
 /// as a first Ctrl-C does (exit 130, partial, stopped by `POST /stop`).
 #[test]
 fn the_api_follows_a_run_and_stop_writes_its_results() {
@@ -163,7 +163,10 @@ fn the_api_follows_a_run_and_stop_writes_its_results() {
     let (code, fails) = get(&format!("{base}/stats/failures/csv"));
     assert_eq!(
         (code, fails.lines().next()),
-        (200, Some("Method,Name,Error,Occurrences"))
+        (
+            200,
+            Some("Method,Name,Error,Occurrences,First Seen,Last Seen")
+        )
     );
     let (code, report) = get(&format!("{base}/stats/report"));
     assert_eq!(code, 200);
@@ -187,8 +190,14 @@ fn the_api_follows_a_run_and_stop_writes_its_results() {
     let hist: Value = serde_json::from_str(&hist).unwrap();
     assert_eq!(hist["from"], 1);
 
-    // control routes: POST only, and never from another site
-    assert_eq!(get(&format!("{base}/stop")).0, 405);
+    // control routes: never from another site, whatever the method
+    let img = [("sec-fetch-site", "cross-site")];
+    let refused = http("GET", &format!("{base}/stop"), &img, "").unwrap();
+    assert_eq!(refused.0, 403, "{}", refused.1);
+    assert_eq!(
+        http("PUT", &format!("{base}/stop"), &[], "").unwrap().0,
+        405
+    );
     let evil = [
         ("origin", "http://evil.example"),
         ("content-type", "text/plain"),

@@ -15,9 +15,11 @@
 //!
 //! The worker drives load with it; the coordinator's readiness probe and
 //! server-metrics scraper use the same connections, so all three talk alike.
-//! It knows nothing of plans, schedules or the coordinator; what a request
-//! is made of (API, sampling, prompt, TLS, HTTP version, addresses, proxy)
-//! it takes from `cicada-request`, which the scenario crate shares.
+//! Of a plan it knows only the resolved target it is built from (its
+//! settings, headers and codec come `From` it); schedules and the
+//! coordinator are not its business. What a request is made of (API,
+//! sampling, prompt, TLS, HTTP version, addresses, proxy) it takes from
+//! `cicada-request`, which the plan crate shares.
 
 pub mod backend;
 pub mod clock;
@@ -25,5 +27,6 @@ pub mod exchange;
 pub mod http;
 pub mod sse;
 pub mod sys;
+mod target;
 pub mod thinking;
 pub mod tls;

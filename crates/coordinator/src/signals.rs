@@ -1,7 +1,7 @@
 //! SIGINT / SIGTERM: the first asks the run to stop and keep its results; the
 //! second exits at once, taking the local workers down with it. The web
-//! UI's `POST /stop` arrives here too and stops the run as a first SIGINT
-//! does (results written); it never forces the immediate exit.
+//! UI's `/stop` (GET or POST) arrives here too and stops the run as a first
+//! SIGINT does (results written); it never forces the immediate exit.
 
 use std::sync::Mutex;
 
@@ -13,13 +13,11 @@ use crate::error::exit_code_of;
 pub struct Signals {
     int: Option<Signal>,
     term: Option<Signal>,
-    /// `POST /stop` of the web UI.
-    web: Option<tokio::sync::mpsc::UnboundedReceiver<()>>,
+    /// The web UI's `/stop`, each carrying the request that asked
+    /// (`GET /stop` or `POST /stop`).
+    web: Option<tokio::sync::mpsc::UnboundedReceiver<&'static str>>,
     seen: u32,
 }
-
-/// What the run records as having stopped it after `POST /stop`.
-pub const WEB_STOP: &str = "POST /stop";
 
 impl Signals {
     /// Install the handlers (a platform without them just never fires).
@@ -32,8 +30,8 @@ impl Signals {
         }
     }
 
-    /// Also stop on the web UI's `POST /stop`.
-    pub fn attach_web(&mut self, stop: tokio::sync::mpsc::UnboundedReceiver<()>) {
+    /// Also stop on the web UI's `/stop`.
+    pub fn attach_web(&mut self, stop: tokio::sync::mpsc::UnboundedReceiver<&'static str>) {
         self.web = Some(stop);
     }
 
@@ -42,10 +40,11 @@ impl Signals {
         let name = tokio::select! {
             Some(()) = recv(&mut self.int) => "SIGINT",
             Some(()) = recv(&mut self.term) => "SIGTERM",
-            Some(()) = recv_web(&mut self.web) => {
-                // one stop is enough: later ones change nothing
+            Some(asked) = recv_web(&mut self.web) => {
+                // one stop is enough: later ones change nothing; the run
+                // records the request that stopped it
                 self.web = None;
-                return WEB_STOP;
+                return asked;
             }
         };
         self.seen += 1;
@@ -86,7 +85,9 @@ fn kill_local_workers() {
     }
 }
 
-async fn recv_web(s: &mut Option<tokio::sync::mpsc::UnboundedReceiver<()>>) -> Option<()> {
+async fn recv_web(
+    s: &mut Option<tokio::sync::mpsc::UnboundedReceiver<&'static str>>,
+) -> Option<&'static str> {
     match s {
         Some(s) => s.recv().await,
         None => std::future::pending().await,

@@ -7,9 +7,9 @@
 //! requests meet every `[slo]` bound for at least `fraction` of them, by
 //! bisection down to `resolution` req/s.
 
+use cicada_plan::units::Rate;
 use cicada_scenarios::Scenario;
 use cicada_scenarios::shape::{Sweep, SweepMode, auto_rates};
-use cicada_scenarios::units::Rate;
 
 pub use cicada_results::stages::Search;
 

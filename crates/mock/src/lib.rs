@@ -16,6 +16,7 @@
 
 mod cache;
 mod clock;
+mod config;
 mod connection;
 mod form;
 mod handler;
@@ -30,9 +31,8 @@ mod stats;
 mod stream;
 mod wire;
 
-/// The mock's specification lives with the scenario model, which spells it
-/// as `[mock]`; the server runs exactly that type.
-pub use cicada_scenarios::mock::{Fault, FaultRates, MockApi, MockConfig, ReasoningField, Truth};
+/// The mock's specification; a scenario's `[mock]` section is this type.
+pub use config::{Fault, FaultRates, MockApi, MockConfig, ReasoningField, Truth};
 pub use handler::PROBE_HEADER;
 pub use request::fingerprint;
 pub use server::{MockError, MockServer, TlsFiles};

@@ -4,8 +4,9 @@
 //! response held at once).
 //!
 //! One definition of each, shared by the scenario crate (which reads them
-//! from scenario files and ships them in plans, hence their serde spelling)
-//! and the client (which sends them), so neither keeps a copy of the other's.
+//! from scenario files), the plan crate (which ships them to workers, hence
+//! their serde spelling) and the client (which sends them), so none keeps a
+//! copy of another's.
 
 mod api;
 mod check;

@@ -449,7 +449,7 @@ mod tests {
         assert_eq!(concurrency(&sc), "unbounded");
         sc.load.max_concurrency = Some(8);
         assert_eq!(concurrency(&sc), "8");
-        sc.load.request_rate = cicada_scenarios::units::Rate::Finite(4.0);
+        sc.load.request_rate = cicada_plan::units::Rate::Finite(4.0);
         assert_eq!(concurrency(&sc), "QPS 4 constant");
         let mut users = Scenario::default();
         users.load.users = Some(3);

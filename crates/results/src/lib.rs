@@ -35,9 +35,9 @@ pub mod verdict;
 pub mod write;
 
 use cicada_metrics::{LatencyHistogram, Metric, MetricSet, Summary};
+use cicada_plan::ResolvedTarget;
 use cicada_scenarios::Scenario;
 use cicada_scenarios::dataset::DatasetReport;
-use cicada_scenarios::plan::ResolvedTarget;
 
 use crate::interval::IntervalRow;
 use crate::server::ServerView;

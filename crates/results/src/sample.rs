@@ -38,9 +38,9 @@ pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult 
         stage: 0,
         stage_name: String::new(),
         proxy_routes: Vec::new(),
-        target: cicada_scenarios::plan::ResolvedTarget {
-            api: cicada_scenarios::plan::WireApi::Chat,
-            family: cicada_scenarios::plan::ServerFamily::Mock,
+        target: cicada_plan::ResolvedTarget {
+            api: cicada_plan::WireApi::Chat,
+            family: cicada_plan::ServerFamily::Mock,
             urls: vec!["http://t".into()],
             model: "m".into(),
             models: Vec::new(),
@@ -52,9 +52,9 @@ pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult 
             routing: Default::default(),
             tls: Default::default(),
             keep_alive: true,
-            http: cicada_scenarios::plan::HttpVersion::Auto,
-            addresses: cicada_scenarios::plan::AddressChoice::First,
-            proxy: cicada_scenarios::plan::ProxySetting::Env,
+            http: cicada_plan::HttpVersion::Auto,
+            addresses: cicada_plan::AddressChoice::First,
+            proxy: cicada_plan::ProxySetting::Env,
             no_proxy: Vec::new(),
             max_event_bytes: 16 << 20,
         },
@@ -233,12 +233,12 @@ pub fn rich() -> RunResult {
 fn with_models(r: &mut RunResult, shares: [MetricSet; 2]) {
     r.per_model = shares.to_vec();
     r.target.models = vec![
-        cicada_scenarios::plan::WeightedModel {
+        cicada_plan::WeightedModel {
             name: "llama-lora-sql".into(),
             weight: 1.0,
             lora_id: None,
         },
-        cicada_scenarios::plan::WeightedModel {
+        cicada_plan::WeightedModel {
             name: "llama-lora-chat".into(),
             weight: 2.0,
             lora_id: None,

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use cicada_plan::ResolvedTarget;
 use cicada_scenarios::Scenario;
 use cicada_scenarios::dataset::DatasetReport;
-use cicada_scenarios::plan::ResolvedTarget;
 use sha2::{Digest, Sha256};
 
 use super::{RunResult, console, csv, json};

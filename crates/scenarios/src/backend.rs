@@ -5,7 +5,7 @@
 use cicada_request::Spelling;
 use serde::{Deserialize, Serialize};
 
-use crate::mock::MockApi;
+use cicada_mock::MockApi;
 
 /// The serving API spoken to the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 
-use crate::units::Span;
+use cicada_plan::units::Span;
 
 pub use crate::media_spec::{AudioSpec, ImageBucket, MmLimits, RandomMmSpec};
 

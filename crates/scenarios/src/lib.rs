@@ -1,27 +1,22 @@
-//! What cicada sends: the scenario model and its validation, datasets and
-//! prompt construction, the seeded arrival schedule, and the sharding arithmetic
-//! that gives every worker its exact stripe of the one global run.
+//! The coordinator's file model: the scenario and its validation, datasets
+//! and prompt construction (their files and tokenizers), the vLLM flags, and
+//! the plans a scenario makes for its workers (`sharding`), in the plan
+//! crate's terms (`cicada-plan`).
 
 mod backend;
-mod closed_loop;
 pub mod dataset;
 mod dataset_spec;
 mod describe;
 mod error;
 mod load;
 mod media_spec;
-pub mod mock;
-pub mod models;
 pub mod overlay;
-pub mod plan;
 pub mod scenario;
-pub mod schedule;
 pub mod shape;
 pub mod sharding;
 mod source;
 mod structured;
 pub mod tokenizer;
-pub mod units;
 mod validate;
 mod validate_media;
 mod validate_models;

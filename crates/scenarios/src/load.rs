@@ -228,7 +228,7 @@ fn resolve_relative_paths(scenario: &mut Scenario, base: Option<&Path>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::units::Rate;
+    use cicada_plan::units::Rate;
 
     fn err(text: &str) -> String {
         parse(text, "s.toml", &[]).unwrap_err().to_string()
@@ -325,7 +325,7 @@ mod tests {
             &[],
         )
         .unwrap();
-        assert_eq!(s.mock.api, crate::scenario::MockApi::Tgi);
+        assert_eq!(s.mock.api, cicada_mock::MockApi::Tgi);
     }
 
     #[test]

@@ -11,36 +11,13 @@ pub use crate::dataset_spec::{
     AudioSpec, ConversationsSpec, Dataset, DatasetKind, ImageBucket, JsonlSpec, MmLimits,
     PrefixSpec, RandomMmSpec, RandomSpec, SharegptSpec, SonnetSpec, TraceSpec,
 };
-pub use crate::mock::{Fault, FaultRates, MockApi, MockConfig};
-pub use crate::models::{ModelAssignment, WeightedModel};
-use crate::shape::{Cooldown, Ramp, StageSpec, Sweep, ThinkTime, Warmup};
+use crate::shape::{StageSpec, Sweep};
 pub use crate::structured::StructuredSpec;
-use crate::units::{ByteSize, Rate, Span};
-
-/// How each request picks one of several replicas.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Routing {
-    /// Request `i` goes to replica `i mod n` (the same for any worker count).
-    #[default]
-    RoundRobin,
-    /// A seeded random replica per request (the same for any worker count).
-    Random,
-    /// The replica with the fewest requests in flight from this worker
-    /// (workers do not see each other's requests).
-    LeastInFlight,
-}
-
-impl Routing {
-    /// Name as written in scenario files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Routing::RoundRobin => "round_robin",
-            Routing::Random => "random",
-            Routing::LeastInFlight => "least_in_flight",
-        }
-    }
-}
+use cicada_mock::MockConfig;
+use cicada_plan::Routing;
+use cicada_plan::shape::{Cooldown, Ramp, ThinkTime, Warmup};
+use cicada_plan::units::{ByteSize, Rate, Span};
+use cicada_plan::{ModelAssignment, WeightedModel};
 
 /// A whole load test: what to send, where, how fast, and what to report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -257,7 +234,7 @@ pub struct Load {
     /// Mean arrival rate, requests/s, or "inf" to send everything at the start.
     pub request_rate: Rate,
     /// Gamma shape of arrival gaps: 1 = Poisson, < 1 burstier, > 1 more regular.
-    #[serde(with = "crate::units::f64_or_inf")]
+    #[serde(with = "cicada_plan::units::f64_or_inf")]
     pub burstiness: f64,
     /// Most requests in flight at once across the fleet.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1,74 +1,25 @@
-//! Sharding arithmetic: one global run split over workers so that the server
-//! sees the same load for any worker count.
+//! A scenario's run split over workers, one plan each, so that the server
+//! sees the same load for any worker count: the scenario's schedule,
+//! sampling, windows and users, striped by the plan crate's arithmetic
+//! (`cicada_plan::sharding`).
 //!
 //! Open loop: request `i` goes to worker `i mod N` (striping); concurrency
 //! slots split as evenly as integers allow. Closed loop: user `u` lives on
 //! worker `u mod N`. Each worker receives only the pool entries it will use.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::closed_loop::{ClosedLoop, UserStage};
-use crate::dataset::{Pool, PoolEntry};
-use crate::plan::{
-    ConversationSettings, Drive, Plan, ResolvedSampling, ResolvedTarget, StageWindow, Stripe,
+use cicada_plan::pool::PoolEntry;
+use cicada_plan::schedule::{RateStage, ScheduleSpec};
+use cicada_plan::sharding::{active_workers, slots_for, stripe_entries, stripe_uses};
+use cicada_plan::units::Rate;
+use cicada_plan::{
+    ClosedLoop, ConversationSettings, Drive, Plan, ResolvedSampling, ResolvedTarget, StageWindow,
+    Stripe, UserStage,
 };
+
+use crate::dataset::Pool;
 use crate::scenario::{DEFAULT_NUM_PROMPTS, Dataset};
-use crate::schedule::{RateStage, ScheduleSpec};
-use crate::units::Rate;
-
-/// Workers that receive requests: all of them, or `max_concurrency` if that is fewer
-/// (a worker with no concurrency slot could never send its stripe).
-pub fn active_workers(workers: u32, max_concurrency: Option<u32>) -> u32 {
-    match max_concurrency {
-        Some(c) => workers.min(c).max(1),
-        None => workers.max(1),
-    }
-}
-
-/// Concurrency slots of stripe `index` of `count`: `⌊C/count⌋ + (index < C mod count)`.
-pub fn slots_for(max_concurrency: u32, index: u32, count: u32) -> u32 {
-    let count = count.max(1);
-    max_concurrency / count + u32::from(index < max_concurrency % count)
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
-}
-
-/// Whether stripe `index` of `count` ever uses pool entry `id` of a pool of `pool_size`.
-///
-/// Request `i` uses entry `i mod P`, and the stripe holds `i ≡ index (mod count)`,
-/// so it reaches exactly the entries congruent to `index` modulo `gcd(count, P)`.
-pub fn stripe_uses(id: u64, index: u32, count: u32, pool_size: u64) -> bool {
-    let g = gcd(u64::from(count.max(1)), pool_size.max(1));
-    id % g == u64::from(index) % g
-}
-
-/// Pool entries stripe `index` of `count` uses when the run has `requests`
-/// requests (`None`: cycling without end, as a duration-bound run may).
-pub fn stripe_entries(
-    index: u32,
-    count: u32,
-    requests: Option<u64>,
-    pool_size: u64,
-) -> BTreeSet<u64> {
-    let (count, index, p) = (u64::from(count.max(1)), u64::from(index), pool_size.max(1));
-    let g = gcd(count, p);
-    let reachable = p / g;
-    match requests {
-        None => (0..p).filter(|id| id % g == index % g).collect(),
-        Some(r) => {
-            let mut out = BTreeSet::new();
-            let mut i = index;
-            while i < r && (out.len() as u64) < reachable {
-                out.insert(i % p);
-                i += count;
-            }
-            out
-        }
-    }
-}
 
 /// Sampling with the scenario's defaults applied: `ignore_eos` is on for the
 /// synthetic workloads (random, as in `vllm bench serve`; prefix; trace), whose
@@ -224,82 +175,64 @@ fn closed_loop_of(s: &crate::Scenario, pool_size: u64, worker: u32, workers: u32
     }
 }
 
-/// One plan per worker for a step of the run.
-pub fn plans_for(
+/// Who one plan of a step is for.
+#[derive(Debug, Clone)]
+pub struct Recipient {
+    /// The fleet member's index, which its records carry (`Plan::worker_index`).
+    pub member: u32,
+    /// The target as this member reaches it (a remote worker reaches the
+    /// embedded mock at another address than a local one).
+    pub target: ResolvedTarget,
+}
+
+/// What every plan of a step shares besides the scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct StepInputs<'a> {
+    pub run_id: &'a str,
+    /// The step (0 without a sweep, else from 1).
+    pub step: u32,
+    pub pool: &'a Pool,
+    /// Shipped to workers that count or verify output tokens.
+    pub tokenizer: Option<&'a crate::tokenizer::Tokenizer>,
+    /// The load may change while it runs (the web UI): a time-bound closed
+    /// loop's workers then get the whole pool, as a change's users use
+    /// entries the plan's users did not.
+    pub steerable: bool,
+}
+
+/// One plan per recipient for a step of the run, each complete as it is
+/// sent: the `k`-th recipient gets stripe `k` of `recipients.len()` (the
+/// same global load for any count), named by its member index.
+pub fn step_plans(
     s: &crate::Scenario,
-    target: &ResolvedTarget,
-    pool: &Pool,
-    tokenizer: Option<&crate::tokenizer::Tokenizer>,
-    run_id: &str,
-    step: u32,
-    workers: u32,
+    step: &StepInputs<'_>,
+    recipients: &[Recipient],
 ) -> Vec<Plan> {
-    let workers = workers.max(1);
-    let entries = &pool.entries;
-    let pool_size = entries.len() as u64;
+    let workers = u32::try_from(recipients.len()).unwrap_or(u32::MAX).max(1);
+    let pool = step.pool;
     let schedule = schedule_of(s, pool);
     let sampling = resolve_sampling(s);
-    let active = active_workers(workers, s.load.max_concurrency);
     let conversations = match &s.dataset {
         Dataset::Conversations(c) => Some(ConversationSettings {
             think_time_ms: c.think_time.get().as_millis() as u64,
         }),
         _ => None,
     };
+    let whole_pool = step.steerable && conversations.is_none();
     (0..workers)
-        .map(|w| {
-            let (drive, mine): (Drive, Vec<PoolEntry>) = if is_closed_loop(s) {
-                let cl = closed_loop_of(s, pool_size, w, workers);
-                let stride = cl.stride;
-                let mine = entries
-                    .iter()
-                    .filter(|e| {
-                        cl.users
-                            .iter()
-                            .any(|u| stripe_uses(e.id, *u, stride, pool_size))
-                    })
-                    .cloned()
-                    .collect();
-                (Drive::Closed(cl), mine)
+        .zip(recipients)
+        .map(|(w, to)| {
+            let (drive, mine) = if is_closed_loop(s) {
+                closed_drive(s, pool, w, workers, whole_pool)
             } else {
-                let stripe = (w < active).then_some(Stripe {
-                    index: w,
-                    count: active,
-                });
-                let mine = match stripe {
-                    Some(st) => {
-                        let ids = stripe_entries(st.index, st.count, schedule.requests, pool_size);
-                        entries
-                            .iter()
-                            .filter(|e| ids.contains(&e.id))
-                            .cloned()
-                            .collect()
-                    }
-                    None => Vec::new(),
-                };
-                let slots = match (stripe, s.load.max_concurrency) {
-                    (Some(st), Some(c)) => Some(slots_for(c, st.index, st.count)),
-                    (None, _) => Some(0),
-                    (Some(_), None) => None,
-                };
-                let schedule = schedule.clone();
-                let fleet_slots = stripe.and(s.load.max_concurrency);
-                (
-                    Drive::Open {
-                        stripe,
-                        schedule,
-                        slots,
-                        fleet_slots,
-                    },
-                    mine,
-                )
+                open_drive(s, pool, &schedule, w, workers)
             };
             Plan {
-                run_id: run_id.to_string(),
-                step,
-                worker_index: w,
+                run_id: step.run_id.to_string(),
+                step: step.step,
+                worker_index: to.member,
                 worker_count: workers,
-                target: target.clone(),
+                target: to.target.clone(),
                 sampling: sampling.clone(),
                 slo: s.slo,
                 drive,
@@ -309,7 +242,7 @@ pub fn plans_for(
                 pool: mine,
                 shapes: pool.shapes.clone(),
                 report_interval_ms: s.load.report_interval.get().as_millis() as u64,
-                tokenizer: tokenizer.map(|t| t.json().to_string()),
+                tokenizer: step.tokenizer.map(|t| t.json().to_string()),
                 verify_every: s.tokenizer.as_ref().map_or(0, |t| t.verify_every),
                 conversations,
                 details: s.output.save_detailed,
@@ -318,15 +251,109 @@ pub fn plans_for(
         .collect()
 }
 
+/// One plan per worker `0..workers`, every one reaching `target` alike.
+pub fn plans_for(
+    s: &crate::Scenario,
+    target: &ResolvedTarget,
+    pool: &Pool,
+    tokenizer: Option<&crate::tokenizer::Tokenizer>,
+    run_id: &str,
+    step: u32,
+    workers: u32,
+) -> Vec<Plan> {
+    let recipients: Vec<Recipient> = (0..workers.max(1))
+        .map(|member| Recipient {
+            member,
+            target: target.clone(),
+        })
+        .collect();
+    let inputs = StepInputs {
+        run_id,
+        step,
+        pool,
+        tokenizer,
+        steerable: false,
+    };
+    step_plans(s, &inputs, &recipients)
+}
+
+/// Worker `w` of `workers`'s users, and the pool entries they use (all of
+/// them with `whole_pool`, when the run is time-bound).
+fn closed_drive(
+    s: &crate::Scenario,
+    pool: &Pool,
+    w: u32,
+    workers: u32,
+    whole_pool: bool,
+) -> (Drive, Vec<PoolEntry>) {
+    let pool_size = pool.entries.len() as u64;
+    let cl = closed_loop_of(s, pool_size, w, workers);
+    let mine = if whole_pool && cl.requests.is_none() {
+        pool.entries.clone()
+    } else {
+        let stride = cl.stride;
+        pool.entries
+            .iter()
+            .filter(|e| {
+                cl.users
+                    .iter()
+                    .any(|u| stripe_uses(e.id, *u, stride, pool_size))
+            })
+            .cloned()
+            .collect()
+    };
+    (Drive::Closed(cl), mine)
+}
+
+/// Worker `w` of `workers`'s stripe of `schedule` (none past the workers
+/// `max_concurrency` leaves a slot), its slots, and the pool entries it uses.
+fn open_drive(
+    s: &crate::Scenario,
+    pool: &Pool,
+    schedule: &ScheduleSpec,
+    w: u32,
+    workers: u32,
+) -> (Drive, Vec<PoolEntry>) {
+    let active = active_workers(workers, s.load.max_concurrency);
+    let stripe = (w < active).then_some(Stripe {
+        index: w,
+        count: active,
+    });
+    let mine = match stripe {
+        Some(st) => {
+            let pool_size = pool.entries.len() as u64;
+            let ids = stripe_entries(st.index, st.count, schedule.requests, pool_size);
+            pool.entries
+                .iter()
+                .filter(|e| ids.contains(&e.id))
+                .cloned()
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    let slots = match (stripe, s.load.max_concurrency) {
+        (Some(st), Some(c)) => Some(slots_for(c, st.index, st.count)),
+        (None, _) => Some(0),
+        (Some(_), None) => None,
+    };
+    let drive = Drive::Open {
+        stripe,
+        schedule: schedule.clone(),
+        slots,
+        fleet_slots: stripe.and(s.load.max_concurrency),
+    };
+    (drive, mine)
+}
+
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeMap;
 
     use super::*;
     use crate::dataset::build_pool;
-    use crate::plan::{Routing, ServerFamily, TlsSettings, WireApi};
     use crate::shape::StageSpec;
-    use crate::units::Span;
+    use cicada_plan::units::Span;
+    use cicada_plan::{Routing, ServerFamily, TlsSettings, WireApi};
 
     fn target() -> ResolvedTarget {
         ResolvedTarget {
@@ -343,48 +370,11 @@ mod tests {
             routing: Routing::default(),
             tls: TlsSettings::default(),
             keep_alive: true,
-            http: crate::plan::HttpVersion::Auto,
-            addresses: crate::plan::AddressChoice::First,
-            proxy: crate::plan::ProxySetting::Env,
+            http: cicada_plan::HttpVersion::Auto,
+            addresses: cicada_plan::AddressChoice::First,
+            proxy: cicada_plan::ProxySetting::Env,
             no_proxy: Vec::new(),
             max_event_bytes: 16 << 20,
-        }
-    }
-
-    #[test]
-    fn slots_split_as_evenly_as_integers_allow() {
-        for (c, n) in [(64u32, 8u32), (10, 3), (7, 7), (5, 2)] {
-            let slots: Vec<u32> = (0..n).map(|w| slots_for(c, w, n)).collect();
-            assert_eq!(slots.iter().sum::<u32>(), c);
-            let (lo, hi) = (slots.iter().min().unwrap(), slots.iter().max().unwrap());
-            assert!(hi - lo <= 1, "{slots:?}");
-        }
-        assert_eq!(active_workers(8, Some(3)), 3);
-        assert_eq!(active_workers(8, None), 8);
-        assert_eq!(active_workers(2, Some(64)), 2);
-    }
-
-    #[test]
-    fn stripe_entries_are_exactly_the_ones_used() {
-        for (count, p, r) in [
-            (4u32, 10u64, Some(7u64)),
-            (3, 9, Some(100)),
-            (8, 1000, Some(1000)),
-            (5, 7, None),
-            (4, 23, Some(23)),
-        ] {
-            for index in 0..count {
-                let limit = r.unwrap_or(u64::from(count) * p * 2);
-                let brute: BTreeSet<u64> = (0..limit)
-                    .filter(|i| i % u64::from(count) == u64::from(index))
-                    .map(|i| i % p)
-                    .collect();
-                assert_eq!(
-                    stripe_entries(index, count, r, p),
-                    brute,
-                    "count={count} p={p} r={r:?} index={index}"
-                );
-            }
         }
     }
 
@@ -406,22 +396,6 @@ mod tests {
             panic!("open loop")
         };
         assert_eq!(schedule.global().nth(9_999).unwrap().pool_id, 9_999 % 25);
-    }
-
-    #[test]
-    fn stripe_pool_needs_match_brute_force() {
-        for (count, p) in [(4u32, 10u64), (3, 9), (8, 1000), (5, 7)] {
-            for index in 0..count {
-                let brute: BTreeSet<u64> = (0..count as u64 * p * 2)
-                    .filter(|i| i % count as u64 == index as u64)
-                    .map(|i| i % p)
-                    .collect();
-                let ours: BTreeSet<u64> = (0..p)
-                    .filter(|id| stripe_uses(*id, index, count, p))
-                    .collect();
-                assert_eq!(brute, ours, "count={count} p={p} index={index}");
-            }
-        }
     }
 
     #[test]
@@ -473,8 +447,9 @@ mod tests {
         s.load.users = Some(5);
         s.load.num_prompts = Some(23);
         s.load.burstiness = f64::INFINITY;
-        s.load.think_time = crate::shape::ThinkTime::Uniform(Span::millis(5), Span::millis(9));
-        s.load.warmup = Some(crate::shape::Warmup::Duration(Span::secs(1)));
+        s.load.think_time =
+            cicada_plan::shape::ThinkTime::Uniform(Span::millis(5), Span::millis(9));
+        s.load.warmup = Some(cicada_plan::shape::Warmup::Duration(Span::secs(1)));
         s.dataset = Dataset::Random(crate::scenario::RandomSpec {
             input_len: 4,
             ..Default::default()
@@ -559,5 +534,56 @@ mod tests {
             ..Default::default()
         };
         assert!(has_intended_send_times(&trace), "a trace's timestamps");
+    }
+
+    #[test]
+    fn a_steps_plans_are_whole_for_the_members_they_go_to() {
+        let mut s = crate::Scenario::default();
+        s.load.users = Some(4);
+        s.load.duration = Some(Span::secs(30));
+        s.load.pool_size = Some(40);
+        s.dataset = Dataset::Random(crate::scenario::RandomSpec {
+            input_len: 4,
+            ..Default::default()
+        });
+        let pool = build_pool(&s, None).unwrap();
+        let far = ResolvedTarget {
+            urls: vec!["http://10.0.0.7:9/v1/chat/completions".into()],
+            ..target()
+        };
+        let recipients = [
+            Recipient {
+                member: 2,
+                target: target(),
+            },
+            Recipient {
+                member: 5,
+                target: far.clone(),
+            },
+        ];
+        let mut inputs = StepInputs {
+            run_id: "r",
+            step: 3,
+            pool: &pool,
+            tokenizer: None,
+            steerable: false,
+        };
+        let plans = step_plans(&s, &inputs, &recipients);
+        let named: Vec<_> = plans
+            .iter()
+            .map(|p| (p.worker_index, p.worker_count, p.step))
+            .collect();
+        assert_eq!(named, [(2, 2, 3), (5, 2, 3)]);
+        assert_eq!(plans[1].target, far);
+        let Drive::Closed(c) = &plans[1].drive else {
+            panic!("closed loop")
+        };
+        assert_eq!(c.users, [1, 3], "the second recipient has the second share");
+        assert!(plans.iter().all(|p| p.pool.len() < 40));
+        // the web UI may change the users: every worker gets the whole pool
+        inputs.steerable = true;
+        let plans = step_plans(&s, &inputs, &recipients);
+        assert!(plans.iter().all(|p| p.pool == pool.entries));
+        assert!(step_plans(&s, &inputs, &[]).is_empty());
     }
 }

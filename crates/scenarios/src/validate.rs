@@ -3,7 +3,7 @@
 use crate::scenario::{
     Backend, Dataset, DatasetKind, MAX_MAX_EVENT_SIZE, MIN_MAX_EVENT_SIZE, Scenario,
 };
-use crate::units::Rate;
+use cicada_plan::units::Rate;
 
 const KNOWN_PERCENTILE_METRICS: [&str; 9] = [
     "ttft",
@@ -194,7 +194,7 @@ fn sampling_problems(s: &Scenario) -> Vec<(String, String)> {
 /// `ignore_eos` on `/v1/messages` (both drop it; Anthropic refuses unknown
 /// fields), so asking for them would silently measure something else.
 fn api_sampling_problems(s: &Scenario) -> Vec<(String, String)> {
-    use crate::scenario::MockApi;
+    use cicada_mock::MockApi;
     let (responses, messages) = match s.target.backend {
         Backend::OpenaiResponses => (true, false),
         Backend::AnthropicMessages => (false, true),

@@ -1,8 +1,9 @@
 //! `target.models` and `target.model_assignment` checked against the rest of
 //! the scenario (the backend must name a model in its requests).
 
-use crate::models::ModelAssignment;
-use crate::scenario::{Backend, MockApi};
+use crate::scenario::Backend;
+use cicada_mock::MockApi;
+use cicada_plan::models::ModelAssignment;
 
 /// Whether `backend`'s requests carry a `model` in their body (TGI,
 /// llama.cpp's native route and Triton name none, so they cannot split).

@@ -19,7 +19,7 @@ const ENCODINGS: [&str; 2] = ["float", "base64"];
 fn pooling_names() -> String {
     Backend::ALL
         .into_iter()
-        .filter(|b| *b != Backend::Mock && b.pools(crate::scenario::MockApi::default()))
+        .filter(|b| *b != Backend::Mock && b.pools(cicada_mock::MockApi::default()))
         .map(|b| format!("\"{}\"", b.name()))
         .collect::<Vec<_>>()
         .join(", ")

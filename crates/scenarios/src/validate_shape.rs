@@ -1,7 +1,8 @@
 //! Validation of load shapes: users vs rates, warm-up, ramps, stages and sweeps.
 
-use crate::shape::{RampStrategy, SweepMode, ThinkTime, Warmup};
-use crate::units::Rate;
+use crate::shape::SweepMode;
+use cicada_plan::shape::{RampStrategy, ThinkTime, Warmup};
+use cicada_plan::units::Rate;
 
 /// Most concurrent streams (users or in-flight requests) one run may ask for:
 /// each is a connection and a task, and one worker holds about ten thousand.

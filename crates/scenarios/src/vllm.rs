@@ -263,7 +263,7 @@ pub fn describe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::units::Rate;
+    use cicada_plan::units::Rate;
 
     fn flags() -> VllmFlags {
         VllmFlags::default()

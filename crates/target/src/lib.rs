@@ -5,11 +5,12 @@
 //! `/metrics` scraped around each step (`scrape`).
 
 use anyhow::{Context, bail};
+use cicada_mock::MockApi;
 use cicada_mock::MockServer;
+use cicada_plan::pool::PoolEntry;
+use cicada_plan::{ResolvedTarget, ServerFamily, TlsSettings, WireApi};
 use cicada_scenarios::Scenario;
-use cicada_scenarios::dataset::PoolEntry;
-use cicada_scenarios::plan::{ResolvedTarget, ServerFamily, TlsSettings, WireApi};
-use cicada_scenarios::scenario::{Backend, MockApi};
+use cicada_scenarios::scenario::Backend;
 
 mod ready;
 mod redirect;
@@ -21,6 +22,28 @@ pub struct Target {
     /// Each replica's base URL (with any path prefix), in `resolved.urls` order.
     pub bases: Vec<String>,
     pub mock: Option<MockServer>,
+    /// The route every base is joined with (with the model filled in).
+    endpoint: String,
+}
+
+impl Target {
+    /// The target as a worker that reached the coordinator at `via` reaches
+    /// it: the embedded mock at that address when it is not loopback (a
+    /// remote worker cannot reach our loopback, where `resolved` names the
+    /// mock); as resolved otherwise, and for every other server.
+    pub fn reached_from(&self, via: Option<std::net::IpAddr>) -> ResolvedTarget {
+        let mut t = self.resolved.clone();
+        if let (Some(mock), Some(ip)) = (&self.mock, via)
+            && !ip.is_loopback()
+        {
+            let base = format!(
+                "http://{}",
+                std::net::SocketAddr::new(ip, mock.addr().port())
+            );
+            t.urls = vec![join_url(&base, &self.endpoint)];
+        }
+        t
+    }
 }
 
 /// The API and server family a backend name stands for (`mock_api` picks
@@ -196,6 +219,7 @@ pub async fn resolve(
         resolved,
         bases,
         mock,
+        endpoint,
     })
 }
 
@@ -221,5 +245,37 @@ mod tests {
             "http://h:1/prefix/v1/models"
         );
         assert_eq!(path_segment("org/model v1"), "org%2Fmodel%20v1");
+    }
+
+    #[tokio::test]
+    async fn remote_workers_reach_the_embedded_mock_where_they_reached_us() {
+        let mut s = Scenario::default();
+        s.target.backend = Backend::Mock;
+        s.target.ready_timeout = cicada_plan::units::Span::secs(0);
+        let t = resolve(&s, std::net::Ipv4Addr::LOCALHOST.into(), None)
+            .await
+            .unwrap();
+        let port = t.mock.as_ref().unwrap().addr().port();
+        let url = |host: &str| vec![format!("http://{host}:{port}/v1/chat/completions")];
+        assert_eq!(t.resolved.urls, url("127.0.0.1"));
+        // local workers, and remote ones that came in over loopback
+        assert_eq!(t.reached_from(None), t.resolved);
+        assert_eq!(t.reached_from(Some([127, 0, 0, 1].into())), t.resolved);
+        let far = t.reached_from(Some([10, 0, 0, 7].into()));
+        assert_eq!(far.urls, url("10.0.0.7"));
+        assert_eq!(far.model, t.resolved.model, "nothing else changes");
+        let v6 = t.reached_from(Some("fd00::7".parse().unwrap()));
+        assert_eq!(v6.urls, url("[fd00::7]"));
+        // any other server is the same for every worker
+        s.target.backend = Backend::OpenaiChat;
+        s.target.base_url = Some("http://192.0.2.1:8000".into());
+        s.target.model = Some("m".into());
+        let other = resolve(&s, std::net::Ipv4Addr::LOCALHOST.into(), None)
+            .await
+            .unwrap();
+        assert_eq!(
+            other.reached_from(Some([10, 0, 0, 7].into())),
+            other.resolved
+        );
     }
 }

@@ -13,15 +13,18 @@
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
+use cicada_client::backend::ApiCodec;
 use cicada_client::backend::Ask;
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, perform};
-use cicada_client::http::{ApiKey, Body, Client, Fetched, Headers, Method, Request};
+use cicada_client::http::{
+    ApiKey, Body, Client, Fetched, HeaderSpec, Headers, Method, Request, Settings,
+};
 use cicada_metrics::Outcome;
 use cicada_mock::PROBE_HEADER;
-use cicada_scenarios::dataset::PoolEntry;
-use cicada_scenarios::plan::{ResolvedSampling, ResolvedTarget, WireApi};
-use cicada_scenarios::units::Span;
+use cicada_plan::pool::PoolEntry;
+use cicada_plan::units::Span;
+use cicada_plan::{ResolvedSampling, ResolvedTarget, WireApi};
 use tokio::time::Instant;
 
 use super::join_url;
@@ -52,8 +55,8 @@ impl Check {
     /// A check for `target` that gives up after `ready_timeout` (zero disables waiting).
     pub fn new(target: &ResolvedTarget, ready_timeout: Duration) -> anyhow::Result<Self> {
         Ok(Self {
-            http: cicada_bridge::client(target).context("preparing the readiness check")?,
-            headers: cicada_bridge::headers(target, ApiKey::IfSet)
+            http: Client::with(Settings::from(target)).context("preparing the readiness check")?,
+            headers: cicada_client::http::headers(HeaderSpec::from(target), ApiKey::IfSet)
                 .context("preparing the readiness check")?,
             ready_timeout,
             deadline: Instant::now() + ready_timeout,
@@ -242,7 +245,7 @@ impl Check {
         sampling: &ResolvedSampling,
         entry: &PoolEntry,
     ) -> anyhow::Result<()> {
-        let codec = cicada_bridge::codec(target, sampling);
+        let codec = ApiCodec::for_target(target, sampling);
         let ask = Ask {
             prompt: entry.prompt.clone(),
             media: entry.media.clone(),

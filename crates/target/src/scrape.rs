@@ -12,9 +12,9 @@
 
 use std::time::Duration;
 
-use cicada_client::http::{ApiKey, Client, Headers, Method, Request};
+use cicada_client::http::{ApiKey, Client, HeaderSpec, Headers, Method, Request, Settings};
+use cicada_plan::StageWindow;
 use cicada_scenarios::Scenario;
-use cicada_scenarios::plan::StageWindow;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -108,8 +108,8 @@ impl Watch {
             return off;
         }
         let (Ok(http), Ok(headers)) = (
-            cicada_bridge::client(&target.resolved),
-            cicada_bridge::headers(&target.resolved, ApiKey::IfSet),
+            Client::with(Settings::from(&target.resolved)),
+            cicada_client::http::headers(HeaderSpec::from(&target.resolved), ApiKey::IfSet),
         ) else {
             return off;
         };

@@ -50,7 +50,7 @@ pub struct WorkerArgs {
     #[arg(long)]
     pub threads: Option<usize>,
     /// How long to keep dialling a coordinator that is not up yet.
-    #[arg(long, default_value = "2m", value_parser = cicada_scenarios::units::parse_duration)]
+    #[arg(long, default_value = "2m", value_parser = cicada_plan::units::parse_duration)]
     pub dial_timeout: Duration,
     /// CA certificate (PEM) to verify an https coordinator (default: system roots).
     #[arg(long)]

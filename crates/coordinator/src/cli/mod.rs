@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cicada_mock::MockConfig;
-use cicada_scenarios::units::parse_duration;
+use cicada_plan::units::parse_duration;
 use clap::Args;
 
 /// `cicada run`.
@@ -83,6 +83,11 @@ pub struct RunArgs {
     /// environment variable); every request must carry it.
     #[arg(long, value_name = "FILE")]
     pub web_token_file: Option<PathBuf>,
+    /// Serve Locust's own built web UI at / instead of cicada's page (which
+    /// stays at /cicada): the webui/dist directory of a locust wheel, as
+    /// scripts/locust-webui.sh unpacks it.
+    #[arg(long, value_name = "DIR")]
+    pub web_ui: Option<PathBuf>,
     /// Exit with code 4 when more than this share of requests fail
     /// (output.max_failure_ratio; unset: when more than half of the run's fail).
     #[arg(long, value_name = "RATIO")]

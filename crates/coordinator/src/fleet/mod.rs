@@ -21,9 +21,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use cicada_plan::{Plan, Steer};
 use cicada_proto::convert::{PLAN_FORMAT, encode_plan, encode_steer};
 use cicada_proto::v1::{self, coordinator_message::Body as CBody};
-use cicada_scenarios::plan::{Plan, Steer};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::time::Instant;

@@ -3,12 +3,12 @@
 //! what the servers said.
 
 use cicada_metrics::Scope;
+use cicada_plan::StageWindow;
+use cicada_plan::units::Span;
 use cicada_results::server::{ServerView, StepServerViews};
 use cicada_results::write::{RunContext, scenario_hash};
 use cicada_results::{RunResult, client_health};
-use cicada_scenarios::plan::StageWindow;
 use cicada_scenarios::scenario::DatasetKind;
-use cicada_scenarios::units::Span;
 use cicada_scenarios::{Scenario, sharding};
 use std::time::Duration;
 
@@ -154,7 +154,7 @@ pub fn step_results(
             r.scenario.load.users = c.users.or(r.scenario.load.users);
             r.scenario.load.spawn_rate = c.spawn_rate.or(r.scenario.load.spawn_rate);
             if let Some(rate) = rate_now {
-                r.scenario.load.request_rate = cicada_scenarios::units::Rate::from_f64(rate);
+                r.scenario.load.request_rate = cicada_plan::units::Rate::from_f64(rate);
             }
             r.scenario.load.max_concurrency = cap_now.or(r.scenario.load.max_concurrency);
             r.scenario.load.duration = span.map(Span);

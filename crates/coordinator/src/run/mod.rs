@@ -9,9 +9,10 @@ mod setup;
 mod start_form;
 
 use cicada_metrics::Counter;
+use cicada_plan::Plan;
+use cicada_plan::shape::Warmup;
 use cicada_scenarios::dataset::Pool;
-use cicada_scenarios::plan::Plan;
-use cicada_scenarios::shape::Warmup;
+use cicada_scenarios::sharding::{Recipient, StepInputs};
 use cicada_scenarios::{Scenario, sharding};
 
 use crate::cli::RunArgs;
@@ -256,32 +257,27 @@ impl Steps {
         scenario: &Scenario,
         step_no: u32,
     ) -> Vec<(u32, Plan)> {
-        let members: Vec<u32> = fleet.active().map(|(i, _)| i).collect();
-        let plans = sharding::plans_for(
-            scenario,
-            &env.target.resolved,
-            env.pool,
-            env.setup.tokenizer.as_ref(),
-            &self.run_id,
-            step_no,
-            members.len() as u32,
-        );
-        let mut plans: Vec<(u32, Plan)> = members
-            .into_iter()
-            .zip(plans)
-            .map(|(member, mut p)| {
-                // the stripe stays the plan's; records name the member
-                p.worker_index = member;
-                (member, p)
+        let recipients: Vec<Recipient> = fleet
+            .active()
+            .map(|(member, m)| Recipient {
+                member,
+                // a remote worker reaches the embedded mock where it reached us
+                target: env
+                    .target
+                    .reached_from(m.local.filter(|_| env.setup.remote).map(|a| a.ip())),
             })
             .collect();
-        if env.setup.remote && env.target.mock.is_some() {
-            reach_embedded_mock(&mut plans, fleet);
-        }
-        if self.steer.is_some() {
-            whole_pool_for_changes(&mut plans, env.pool);
-        }
-        plans
+        let inputs = StepInputs {
+            run_id: &self.run_id,
+            step: step_no,
+            pool: env.pool,
+            tokenizer: env.setup.tokenizer.as_ref(),
+            steerable: self.steer.is_some(),
+        };
+        sharding::step_plans(scenario, &inputs, &recipients)
+            .into_iter()
+            .map(|p| (p.worker_index, p))
+            .collect()
     }
 
     /// Tell the sweep how the step went, write its files, keep its results;
@@ -338,42 +334,6 @@ impl Steps {
     }
 }
 
-/// A time-bound closed loop the web UI may change gets the whole pool on
-/// every worker: a change's users use entries the plan's users did not.
-fn whole_pool_for_changes(plans: &mut [(u32, Plan)], pool: &Pool) {
-    for (_, p) in plans {
-        if matches!(&p.drive, cicada_scenarios::plan::Drive::Closed(cl) if cl.requests.is_none())
-            && p.conversations.is_none()
-        {
-            p.pool = pool.entries.clone();
-        }
-    }
-}
-
-/// Remote workers reach the embedded mock at the address they reached us at.
-fn reach_embedded_mock(plans: &mut [(u32, Plan)], fleet: &Fleet) {
-    for (member, p) in plans {
-        let Some(ip) = fleet
-            .members()
-            .get(member)
-            .and_then(|m| m.local)
-            .map(|a| a.ip())
-        else {
-            continue;
-        };
-        if ip.is_loopback() {
-            continue;
-        }
-        let host = match ip {
-            std::net::IpAddr::V4(v4) => v4.to_string(),
-            std::net::IpAddr::V6(v6) => format!("[{v6}]"),
-        };
-        for url in &mut p.target.urls {
-            *url = url.replacen("127.0.0.1", &host, 1);
-        }
-    }
-}
-
 /// When measuring starts, µs after the barrier: the end of the warm-up.
 fn warmup_end_us(s: &Scenario, pool: &Pool) -> u64 {
     match s.load.warmup {
@@ -394,10 +354,10 @@ mod tests {
     fn warmup_ends_where_measuring_starts() {
         let mut s = Scenario::default();
         s.load.num_prompts = Some(100);
-        s.load.request_rate = cicada_scenarios::units::Rate::Finite(10.0);
+        s.load.request_rate = cicada_plan::units::Rate::Finite(10.0);
         let pool = cicada_scenarios::dataset::build_pool(&s, None).unwrap();
         assert_eq!(warmup_end_us(&s, &pool), 0);
-        s.load.warmup = Some(Warmup::Duration(cicada_scenarios::units::Span::secs(3)));
+        s.load.warmup = Some(Warmup::Duration(cicada_plan::units::Span::secs(3)));
         assert_eq!(warmup_end_us(&s, &pool), 3_000_000);
         s.load.warmup = Some(Warmup::Requests(10));
         let tenth = sharding::schedule_of(&s, &pool)

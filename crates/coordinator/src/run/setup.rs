@@ -108,6 +108,11 @@ async fn web_ui(args: &RunArgs, scenario: &Scenario) -> Result<Option<Web>, RunE
                 "--web-token-file needs --web (or --web-wait)".into(),
             ));
         }
+        (None, false) if args.web_ui.is_some() => {
+            return Err(RunError::BadInput(
+                "--web-ui needs --web (or --web-wait)".into(),
+            ));
+        }
         (None, false) => return Ok(None),
     };
     let token = match &args.web_token_file {
@@ -122,7 +127,7 @@ async fn web_ui(args: &RunArgs, scenario: &Scenario) -> Result<Option<Web>, RunE
         RunState::Running
     };
     let feed = Feed::new(scenario.clone(), state);
-    let web = Web::serve(addr, token, feed)
+    let web = Web::serve(addr, token, feed, args.web_ui.as_deref())
         .await
         .map_err(|e| RunError::BadInput(e.to_string()))?;
     eprintln!("cicada: web UI at {}", web.url());

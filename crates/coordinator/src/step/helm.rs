@@ -11,8 +11,8 @@
 
 use std::time::Duration;
 
-use cicada_scenarios::plan::{self, Drive, Plan, StageWindow, Steer};
-use cicada_scenarios::schedule::ScheduleSpec;
+use cicada_plan::schedule::ScheduleSpec;
+use cicada_plan::{self as plan, Drive, Plan, StageWindow, Steer};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -340,7 +340,7 @@ impl Change {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cicada_scenarios::units::Rate;
+    use cicada_plan::units::Rate;
 
     fn spec(rate: Rate) -> ScheduleSpec {
         ScheduleSpec {

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::bail;
-use cicada_scenarios::plan::{Drive, Plan};
+use cicada_plan::{Drive, Plan};
 use tokio::time::Instant;
 
 use crate::cap::{FleetCap, Share};

@@ -3,9 +3,13 @@
 //! token; any other address needs one (`--web-token-file` or
 //! `CICADA_WEB_TOKEN`). When a token is set, every request carries it, as
 //! `Authorization: Bearer TOKEN` or the cookie `GET /?token=TOKEN` sets.
-//! Whatever the bind, a POST whose `Origin` is another site is refused (no
-//! cross-site form can start or stop load), and without a token the `Host`
-//! must be an address or `localhost` (no DNS rebinding onto the loopback UI).
+//! Whatever the bind, a request that changes the run (any POST, and the
+//! GETs Locust's older pages and scripts send to `/stop` and
+//! `/stats/reset`) is refused when the browser says it comes from another
+//! site (`Sec-Fetch-Site`, `Origin`, else `Referer`) or, for a GET, when it
+//! is a prefetch: no other site's form, image or link can start or stop
+//! load. Without a token the `Host` must be an address or `localhost` (no
+//! DNS rebinding onto the loopback UI).
 
 use std::net::IpAddr;
 
@@ -77,11 +81,19 @@ impl Guard {
         query: Option<&str>,
         headers: &HeaderMap,
     ) -> Result<Pass, Refusal> {
-        if method == Method::POST && cross_site(headers) {
-            return Err(Refusal {
-                status: StatusCode::FORBIDDEN,
-                why: "a request from another site may not control the run",
-            });
+        if changes_the_run(method, path) {
+            if cross_site(headers) {
+                return Err(Refusal {
+                    status: StatusCode::FORBIDDEN,
+                    why: "a request from another site may not control the run",
+                });
+            }
+            if prefetch(headers) {
+                return Err(Refusal {
+                    status: StatusCode::FORBIDDEN,
+                    why: "a prefetch may not control the run",
+                });
+            }
         }
         let Some(token) = &self.token else {
             return if host_is_an_address(headers) {
@@ -152,21 +164,43 @@ fn query_token(query: Option<&str>) -> Option<&str> {
     query?.split('&').find_map(|kv| kv.strip_prefix("token="))
 }
 
-/// A browser said the request comes from another site.
+/// Any POST, and the two GETs that act (Locust served `/stop` and
+/// `/stats/reset` as GET up to 2.46, and its scripts still send them so).
+fn changes_the_run(method: &Method, path: &str) -> bool {
+    method == Method::POST || matches!(path, "/stop" | "/stats/reset")
+}
+
+/// `scheme://host[:port]/...` -> `host[:port]`.
+fn authority(url: &str) -> &str {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .unwrap_or("");
+    rest.split(['/', '?', '#']).next().unwrap_or("")
+}
+
+/// A browser said the request comes from another site: by
+/// `Sec-Fetch-Site` (every current browser sends it), else by `Origin`,
+/// else by `Referer` (what an older browser's cross-site GET carries).
 fn cross_site(headers: &HeaderMap) -> bool {
     if header_str(headers, header::HeaderName::from_static("sec-fetch-site"))
         .is_some_and(|s| s == "cross-site" || s == "same-site")
     {
         return true;
     }
-    let Some(origin) = header_str(headers, header::ORIGIN) else {
-        return false;
-    };
-    let origin_host = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"))
-        .unwrap_or("");
-    header_str(headers, header::HOST) != Some(origin_host)
+    let host = header_str(headers, header::HOST);
+    if let Some(origin) = header_str(headers, header::ORIGIN) {
+        return host != Some(authority(origin));
+    }
+    header_str(headers, header::REFERER).is_some_and(|r| host != Some(authority(r)))
+}
+
+/// The browser fetches ahead of a click that may never come.
+fn prefetch(headers: &HeaderMap) -> bool {
+    ["sec-purpose", "purpose", "x-moz", "x-purpose"]
+        .into_iter()
+        .filter_map(|name| header_str(headers, header::HeaderName::from_static(name)))
+        .any(|v| v.contains("prefetch") || v.contains("prerender") || v.contains("preview"))
 }
 
 /// `Host` is an IP literal or `localhost`, with or without a port.
@@ -271,5 +305,42 @@ mod tests {
         );
         let v6 = headers(&[("host", "[::1]:8089")]);
         assert_eq!(g.check(&Method::GET, "/", None, &v6), Ok(Pass::Plain));
+    }
+
+    #[test]
+    fn the_gets_that_act_are_guarded_as_posts_are() {
+        let g = Guard::new("127.0.0.1".parse().unwrap(), None).unwrap();
+        let get = |path: &str, h: &HeaderMap| g.check(&Method::GET, path, None, h);
+        let host = ("host", "127.0.0.1:8089");
+        // a script (curl, requests) and Locust's own page on this origin
+        for ok in [
+            headers(&[host]),
+            headers(&[host, ("sec-fetch-site", "same-origin")]),
+            headers(&[host, ("sec-fetch-site", "none")]),
+            headers(&[host, ("referer", "http://127.0.0.1:8089/?tab=stats")]),
+        ] {
+            for path in ["/stop", "/stats/reset"] {
+                assert_eq!(get(path, &ok), Ok(Pass::Plain), "{path} {ok:?}");
+            }
+        }
+        // another site's <img src>, link or script; a prefetch
+        for bad in [
+            headers(&[host, ("sec-fetch-site", "cross-site")]),
+            headers(&[host, ("sec-fetch-site", "same-site")]),
+            headers(&[host, ("origin", "http://evil.example")]),
+            headers(&[host, ("origin", "null")]),
+            headers(&[host, ("referer", "http://evil.example/page")]),
+            headers(&[host, ("referer", "http://127.0.0.1:8090/")]),
+            headers(&[host, ("sec-purpose", "prefetch;prerender")]),
+            headers(&[host, ("purpose", "prefetch")]),
+        ] {
+            for path in ["/stop", "/stats/reset"] {
+                assert_eq!(get(path, &bad).unwrap_err().status, 403, "{path} {bad:?}");
+            }
+        }
+        // reading is not acting: another site's GET of the figures is
+        // answered (a browser keeps the answer from that site's script)
+        let read = headers(&[host, ("sec-fetch-site", "cross-site")]);
+        assert_eq!(get("/stats/requests", &read), Ok(Pass::Plain));
     }
 }

@@ -6,7 +6,7 @@ use cicada_scenarios::Scenario;
 
 /// A step's result with nothing measured, one replica and no models.
 pub fn result() -> RunResult {
-    use cicada_scenarios::plan::{
+    use cicada_plan::{
         AddressChoice, HttpVersion, ProxySetting, ResolvedTarget, ServerFamily, WireApi,
     };
     RunResult {

@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
-use cicada_scenarios::units::Rate;
-use cicada_scenarios::{Scenario, plan, sharding};
+use cicada_plan as plan;
+use cicada_plan::units::Rate;
+use cicada_scenarios::{Scenario, sharding};
 use serde_json::{Value, json};
 
 /// A load's settings (`None`: not set).

@@ -5,9 +5,12 @@
 //! the board the run loop keeps (`state`, rendered by `stats`, with the
 //! load in force from `load`, the target's `/metrics` from `server_side`
 //! and the client-bound verdict from `client_verdict`); `auth`
-//! decides who may ask; `form` reads the start form.
+//! decides who may ask; `form` reads the start form. With `--web-ui DIR`,
+//! Locust's own built page (`bundle`) is served at `/` instead, fed by the
+//! same API and the routes only it reads (`locust`); cicada's page stays at
+//! `/cicada`.
 //!
-//! The run loop reaches the server two ways: `POST /stop` arrives as a stop
+//! The run loop reaches the server two ways: `/stop` arrives as a stop
 //! the signal listener hands out like Ctrl-C's, and `POST /swarm` (when
 //! started with `--web-wait`) as a [`SwarmAsk`] it answers once the
 //! scenario it describes is checked; while the run goes, `POST /swarm`
@@ -15,12 +18,14 @@
 //! the change is sent to the fleet.
 
 mod auth;
+mod bundle;
 mod client_verdict;
 mod figures;
 #[cfg(test)]
 mod fixtures;
 mod form;
 mod load;
+mod locust;
 mod page;
 mod routes;
 mod server_side;
@@ -55,6 +60,9 @@ pub enum WebError {
     /// A non-loopback address without a token.
     #[error("{0}")]
     NeedsToken(String),
+    /// `--web-ui DIR` is not Locust's built page.
+    #[error("{0}")]
+    Ui(String),
 }
 
 /// A start form that was sent: the overrides it asks for, and where to say
@@ -109,7 +117,7 @@ impl SteerAsk {
     }
 }
 
-/// `POST /stats/reset`: the figures start again (Locust's reset).
+/// `/stats/reset` (GET or POST): the figures start again (Locust's reset).
 #[derive(Debug)]
 pub struct ResetAsk {
     reply: oneshot::Sender<Result<String, String>>,
@@ -136,7 +144,9 @@ pub enum Control {
 struct Shared {
     feed: Feed,
     guard: auth::Guard,
-    stop: mpsc::UnboundedSender<()>,
+    /// Locust's own page, served at `/` (`--web-ui`).
+    ui: Option<bundle::Bundle>,
+    stop: mpsc::UnboundedSender<&'static str>,
     swarm: mpsc::Sender<SwarmAsk>,
     steer: mpsc::Sender<Control>,
 }
@@ -147,7 +157,7 @@ pub struct Web {
     addr: SocketAddr,
     feed: Feed,
     token: Option<String>,
-    stop: Option<mpsc::UnboundedReceiver<()>>,
+    stop: Option<mpsc::UnboundedReceiver<&'static str>>,
     swarm: mpsc::Receiver<SwarmAsk>,
     steer: Option<mpsc::Receiver<Control>>,
     task: JoinHandle<()>,
@@ -155,13 +165,19 @@ pub struct Web {
 
 impl Web {
     /// Bind `addr` and serve the UI for `feed` until dropped; a
-    /// non-loopback `addr` needs a `token`.
+    /// non-loopback `addr` needs a `token`; `ui` is the directory of
+    /// Locust's built page to serve at `/` instead of cicada's.
     pub async fn serve(
         addr: SocketAddr,
         token: Option<String>,
         feed: Feed,
+        ui: Option<&std::path::Path>,
     ) -> Result<Self, WebError> {
         let guard = auth::Guard::new(addr.ip(), token).map_err(WebError::NeedsToken)?;
+        let ui = ui
+            .map(bundle::Bundle::load)
+            .transpose()
+            .map_err(WebError::Ui)?;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| WebError::Bind { addr, source })?;
@@ -175,6 +191,7 @@ impl Web {
         let shared = Arc::new(Shared {
             feed: feed.clone(),
             guard,
+            ui,
             stop: stop_tx,
             swarm: swarm_tx,
             steer: steer_tx,
@@ -204,8 +221,8 @@ impl Web {
         self.feed.clone()
     }
 
-    /// `POST /stop`'s channel, handed once to the signal listener.
-    pub fn take_stop(&mut self) -> Option<mpsc::UnboundedReceiver<()>> {
+    /// `/stop`'s channel, handed once to the signal listener.
+    pub fn take_stop(&mut self) -> Option<mpsc::UnboundedReceiver<&'static str>> {
         self.stop.take()
     }
 

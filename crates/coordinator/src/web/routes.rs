@@ -1,8 +1,13 @@
-//! The UI's routes, Locust's where Locust has one: `GET /` (the page),
-//! `GET /stats/requests`, `/stats/requests/csv`, `/stats/failures/csv`,
-//! `/stats/report` (the HTML report so far), `/stats/history` (chart
-//! points), `/result.json` and `/summary.csv` (downloads), and the control
-//! routes `POST /swarm`, `POST /stop` and `POST /stats/reset`. Every request passes `auth` first.
+//! The UI's routes, Locust's where Locust has one, answered as Locust
+//! answers them: `GET /` (cicada's page, or Locust's own with `--web-ui`,
+//! its files under `/assets/`), `GET /stats/requests`,
+//! `/stats/requests/csv`, `/stats/failures/csv`, `/stats/report` (the
+//! HTML report so far), `/exceptions`, `/exceptions/csv`, `/tasks`,
+//! `/logs`, `/worker-count`, and the control routes `POST /swarm`, and
+//! `/stop` and `/stats/reset` by GET (Locust up to 2.46 and its scripts) or
+//! POST (Locust 2.47 on). cicada's own: `/cicada` (its page),
+//! `/stats/history` (chart points), `/result.json` and `/summary.csv`
+//! (downloads). Every request passes `auth` first.
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
@@ -12,7 +17,7 @@ use serde_json::json;
 
 use super::auth::Pass;
 use super::state::RunState;
-use super::{Control, Edit, ResetAsk, Shared, SteerAsk, SwarmAsk, form, page, stats};
+use super::{Control, Edit, ResetAsk, Shared, SteerAsk, SwarmAsk, form, locust, page, stats};
 use cicada_results::RunResult;
 use cicada_results::html::{self, Page};
 
@@ -42,7 +47,7 @@ fn text(status: StatusCode, body: impl Into<String>) -> Resp {
     reply(status, "text/plain; charset=utf-8", body.into())
 }
 
-fn download(content_type: &'static str, name: &'static str, body: String) -> Resp {
+fn download(content_type: &'static str, name: &'static str, body: impl Into<Bytes>) -> Resp {
     let mut r = reply(StatusCode::OK, content_type, body);
     r.headers_mut().insert(
         header::CONTENT_DISPOSITION,
@@ -50,9 +55,39 @@ fn download(content_type: &'static str, name: &'static str, body: String) -> Res
             "result.json" => "attachment; filename=\"result.json\"",
             "summary.csv" => "attachment; filename=\"summary.csv\"",
             "requests.csv" => "attachment; filename=\"requests.csv\"",
+            "exceptions.csv" => "attachment; filename=\"exceptions.csv\"",
+            "report.html" => "attachment; filename=\"report.html\"",
             _ => "attachment; filename=\"failures.csv\"",
         }),
     );
+    r
+}
+
+/// 405, with the methods the route takes.
+fn wrong_method(allow: &'static str) -> Resp {
+    let mut r = text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("this route takes {allow}\n"),
+    );
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+/// `GET /`: Locust's page with the run's template arguments (`--web-ui`),
+/// else cicada's; with the token's cookie when the token came in the query.
+fn front_page(shared: &Shared, pass: Pass, cicadas: bool) -> Resp {
+    let body = match (&shared.ui, cicadas) {
+        (Some(ui), false) => ui.page(&locust::template_args(&shared.feed.lock())),
+        _ => page::html(),
+    };
+    let mut r = reply(StatusCode::OK, "text/html; charset=utf-8", body);
+    if pass == Pass::SetCookie
+        && let Some(c) = shared.guard.cookie_header()
+        && let Ok(v) = HeaderValue::from_str(&c)
+    {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
     r
 }
 
@@ -75,36 +110,54 @@ pub async fn respond(req: Request<Incoming>, shared: &Shared) -> Resp {
             return r;
         }
     };
-    match (parts.method.clone(), path.as_str()) {
-        (Method::GET, "/") => {
-            let mut r = reply(StatusCode::OK, "text/html; charset=utf-8", page::html());
-            if pass == Pass::SetCookie
-                && let Some(c) = shared.guard.cookie_header()
-                && let Ok(v) = HeaderValue::from_str(&c)
-            {
-                r.headers_mut().insert(header::SET_COOKIE, v);
-            }
-            r
+    // HEAD reads as GET does (the body is left out), but never acts
+    let method = match parts.method {
+        Method::HEAD if !matches!(path.as_str(), "/stop" | "/stats/reset" | "/swarm") => {
+            Method::GET
         }
-        (Method::POST, "/stop") => stop(shared),
+        ref m => m.clone(),
+    };
+    match (method, path.as_str()) {
+        (Method::GET, "/") => front_page(shared, pass, false),
+        (Method::GET, "/cicada") => front_page(shared, pass, true),
+        // Locust up to 2.46 (page and scripts) sends GET, 2.47 on POST
+        (Method::GET, "/stop") => stop(shared, "GET /stop"),
+        (Method::POST, "/stop") => stop(shared, "POST /stop"),
+        (Method::GET | Method::POST, "/stats/reset") => reset(shared).await,
         (Method::POST, "/swarm") => swarm(body, shared).await,
-        (Method::POST, "/stats/reset") => reset(shared).await,
-        (_, "/stop" | "/swarm" | "/stats/reset") => {
-            text(StatusCode::METHOD_NOT_ALLOWED, "control routes take POST\n")
-        }
+        (_, "/stop" | "/stats/reset") => wrong_method("GET, POST"),
+        (_, "/swarm") => wrong_method("POST"),
         (Method::GET, _) => get(&path, query, shared),
-        _ => text(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "the other routes take GET\n",
-        ),
+        _ => wrong_method("GET"),
+    }
+}
+
+/// `GET /assets/<name>`: a file of Locust's page (`--web-ui`).
+fn asset(shared: &Shared, name: &str) -> Resp {
+    match shared.ui.as_ref().and_then(|ui| ui.asset(name)) {
+        Some((kind, bytes)) => reply(StatusCode::OK, kind, bytes),
+        None => text(StatusCode::NOT_FOUND, "no such asset\n"),
     }
 }
 
 /// The read-only routes.
 fn get(path: &str, query: Option<&str>, shared: &Shared) -> Resp {
+    if let Some(name) = path.strip_prefix("/assets/") {
+        return asset(shared, name);
+    }
     let b = shared.feed.lock();
     match path {
         "/stats/requests" => json_reply(StatusCode::OK, &stats::requests(&b)),
+        "/exceptions" => json_reply(StatusCode::OK, &locust::exceptions()),
+        "/exceptions/csv" => download("text/csv", "exceptions.csv", locust::exceptions_csv()),
+        "/tasks" => json_reply(StatusCode::OK, &locust::tasks(&b)),
+        "/logs" => json_reply(StatusCode::OK, &locust::logs(&b)),
+        "/worker-count" => json_reply(StatusCode::OK, &locust::worker_count(&b)),
+        "/stats/requests_full_history/csv" => text(
+            StatusCode::NOT_FOUND,
+            "Error: Server was not started with option to generate full history. \
+             (cicada: every interval is in /stats/history, and in the results)\n",
+        ),
         "/stats/history" => {
             let from = query
                 .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("from=")))
@@ -123,11 +176,17 @@ fn get(path: &str, query: Option<&str>, shared: &Shared) -> Resp {
                 sweep: b.sweep,
                 search: None,
             };
-            reply(
-                StatusCode::OK,
-                "text/html; charset=utf-8",
-                html::render(&page),
-            )
+            let html = html::render(&page);
+            // Locust's `?download=1` asks for an attachment
+            let download_asked = query.is_some_and(|q| {
+                q.split('&')
+                    .any(|kv| kv.strip_prefix("download=").is_some_and(|v| !v.is_empty()))
+            });
+            if download_asked {
+                download("text/html; charset=utf-8", "report.html", html)
+            } else {
+                reply(StatusCode::OK, "text/html; charset=utf-8", html)
+            }
         }
         "/result.json" => match b.latest() {
             Some(r) => match serde_json::to_string_pretty(&cicada_results::json::document(r)) {
@@ -148,15 +207,16 @@ fn get(path: &str, query: Option<&str>, shared: &Shared) -> Resp {
     }
 }
 
-/// `POST /stop`: the run stops as on Ctrl-C (results are written).
-fn stop(shared: &Shared) -> Resp {
+/// `/stop` (GET or POST): the run stops as on Ctrl-C (results are
+/// written); Locust's answer.
+fn stop(shared: &Shared, asked: &'static str) -> Resp {
     {
         let mut b = shared.feed.lock();
         if b.state == RunState::Running {
             b.state = RunState::Stopping;
         }
     }
-    let _ = shared.stop.send(());
+    let _ = shared.stop.send(asked);
     json_reply(
         StatusCode::OK,
         &json!({"success": true, "message": "Test stopped"}),
@@ -236,7 +296,8 @@ async fn steer(fields: &[(String, String)], shared: &Shared) -> Resp {
     }
     match answer.await {
         Ok(Ok(message)) => {
-            let mut body = json!({"success": true, "message": message});
+            let host = locust::host(&shared.feed.lock());
+            let mut body = json!({"success": true, "message": message, "host": host});
             match edit {
                 Edit::Users { users, .. } => body["user_count"] = json!(users),
                 Edit::Open {
@@ -262,8 +323,8 @@ async fn steer(fields: &[(String, String)], shared: &Shared) -> Resp {
     }
 }
 
-/// `POST /stats/reset`: the running step's figures start again from the
-/// next interval (Locust's reset); the answer says from when.
+/// `/stats/reset` (GET or POST): the running step's figures start again
+/// from the next interval (Locust's reset); the answer says from when.
 async fn reset(shared: &Shared) -> Resp {
     let fail = |message: String| {
         json_reply(

@@ -412,6 +412,11 @@ impl Board {
         load::now(s, elapsed, &self.steering)
     }
 
+    /// Workers in the fleet now.
+    pub fn active_workers(&self) -> usize {
+        self.workers.values().filter(|w| w.active).count()
+    }
+
     /// The result the figures come from: the step running, else the last one finished.
     pub fn latest(&self) -> Option<&RunResult> {
         self.current.as_ref().or(self.finished.last())
@@ -436,7 +441,7 @@ impl From<SteeredLoad> for Load {
         Load {
             users: s.users,
             spawn_rate: s.spawn_rate,
-            rate: s.rate.map(cicada_scenarios::units::Rate::from_f64),
+            rate: s.rate.map(cicada_plan::units::Rate::from_f64),
             max_concurrency: s.max_concurrency,
         }
     }

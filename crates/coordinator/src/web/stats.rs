@@ -17,18 +17,42 @@ use super::state::{Board, Point, RunState};
 /// Latencies with percentiles in the `cicada` block and the charts.
 pub const LATENCIES: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
 
+/// Locust's `PERCENTILES_TO_CHART`: the keys of `current_response_time_percentiles`.
+pub const PERCENTILES_TO_CHART: [f64; 2] = [0.5, 0.95];
+
+/// Locust's `PERCENTILES_TO_STATISTICS`: the extra columns of each stats row.
+pub const PERCENTILES_TO_STATISTICS: [f64; 2] = [0.95, 0.99];
+
 /// Locust's columns of `/stats/requests/csv` after the counts.
 const CSV_PERCENTILES: [f64; 11] = [
     0.5, 0.66, 0.75, 0.8, 0.9, 0.95, 0.98, 0.99, 0.999, 0.9999, 1.0,
 ];
 
-/// One row of Locust's `stats`: a replica or the aggregate.
-fn stat_row(name: &str, set: &MetricSet, current_rps: f64, current_fail_s: f64) -> Value {
+/// Seconds of the step's measured window so far: from its start (the
+/// barrier, the warm-up's end or a reset) to the latest request's end, as
+/// the results' duration runs.
+fn window_s(r: &RunResult) -> f64 {
+    r.total
+        .span
+        .last_end_us
+        .map_or(0, |e| e.saturating_sub(r.window_start_us)) as f64
+        / 1e6
+}
+
+/// `n` per second of `secs` (0 before anything ended).
+fn per_s(n: u64, secs: f64) -> f64 {
+    if secs > 0.0 { n as f64 / secs } else { 0.0 }
+}
+
+/// One row of Locust's `stats` (its `StatsEntry.to_dict()` keys, plus
+/// cicada's `ninetieth_`/`ninety_ninth_response_time` for its page): a
+/// replica, a model or the aggregate. `current` is its (requests/s,
+/// failures/s) in the last interval; `window_s` the step's window so far.
+fn stat_row(name: &str, set: &MetricSet, current: (f64, f64), window_s: f64) -> Value {
     let e2el = set.histogram(Metric::E2el);
-    json!({
-        "method": "POST",
+    let mut row = json!({
+        "method": if name == "Aggregated" { "" } else { "POST" },
         "name": name,
-        "safe_name": name,
         "num_requests": set.outcomes.sent(),
         "num_failures": set.outcomes.failed(),
         "avg_response_time": round2(e2el.mean() / 1e3),
@@ -37,9 +61,16 @@ fn stat_row(name: &str, set: &MetricSet, current_rps: f64, current_fail_s: f64) 
         "median_response_time": round2(ms(e2el, 0.5)),
         "ninetieth_response_time": round2(ms(e2el, 0.9)),
         "ninety_ninth_response_time": round2(ms(e2el, 0.99)),
-        "current_rps": round2(current_rps),
-        "current_fail_per_sec": round2(current_fail_s),
-    })
+        "current_rps": round2(current.0),
+        "current_fail_per_sec": round2(current.1),
+        "total_rps": round2(per_s(set.outcomes.sent(), window_s)),
+        "total_fail_per_sec": round2(per_s(set.outcomes.failed(), window_s)),
+        "avg_content_length": 0,
+    });
+    for q in PERCENTILES_TO_STATISTICS {
+        row[format!("response_time_percentile_{q}")] = json!(round2(ms(e2el, q)));
+    }
+    row
 }
 
 /// The last interval's rates: (ok requests/s, failures/s, output tokens/s).
@@ -52,24 +83,41 @@ fn current_rates(b: &Board) -> (f64, f64, f64) {
         .map_or((0.0, 0.0, 0.0), |p| (p.rps + p.fail_s, p.fail_s, p.tok_s))
 }
 
-/// Per-replica rows (when there are several), per-model rows (named
-/// `model:<name>` as in summary.csv, when the target has a model list),
-/// then "Aggregated".
-fn stats_rows(b: &Board, r: &RunResult) -> Vec<Value> {
-    let (rps, fail_s, _) = current_rates(b);
-    let total = r.total.outcomes.sent().max(1) as f64;
-    // a part's share of the current rate, by its share of requests
-    let row = |name: &str, set: &MetricSet| {
-        let share = set.outcomes.sent() as f64 / total;
-        stat_row(name, set, rps * share, fail_s * share)
-    };
-    let mut rows = Vec::new();
+/// The parts a step's figures split into: each replica (when there are
+/// several), each model of a `target.models` list (named `model:<name>`
+/// as in summary.csv), then "Aggregated".
+fn parts(r: &RunResult) -> Vec<(String, &MetricSet)> {
+    let mut parts: Vec<(String, &MetricSet)> = Vec::new();
     if r.target.urls.len() > 1 {
-        rows.extend(r.targets().map(|(url, set)| row(url, set)));
+        parts.extend(r.targets().map(|(url, set)| (url.to_string(), set)));
     }
-    rows.extend(r.models().map(|(m, set)| row(&format!("model:{m}"), set)));
-    rows.push(stat_row("Aggregated", &r.total, rps, fail_s));
-    rows
+    parts.extend(r.models().map(|(m, set)| (format!("model:{m}"), set)));
+    parts.push(("Aggregated".into(), &r.total));
+    parts
+}
+
+/// Locust's `stats` rows: each part's, the aggregate last (always there,
+/// zeros before the first step, as Locust's total row is).
+fn stats_rows(b: &Board) -> Vec<Value> {
+    let (rps, fail_s, _) = current_rates(b);
+    let Some(r) = b.latest() else {
+        return vec![stat_row(
+            "Aggregated",
+            &MetricSet::default(),
+            (0.0, 0.0),
+            0.0,
+        )];
+    };
+    let window = window_s(r);
+    let total = r.total.outcomes.sent().max(1) as f64;
+    parts(r)
+        .into_iter()
+        .map(|(name, set)| {
+            // a part's share of the current rate, by its share of requests
+            let share = set.outcomes.sent() as f64 / total;
+            stat_row(&name, set, (rps * share, fail_s * share), window)
+        })
+        .collect()
 }
 
 fn latency_block(set: &MetricSet) -> Value {
@@ -109,13 +157,25 @@ fn scenario_block(b: &Board) -> Value {
     })
 }
 
-/// `/stats/requests`: Locust's JSON, plus `cicada`.
-pub fn requests(b: &Board) -> Value {
-    let empty = MetricSet::default();
-    let total = b.latest().map_or(&empty, |r| &r.total);
-    let (rps, fail_s, tok_s) = current_rates(b);
-    let stats = b.latest().map(|r| stats_rows(b, r)).unwrap_or_default();
-    let errors: Vec<Value> = total
+/// Locust's `user_count`, the users running: while a closed loop runs,
+/// its users in force (the scenario's, its `[[stages]]` window's, or the
+/// latest change's); while an open loop runs or a stop drains, the
+/// requests in flight; before the start and after the end, 0.
+pub fn user_count(b: &Board) -> u64 {
+    match b.state {
+        RunState::Ready | RunState::Stopped => 0,
+        RunState::Stopping => b.in_flight,
+        RunState::Running => match b.load_now().0 {
+            load if load.rate.is_none() => load.users.map_or(b.in_flight, u64::from),
+            _ => b.in_flight,
+        },
+    }
+}
+
+/// Locust's `errors`: one per failure class, with its first message
+/// (cicada keeps no time per failure: `first_seen`/`last_seen` are null).
+fn errors(total: &MetricSet) -> Vec<Value> {
+    total
         .outcomes
         .failures()
         .map(|(class, c)| {
@@ -124,18 +184,16 @@ pub fn requests(b: &Board) -> Value {
                 "name": class.to_string(),
                 "error": c.first_error.clone().unwrap_or_else(|| class.to_string()),
                 "occurrences": c.count,
+                "first_seen": null,
+                "last_seen": null,
             })
         })
-        .collect();
-    let sent = total.outcomes.sent();
-    let e2el = total.histogram(Metric::E2el);
-    let (load, stage) = b.load_now();
-    let user_count = match load.users {
-        Some(users) if load.rate.is_none() => u64::from(users),
-        _ => b.in_flight,
-    };
-    let workers: Vec<Value> = b
-        .workers
+        .collect()
+}
+
+/// Locust's `workers`, each with cicada's own figures under `cicada`.
+fn workers(b: &Board) -> Vec<Value> {
+    b.workers
         .values()
         .map(|w| {
             json!({
@@ -151,27 +209,46 @@ pub fn requests(b: &Board) -> Value {
                            "report_age_s": w.report_age_s.map(round2)},
             })
         })
-        .collect();
+        .collect()
+}
+
+/// `/stats/requests`: Locust's JSON, plus `cicada`.
+pub fn requests(b: &Board) -> Value {
+    let empty = MetricSet::default();
+    let total = b.latest().map_or(&empty, |r| &r.total);
+    let (rps, fail_s, tok_s) = current_rates(b);
+    let window = b.latest().map_or(0.0, window_s);
+    let sent = total.outcomes.sent();
+    let e2el = total.histogram(Metric::E2el);
+    let (load, stage) = b.load_now();
     let failures: serde_json::Map<String, Value> = total
         .outcomes
         .failures()
         .map(|(class, c)| (class.to_string(), json!(c.count)))
         .collect();
+    let percentiles: serde_json::Map<String, Value> = PERCENTILES_TO_CHART
+        .iter()
+        .map(|q| {
+            (
+                format!("response_time_percentile_{q}"),
+                json!(round2(ms(e2el, *q))),
+            )
+        })
+        .collect();
     json!({
-        "stats": stats,
-        "errors": errors,
-        "total_rps": round2(rps),
-        "total_fail_per_sec": round2(fail_s),
+        "stats": stats_rows(b),
+        "errors": errors(total),
+        "current_rps": round2(rps),
+        "current_fail_per_sec": round2(fail_s),
+        "total_rps": round2(per_s(sent, window)),
+        "total_fail_per_sec": round2(per_s(total.outcomes.failed(), window)),
         "fail_ratio": if sent > 0 { total.outcomes.failed() as f64 / sent as f64 } else { 0.0 },
-        "current_response_time_percentiles": {
-            "response_time_percentile_0.5": round2(ms(e2el, 0.5)),
-            "response_time_percentile_0.95": round2(ms(e2el, 0.95)),
-        },
+        "current_response_time_percentiles": percentiles,
         "total_avg_response_time": round2(e2el.mean() / 1e3),
         "state": b.state.word(),
-        "user_count": user_count,
-        "workers": workers,
-        "worker_count": b.workers.values().filter(|w| w.active).count(),
+        "user_count": user_count(b),
+        "workers": workers(b),
+        "worker_count": b.active_workers(),
         "cicada": {
             "step": b.latest().map_or(0, |r| r.stage),
             "steps_finished": b.finished.len(),
@@ -208,7 +285,10 @@ pub fn csv_line(fields: &[String]) -> String {
     quoted.join(",") + "\n"
 }
 
-/// `/stats/requests/csv`: Locust's columns, response times as E2EL ms.
+/// `/stats/requests/csv`: Locust's columns (`StatsCSV.requests_csv`), a
+/// row per part as `/stats/requests` has them; response times are E2EL
+/// ms, `Requests/s` and `Failures/s` over the step's window so far, the
+/// percentiles `N/A` where no request succeeded (Locust: where none ended).
 pub fn requests_csv(b: &Board) -> String {
     let mut head: Vec<String> = [
         "Type",
@@ -232,14 +312,15 @@ pub fn requests_csv(b: &Board) -> String {
         .map(String::from),
     );
     let mut out = csv_line(&head);
-    let Some(r) = b.latest() else { return out };
-    let duration = r.summary().duration_s.max(f64::MIN_POSITIVE);
-    let mut sets: Vec<(&str, &MetricSet)> = Vec::new();
-    if r.target.urls.len() > 1 {
-        sets.extend(r.targets());
-    }
-    sets.push(("Aggregated", &r.total));
-    for (name, set) in sets {
+    let Some(r) = b.latest() else {
+        let mut row = vec![String::new(), "Aggregated".into()];
+        row.extend(["0", "0", "0", "0", "0", "0", "0", "0", "0"].map(String::from));
+        row.extend(CSV_PERCENTILES.iter().map(|_| "N/A".to_string()));
+        out.push_str(&csv_line(&row));
+        return out;
+    };
+    let window = window_s(r);
+    for (name, set) in parts(r) {
         let e = set.histogram(Metric::E2el);
         let f = |v: f64| format!("{v:.2}");
         let mut row = vec![
@@ -248,7 +329,7 @@ pub fn requests_csv(b: &Board) -> String {
             } else {
                 "POST".into()
             },
-            name.to_string(),
+            name.clone(),
             set.outcomes.sent().to_string(),
             set.outcomes.failed().to_string(),
             f(ms(e, 0.5)),
@@ -264,18 +345,34 @@ pub fn requests_csv(b: &Board) -> String {
                 e.max() as f64 / 1e3
             }),
             "0".into(),
-            f(set.outcomes.sent() as f64 / duration),
-            f(set.outcomes.failed() as f64 / duration),
+            f(per_s(set.outcomes.sent(), window)),
+            f(per_s(set.outcomes.failed(), window)),
         ];
-        row.extend(CSV_PERCENTILES.iter().map(|q| f(ms(e, *q))));
+        row.extend(CSV_PERCENTILES.iter().map(|q| {
+            if e.is_empty() {
+                "N/A".to_string()
+            } else {
+                f(ms(e, *q))
+            }
+        }));
         out.push_str(&csv_line(&row));
     }
     out
 }
 
-/// `/stats/failures/csv`: one line per failure class, with its first message.
+/// `/stats/failures/csv`: Locust's columns, one line per failure class
+/// with its first message; `First Seen` and `Last Seen` are empty (Locust
+/// leaves them so when it has no time; cicada keeps none per failure).
 pub fn failures_csv(b: &Board) -> String {
-    let mut out = csv_line(&["Method", "Name", "Error", "Occurrences"].map(String::from));
+    let head = [
+        "Method",
+        "Name",
+        "Error",
+        "Occurrences",
+        "First Seen",
+        "Last Seen",
+    ];
+    let mut out = csv_line(&head.map(String::from));
     let Some(r) = b.latest() else { return out };
     for (class, c) in r.total.outcomes.failures() {
         out.push_str(&csv_line(&[
@@ -283,6 +380,8 @@ pub fn failures_csv(b: &Board) -> String {
             class.to_string(),
             c.first_error.clone().unwrap_or_default(),
             c.count.to_string(),
+            String::new(),
+            String::new(),
         ]));
     }
     out
@@ -321,7 +420,9 @@ mod tests {
         let feed = Feed::new(Scenario::default(), RunState::Ready);
         let empty = requests(&feed.lock());
         assert_eq!(empty["state"], "ready");
-        assert_eq!(empty["stats"].as_array().map(Vec::len), Some(0));
+        assert_eq!(empty["stats"].as_array().map(Vec::len), Some(1));
+        assert_eq!(empty["stats"][0]["name"], "Aggregated");
+        assert_eq!(empty["stats"][0]["num_requests"], 0);
         let mut r = result();
         for v in 1..=100u64 {
             r.total.count_outcome(Outcome::Ok, None);
@@ -339,6 +440,24 @@ mod tests {
         assert_eq!(agg["num_failures"], 5);
         let near = |v: &Value, want: f64| (v.as_f64().unwrap() - want).abs() < 0.1;
         assert!(near(&agg["median_response_time"], 50.0), "{agg}");
+        // Locust's `StatsEntry.to_dict()` keys, and the top level's
+        assert!(near(&agg["response_time_percentile_0.95"], 95.0), "{agg}");
+        assert!(near(&agg["response_time_percentile_0.99"], 99.0), "{agg}");
+        assert_eq!(agg["method"], "");
+        for key in ["total_rps", "total_fail_per_sec", "avg_content_length"] {
+            assert!(agg[key].is_number(), "{key}: {agg}");
+        }
+        for key in [
+            "current_rps",
+            "current_fail_per_sec",
+            "total_rps",
+            "total_fail_per_sec",
+        ] {
+            assert!(j[key].is_number(), "{key}: {j}");
+        }
+        let pct = &j["current_response_time_percentiles"];
+        assert!(near(&pct["response_time_percentile_0.95"], 95.0), "{pct}");
+        assert_eq!(j["errors"][0]["first_seen"], Value::Null);
         assert_eq!(j["errors"][0]["occurrences"], 5);
         assert_eq!(j["errors"][0]["name"], "http_503");
         assert!((j["fail_ratio"].as_f64().unwrap() - 5.0 / 105.0).abs() < 1e-9);
@@ -348,7 +467,8 @@ mod tests {
         let fail = failures_csv(&b);
         assert_eq!(
             fail,
-            "Method,Name,Error,Occurrences\nPOST,http_503,\"busy, \"\"later\"\"\",5\n"
+            "Method,Name,Error,Occurrences,First Seen,Last Seen\n\
+             POST,http_503,\"busy, \"\"later\"\"\",5,,\n"
         );
         let req = requests_csv(&b);
         let last = req.lines().last().unwrap();
@@ -358,7 +478,7 @@ mod tests {
 
     #[test]
     fn each_model_has_a_row() {
-        use cicada_scenarios::models::WeightedModel;
+        use cicada_plan::models::WeightedModel;
         let feed = Feed::new(Scenario::default(), RunState::Ready);
         let mut r = result();
         r.target.models = ["a", "b"]
@@ -390,6 +510,15 @@ mod tests {
             })
             .collect();
         assert_eq!(rows, [("model:a", 1), ("model:b", 2), ("Aggregated", 3)]);
+        // the CSV has the same rows; no success measured: no percentiles
+        let csv = requests_csv(&feed.lock());
+        let names: Vec<&str> = csv
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').nth(1).unwrap())
+            .collect();
+        assert_eq!(names, ["model:a", "model:b", "Aggregated"]);
+        assert!(csv.lines().nth(1).unwrap().ends_with(",N/A,N/A"), "{csv}");
     }
 
     #[test]
@@ -430,7 +559,7 @@ mod tests {
     fn an_open_loop_shows_the_rate_a_change_set() {
         use crate::web::state::SteeredLoad;
         let mut r = result();
-        r.scenario.load.request_rate = cicada_scenarios::units::Rate::Finite(2.0);
+        r.scenario.load.request_rate = cicada_plan::units::Rate::Finite(2.0);
         r.scenario.load.max_concurrency = Some(6);
         let feed = Feed::new(r.scenario.clone(), RunState::Ready);
         feed.step_began(r, false, &[]);

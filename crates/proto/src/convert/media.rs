@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cicada_scenarios::dataset::{Audio, Image, Media, MediaFile};
+use cicada_plan::pool::{Audio, Image, Media, MediaFile};
 
 use crate::v1;
 

@@ -1,4 +1,4 @@
-//! Wire <-> domain conversion for the plan (`scenarios::plan::Plan` <->
+//! Wire <-> domain conversion for the plan (`cicada_plan::Plan` <->
 //! `v1::Plan`). The pool travels as a deflated `v1::Pool`: it is most of a
 //! plan's bytes and is text (see `proto/plan.proto`).
 
@@ -8,9 +8,9 @@ mod target;
 
 use std::time::Duration;
 
-use cicada_scenarios::plan::{ConversationSettings, Plan, StageWindow};
-use cicada_scenarios::shape::{Cooldown, Warmup};
-use cicada_scenarios::units::Span;
+use cicada_plan::shape::{Cooldown, Warmup};
+use cicada_plan::units::Span;
+use cicada_plan::{ConversationSettings, Plan, StageWindow};
 
 use crate::v1;
 use drive::{drive, drive_from};
@@ -157,12 +157,12 @@ mod tests {
     use std::io::Write as _;
     use std::sync::Arc;
 
-    use cicada_scenarios::Scenario;
-    use cicada_scenarios::dataset::{ChatMessage, Conversation, MediaFile, Prompt, Turn};
-    use cicada_scenarios::plan::{
+    use cicada_plan::pool::{ChatMessage, Conversation, MediaFile, Prompt, Turn};
+    use cicada_plan::{
         AddressChoice, Drive, HttpVersion, ModelAssignment, ProxySetting, ResolvedTarget, Routing,
         ServerFamily, TlsSettings, WeightedModel, WireApi,
     };
+    use cicada_scenarios::Scenario;
     use prost::Message as _;
 
     use super::*;
@@ -312,7 +312,7 @@ mod tests {
     /// entries travels once and comes back shared.
     #[test]
     fn media_come_back_and_files_travel_once() {
-        use cicada_scenarios::dataset::{Audio, Image};
+        use cicada_plan::pool::{Audio, Image};
         let s = scenario(
             "[target]\nbackend = \"mock\"\n[dataset]\ninput_len = 4\n[load]\nnum_prompts = 3\n",
         );

@@ -1,8 +1,8 @@
 //! Wire <-> domain conversion of the pool's output shapes (tools, tool
 //! choice, response format); schemas travel as JSON text.
 
+use cicada_plan::pool::OutputShape;
 use cicada_request::{ResponseFormat, Tool, ToolChoice};
-use cicada_scenarios::dataset::OutputShape;
 use serde_json::Value;
 
 use crate::v1;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use cicada_scenarios::plan::Steer;
+use cicada_plan::Steer;
 
 use crate::v1;
 

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use cicada_scenarios::plan::{ClosedLoop, Drive};
-use cicada_scenarios::schedule::Slot;
-use cicada_scenarios::shape::Cooldown;
+use cicada_plan::schedule::Slot;
+use cicada_plan::shape::Cooldown;
+use cicada_plan::{ClosedLoop, Drive};
 use rand::Rng;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use cicada_client::backend::Ask;
 use cicada_metrics::{EventLog, RequestRecord, Scope};
-use cicada_scenarios::dataset::{ChatMessage, Conversation, Prompt};
-use cicada_scenarios::plan::Drive;
-use cicada_scenarios::schedule::Slot;
+use cicada_plan::Drive;
+use cicada_plan::pool::{ChatMessage, Conversation, Prompt};
+use cicada_plan::schedule::Slot;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -264,12 +264,12 @@ mod tests {
     use std::collections::BTreeMap;
 
     use cicada_mock::{MockConfig, MockServer, fingerprint};
+    use cicada_plan::units::Span;
+    use cicada_plan::{ResolvedTarget, Routing, ServerFamily, TlsSettings, WireApi};
     use cicada_scenarios::Scenario;
     use cicada_scenarios::dataset::build_pool;
-    use cicada_scenarios::plan::{ResolvedTarget, Routing, ServerFamily, TlsSettings, WireApi};
     use cicada_scenarios::scenario::{ConversationsSpec, Dataset};
     use cicada_scenarios::sharding::plans_for;
-    use cicada_scenarios::units::Span;
 
     use super::*;
 
@@ -321,9 +321,9 @@ mod tests {
             routing: Routing::default(),
             tls: TlsSettings::default(),
             keep_alive: true,
-            http: cicada_scenarios::plan::HttpVersion::Auto,
-            addresses: cicada_scenarios::plan::AddressChoice::First,
-            proxy: cicada_scenarios::plan::ProxySetting::Env,
+            http: cicada_plan::HttpVersion::Auto,
+            addresses: cicada_plan::AddressChoice::First,
+            proxy: cicada_plan::ProxySetting::Env,
             no_proxy: Vec::new(),
             max_event_bytes: 16 << 20,
         };

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use cicada_scenarios::schedule::{ScheduleSpec, Slot};
+use cicada_plan::schedule::{ScheduleSpec, Slot};
 use tokio::sync::mpsc;
 
 /// Longest single OS sleep, so a stop request is noticed promptly.
@@ -98,7 +98,7 @@ pub(super) fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cicada_scenarios::units::Rate;
+    use cicada_plan::units::Rate;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn slots_are_released_on_time_in_order() {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use cicada_client::backend::{Ask, media};
 use cicada_metrics::MediaSent;
+use cicada_plan::pool::{Conversation, PoolEntry};
 use cicada_request::Structured;
-use cicada_scenarios::dataset::{Conversation, PoolEntry};
 
 use super::StepError;
 

@@ -9,9 +9,10 @@ mod reasoning;
 mod request;
 mod route;
 mod steering;
+mod tokens;
 
 use cicada_metrics::{Concurrency, MetricSet, SLICE_US, Scope};
-use cicada_scenarios::plan::Drive;
+use cicada_plan::Drive;
 use tokio_util::sync::CancellationToken;
 
 use cicada_client::clock::Clock;
@@ -26,9 +27,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use cicada_scenarios::plan::Plan;
-use cicada_scenarios::tokenizer::Tokenizer;
+use cicada_plan::Plan;
 use thiserror::Error;
+use tokens::Tokenizer;
 
 pub use entry::Entry;
 pub use gate::{Gate, GateMessage};
@@ -37,7 +38,7 @@ pub use steering::{Course, Steering};
 use crate::inflight::ScopeTrackers;
 use crate::recorder::Recorder;
 use cicada_client::backend::ApiCodec;
-use cicada_client::http::{ApiKey, Client, Endpoint, Headers, SetupError};
+use cicada_client::http::{ApiKey, Client, Endpoint, HeaderSpec, Headers, Settings, SetupError};
 
 /// Why a step could not be prepared.
 #[derive(Debug, Error)]
@@ -98,8 +99,9 @@ impl Step {
         }
         // before the pool moves out: a conversation plan counts its turns
         let planned = plan.planned_requests();
-        let headers = cicada_bridge::headers(&plan.target, ApiKey::Required)?;
-        let http = cicada_bridge::client(&plan.target)?;
+        let headers =
+            cicada_client::http::headers(HeaderSpec::from(&plan.target), ApiKey::Required)?;
+        let http = Client::with(Settings::from(&plan.target))?;
         let endpoints = plan
             .target
             .urls
@@ -220,14 +222,14 @@ const PREBUILD_PROMPT_BYTES: usize = 64 << 20;
 /// One codec per model the plan's requests name.
 fn codecs(plan: &Plan) -> Vec<ApiCodec> {
     let mut target = plan.target.clone();
-    let loras = cicada_scenarios::models::lora_selection(&plan.target.models);
+    let loras = cicada_plan::models::lora_selection(&plan.target.models);
     plan.target
         .model_names()
         .into_iter()
         .enumerate()
         .map(|(i, name)| {
             name.clone_into(&mut target.model);
-            cicada_bridge::codec(&target, &plan.sampling).with_lora(loras.get(i).copied().flatten())
+            ApiCodec::for_target(&target, &plan.sampling).with_lora(loras.get(i).copied().flatten())
         })
         .collect()
 }

@@ -10,8 +10,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cicada_scenarios::plan::Drive;
-use cicada_scenarios::shape::Cooldown;
+use cicada_plan::Drive;
+use cicada_plan::shape::Cooldown;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 

@@ -4,7 +4,7 @@
 use cicada_client::exchange::Exchange;
 use cicada_metrics::{EventLog, Reasoning, TokenSource};
 
-use cicada_scenarios::tokenizer::Tokenizer;
+use super::tokens::Tokenizer;
 
 /// The record's reasoning part, `None` when no event carried reasoning.
 ///

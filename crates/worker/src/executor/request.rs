@@ -6,9 +6,9 @@ use std::sync::atomic::Ordering;
 
 use futures::FutureExt;
 
+use super::tokens::Tokenizer;
 use cicada_metrics::{EventLog, Outcome, RequestRecord, Scope, TokenSource};
-use cicada_scenarios::schedule::Slot;
-use cicada_scenarios::tokenizer::Tokenizer;
+use cicada_plan::schedule::Slot;
 use tokio_util::sync::CancellationToken;
 
 use super::{Entry, Step, route};
@@ -283,7 +283,7 @@ mod tests {
     use super::*;
     use cicada_client::backend::Ask;
     use cicada_client::backend::Usage;
-    use cicada_scenarios::dataset::Prompt;
+    use cicada_plan::pool::Prompt;
 
     fn entry() -> Entry {
         Entry {

@@ -6,7 +6,7 @@
 //! replica: workers do not share counts, so with N workers each balances its
 //! own share (N times the imbalance of one global view at most).
 
-use cicada_scenarios::plan::Routing;
+use cicada_plan::Routing;
 
 use crate::inflight::ScopeTrackers;
 

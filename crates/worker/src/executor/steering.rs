@@ -13,8 +13,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cicada_scenarios::plan::{self, ClosedLoop, Drive, Plan, StageWindow, Steer};
-use cicada_scenarios::schedule::ScheduleSpec;
+use cicada_plan::schedule::ScheduleSpec;
+use cicada_plan::{self as plan, ClosedLoop, Drive, Plan, StageWindow, Steer};
 use tokio::sync::watch;
 
 /// Why a change cannot be applied.
@@ -180,9 +180,9 @@ impl Steering {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cicada_scenarios::plan::UserStage;
-    use cicada_scenarios::shape::ThinkTime;
-    use cicada_scenarios::units::Rate;
+    use cicada_plan::UserStage;
+    use cicada_plan::shape::ThinkTime;
+    use cicada_plan::units::Rate;
 
     fn closed(requests: Option<u64>) -> ClosedLoop {
         ClosedLoop {

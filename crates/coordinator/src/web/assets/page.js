@@ -46,7 +46,7 @@ function loadText(ld){
 function showStats(s){
   var c=s.cicada;
   $('state').textContent=s.state;$('users').textContent=s.user_count;
-  $('rps').textContent=fmt(s.total_rps);$('toks').textContent=fmt(c.output_tokens_per_s);
+  $('rps').textContent=fmt(s.current_rps);$('toks').textContent=fmt(c.output_tokens_per_s);
   $('fails').textContent=(100*s.fail_ratio).toFixed(1)+'%';$('workers').textContent=s.worker_count;
   $('scenario').textContent=c.scenario.name||'';$('load').textContent=loadText(c.load)||'…';
   $('stop').hidden=!(s.state==='running'||s.state==='ready');

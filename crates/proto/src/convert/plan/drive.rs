@@ -1,10 +1,10 @@
 //! How a plan drives load (open or closed loop, its schedule, stages and
 //! think time), to and from the wire.
 
-use cicada_scenarios::plan::{ClosedLoop, Drive, Stripe, UserStage};
-use cicada_scenarios::schedule::{RateStage, ScheduleSpec};
-use cicada_scenarios::shape::{Ramp, RampStrategy, ThinkTime};
-use cicada_scenarios::units::{Rate, Span};
+use cicada_plan::schedule::{RateStage, ScheduleSpec};
+use cicada_plan::shape::{Ramp, RampStrategy, ThinkTime};
+use cicada_plan::units::{Rate, Span};
+use cicada_plan::{ClosedLoop, Drive, Stripe, UserStage};
 
 use super::{PlanError, duration, from_span, span};
 use crate::v1;

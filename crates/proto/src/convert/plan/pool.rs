@@ -4,7 +4,7 @@
 use std::io::{Read as _, Write as _};
 use std::sync::Arc;
 
-use cicada_scenarios::dataset::{
+use cicada_plan::pool::{
     ChatMessage, Conversation, MediaFile, OutputShape, PoolEntry, Prompt, Turn,
 };
 use prost::Message as _;

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use cicada_metrics::Slo;
-use cicada_scenarios::plan::{
+use cicada_plan::{
     AddressChoice, HttpVersion, ModelAssignment, ProxySetting, ResolvedSampling, ResolvedTarget,
     Routing, ServerFamily, TlsSettings, WeightedModel, WireApi,
 };

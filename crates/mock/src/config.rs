@@ -1,8 +1,7 @@
-//! The built-in mock server's specification, one type for both of its
-//! spellings: a scenario's `[mock]` section (when `target.backend = "mock"`)
-//! and `cicada mock`'s flags. The mock server (`cicada-mock`) runs exactly
-//! this; the scenario model owns it so that it needs no server to be read
-//! and checked.
+//! The mock server's specification, one type for both of its spellings: a
+//! scenario's `[mock]` section (when `target.backend = "mock"`, which the
+//! scenario model reads straight into it) and `cicada mock`'s flags. The
+//! server runs exactly this.
 
 use cicada_metrics::Outcome;
 use serde::{Deserialize, Serialize};

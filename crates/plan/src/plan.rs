@@ -3,99 +3,20 @@
 //! entries it needs. It travels as typed protobuf (`proto/plan.proto`); the
 //! conversion lives at the wire's edge (`cicada-proto`).
 
-use std::collections::BTreeMap;
-
-use cicada_metrics::Slo;
-use serde::{Deserialize, Serialize};
-
 use std::time::Duration;
 
-use crate::dataset::PoolEntry;
+use cicada_metrics::Slo;
+use cicada_request::{OutputShape, ResolvedSampling};
+use serde::{Deserialize, Serialize};
+
+use crate::closed_loop::ClosedLoop;
+use crate::pool::PoolEntry;
 use crate::schedule::ScheduleSpec;
 use crate::shape::{Cooldown, Warmup};
-
-pub use crate::closed_loop::{ClosedLoop, SEGMENT_SHIFT, Steer, UserStage};
-pub use crate::models::{ModelAssignment, WeightedModel};
-pub use crate::scenario::Routing;
-/// What one request is, as the plan carries it to the client.
-pub use cicada_request::{
-    AddressChoice, HttpVersion, ProxySetting, ResolvedSampling, ServerFamily, TlsSettings, WireApi,
-};
+use crate::target::ResolvedTarget;
 
 /// Longest schedule counted to plan a time-bound run.
 const COUNT_LIMIT: usize = 5_000_000;
-
-/// The target with everything decided: URLs, model, API.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ResolvedTarget {
-    pub api: WireApi,
-    /// `flavor` on the wire.
-    #[serde(rename = "flavor")]
-    pub family: ServerFamily,
-    /// Full request URLs, one per replica.
-    pub urls: Vec<String>,
-    /// The model every request names, or the first of `models`.
-    pub model: String,
-    /// Several models the requests split over (empty: every request names `model`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub models: Vec<WeightedModel>,
-    /// How requests pick one of `models`.
-    #[serde(default)]
-    pub model_assignment: ModelAssignment,
-    pub headers: BTreeMap<String, String>,
-    /// Environment variable each worker reads the API key from.
-    pub api_key_env: Option<String>,
-    pub timeout_ms: u64,
-    pub stream: bool,
-    /// How requests choose a replica.
-    #[serde(default)]
-    pub routing: Routing,
-    /// TLS trust settings.
-    #[serde(default)]
-    pub tls: TlsSettings,
-    /// Reuse connections (HTTP keep-alive); off opens a fresh connection per request.
-    #[serde(default = "yes")]
-    pub keep_alive: bool,
-    /// The HTTP version requests go out in.
-    #[serde(default)]
-    pub http: HttpVersion,
-    /// How new connections choose among the name's addresses.
-    #[serde(default)]
-    pub addresses: AddressChoice,
-    /// Which proxy requests go through.
-    #[serde(default)]
-    pub proxy: ProxySetting,
-    /// Hosts reached directly whatever the proxy (`NO_PROXY`'s grammar).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub no_proxy: Vec<String>,
-    /// `target.max_event_size` in bytes: the most held of one response at once.
-    #[serde(default = "default_max_event_bytes")]
-    pub max_event_bytes: u64,
-}
-
-impl ResolvedTarget {
-    /// The names requests carry, in order: `models`, or the one `model`.
-    pub fn model_names(&self) -> Vec<&str> {
-        if self.models.is_empty() {
-            vec![self.model.as_str()]
-        } else {
-            self.models.iter().map(|m| m.name.as_str()).collect()
-        }
-    }
-
-    /// The model (index into [`ResolvedTarget::model_names`]) of request `index`.
-    pub fn model_of(&self, index: u64, seed: u64) -> usize {
-        crate::models::pick(self.model_assignment, &self.models, index, seed)
-    }
-}
-
-fn yes() -> bool {
-    true
-}
-
-fn default_max_event_bytes() -> u64 {
-    crate::scenario::DEFAULT_MAX_EVENT_SIZE.get()
-}
 
 /// Which requests of the global schedule a worker sends: `index mod count == index_in`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,7 +54,7 @@ pub struct Plan {
     pub pool: Vec<PoolEntry>,
     /// The tools / response formats its entries point into (`PoolEntry::shape`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub shapes: Vec<cicada_request::OutputShape>,
+    pub shapes: Vec<OutputShape>,
     pub report_interval_ms: u64,
     /// `tokenizer.json` text, when workers count or verify output tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
