@@ -2,7 +2,7 @@
 //! re-merged exactly (histograms decoded and added, counts summed,
 //! throughputs over the wall-clock span the runs cover together).
 
-use cicada_metrics::{Counter, Metric, MetricSet};
+use cicada_metrics::{Counter, MetricSet};
 
 use crate::read::{
     ItlDefinition, Latency, ROW_PERCENTILES, ReportError, ResultFile, Row, TABLE_METRICS,
@@ -94,6 +94,7 @@ pub fn merge(files: &[ResultFile]) -> Result<Row, ReportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cicada_metrics::Metric;
 
     #[test]
     fn spans_of_overlapping_and_separate_windows() {

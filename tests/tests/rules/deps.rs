@@ -63,6 +63,7 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
         "cicada-proto" => &["cicada-metrics", "cicada-plan", "cicada-request"],
         "cicada-client" => &["cicada-metrics", "cicada-plan", "cicada-request"],
         "cicada-results" => &["cicada-metrics", "cicada-plan", "cicada-scenarios"],
+        "cicada-report" => &["cicada-metrics", "cicada-results"],
         "cicada-target" => &[
             "cicada-client",
             "cicada-metrics",
@@ -98,7 +99,7 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-bench",
             "cicada-client",
             "cicada-coordinator",
-            "cicada-results",
+            "cicada-report",
             "cicada-worker",
         ],
         _ => return None,
