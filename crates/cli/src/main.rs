@@ -31,6 +31,9 @@ enum Command {
     Selftest(Box<cicada_bench::SelftestArgs>),
     /// Compare result files side by side, or merge them into one row.
     Report(cicada_report::cli::ReportArgs),
+    /// Is B different from A? Each headline figure's difference, its
+    /// confidence interval and significance; `--fail-if` gates CI.
+    Compare(cicada_report::compare::CompareArgs),
 }
 
 fn main() {
@@ -57,6 +60,7 @@ fn main() {
         Command::Validate(args) => cicada_coordinator::validate(&args),
         Command::Selftest(args) => block_on(cicada_bench::selftest(*args)),
         Command::Report(args) => cicada_report::cli::report(&args),
+        Command::Compare(args) => cicada_report::compare::run(&args),
     };
     std::process::exit(code);
 }

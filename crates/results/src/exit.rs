@@ -10,6 +10,8 @@ pub const EXIT_DEGRADED: i32 = 3;
 pub const EXIT_FAILURE_RATIO: i32 = 4;
 /// Exit code: fewer requests met the SLO than `slo.min_attainment` asks.
 pub const EXIT_SLO_GATE: i32 = 5;
+/// Exit code of `cicada compare`: a `--fail-if` threshold was crossed.
+pub const EXIT_COMPARE_GATE: i32 = 6;
 /// Exit code after SIGINT: 128 + its number, as shells report it; partial
 /// results were written.
 pub const EXIT_SIGINT: i32 = 130;
