@@ -315,4 +315,61 @@ mod tests {
         );
         assert!(scenario_differences(&a, &a).is_empty());
     }
+
+    /// A `vllm bench serve --save-result` file with `ttft` as its mean TTFT.
+    fn vllm_file(path: &std::path::Path, ttft: f64) {
+        let doc = serde_json::json!({
+            "backend": "openai-chat", "model_id": "m", "num_prompts": 100,
+            "request_rate": "inf", "max_concurrency": 8, "duration": 12.5,
+            "completed": 100, "request_throughput": 8.0, "output_throughput": 1024.0,
+            "total_token_throughput": 5120.0, "mean_ttft_ms": ttft,
+            "median_ttft_ms": ttft - 10.0, "p99_ttft_ms": ttft * 2.0,
+            "mean_tpot_ms": 12.0, "p99_tpot_ms": 20.0, "mean_itl_ms": 12.0,
+            "p99_itl_ms": 25.0, "mean_e2el_ms": 1700.0, "median_e2el_ms": 1650.0,
+            "p99_e2el_ms": 2100.0, "ttfts": [0.1, 0.2]
+        });
+        std::fs::write(path, doc.to_string()).unwrap();
+    }
+
+    /// vLLM's files compare as runs (globs of them as sides): Welch's t on
+    /// their figures, a gate on one, and "not enough data" for one file a
+    /// side (vLLM writes no requests.jsonl).
+    #[test]
+    fn vllm_files_compare_as_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        for (side, ttfts) in [("a", [100.0, 102.0, 98.0]), ("b", [120.0, 119.0, 121.0])] {
+            std::fs::create_dir(dir.path().join(side)).unwrap();
+            for (i, t) in ttfts.into_iter().enumerate() {
+                vllm_file(&dir.path().join(format!("{side}/run{i}.json")), t);
+            }
+        }
+        let args = |a: &str, b: &str| CompareArgs {
+            a: dir.path().join(a),
+            b: dir.path().join(b),
+            fail_if: vec![],
+            json: true,
+            level: 0.95,
+            resamples: 100,
+            seed: 0,
+        };
+        let gates: Vec<Gate> = vec!["mean_ttft_ms > +10%".parse().unwrap()];
+        let c = compare(&args("a/*.json", "b/*.json"), &gates).unwrap();
+        assert_eq!((c.a.runs.len(), c.b.runs.len()), (3, 3));
+        let ttft = &c.figures[2];
+        assert_eq!(ttft.figure.name, "mean_ttft_ms");
+        assert_eq!((ttft.a, ttft.b), (Some(100.0), Some(120.0)));
+        assert_eq!(ttft.method, Method::Welch);
+        let d = ttft.diff.unwrap();
+        assert!(d.significant() && d.estimate == 20.0, "{d:?}");
+        // equal throughputs on both sides: no spread, no difference
+        assert!(!c.figures[0].diff.unwrap().significant());
+        assert!(c.verdicts[0].failed, "{:?}", c.verdicts);
+        assert!(c.warnings.is_empty(), "vLLM files carry no scenario");
+        let one = compare(&args("a/run0.json", "b/run0.json"), &[]).unwrap();
+        assert!(
+            one.figures
+                .iter()
+                .all(|f| f.method == Method::NotEnoughData)
+        );
+    }
 }
