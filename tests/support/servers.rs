@@ -271,6 +271,33 @@ impl VllmServer {
     }
 }
 
+/// A program of the venv `scripts/vllm-server.sh` installs (`vllm`,
+/// `python`), with its environment (offline; no server is started).
+pub fn vllm_venv(program: &str) -> Command {
+    let dir = install("vllm-server.sh");
+    let mut cmd = Command::new(dir.join("venv/bin").join(program));
+    cmd.envs(read_env(&dir.join("env.sh"))).stdin(Stdio::null());
+    cmd
+}
+
+/// The directory of the tiny model `scripts/vllm-server.sh` makes (its
+/// `tokenizer.json` and the transformers config files beside it).
+pub fn vllm_tiny_model() -> PathBuf {
+    let dir = install("vllm-server.sh");
+    read_env(&dir.join("env.sh"))
+        .into_iter()
+        .find(|(k, _)| k == "VLLM_TINY_MODEL")
+        .map(|(_, v)| PathBuf::from(v))
+        .unwrap_or_else(|| panic!("{}: no VLLM_TINY_MODEL", dir.join("env.sh").display()))
+}
+
+/// `vllm bench serve`, vLLM's own client (point it at any server).
+pub fn vllm_bench_serve() -> Command {
+    let mut cmd = vllm_venv("vllm");
+    cmd.args(["bench", "serve"]);
+    cmd
+}
+
 /// `flag` with each `${NAME}` replaced by `env.sh`'s NAME (a path the
 /// install script wrote, e.g. a LoRA adapter's directory).
 fn expand(flag: &str, env: &[(String, String)]) -> String {

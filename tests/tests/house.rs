@@ -15,6 +15,10 @@
 //!   runtime, network, tokenizer or file model and names no `std` I/O; the
 //!   worker and the mock never reach the scenario model, however indirectly.
 //!
+//! - Outputs are sinks at the end of the pipeline (issue 36): the
+//!   coordinator's merge prints, writes and serves nothing and names no
+//!   output; the writers' crate (`cicada-results`) reads no Prometheus text.
+//!
 //! Each check runs first on a small made-up source that breaks its rule, so
 //! a check that could not fail would fail here.
 
@@ -30,6 +34,7 @@ use rules::deps::{
 };
 use rules::length::{MAX_FN_LINES, long_functions};
 use rules::modules::{Crate, cycles, module_of};
+use rules::outputs::{NOT_IN_RESULTS, NOT_IN_THE_MERGE, names_used};
 use rules::source::{Source, parse, read_sources};
 use rules::wire::wire_mentions;
 
@@ -230,6 +235,42 @@ fn wire_types_are_read_only_at_each_edge() {
         outside.is_empty(),
         "gRPC wire types are read outside their crate's edge:\n{}",
         outside.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------- outputs
+
+#[test]
+fn a_made_up_output_in_the_merge_is_found() {
+    let text = "use cicada_results::files::Files;\nfn add() {\n    eprintln!(\"merged\");\n    let _ = std::fs::write(\"x\", \"\");\n}\n#[cfg(test)]\nmod tests { fn t() { println!(); } }\n";
+    let found = names_used(Path::new("made-up.rs"), text, NOT_IN_THE_MERGE);
+    let lines: Vec<usize> = found.iter().map(|(l, _)| *l).collect();
+    assert_eq!(lines, [1, 3, 4], "{found:?}");
+}
+
+#[test]
+fn the_merge_hands_its_results_on_and_results_read_no_prometheus() {
+    let mut found = Vec::new();
+    let merge = repo_root().join("crates/coordinator/src/merge.rs");
+    let text = std::fs::read_to_string(&merge).unwrap();
+    for (line, name) in names_used(&merge, &text, NOT_IN_THE_MERGE) {
+        found.push(format!(
+            "  {}:{line}: {name} (the merge names an output or holds one)",
+            rel(&merge)
+        ));
+    }
+    for (path, text) in read_sources(&repo_root().join("crates/results/src")) {
+        for (line, name) in names_used(&path, &text, NOT_IN_RESULTS) {
+            found.push(format!(
+                "  {}:{line}: {name} (the Prometheus reader is cicada-target's)",
+                rel(&path)
+            ));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "outputs are sinks at the end of the pipeline:\n{}",
+        found.join("\n")
     );
 }
 

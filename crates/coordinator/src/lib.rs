@@ -8,16 +8,18 @@
 //! `house` test in `tests/` checks there is no circle):
 //!
 //! - `run`: `cicada run` itself: settle the command line (`run::setup`), join
-//!   the fleet, run one step per `[sweep]` value, hand each finished step to
-//!   the results (`run::finish`).
+//!   the fleet, run one step per `[sweep]` value, build each finished step's
+//!   results once (`run::finish`) and hand every event to the run's outputs
+//!   (`cicada_results::sink::Sinks`: files, console, progress, live, web).
 //! - `cli`: the arguments, and the scenario they describe (`--set`, gate
 //!   flags, `vllm bench serve`'s flags).
 //! - `step`: one step over the fleet: assign, wait until ready, barrier,
-//!   collect events until every worker is done or lost.
-//! - `progress`, `live`: what a running step shows (bar or log lines, and
+//!   collect events until every worker is done or lost, handing what the
+//!   merge finalises to the outputs.
+//! - `progress`, `live`: outputs of a running step (bar or log lines, and
 //!   the Prometheus exposition of `--metrics-addr`).
 //! - `web`: Locust's web UI and API (`--web`): the page, the run's board
-//!   the progress ticker refreshes, the token rule, the start form.
+//!   (an output, `BoardSink`), the token rule, the start form.
 //! - `merge`: worker reports merged exactly, cumulative and per interval
 //!   (`ReportMerge`: the same merge from a report's bytes, for the bench).
 //! - `fleet`: the only wire edge: the gRPC service, local workers, and the

@@ -1,13 +1,16 @@
 //! Merging worker reports: cumulative per target, and per interval for the
 //! time series (flushed to compact rows once every live worker has moved on,
-//! so memory does not grow with run length).
+//! so memory does not grow with run length). The merge keeps only merged
+//! numbers; what it finalises is handed to the run's outputs by the step
+//! (`step::collect`), never from here.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cicada_metrics::{Metric, MetricSet, MetricsError, Scope};
+use cicada_metrics::{MetricSet, MetricsError, Scope};
 
 use cicada_results::client_health::WorkerUsage;
-use cicada_results::interval::{IntervalRow, IntervalSink};
+use cicada_results::interval::IntervalRow;
+use cicada_results::sink::{IntervalMerged, Shares, Sink, Tick};
 
 use crate::fleet::WorkerReport;
 
@@ -41,14 +44,17 @@ pub struct Aggregate {
     /// Finished intervals in order.
     pub rows: Vec<IntervalRow>,
     last_in_flight: BTreeMap<u32, u64>,
-    /// Where finished intervals and per-request lines are streamed, if anywhere.
-    pub sink: Option<Box<dyn IntervalSink>>,
+    /// The measurements of the last rows, finalised since the outputs
+    /// were last handed them (`hand_over`).
+    fresh: Vec<MetricSet>,
     /// The first interval measured since the web UI's reset (0: all of them).
     reset_from: u64,
-    /// When each worker's latest report arrived (the web UI's workers tab).
-    pub last_report: BTreeMap<u32, std::time::Instant>,
-    /// Each worker's longest runtime stall, µs (the web UI's workers tab).
-    pub worst_stall_us: BTreeMap<u32, u64>,
+}
+
+impl Shares for Aggregate {
+    fn merged(&self, keep: &dyn Fn(&Scope) -> bool) -> MetricSet {
+        Aggregate::merged(self, keep)
+    }
 }
 
 impl Aggregate {
@@ -64,17 +70,8 @@ impl Aggregate {
             live: workers.into_iter().collect(),
             rows: Vec::new(),
             last_in_flight: BTreeMap::new(),
-            sink: None,
+            fresh: Vec::new(),
             reset_from: 0,
-            last_report: BTreeMap::new(),
-            worst_stall_us: BTreeMap::new(),
-        }
-    }
-
-    /// The step's start barrier happened at `started_unix` (Unix seconds).
-    pub fn begin(&mut self, started_unix: f64) {
-        if let Some(sink) = self.sink.as_mut() {
-            sink.begin(started_unix);
         }
     }
 
@@ -88,17 +85,8 @@ impl Aggregate {
         for (scope, set) in &measured.scopes {
             slot.scopes.entry(*scope).or_default().merge(set)?;
         }
-        if !measured.details_jsonl.is_empty()
-            && let Some(sink) = self.sink.as_mut()
-        {
-            sink.details(worker, &measured.details_jsonl);
-        }
-        self.last_report.insert(worker, std::time::Instant::now());
         if let Some(h) = &measured.health {
             self.health.merge(&h.stalls)?;
-            let stall = h.stalls.histogram(Metric::RuntimeStall).max();
-            let worst = self.worst_stall_us.entry(worker).or_default();
-            *worst = (*worst).max(stall);
             let u = self.usage.entry(worker).or_default();
             u.cpu_us += h.cpu_us;
             u.peak_rss_bytes = u.peak_rss_bytes.max(h.peak_rss_bytes).max(h.rss_bytes);
@@ -125,11 +113,6 @@ impl Aggregate {
         self.live.remove(&worker);
         self.last_in_flight.remove(&worker);
         self.flush(false);
-    }
-
-    /// Each live worker's requests in flight, by its latest report or heartbeat.
-    pub fn in_flight_by_worker(&self) -> &BTreeMap<u32, u64> {
-        &self.last_in_flight
     }
 
     /// Requests in flight now, by each worker's latest report or heartbeat.
@@ -179,12 +162,33 @@ impl Aggregate {
                     l if end_us > 0 && l > 0.0 => l.min(self.interval_s),
                     _ => self.interval_s,
                 };
-                if let Some(sink) = self.sink.as_mut() {
-                    sink.interval(seq, start_s, length_s, &set, in_flight);
-                }
                 self.rows
                     .push(IntervalRow::of(seq, start_s, length_s, &set, in_flight));
+                self.fresh.push(set);
             }
+        }
+    }
+
+    /// Hand `out` each interval finalised since the last hand-over, in order.
+    pub fn hand_over(&mut self, out: &mut dyn Sink) {
+        let fresh = std::mem::take(&mut self.fresh);
+        let first = self.rows.len() - fresh.len();
+        for (row, set) in self.rows[first..].iter().zip(&fresh) {
+            out.interval(&IntervalMerged { row, set });
+        }
+    }
+
+    /// The step so far, `elapsed` after its barrier; `total` is [`Self::total`].
+    pub fn tick<'a>(&'a self, elapsed: std::time::Duration, total: &'a MetricSet) -> Tick<'a> {
+        Tick {
+            elapsed,
+            total,
+            rows: &self.rows,
+            in_flight: self.in_flight(),
+            in_flight_by_worker: &self.last_in_flight,
+            usage: &self.usage,
+            health: &self.health,
+            shares: self,
         }
     }
 
@@ -258,7 +262,10 @@ impl ReportMerge {
     /// Decode worker `worker`'s report from its protobuf bytes and merge it.
     pub fn add_encoded(&mut self, worker: u32, bytes: &[u8]) -> Result<(), MergeError> {
         let report = crate::fleet::decode_report(bytes)?;
-        Ok(self.agg.add(worker, report)?)
+        self.agg.add(worker, report)?;
+        // no outputs: what was finalised is dropped, as a run without files would
+        self.agg.hand_over(&mut cicada_results::sink::Sinks::new());
+        Ok(())
     }
 
     /// Everything merged so far (every target, without warm-up).

@@ -1,17 +1,13 @@
-//! Live progress while a step runs: an indicatif bar on a terminal, one log
-//! line per interval when headless (no TTY, or `--headless`), nothing with
-//! `--quiet`; and, with `--metrics-addr`, the Prometheus exposition.
+//! Live progress while a step runs, one of the run's outputs: an indicatif
+//! bar on a terminal, one log line per interval when headless (no TTY, or
+//! `--headless`), nothing with `--quiet`.
 
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
-use cicada_metrics::{Counter, Metric, MetricSet};
+use cicada_metrics::{Counter, Metric};
+use cicada_results::sink::{Barrier, Sink, StepBegan, Tick};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use tokio::time::Instant;
-
-use crate::live::{LiveMetrics, LiveView, render};
-use crate::merge::Aggregate;
-use crate::web::Feed;
 
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,8 +36,6 @@ impl Display {
 /// What the current step is, set before it starts.
 #[derive(Debug, Clone, Default)]
 struct StepInfo {
-    number: u32,
-    workers: u32,
     /// Time-bound stages: how long sending lasts.
     duration: Option<Duration>,
     planned: u64,
@@ -53,12 +47,6 @@ pub struct Progress {
     bar: Option<ProgressBar>,
     step: StepInfo,
     last_rows: usize,
-    live: Option<LiveMetrics>,
-    scenario: String,
-    /// Measurements of the stages already finished (for run-wide live figures).
-    finished: MetricSet,
-    /// The web UI's board, refreshed on every tick.
-    web: Option<Feed>,
 }
 
 /// The figures a progress line or bar shows.
@@ -74,8 +62,9 @@ struct Figures {
 }
 
 impl Figures {
-    fn of(agg: &Aggregate, total: &MetricSet) -> Self {
-        let (req_s, tok_s) = agg.rows.last().map_or((0.0, 0.0), |r| {
+    fn of(tick: &Tick<'_>) -> Self {
+        let total = tick.total;
+        let (req_s, tok_s) = tick.rows.last().map_or((0.0, 0.0), |r| {
             let len = r.length_s.max(f64::MIN_POSITIVE);
             (r.ok as f64 / len, r.output_tokens as f64 / len)
         });
@@ -84,7 +73,7 @@ impl Figures {
             ended: total.outcomes.sent(),
             ok: total.outcomes.ok(),
             failed: total.outcomes.failed(),
-            in_flight: agg.in_flight(),
+            in_flight: tick.in_flight,
             req_s,
             tok_s,
             ttft_ms: (!ttft.is_empty()).then(|| {
@@ -111,41 +100,26 @@ impl Figures {
 }
 
 impl Progress {
-    /// A progress follower; `live` also publishes the Prometheus exposition.
-    pub fn new(display: Display, live: Option<LiveMetrics>, scenario: &str) -> Self {
+    /// A progress follower.
+    pub fn new(display: Display) -> Self {
         Self {
             display,
             bar: None,
             step: StepInfo::default(),
             last_rows: 0,
-            live,
-            scenario: scenario.to_string(),
-            finished: MetricSet::default(),
-            web: None,
         }
     }
 
-    /// Also refresh the web UI's board on every tick.
-    pub fn with_web(mut self, web: Option<Feed>) -> Self {
-        self.web = web;
-        self
-    }
-
-    /// Describe the next step: its number, the fleet size and, when time-bound, its length.
-    pub fn step(&mut self, number: u32, workers: u32, duration: Option<Duration>) {
+    /// Describe the next step: when time-bound, its length.
+    fn step(&mut self, duration: Option<Duration>) {
         self.step = StepInfo {
-            number,
-            workers,
             duration,
             planned: 0,
         };
     }
 
-    /// The step's barrier passed at `started_unix`; `planned` requests (0 = open-ended).
-    pub fn begin(&mut self, planned: u64, started_unix: f64) {
-        if let Some(web) = &self.web {
-            web.barrier(started_unix);
-        }
+    /// The step's barrier passed; `planned` requests (0 = open-ended).
+    fn begin(&mut self, planned: u64) {
         self.step.planned = planned;
         self.last_rows = 0;
         if self.display == Display::Bar {
@@ -157,7 +131,7 @@ impl Progress {
     /// change made every worker's share open-ended (an open loop's new
     /// rate), so the planned total no longer says when the step ends and
     /// progress stops counting towards it.
-    pub fn steered(&mut self, open_ended: bool) {
+    fn steered(&mut self, open_ended: bool) {
         if !open_ended || self.step.planned == 0 {
             return;
         }
@@ -208,20 +182,15 @@ impl Progress {
     }
 
     /// Called about once a second: redraw the bar, print a line for newly
-    /// finished intervals, refresh the live exposition.
-    pub fn tick(&mut self, agg: &Aggregate, start: Instant) {
-        if self.display == Display::Quiet && self.live.is_none() && self.web.is_none() {
+    /// finished intervals.
+    fn tick(&mut self, tick: &Tick<'_>) {
+        if self.display == Display::Quiet {
             return;
         }
-        let total = agg.total();
-        if let Some(web) = &self.web {
-            web.tick(agg, &total);
-        }
-        let f = Figures::of(agg, &total);
-        let elapsed = Instant::now().saturating_duration_since(start);
-        self.publish(agg, &total, elapsed);
-        let new_rows = agg.rows.len() != self.last_rows;
-        self.last_rows = agg.rows.len();
+        let f = Figures::of(tick);
+        let elapsed = tick.elapsed;
+        let new_rows = tick.rows.len() != self.last_rows;
+        self.last_rows = tick.rows.len();
         match self.display {
             Display::Quiet => {}
             Display::Bar => {
@@ -253,30 +222,9 @@ impl Progress {
         }
     }
 
-    /// Render and publish the Prometheus exposition (run-wide figures).
-    fn publish(&self, agg: &Aggregate, step_total: &MetricSet, elapsed: Duration) {
-        let Some(live) = &self.live else { return };
-        let mut run = self.finished.clone();
-        // sets decoded from reports share one layout; merging cannot fail
-        let _ = run.merge(step_total);
-        live.publish(render(&LiveView {
-            scenario: &self.scenario,
-            run: &run,
-            step: self.step.number,
-            planned: self.step.planned,
-            elapsed_s: elapsed.as_secs_f64(),
-            workers: self.step.workers,
-            in_flight: agg.in_flight(),
-            last_interval: agg.rows.last(),
-        }));
-    }
-
-    /// The step ended: clear the bar, say what it did, fold it into the run's figures.
-    pub fn finish(&mut self, agg: &Aggregate, start: Instant) {
-        let total = agg.total();
-        let elapsed = Instant::now().saturating_duration_since(start);
-        self.publish(agg, &total, elapsed);
-        let _ = self.finished.merge(&total);
+    /// The step ended: clear the bar, say what it did.
+    fn finish(&mut self, tick: &Tick<'_>) {
+        let total = tick.total;
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
@@ -285,12 +233,34 @@ impl Progress {
         }
         eprintln!(
             "[{:7.1}s] stage finished: {} requests ({} ok, {} failed), {} output tokens",
-            elapsed.as_secs_f64(),
+            tick.elapsed.as_secs_f64(),
             total.outcomes.sent(),
             total.outcomes.ok(),
             total.outcomes.failed(),
             total.counter(Counter::OutputTokens)
         );
+    }
+}
+
+impl Sink for Progress {
+    fn step_began(&mut self, step: &StepBegan<'_>) {
+        self.step(step.duration);
+    }
+
+    fn barrier(&mut self, barrier: &Barrier) {
+        self.begin(barrier.planned);
+    }
+
+    fn tick(&mut self, tick: &Tick<'_>) {
+        Progress::tick(self, tick);
+    }
+
+    fn load_changed(&mut self, open_ended: bool) {
+        self.steered(open_ended);
+    }
+
+    fn merge_closed(&mut self, tick: &Tick<'_>) {
+        self.finish(tick);
     }
 }
 
@@ -317,30 +287,30 @@ mod tests {
 
     #[test]
     fn ttft_has_no_figure_before_its_first_sample() {
-        let agg = Aggregate::new(1.0, 0..1);
-        let mut total = MetricSet::default();
+        let agg = crate::merge::Aggregate::new(1.0, 0..1);
+        let mut total = cicada_metrics::MetricSet::default();
         total.outcomes.add(cicada_metrics::Outcome::Timeout, None);
-        let line = Figures::of(&agg, &total).rates();
+        let line = Figures::of(&agg.tick(Duration::ZERO, &total)).rates();
         assert!(line.ends_with("failed 1  TTFT n/a"), "{line}");
         assert!(!line.contains("0.0 ms"), "{line}");
         total.histogram_mut(Metric::Ttft).record(2_000);
         total.histogram_mut(Metric::Ttft).record(9_000);
-        let line = Figures::of(&agg, &total).rates();
+        let line = Figures::of(&agg.tick(Duration::ZERO, &total)).rates();
         assert!(line.contains("TTFT p50 2.0 ms p99 9.0 ms"), "{line}");
     }
 
     #[test]
     fn a_change_of_rate_drops_the_planned_total() {
-        let mut p = Progress::new(Display::Quiet, None, "s");
-        p.step(1, 2, None);
-        p.begin(100, 0.0);
+        let mut p = Progress::new(Display::Quiet);
+        p.step(None);
+        p.begin(100);
         assert_eq!(p.out_of(), "/100");
         p.steered(false);
         assert_eq!(p.out_of(), "/100", "a change of users keeps the count");
         p.steered(true);
         assert_eq!(p.out_of(), "", "an open loop's new rate has no planned end");
-        p.step(2, 2, Some(Duration::from_secs(90)));
-        p.begin(100, 0.0);
+        p.step(Some(Duration::from_secs(90)));
+        p.begin(100);
         p.steered(true);
         assert_eq!(
             p.out_of(),

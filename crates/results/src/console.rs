@@ -3,6 +3,9 @@
 
 mod cicada;
 mod server;
+mod sink;
+
+pub use sink::Console;
 
 use std::fmt::Write as _;
 

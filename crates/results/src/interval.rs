@@ -1,26 +1,6 @@
-//! The time series a run keeps: one row per report interval, and the sink
-//! the merge hands each finished interval to as the run goes.
+//! The time series a run keeps: one row per report interval.
 
 use cicada_metrics::{Counter, Metric, MetricSet};
-
-/// Receives what the merge produces as a step runs.
-pub trait IntervalSink: Send + std::fmt::Debug {
-    /// The step's start barrier happened at `started_unix` (Unix seconds).
-    fn begin(&mut self, started_unix: f64);
-    /// Interval `index` (from `start_s` after the barrier, `length_s` long)
-    /// is final: every live worker reported past it. `set` is the fleet's
-    /// merged measurements of it.
-    fn interval(
-        &mut self,
-        index: u64,
-        start_s: f64,
-        length_s: f64,
-        set: &MetricSet,
-        in_flight: u64,
-    );
-    /// A worker sent per-request lines (JSONL).
-    fn details(&mut self, worker: u32, jsonl: &[u8]);
-}
 
 /// Figures of one interval, in display units.
 #[derive(Debug, Clone, PartialEq)]

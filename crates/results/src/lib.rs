@@ -1,13 +1,16 @@
 //! Results: what one finished step (or `[[stages]]` window) measured, and
-//! everything that turns it into output: the console block, `result.json`,
-//! `summary.csv`, the streamed files, `report.html`, the run gates, the
-//! run's last-line verdict, the client's health verdict and the exit codes.
-//! `cicada report` (crate `cicada-report`) reads the files back through
-//! [`document`], the result model.
+//! everything that turns it into output: the [`sink::Sink`] every output
+//! implements, the console ([`console::Console`]), the result files
+//! ([`files::Files`]: `result.json`, `summary.csv`, the streamed files,
+//! `report.html`), the run gates, the run's last-line verdict, the client's
+//! health verdict and the exit codes. `cicada report` and `cicada compare`
+//! (crate `cicada-report`) read the files back through [`document`], the
+//! result model.
 //!
 //! The coordinator builds a [`RunResult`] per finished step (from its merged
-//! aggregate, the fleet's shares and the servers' view) and hands it here;
-//! nothing in this crate runs a fleet or talks to a server.
+//! aggregate, the fleet's shares and the servers' view) and hands it, with
+//! the events before it, to its outputs; nothing in this crate runs a fleet
+//! or talks to a server.
 
 pub mod client_health;
 mod clocks;
@@ -15,18 +18,18 @@ pub mod console;
 pub mod csv;
 pub mod document;
 pub mod exit;
+pub mod files;
 pub mod gates;
 pub mod hlog;
 pub mod html;
 pub mod interval;
 pub mod json;
-pub mod live;
-pub mod outputs;
 mod reasoning;
 /// A result with every field set, for tests here and in the readers' crates.
 #[cfg(any(test, feature = "sample"))]
 pub mod sample;
 pub mod server;
+pub mod sink;
 pub mod stages;
 pub mod streams;
 pub mod svg;
@@ -42,6 +45,7 @@ use cicada_scenarios::dataset::DatasetReport;
 use crate::interval::IntervalRow;
 use crate::server::ServerView;
 use client_health::ClientHealth;
+use write::RunContext;
 
 /// The cicada version every result file names (the workspace's one version).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -188,6 +192,36 @@ pub struct RunResult {
 }
 
 impl RunResult {
+    /// The result of step (or window) `stage` called `stage_name`, running
+    /// `scenario`, before anything is measured: the one place a result is
+    /// built; measurements are filled in from the merge.
+    pub fn new(ctx: &RunContext, stage: u32, stage_name: String, scenario: Scenario) -> Self {
+        RunResult {
+            scenario_hash: write::scenario_hash(&scenario),
+            scenario,
+            scenario_origin: ctx.scenario_origin.clone(),
+            stage,
+            stage_name,
+            target: ctx.target.clone(),
+            workers: ctx.workers,
+            total: MetricSet::default(),
+            per_target: Vec::new(),
+            per_model: Vec::new(),
+            warmup: MetricSet::default(),
+            window_start_us: 0,
+            rows: Vec::new(),
+            lost: Vec::new(),
+            worker_shares: Vec::new(),
+            interrupted: None,
+            proxy_routes: Vec::new(),
+            planned: 0,
+            started_unix: 0.0,
+            dataset: ctx.dataset.clone(),
+            server: ServerView::default(),
+            client: None,
+        }
+    }
+
     /// Leave out what [`hidden_metrics`] says the scenario cannot mean,
     /// from the whole result and every target.
     pub fn hide_meaningless(&mut self) {

@@ -6,7 +6,6 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::Context as _;
 use cicada_metrics::{Metric, MetricSet};
@@ -14,7 +13,6 @@ use cicada_scenarios::Scenario;
 
 use super::hlog::HlogWriter;
 use super::timeseries::{IntervalPlace, TimeseriesWriter};
-use crate::interval::IntervalSink;
 
 /// The name of a file written beside the result: `result.json` gives plain
 /// `name`; another `output.result_filename` prefixes its stem
@@ -31,8 +29,9 @@ pub fn companion(result_filename: &str, name: &str) -> String {
     }
 }
 
+/// The run's streamed files, written step after step.
 #[derive(Debug, Default)]
-struct Inner {
+pub struct RunFiles {
     timeseries: Option<TimeseriesWriter>,
     /// Where the interval log goes; created at the first barrier (its BaseTime).
     hlog_path: Option<PathBuf>,
@@ -40,22 +39,13 @@ struct Inner {
     details: Option<BufWriter<File>>,
     /// The first write error, reported when the step ends.
     error: Option<String>,
-}
-
-impl Inner {
-    fn fail(&mut self, what: &str, e: std::io::Error) {
-        if self.error.is_none() {
-            tracing::error!(file = what, error = %e, "writing a result file failed");
-            self.error = Some(format!("writing {what}: {e}"));
-        }
-    }
-}
-
-/// The run's streamed files, shared by every step's sink.
-#[derive(Debug, Clone)]
-pub struct RunFiles {
-    inner: Arc<Mutex<Inner>>,
     paths: Vec<PathBuf>,
+    /// The step being written (0 without a sweep).
+    step: u32,
+    /// Its start barrier, once passed.
+    started_unix: Option<f64>,
+    /// Metrics left out of the files (see [`crate::hidden_metrics`]).
+    hidden: &'static [Metric],
 }
 
 impl RunFiles {
@@ -64,30 +54,26 @@ impl RunFiles {
         let dir = &s.output.dir;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let name = |n: &str| dir.join(companion(&s.output.result_filename, n));
-        let mut inner = Inner::default();
-        let mut paths = Vec::new();
+        let mut files = RunFiles::default();
         let ts = name("timeseries.csv");
-        inner.timeseries = Some(
+        files.timeseries = Some(
             TimeseriesWriter::create(&ts).with_context(|| format!("creating {}", ts.display()))?,
         );
-        paths.push(ts);
+        files.paths.push(ts);
         if s.output.hlog {
             let p = name("intervals.hlog");
             // replace a previous run's log now, even if this run never starts
             File::create(&p).with_context(|| format!("creating {}", p.display()))?;
-            inner.hlog_path = Some(p.clone());
-            paths.push(p);
+            files.hlog_path = Some(p.clone());
+            files.paths.push(p);
         }
         if s.output.save_detailed {
             let p = name("requests.jsonl");
             let f = File::create(&p).with_context(|| format!("creating {}", p.display()))?;
-            inner.details = Some(BufWriter::new(f));
-            paths.push(p);
+            files.details = Some(BufWriter::new(f));
+            files.paths.push(p);
         }
-        Ok(Self {
-            inner: Arc::new(Mutex::new(inner)),
-            paths,
-        })
+        Ok(files)
     }
 
     /// The files being written.
@@ -95,68 +81,42 @@ impl RunFiles {
         &self.paths
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A sink for step `step` (0 without a sweep), for the step's aggregate;
-    /// `scenario` is the step's (it says which metrics mean nothing there).
-    pub fn step_sink(&self, step: u32, scenario: &Scenario) -> Box<dyn IntervalSink> {
-        Box::new(StepSink {
-            files: self.clone(),
-            step,
-            started_unix: None,
-            hidden: super::hidden_metrics(scenario),
-        })
-    }
-
-    /// Flush after a step; fails with the first write error seen, if any.
-    pub fn end_step(&self) -> anyhow::Result<()> {
-        let mut g = self.lock();
-        if let Some(d) = g.details.as_mut()
-            && let Err(e) = d.flush()
-        {
-            g.fail("requests.jsonl", e);
-        }
-        match g.error.take() {
-            Some(e) => Err(anyhow::anyhow!(e)),
-            None => Ok(()),
+    fn fail(&mut self, what: &str, e: std::io::Error) {
+        if self.error.is_none() {
+            tracing::error!(file = what, error = %e, "writing a result file failed");
+            self.error = Some(format!("writing {what}: {e}"));
         }
     }
-}
 
-/// One step's view of the run's files.
-#[derive(Debug)]
-struct StepSink {
-    files: RunFiles,
-    step: u32,
-    started_unix: Option<f64>,
-    /// Metrics left out of the files (see `report::hidden_metrics`).
-    hidden: &'static [Metric],
-}
+    /// Step `step` (0 without a sweep) begins; `scenario` is the step's (it
+    /// says which metrics mean nothing there).
+    pub fn begin_step(&mut self, step: u32, scenario: &Scenario) {
+        self.step = step;
+        self.started_unix = None;
+        self.hidden = super::hidden_metrics(scenario);
+    }
 
-impl IntervalSink for StepSink {
-    fn begin(&mut self, started_unix: f64) {
+    /// The step's start barrier happened at `started_unix` (Unix seconds).
+    pub fn barrier(&mut self, started_unix: f64) {
         self.started_unix = Some(started_unix);
-        let mut g = self.files.lock();
-        if g.hlog.is_none()
-            && let Some(p) = g.hlog_path.clone()
+        if self.hlog.is_none()
+            && let Some(p) = self.hlog_path.clone()
         {
             match HlogWriter::create(&p, started_unix) {
-                Ok(w) => g.hlog = Some(w),
+                Ok(w) => self.hlog = Some(w),
                 Err(e) => {
-                    g.hlog_path = None;
-                    g.fail(&display(&p), e);
+                    self.hlog_path = None;
+                    self.fail(&display(&p), e);
                 }
             }
         }
     }
 
-    fn interval(
+    /// Interval `index` (from `start_s` after the barrier, `length_s` long)
+    /// is final; `set` is the fleet's merged measurements of it.
+    pub fn interval(
         &mut self,
-        index: u64,
-        start_s: f64,
-        length_s: f64,
+        (index, start_s, length_s): (u64, f64, f64),
         set: &MetricSet,
         in_flight: u64,
     ) {
@@ -175,24 +135,23 @@ impl IntervalSink for StepSink {
             shown = s;
             &shown
         };
-        let mut g = self.files.lock();
-        if let Some(w) = g.timeseries.as_mut()
+        if let Some(w) = self.timeseries.as_mut()
             && let Err(e) = w.write(place, set, in_flight)
         {
-            g.timeseries = None;
-            g.fail("timeseries.csv", e);
+            self.timeseries = None;
+            self.fail("timeseries.csv", e);
         }
-        if let (Some(w), Some(start)) = (g.hlog.as_mut(), self.started_unix)
+        if let (Some(w), Some(start)) = (self.hlog.as_mut(), self.started_unix)
             && let Err(e) = w.write(start, start_s, length_s, set)
         {
-            g.hlog = None;
-            g.fail("intervals.hlog", e);
+            self.hlog = None;
+            self.fail("intervals.hlog", e);
         }
     }
 
-    fn details(&mut self, worker: u32, jsonl: &[u8]) {
-        let mut g = self.files.lock();
-        let Some(w) = g.details.as_mut() else {
+    /// A worker sent per-request lines (JSONL).
+    pub fn details(&mut self, worker: u32, jsonl: &[u8]) {
+        let Some(w) = self.details.as_mut() else {
             tracing::debug!(worker, "per-request lines arrived but none are saved");
             return;
         };
@@ -201,8 +160,21 @@ impl IntervalSink for StepSink {
             res = w.write_all(b"\n");
         }
         if let Err(e) = res {
-            g.details = None;
-            g.fail("requests.jsonl", e);
+            self.details = None;
+            self.fail("requests.jsonl", e);
+        }
+    }
+
+    /// Flush after a step; fails with the first write error seen, if any.
+    pub fn end_step(&mut self) -> anyhow::Result<()> {
+        if let Some(d) = self.details.as_mut()
+            && let Err(e) = d.flush()
+        {
+            self.fail("requests.jsonl", e);
+        }
+        match self.error.take() {
+            Some(e) => Err(anyhow::anyhow!(e)),
+            None => Ok(()),
         }
     }
 }
@@ -232,16 +204,16 @@ mod tests {
         let mut s = Scenario::default();
         s.output.dir = dir.path().join("out");
         s.output.save_detailed = true;
-        let files = RunFiles::create(&s).unwrap();
+        let mut files = RunFiles::create(&s).unwrap();
         assert_eq!(files.paths().len(), 3);
         let mut set = MetricSet::default();
         set.count_outcome(Outcome::Ok, None);
         set.histogram_mut(Metric::Ttft).record(5_000);
         for step in [1, 2] {
-            let mut sink = files.step_sink(step, &s);
-            sink.begin(1_000.0 + f64::from(step));
-            sink.interval(0, 0.0, 1.0, &set, 0);
-            sink.details(0, b"{\"index\":1}\n{\"index\":2}");
+            files.begin_step(step, &s);
+            files.barrier(1_000.0 + f64::from(step));
+            files.interval((0, 0.0, 1.0), &set, 0);
+            files.details(0, b"{\"index\":1}\n{\"index\":2}");
             files.end_step().unwrap();
         }
         let ts = std::fs::read_to_string(dir.path().join("out/timeseries.csv")).unwrap();

@@ -1,5 +1,5 @@
 //! Writing a step's results: its `result.json` (one per `[[stages]]`
-//! window too), its `summary.csv` rows and its console block.
+//! window too) and its `summary.csv` rows.
 
 use std::path::{Path, PathBuf};
 
@@ -9,7 +9,7 @@ use cicada_scenarios::Scenario;
 use cicada_scenarios::dataset::DatasetReport;
 use sha2::{Digest, Sha256};
 
-use super::{RunResult, console, csv, json};
+use super::{RunResult, csv, json};
 
 /// What every result of a run shares.
 #[derive(Debug, Clone)]
@@ -30,19 +30,13 @@ pub fn scenario_hash(s: &Scenario) -> String {
         .collect()
 }
 
-/// Write a step's files, name them on stderr, then print its console block;
-/// returns the files written. The block comes last so that a log that merges
-/// both streams (`kubectl logs`, a Slurm output file) ends with the result.
+/// Write a step's result files; returns them.
 ///
 /// A run without sweep writes `result.json` (`output.result_filename`), plus
 /// `result-stage<n>.json` per `[[stages]]` window; a sweep writes
 /// `result-stage<n>.json` per step. Each result adds one CSV row per target
-/// when there are several. `extra` files (written elsewhere) are named too.
-pub fn write_step(
-    results: &[RunResult],
-    sweep: bool,
-    extra: &[PathBuf],
-) -> anyhow::Result<Vec<PathBuf>> {
+/// when there are several.
+pub fn write_step(results: &[RunResult], sweep: bool) -> anyhow::Result<Vec<PathBuf>> {
     let Some(whole) = results.first() else {
         return Ok(Vec::new());
     };
@@ -81,19 +75,6 @@ pub fn write_step(
     let csv_path = dir.join("summary.csv");
     csv::append(&csv_path, &rows)?;
     files.push(csv_path);
-    files.extend(extra.iter().cloned());
-    eprintln!(
-        "results: {}",
-        files
-            .iter()
-            .map(|f| f.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    if sweep {
-        println!("\nStage {}: {}", whole.stage, whole.stage_name);
-    }
-    print!("{}", console::render(whole));
     Ok(files)
 }
 

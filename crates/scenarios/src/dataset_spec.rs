@@ -139,6 +139,32 @@ fn one() -> f64 {
     1.0
 }
 
+/// Whose draws pick a `random` or `sharegpt` sample for a seed (`dataset.sampler`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sampler {
+    /// cicada's own: token-exact random prompts, a streamed ShareGPT selection.
+    #[default]
+    Cicada,
+    /// `vllm bench serve`'s (vLLM 0.32), draw for draw: the same seed sends
+    /// the same prompts, lengths and order as vLLM's client.
+    Vllm,
+}
+
+impl Sampler {
+    /// Name as written in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sampler::Cicada => "cicada",
+            Sampler::Vllm => "vllm",
+        }
+    }
+
+    fn is_cicada(&self) -> bool {
+        *self == Sampler::Cicada
+    }
+}
+
 /// `kind = "random"`: synthetic prompts; token-exact with a `[tokenizer]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -155,6 +181,9 @@ pub struct RandomSpec {
     /// Tokens of a random prefix shared by every prompt.
     #[serde(default)]
     pub prefix_len: u32,
+    /// Whose draws pick the prompts (`"vllm"` needs a tokenizer).
+    #[serde(default, skip_serializing_if = "Sampler::is_cicada")]
+    pub sampler: Sampler,
 }
 
 impl Default for RandomSpec {
@@ -164,6 +193,7 @@ impl Default for RandomSpec {
             output_len: n128(),
             range_ratio: 0.0,
             prefix_len: 0,
+            sampler: Sampler::Cicada,
         }
     }
 }
@@ -180,6 +210,9 @@ pub struct SharegptSpec {
     /// Shuffle by the seed before taking entries.
     #[serde(default = "yes")]
     pub shuffle: bool,
+    /// Whose shuffle orders the records.
+    #[serde(default, skip_serializing_if = "Sampler::is_cicada")]
+    pub sampler: Sampler,
 }
 
 /// `kind = "sonnet"`: an instruction, the poem's first lines as a shared
@@ -335,6 +368,15 @@ impl Dataset {
             Dataset::Jsonl(d) => Some(&d.path),
             Dataset::Conversations(d) => Some(&d.path),
             Dataset::Trace(d) => Some(&d.path),
+        }
+    }
+
+    /// Whose draws pick the sample (cicada's for the kinds without a choice).
+    pub fn sampler(&self) -> Sampler {
+        match self {
+            Dataset::Random(d) => d.sampler,
+            Dataset::Sharegpt(d) => d.sampler,
+            _ => Sampler::Cicada,
         }
     }
 
@@ -523,7 +565,13 @@ mod tests {
     fn keys_are_read_off_the_kinds_types() {
         assert_eq!(
             DatasetKind::Random.keys(),
-            ["input_len", "output_len", "range_ratio", "prefix_len"]
+            [
+                "input_len",
+                "output_len",
+                "range_ratio",
+                "prefix_len",
+                "sampler"
+            ]
         );
         assert_eq!(DatasetKind::Trace.keys(), ["path", "speed", "block_size"]);
         for k in DatasetKind::ALL {

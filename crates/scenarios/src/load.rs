@@ -245,6 +245,7 @@ mod tests {
                 output_len: 128,
                 range_ratio: 0.0,
                 prefix_len: 0,
+                sampler: crate::scenario::Sampler::Cicada,
             })
         );
     }

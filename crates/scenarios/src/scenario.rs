@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::backend::Backend;
 pub use crate::dataset_spec::{
     AudioSpec, ConversationsSpec, Dataset, DatasetKind, ImageBucket, JsonlSpec, MmLimits,
-    PrefixSpec, RandomMmSpec, RandomSpec, SharegptSpec, SonnetSpec, TraceSpec,
+    PrefixSpec, RandomMmSpec, RandomSpec, Sampler, SharegptSpec, SonnetSpec, TraceSpec,
 };
 use crate::shape::{StageSpec, Sweep};
 pub use crate::structured::StructuredSpec;

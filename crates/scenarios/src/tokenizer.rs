@@ -153,6 +153,23 @@ impl Tokenizer {
         self.inner.get_vocab_size(true) as u32
     }
 
+    /// Vocabulary size without added tokens (transformers' `vocab_size`,
+    /// which `vllm bench serve` draws token ids below).
+    pub fn base_vocab_size(&self) -> u32 {
+        self.inner.get_vocab_size(false) as u32
+    }
+
+    /// The id of token `token`, added tokens included.
+    pub fn token_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    /// Whether the model is BPE (transformers skips its clean-up of
+    /// decoded text for BPE models).
+    pub fn is_bpe(&self) -> bool {
+        matches!(self.inner.get_model(), tokenizers::ModelWrapper::BPE(_))
+    }
+
     /// Ids of special (added, special) tokens, which prompts must not contain.
     pub fn special_ids(&self) -> Vec<u32> {
         let mut ids: Vec<u32> = self

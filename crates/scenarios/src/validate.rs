@@ -1,7 +1,7 @@
 //! Value checks beyond types: ranges, required keys, combinations.
 
 use crate::scenario::{
-    Backend, Dataset, DatasetKind, MAX_MAX_EVENT_SIZE, MIN_MAX_EVENT_SIZE, Scenario,
+    Backend, Dataset, DatasetKind, MAX_MAX_EVENT_SIZE, MIN_MAX_EVENT_SIZE, Sampler, Scenario,
 };
 use cicada_plan::units::Rate;
 
@@ -339,6 +339,12 @@ fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
             format!(
                 "kind \"{kind}\" counts tokens and needs a tokenizer: add [tokenizer] source = \"<tokenizer.json, model dir or hub id>\""
             ),
+        );
+    }
+    if d.sampler() == Sampler::Vllm && s.tokenizer.is_none() && !d.kind().needs_tokenizer() {
+        bad(
+            "sampler",
+            "vLLM's sample is drawn from the tokenizer's vocabulary and needs a tokenizer: add [tokenizer] source = \"<tokenizer.json, model dir or hub id>\" (vLLM's client uses the model's)".into(),
         );
     }
     for (key, v) in d.counts() {

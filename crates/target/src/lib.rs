@@ -2,7 +2,7 @@
 //! `[target]` resolved (start the embedded mock, pick the API, server family
 //! and endpoint, read the TLS trust file, wait until every replica is ready
 //! and discover the model id when none is given), and its Prometheus
-//! `/metrics` scraped around each step (`scrape`).
+//! `/metrics` scraped around each step (`scrape`) and read (`prom`).
 
 use anyhow::{Context, bail};
 use cicada_mock::MockApi;
@@ -12,6 +12,7 @@ use cicada_plan::{ResolvedTarget, ServerFamily, TlsSettings, WireApi};
 use cicada_scenarios::Scenario;
 use cicada_scenarios::scenario::Backend;
 
+pub mod prom;
 mod ready;
 mod redirect;
 pub mod scrape;

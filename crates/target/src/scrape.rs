@@ -19,7 +19,9 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use cicada_results::server::{Exposition, GaugeTrack, Raw, ServerView, StepServerViews};
+use cicada_results::server::{ServerView, StepServerViews};
+
+use crate::prom::{Exposition, GaugeTrack, Raw, view_of};
 
 use crate::{Target, join_url};
 
@@ -169,13 +171,13 @@ impl Watch {
 
     /// Take the last scrape and derive the figures.
     pub async fn finish(mut self) -> StepServerViews {
-        let empty = |n: usize| vec![ServerView::of(&[], self.replicas); n];
+        let empty = |n: usize| vec![view_of(&[], self.replicas); n];
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         let Some(task) = self.task.take() else {
             return StepServerViews {
-                whole: ServerView::of(&[], self.replicas),
+                whole: view_of(&[], self.replicas),
                 windows: empty(self.windows),
             };
         };
@@ -184,7 +186,7 @@ impl Watch {
             Err(e) => {
                 tracing::warn!(error = %e, "server metrics scraping failed");
                 return StepServerViews {
-                    whole: ServerView::of(&[], self.replicas),
+                    whole: view_of(&[], self.replicas),
                     windows: empty(self.windows),
                 };
             }
@@ -195,11 +197,11 @@ impl Watch {
                     .iter()
                     .map(|w| w.get(i).cloned().flatten())
                     .collect();
-                ServerView::of(&raws, self.replicas)
+                view_of(&raws, self.replicas)
             })
             .collect();
         StepServerViews {
-            whole: ServerView::of(&whole, self.replicas),
+            whole: view_of(&whole, self.replicas),
             windows,
         }
     }
@@ -322,7 +324,7 @@ async fn watch(
             .iter()
             .map(|w| w.as_ref().and_then(Watched::so_far))
             .collect();
-        live.send_replace(Some(ServerView::of(&so_far, watched.len())));
+        live.send_replace(Some(view_of(&so_far, watched.len())));
     }
     let windows = timing.windows;
     let mut whole = Vec::with_capacity(watched.len());

@@ -4,5 +4,6 @@
 pub mod deps;
 pub mod length;
 pub mod modules;
+pub mod outputs;
 pub mod source;
 pub mod wire;

@@ -1,9 +1,13 @@
 //! `cicada run --metrics-addr ADDR`: the fleet's live figures in the
 //! Prometheus text format at `http://ADDR/metrics`, for Grafana during long
-//! runs. The progress ticker renders the exposition once a second; the
-//! server only hands out the latest text.
+//! runs. As one of the run's outputs ([`LiveSink`]) it renders the
+//! exposition on every tick; the server only hands out the latest text.
 
-pub use cicada_results::live::{LiveView, render};
+use cicada_metrics::MetricSet;
+mod render;
+
+use cicada_results::sink::{Barrier, Sink, StepBegan, Tick};
+use render::{LiveView, render};
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -67,6 +71,83 @@ impl LiveMetrics {
             Ok(mut g) => *g = text,
             Err(poisoned) => *poisoned.into_inner() = text,
         }
+    }
+}
+
+/// The endpoint as an output of the run: counters and summaries over the
+/// whole run so far, gauges of the step running.
+#[derive(Debug)]
+pub struct LiveSink {
+    metrics: LiveMetrics,
+    /// Scenario name (a label of `cicada_info`).
+    scenario: String,
+    /// The step running (0 without a sweep).
+    step: u32,
+    /// Workers in the step.
+    workers: u32,
+    /// Requests planned for the step (0: open-ended).
+    planned: u64,
+    /// Measurements of the steps already finished.
+    finished: MetricSet,
+}
+
+impl LiveSink {
+    /// Publish run `scenario`'s figures at `metrics`.
+    pub fn new(metrics: LiveMetrics, scenario: &str) -> Self {
+        Self {
+            metrics,
+            scenario: scenario.to_string(),
+            step: 0,
+            workers: 0,
+            planned: 0,
+            finished: MetricSet::default(),
+        }
+    }
+
+    /// Render and publish the exposition (run-wide figures).
+    fn publish(&self, tick: &Tick<'_>) {
+        let mut run = self.finished.clone();
+        // sets decoded from reports share one layout; merging cannot fail
+        let _ = run.merge(tick.total);
+        self.metrics.publish(render(&LiveView {
+            scenario: &self.scenario,
+            run: &run,
+            step: self.step,
+            planned: self.planned,
+            elapsed_s: tick.elapsed.as_secs_f64(),
+            workers: self.workers,
+            in_flight: tick.in_flight,
+            last_interval: tick.rows.last(),
+        }));
+    }
+}
+
+impl Sink for LiveSink {
+    fn step_began(&mut self, step: &StepBegan<'_>) {
+        self.step = step.result.stage;
+        self.workers = step.workers.len() as u32;
+        self.planned = 0;
+    }
+
+    fn barrier(&mut self, barrier: &Barrier) {
+        self.planned = barrier.planned;
+    }
+
+    /// An open loop's new rate leaves the step without a planned total.
+    fn load_changed(&mut self, open_ended: bool) {
+        if open_ended {
+            self.planned = 0;
+        }
+    }
+
+    fn tick(&mut self, tick: &Tick<'_>) {
+        self.publish(tick);
+    }
+
+    /// The step's last figures, then folded into the run's.
+    fn merge_closed(&mut self, tick: &Tick<'_>) {
+        self.publish(tick);
+        let _ = self.finished.merge(tick.total);
     }
 }
 

@@ -18,15 +18,18 @@ use cicada_scenarios::{Scenario, sharding};
 use crate::cli::RunArgs;
 use crate::error::{EXIT_DEGRADED, RunError, exit_code_of};
 use crate::fleet::Fleet;
+use crate::live::LiveSink;
 use crate::merge::Aggregate;
 use crate::progress::{Display, Progress};
 use crate::signals::Signals;
 use crate::step::{Helm, Step, run_step};
 use crate::sweep::{self, Outcome, Sweeper};
-use crate::web::{Control, Feed, RunState, Web};
-use cicada_results::outputs::{Outputs, StepDone};
-use cicada_results::write::{RunContext, write_step};
-use cicada_results::{RunResult, stages, verdict};
+use crate::web::{BoardSink, Control, Feed, RunState, Web};
+use cicada_results::RunResult;
+use cicada_results::console::Console;
+use cicada_results::files::Files;
+use cicada_results::sink::{RunFinished, Sink, Sinks, StepBegan, StepFinished};
+use cicada_results::write::RunContext;
 use cicada_target::scrape::Watch;
 use cicada_target::{self as target, Target};
 use finish::{FinishedStep, step_results};
@@ -71,12 +74,20 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         None => (pool, target),
     };
     let feed = web.as_ref().map(Web::feed);
-    let progress = Progress::new(
-        Display::choose(args.quiet, args.headless),
-        setup.live.take(),
-        &setup.scenario.name,
-    )
-    .with_web(feed.clone());
+    // the run's outputs, in the order they hear each event (the result
+    // files join first when the run starts)
+    let mut out = Sinks::new();
+    out.push(Box::new(Progress::new(Display::choose(
+        args.quiet,
+        args.headless,
+    ))));
+    out.push(Box::new(Console));
+    if let Some(live) = setup.live.take() {
+        out.push(Box::new(LiveSink::new(live, &setup.scenario.name)));
+    }
+    if let Some(feed) = &feed {
+        out.push(Box::new(BoardSink::new(feed.clone())));
+    }
     let mut steps = Steps {
         ctx: RunContext {
             scenario_origin: setup.origin.clone(),
@@ -86,7 +97,7 @@ pub async fn run(args: RunArgs) -> Result<i32, RunError> {
         },
         run_id: setup::random_hex(8),
         sweeper: Sweeper::new(&setup.scenario),
-        progress,
+        out,
         finished: Vec::new(),
         stage_results: Vec::new(),
         web: feed,
@@ -136,7 +147,8 @@ struct Steps {
     ctx: RunContext,
     run_id: String,
     sweeper: Sweeper,
-    progress: Progress,
+    /// The run's outputs.
+    out: Sinks,
     /// Every finished step's whole result.
     finished: Vec<RunResult>,
     /// Every finished `[[stages]]` window's result.
@@ -156,7 +168,8 @@ impl Steps {
         fleet: &mut Fleet,
         signals: &mut Signals,
     ) -> anyhow::Result<()> {
-        let outputs = Outputs::create(&env.setup.scenario)?;
+        self.out
+            .push_front(Box::new(Files::create(&env.setup.scenario)?));
         let mut number = 0u32;
         while let Some(step) = self.sweeper.next_step() {
             if number > 0
@@ -166,9 +179,7 @@ impl Steps {
             }
             number += 1;
             let step_no = if self.sweeper.is_sweep() { number } else { 0 };
-            let stop = self
-                .one(env, &outputs, fleet, signals, (step_no, step))
-                .await?;
+            let stop = self.one(env, fleet, signals, (step_no, step)).await?;
             if stop {
                 break;
             }
@@ -180,7 +191,6 @@ impl Steps {
     async fn one(
         &mut self,
         env: &Env<'_>,
-        outputs: &Outputs,
         fleet: &mut Fleet,
         signals: &mut Signals,
         (step_no, step): (u32, sweep::Step),
@@ -195,18 +205,14 @@ impl Steps {
             .unwrap_or_default();
         let interval_s = step.scenario.load.report_interval.get().as_secs_f64();
         let mut agg = Aggregate::new(interval_s, plans.iter().map(|(m, _)| *m));
-        agg.sink = Some(outputs.step_sink(step_no, &step.scenario));
-        let duration = plans.first().and_then(|(_, p)| p.duration());
-        self.progress.step(step_no, plans.len() as u32, duration);
-        if self.sweeper.is_sweep() {
-            eprintln!("stage {step_no}: {}", step.name);
-        }
-        if let Some(feed) = &self.web {
-            let members: Vec<(u32, String)> =
-                fleet.active().map(|(i, m)| (i, m.host.clone())).collect();
-            let r = finish::provisional(&self.ctx, step_no, &step.name, &step.scenario);
-            feed.step_began(r, self.sweeper.is_sweep(), &members);
-        }
+        let members: Vec<(u32, String)> =
+            fleet.active().map(|(i, m)| (i, m.host.clone())).collect();
+        self.out.step_began(&StepBegan {
+            result: &RunResult::new(&self.ctx, step_no, step.name.clone(), step.scenario.clone()),
+            sweep: self.sweeper.is_sweep(),
+            workers: &members,
+            duration: plans.first().and_then(|(_, p)| p.duration()),
+        });
         let mut watch = Watch::start(&step.scenario, env.target, &windows).await;
         if let Some(feed) = &self.web {
             feed.follow_server(step_no, watch.live());
@@ -222,7 +228,7 @@ impl Steps {
                 number: step_no,
                 plans: &plans,
                 agg: &mut agg,
-                progress: &mut self.progress,
+                out: &mut self.out,
                 on_start: &mut |at| watch.started(at),
                 helm: helm.as_mut(),
             },
@@ -244,7 +250,7 @@ impl Steps {
             server,
         };
         let results = step_results(&self.ctx, finished, &mut agg);
-        self.record(outputs, results)
+        self.record(results)
     }
 
     /// Each member's plan for a step, by member index: the step's load
@@ -280,9 +286,9 @@ impl Steps {
             .collect()
     }
 
-    /// Tell the sweep how the step went, write its files, keep its results;
-    /// true when it was cut short.
-    fn record(&mut self, outputs: &Outputs, mut results: Vec<RunResult>) -> anyhow::Result<bool> {
+    /// Tell the sweep how the step went, hand its results to the outputs,
+    /// keep them; true when it was cut short.
+    fn record(&mut self, mut results: Vec<RunResult>) -> anyhow::Result<bool> {
         let s = results[0].summary();
         self.sweeper.finished(Outcome {
             request_throughput: s.request_throughput,
@@ -292,17 +298,16 @@ impl Steps {
                 0.0
             },
         });
-        let extra = outputs.step_done(StepDone {
-            current: &results,
-            earlier: &self.finished,
-            earlier_stages: &self.stage_results,
-            sweep: self.sweeper.is_sweep(),
-            search: self.sweeper.search(),
-        })?;
-        write_step(&results, self.sweeper.is_sweep(), &extra)?;
-        if let Some(feed) = &self.web {
-            feed.step_finished(&results);
-        }
+        self.out.step_finished(
+            &StepFinished {
+                results: &results,
+                earlier: &self.finished,
+                earlier_stages: &self.stage_results,
+                sweep: self.sweeper.is_sweep(),
+                search: self.sweeper.search(),
+            },
+            &mut Vec::new(),
+        )?;
         let whole = results.remove(0);
         let stop = whole.partial();
         self.finished.push(whole);
@@ -310,20 +315,14 @@ impl Steps {
         Ok(stop)
     }
 
-    /// Print the sweep's or the stages' table, then, last, whether the run
-    /// mostly failed; the run's exit code.
-    fn finish(&self) -> i32 {
-        if self.sweeper.is_sweep() {
-            print!(
-                "{}",
-                stages::render("Sweep", &self.finished, self.sweeper.search())
-            );
-        } else if !self.stage_results.is_empty() {
-            print!("{}", stages::render("Stages", &self.stage_results, None));
-        }
-        if let Some(v) = verdict::mostly_failed(&self.finished) {
-            println!("{v}");
-        }
+    /// Tell the outputs the run is over; the run's exit code.
+    fn finish(&mut self) -> i32 {
+        self.out.run_finished(&RunFinished {
+            steps: &self.finished,
+            stages: &self.stage_results,
+            sweep: self.sweeper.is_sweep(),
+            search: self.sweeper.search(),
+        });
         if let Some(signal) = self.finished.iter().find_map(|r| r.interrupted) {
             exit_code_of(signal)
         } else if self.finished.iter().any(RunResult::degraded) {

@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::bail;
+use cicada_metrics::Metric;
+use cicada_results::sink::{Report, Sink};
 use cicada_results::{StartBasis, WorkerClock};
 use tokio::time::Instant;
 
@@ -14,7 +16,6 @@ use crate::cap::{Admit, FleetCap};
 
 use crate::fleet::{Event, Fleet, WorkerReport};
 use crate::merge::Aggregate;
-use crate::progress::Progress;
 use crate::signals::Signals;
 use crate::web::Control;
 
@@ -152,7 +153,7 @@ impl Collect {
         fleet: &mut Fleet,
         signals: &mut Signals,
         agg: &mut Aggregate,
-        progress: &mut Progress,
+        out: &mut dyn Sink,
         mut helm: Option<&mut Helm<'_>>,
     ) -> anyhow::Result<()> {
         let start = self.start.unwrap_or_else(Instant::now);
@@ -165,17 +166,19 @@ impl Collect {
             tokio::select! {
                 () = at_offset(start, switch) => self.switch_cap(start),
                 ev = fleet.next() => match ev {
-                    Some(ev) => self.on_event(fleet, agg, ev),
+                    Some(ev) => self.on_event(fleet, agg, out, ev),
                     None => bail!("the gRPC server stopped"),
                 },
                 _ = tick.tick() => {
                     self.on_tick(fleet, agg);
-                    progress.tick(agg, start);
+                    agg.hand_over(out);
+                    let total = agg.total();
+                    out.tick(&agg.tick(self.elapsed(), &total));
                 }
                 ask = next_control(&mut helm) => match (ask, helm.as_deref_mut()) {
                     (Control::Change(a), Some(h)) => {
                         let applied = h.apply(a, fleet, start);
-                        progress.steered(applied.open_ended);
+                        out.load_changed(applied.open_ended);
                         self.steered(applied);
                     }
                     (Control::Reset(a), Some(h)) => h.reset(a, agg, start),
@@ -192,6 +195,7 @@ impl Collect {
                 fleet.admit_waiting(a.worker, self.step, a.fleet_completed, a.mine_included);
             }
             self.lose_unreadable(fleet, agg);
+            agg.hand_over(out);
         }
         self.pending_signal(signals).await;
         Ok(())
@@ -215,10 +219,10 @@ impl Collect {
         }
     }
 
-    fn on_event(&mut self, fleet: &mut Fleet, agg: &mut Aggregate, ev: Event) {
+    fn on_event(&mut self, fleet: &mut Fleet, agg: &mut Aggregate, out: &mut dyn Sink, ev: Event) {
         match ev {
             Event::Report { worker, report } if report.step == self.step => {
-                self.report(fleet, agg, worker, *report);
+                self.report(fleet, (agg, out), worker, *report);
             }
             Event::Done {
                 worker,
@@ -279,7 +283,13 @@ impl Collect {
 
     /// Merge a report that passes the checks; a worker whose report fails
     /// one is lost (its earlier reports stay counted).
-    fn report(&mut self, fleet: &mut Fleet, agg: &mut Aggregate, worker: u32, r: WorkerReport) {
+    fn report(
+        &mut self,
+        fleet: &mut Fleet,
+        (agg, out): (&mut Aggregate, &mut dyn Sink),
+        worker: u32,
+        r: WorkerReport,
+    ) {
         if self.finished.contains(&worker) {
             return;
         }
@@ -288,9 +298,25 @@ impl Collect {
         });
         match self.audit.check(worker, &r, elapsed_us) {
             Ok(()) => {
-                if let Err(e) = agg.add(worker, r) {
+                let (details, stall_max_us) = match &r.measured {
+                    Ok(m) => (
+                        m.details_jsonl.clone(),
+                        m.health
+                            .as_ref()
+                            .map(|h| h.stalls.histogram(Metric::RuntimeStall).max()),
+                    ),
+                    Err(_) => (bytes::Bytes::new(), None),
+                };
+                match agg.add(worker, r) {
+                    Ok(()) => out.report(&Report {
+                        worker,
+                        details: &details,
+                        stall_max_us,
+                    }),
                     // checked already: a report that decoded cannot fail to merge
-                    tracing::error!(worker, error = %e, "a checked report did not merge");
+                    Err(e) => {
+                        tracing::error!(worker, error = %e, "a checked report did not merge")
+                    }
                 }
             }
             Err(refusal) => {
@@ -438,11 +464,12 @@ impl Collect {
         mut self,
         fleet: &mut Fleet,
         agg: &mut Aggregate,
-        progress: &mut Progress,
+        out: &mut dyn Sink,
     ) -> StepEnd {
         agg.flush(true);
-        let start = self.start.unwrap_or_else(Instant::now);
-        progress.finish(agg, start);
+        agg.hand_over(out);
+        let total = agg.total();
+        out.merge_closed(&agg.tick(self.elapsed(), &total));
         self.end.elapsed_s = self.since_start();
         if self.end.interrupted.is_none() {
             for e in std::mem::take(&mut self.early) {

@@ -24,8 +24,8 @@ use crate::cap::{FleetCap, Share};
 use crate::error::RunError;
 use crate::fleet::{Event, Fleet};
 use crate::merge::Aggregate;
-use crate::progress::Progress;
 use crate::signals::Signals;
+use cicada_results::sink::{Barrier, Sink};
 pub use cicada_results::{LostWorker, WorkerShare};
 
 use collect::Collect;
@@ -64,8 +64,8 @@ pub struct Step<'a, 'h> {
     pub plans: &'a [(u32, Plan)],
     /// The merge of the step's reports.
     pub agg: &'a mut Aggregate,
-    /// The live progress.
-    pub progress: &'a mut Progress,
+    /// The run's outputs, handed what the merge finalises.
+    pub out: &'a mut dyn Sink,
     /// Called at the start barrier with its instant.
     pub on_start: &'a mut dyn FnMut(Instant),
     /// The web UI's changes of the load, when it is served.
@@ -93,14 +93,15 @@ pub async fn run_step(
     collect.started(barrier.at);
     (step.on_start)(barrier.at);
     collect.end.started_unix = barrier.unix_s;
-    step.progress
-        .begin(collect.end.planned, collect.end.started_unix);
-    step.agg.begin(collect.end.started_unix);
+    step.out.barrier(&Barrier {
+        planned: collect.end.planned,
+        started_unix: collect.end.started_unix,
+    });
     fleet.mark_all_seen();
     collect
-        .run(fleet, signals, step.agg, step.progress, step.helm)
+        .run(fleet, signals, step.agg, step.out, step.helm)
         .await?;
-    Ok(collect.finish(fleet, step.agg, step.progress))
+    Ok(collect.finish(fleet, step.agg, step.out))
 }
 
 /// The fleet-wide cap the step's workers share, when more than one does,

@@ -43,7 +43,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-pub use state::{Feed, RunState};
+pub use state::{BoardSink, Feed, RunState};
 
 /// Environment variable holding the UI's token (or use `--web-token-file`).
 pub const WEB_TOKEN_ENV: &str = "CICADA_WEB_TOKEN";

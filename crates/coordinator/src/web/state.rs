@@ -1,9 +1,9 @@
 //! What the web UI shows, kept for the whole run: the run's state, the
-//! step running (a provisional result the progress ticker refreshes every
-//! second from the exact merge), the steps already finished, every interval
-//! as a chart point since the run began (not a rolling window), and the
-//! workers' own figures. The run loop writes it through a [`Feed`]; the
-//! server reads it.
+//! step running (a provisional result refreshed on every tick from the
+//! exact merge), the steps already finished, every interval as a chart
+//! point since the run began (not a rolling window), and the workers' own
+//! figures. The run's outputs write it through a [`BoardSink`], the run
+//! loop and the web UI's changes through a [`Feed`]; the server reads it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use cicada_metrics::{Metric, MetricSet};
 use cicada_results::interval::IntervalRow;
 use cicada_results::server::ServerView;
+use cicada_results::sink::{Barrier, Report, Sink, StepBegan, StepFinished, Tick};
 use cicada_results::{RunResult, client_health};
 use cicada_scenarios::scenario::DatasetKind;
 use cicada_scenarios::{Scenario, sharding};
@@ -18,7 +19,6 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::load::{self, Load, Steering};
-use crate::merge::Aggregate;
 
 /// Where the run is, in Locust's words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,8 +271,9 @@ impl Feed {
         }
     }
 
-    /// About once a second: the step's figures so far from the merge.
-    pub fn tick(&self, agg: &Aggregate, total: &MetricSet) {
+    /// About once a second: the step's figures so far from the merge, and
+    /// when each worker's latest report arrived and its longest stall (µs).
+    fn tick(&self, tick: &Tick<'_>, reports: &WorkerReports) {
         let (targets, models) = self.lock().current.as_ref().map_or((0, 0), |c| {
             (
                 c.target.urls.len().max(1) as u32,
@@ -281,46 +282,46 @@ impl Feed {
         });
         // the merges happen outside the lock
         let per_target: Vec<MetricSet> = (0..targets)
-            .map(|t| agg.merged(|s| !s.warmup && s.target == t))
+            .map(|t| tick.shares.merged(&|s| !s.warmup && s.target == t))
             .collect();
         let per_model: Vec<MetricSet> = (0..models)
-            .map(|m| agg.merged(|s| !s.warmup && s.model == m))
+            .map(|m| tick.shares.merged(&|s| !s.warmup && s.model == m))
             .collect();
         let mut b = self.lock();
-        b.in_flight = agg.in_flight();
+        b.in_flight = tick.in_flight;
         b.elapsed_s = b.step_started.map_or(0.0, |s| {
             Instant::now().saturating_duration_since(s).as_secs_f64()
         });
-        for (worker, usage) in &agg.usage {
+        for (worker, usage) in tick.usage {
             let w = b.workers.entry(*worker).or_default();
             w.cpu_s = usage.cpu_us as f64 / 1e6;
             w.rss_bytes = usage.peak_rss_bytes;
         }
-        for (worker, n) in agg.in_flight_by_worker() {
+        for (worker, n) in tick.in_flight_by_worker {
             b.workers.entry(*worker).or_default().in_flight = *n;
         }
-        for (worker, at) in &agg.last_report {
+        for (worker, at) in &reports.last {
             let w = b.workers.entry(*worker).or_default();
             w.report_age_s = Some(at.elapsed().as_secs_f64());
         }
-        for (worker, us) in &agg.worst_stall_us {
+        for (worker, us) in &reports.worst_stall_us {
             b.workers.entry(*worker).or_default().worst_stall_ms = Some(*us as f64 / 1e3);
         }
         let Some(mut cur) = b.current.take() else {
             return;
         };
         cur.client = Some(client_health::assess(
-            &agg.health,
-            &agg.usage,
+            tick.health,
+            tick.usage,
             &[],
-            total,
+            tick.total,
             b.elapsed_s,
             uncapped_open_loop(&cur.scenario),
         ));
-        cur.total = total.clone();
+        cur.total = tick.total.clone();
         cur.per_target = per_target;
         cur.per_model = per_model;
-        let new = agg.rows.get(cur.rows.len()..).unwrap_or_default();
+        let new = tick.rows.get(cur.rows.len()..).unwrap_or_default();
         b.add_points(cur.stage, new);
         cur.rows.extend(new.iter().cloned());
         b.current = Some(cur);
@@ -357,6 +358,71 @@ impl Feed {
         }
         b.finished.push(whole.clone());
         b.stages.extend(results[1..].iter().cloned());
+    }
+}
+
+/// What the workers' reports said of them in the step running (the workers tab).
+#[derive(Debug, Default)]
+struct WorkerReports {
+    /// When each worker's latest report arrived.
+    last: BTreeMap<u32, std::time::Instant>,
+    /// Each worker's longest runtime stall, µs.
+    worst_stall_us: BTreeMap<u32, u64>,
+}
+
+/// The board as one of the run's outputs.
+#[derive(Debug)]
+pub struct BoardSink {
+    feed: Feed,
+    reports: WorkerReports,
+}
+
+impl BoardSink {
+    /// Write `feed`'s board as the run goes.
+    pub fn new(feed: Feed) -> Self {
+        Self {
+            feed,
+            reports: WorkerReports::default(),
+        }
+    }
+}
+
+impl Sink for BoardSink {
+    fn step_began(&mut self, step: &StepBegan<'_>) {
+        self.reports = WorkerReports::default();
+        self.feed
+            .step_began(step.result.clone(), step.sweep, step.workers);
+    }
+
+    fn barrier(&mut self, barrier: &Barrier) {
+        self.feed.barrier(barrier.started_unix);
+    }
+
+    fn report(&mut self, report: &Report<'_>) {
+        self.reports
+            .last
+            .insert(report.worker, std::time::Instant::now());
+        if let Some(stall) = report.stall_max_us {
+            let worst = self
+                .reports
+                .worst_stall_us
+                .entry(report.worker)
+                .or_default();
+            *worst = (*worst).max(stall);
+        }
+    }
+
+    fn tick(&mut self, tick: &Tick<'_>) {
+        self.feed.tick(tick, &self.reports);
+    }
+
+    fn step_finished(
+        &mut self,
+        step: &StepFinished<'_>,
+        _written: &mut Vec<std::path::PathBuf>,
+    ) -> anyhow::Result<()> {
+        self.feed.step_finished(step.results);
+        Ok(())
     }
 }
 

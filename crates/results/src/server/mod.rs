@@ -1,40 +1,19 @@
-//! What the servers said about a run: their Prometheus `/metrics` text
-//! (`prom`), and the figures read from the changes between two scrapes
-//! (speculative-decoding acceptance, prefix-cache hit rate, preemptions,
-//! peak KV-cache usage, server-side TTFT and queue time), per replica and
-//! for the fleet. The coordinator scrapes; this is what it makes of it.
+//! What the servers said about a run: the figures read from the changes
+//! between two scrapes of their `/metrics` (speculative-decoding
+//! acceptance, prefix-cache hit rate, preemptions, peak KV-cache usage,
+//! server-side TTFT and queue time), per replica and for the fleet.
+//! `cicada-target` scrapes and reads them (`cicada_target::prom`); this is
+//! how results hold them.
 
 mod figures;
-mod names;
-mod prom;
 
-pub use figures::{Bucket, GaugeTrack, HistFigures, Raw, ServerFigures};
-pub use prom::{Exposition, Histogram, Sample};
+pub use figures::{Bucket, HistFigures, ServerFigures};
 
 /// Server-side figures per target (in `target.urls` order) and for the fleet.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerView {
     pub targets: Vec<Option<ServerFigures>>,
     pub total: Option<ServerFigures>,
-}
-
-impl ServerView {
-    /// Figures of each replica's changes, and of their sum for the fleet.
-    pub fn of(raws: &[Option<Raw>], replicas: usize) -> ServerView {
-        let mut view = ServerView {
-            targets: vec![None; replicas],
-            total: None,
-        };
-        let mut fleet: Option<Raw> = None;
-        for (slot, raw) in view.targets.iter_mut().zip(raws) {
-            if let Some(raw) = raw {
-                *slot = Some(raw.figures());
-                fleet.get_or_insert_with(Raw::default).merge(raw);
-            }
-        }
-        view.total = fleet.map(|f| f.figures());
-        view
-    }
 }
 
 /// What the servers did over the stage and over each `[[stages]]` window.

@@ -95,6 +95,7 @@ fn text_spec(d: &RandomMmSpec) -> RandomSpec {
         output_len: d.output_len,
         range_ratio: d.range_ratio,
         prefix_len: d.prefix_len,
+        ..RandomSpec::default()
     }
 }
 

@@ -16,6 +16,7 @@ pub(crate) mod media_checks {
 }
 mod parallel;
 mod prefix;
+mod pyrng;
 mod random;
 mod rerank;
 mod select;
@@ -23,6 +24,7 @@ mod shapes;
 mod sharegpt;
 mod sonnet;
 mod trace;
+mod vllm_sample;
 mod words;
 
 use std::collections::BTreeMap;

@@ -8,7 +8,8 @@
 //! the asked number of tokens, and the prompt's own length (vLLM's
 //! `prompt_len`) is what `input_tokens` records. Without a tokenizer, prompts
 //! are common words that are one token each in the usual vocabularies (and to
-//! the built-in mock).
+//! the built-in mock). With `sampler = "vllm"` the prompts are instead
+//! `vllm bench serve`'s own, draw for draw (`vllm_sample`).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -17,7 +18,7 @@ use super::exact::{Fitted, Vocab};
 use super::select::mix;
 use super::words::WORDS;
 use super::{Build, DatasetError, DatasetReport, PoolEntry, Prompt, parallel};
-use crate::scenario::RandomSpec;
+use crate::scenario::{RandomSpec, Sampler};
 use crate::tokenizer::Tokenizer;
 
 /// RNG stream reserved for the random dataset.
@@ -54,13 +55,18 @@ fn rng(seed: u64) -> ChaCha8Rng {
     rng
 }
 
-/// The pool: token-exact with a tokenizer, words without.
+/// The pool: token-exact with a tokenizer, words without; `vllm bench
+/// serve`'s own sample with `sampler = "vllm"` (which needs the tokenizer).
 pub(crate) fn build(
     b: &Build<'_, RandomSpec>,
 ) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
-    match b.tokenizer {
-        Some(t) => with_tokens(b, t),
-        None => Ok(with_words(b)),
+    match (b.d.sampler, b.tokenizer) {
+        (Sampler::Vllm, Some(t)) => super::vllm_sample::random(b, t),
+        (Sampler::Vllm, None) => Err(DatasetError::NeedsTokenizer {
+            kind: "random (sampler = \"vllm\")",
+        }),
+        (Sampler::Cicada, Some(t)) => with_tokens(b, t),
+        (Sampler::Cicada, None) => Ok(with_words(b)),
     }
 }
 
@@ -219,6 +225,7 @@ mod tests {
             output_len: 20,
             range_ratio: 0.5,
             prefix_len: 7,
+            ..RandomSpec::default()
         };
         let a = build_with(&d, 42, 200, None);
         assert_eq!(a, build_with(&d, 42, 200, None));
@@ -287,6 +294,7 @@ mod tests {
             output_len: 30,
             range_ratio: 0.3,
             prefix_len: 64,
+            ..RandomSpec::default()
         };
         let a = build_with(&d, 5, 64, Some(&tok));
         assert_eq!(a, build_with(&d, 5, 64, Some(&tok)));

@@ -8,19 +8,27 @@
 //! shuffled order are kept. Tokens are counted with the tokenizer's special
 //! tokens, as vLLM counts them.
 //!
+//! With `sampler = "vllm"`, the order is `vllm bench serve`'s own shuffle of
+//! the records with two turns or more (a first pass counts them), and a
+//! sample with fewer valid records than asked is padded as vLLM pads it.
+//!
 //! The file is streamed: only the first two turns of each record are parsed,
 //! every record gets its shuffle key from the seed, and a record is tokenised
 //! (in parallel batches) only while it could still be among the first `n`, so
 //! the 640 MB file costs memory for `n` records and tokenising a few of them.
 
 use std::fmt;
+use std::path::Path;
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::select::{Smallest, order_key};
-use super::{Build, DatasetError, DatasetReport, PoolEntry, Prompt, json_array, parallel};
-use crate::scenario::SharegptSpec;
+use super::{
+    Build, DatasetError, DatasetReport, PoolEntry, Progress, Prompt, json_array, parallel,
+    vllm_sample,
+};
+use crate::scenario::{Sampler, SharegptSpec};
 use crate::tokenizer::Tokenizer;
 
 /// Records tokenised per parallel batch.
@@ -179,13 +187,34 @@ impl Selecting<'_> {
     }
 }
 
-/// The pool: the first `n` valid records in seeded shuffled order.
+/// Records with two turns or more: what `vllm bench serve` shuffles.
+fn two_turn_records(path: &Path, progress: &dyn Progress) -> Result<u64, DatasetError> {
+    let mut m = 0;
+    json_array::for_each::<Record, _>(path, progress, "ShareGPT records (counting)", |_, rec| {
+        m += u64::from(rec.texts.len() >= 2);
+        Ok(())
+    })?;
+    Ok(m)
+}
+
+/// The pool: the first `n` valid records in seeded shuffled order (cicada's
+/// shuffle, or `vllm bench serve`'s with its oversampling).
 pub(crate) fn build(
     b: &Build<'_, SharegptSpec>,
 ) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
     let tok = b.tokenizer()?;
     let path = b.d.path.as_path();
     let shuffle = b.d.shuffle;
+    let vllm = b.d.sampler == Sampler::Vllm;
+    // vLLM shuffles the two-turn records in memory: their places in its
+    // order, by their index among themselves
+    let places = if vllm && shuffle {
+        let m = two_turn_records(path, b.progress)?;
+        Some(vllm_sample::shuffled_places(b.seed, m))
+    } else {
+        None
+    };
+    let mut two = 0u64;
     let mut s = Selecting {
         tok,
         fixed: b.d.output_len,
@@ -201,7 +230,13 @@ pub(crate) fn build(
                 s.report.drop_for(FEWER_THAN_2_TURNS);
                 return Ok(());
             };
-            let key = order_key(shuffle, b.seed, i);
+            // this record's index among the two-turn records
+            let index = two;
+            two += 1;
+            let key = match &places {
+                Some(p) => (p.get(index as usize).copied().unwrap_or(u64::MAX), i),
+                None => order_key(shuffle, b.seed, i),
+            };
             if !s.sel.wants(key) {
                 s.report.unused += 1;
                 return Ok(());
@@ -221,7 +256,7 @@ pub(crate) fn build(
     report.read = read;
     let kept = s.sel.into_sorted();
     report.kept = kept.len() as u64;
-    let entries = kept
+    let mut entries = kept
         .into_iter()
         .enumerate()
         .map(|(id, k)| PoolEntry {
@@ -234,6 +269,9 @@ pub(crate) fn build(
             media: super::Media::default(),
         })
         .collect();
+    if vllm {
+        vllm_sample::oversample(b.seed, &mut entries, b.n);
+    }
     Ok((entries, report))
 }
 
@@ -282,6 +320,7 @@ mod tests {
                 path: path.to_path_buf(),
                 output_len: fixed,
                 shuffle: true,
+                sampler: crate::scenario::Sampler::Cicada,
             }),
             ..Scenario::default()
         };

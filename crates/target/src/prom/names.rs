@@ -1,7 +1,7 @@
 //! Which metric names each server family (vLLM, SGLang, TGI, llama.cpp)
 //! exposes, and which family a scrape came from.
 
-use super::prom::Exposition;
+use super::text::Exposition;
 
 /// Metric names of one server family; where versions differ, newest first.
 pub(super) struct Names {

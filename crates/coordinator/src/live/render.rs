@@ -1,5 +1,5 @@
-//! The live figures as Prometheus text, the writer behind `cicada run
-//! --metrics-addr`'s `/metrics`. Counters and summaries cover the whole run
+//! The live figures as Prometheus text, what `cicada run --metrics-addr`'s
+//! `/metrics` serves. Counters and summaries cover the whole run
 //! so far (every step); `cicada_interval_*` gauges describe the last
 //! interval every worker has reported. Names and meanings are listed in
 //! docs/METRICS.md ("Live metrics").
@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use cicada_metrics::{Counter, Metric, MetricSet, Outcome};
 
-use crate::interval::IntervalRow;
+use cicada_results::interval::IntervalRow;
 
 /// Latency summaries exposed, as `cicada_<name>_seconds`.
 const SUMMARIES: [Metric; 8] = [
@@ -86,7 +86,7 @@ fn fleet(out: &mut String, v: &LiveView<'_>) {
     let _ = writeln!(
         out,
         "cicada_info{{version=\"{}\",scenario=\"{}\"}} 1",
-        escape(crate::VERSION),
+        escape(cicada_results::VERSION),
         escape(v.scenario)
     );
     one(
@@ -246,7 +246,7 @@ fn last_interval(out: &mut String, v: &LiveView<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::Exposition;
+    use cicada_target::prom::Exposition;
 
     #[test]
     fn the_exposition_reads_back_as_prometheus_text() {
