@@ -15,6 +15,8 @@ pub const EXIT_DEGRADED: i32 = 3;
 pub const EXIT_FAILURE_RATIO: i32 = 4;
 /// Exit code: fewer requests met the SLO than `slo.min_attainment` asks.
 pub const EXIT_SLO_GATE: i32 = 5;
+/// Exit code of `cicada compare`: a `--fail-if` threshold was crossed.
+pub const EXIT_COMPARE_GATE: i32 = 6;
 /// Exit code after SIGINT: 128 + its number, as shells report it; partial
 /// results were written.
 pub const EXIT_SIGINT: i32 = 130;
@@ -80,9 +82,25 @@ pub fn of_worker(outcome: Result<(), WorkerError>) -> i32 {
 }
 
 /// `cicada report`: 0, or 2 for unusable files or arguments.
-pub fn of_report(outcome: Result<(), cicada_results::cli::ReportError>) -> i32 {
+pub fn of_report(outcome: Result<(), cicada_report::cli::ReportError>) -> i32 {
     match outcome {
         Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_BAD_INPUT
+        }
+    }
+}
+
+/// `cicada compare`: 0, 6 when a `--fail-if` threshold was crossed, or 2
+/// for unusable files, thresholds or arguments.
+pub fn of_compare(
+    outcome: Result<cicada_report::compare::CompareEnd, cicada_report::compare::CompareError>,
+) -> i32 {
+    use cicada_report::compare::CompareEnd;
+    match outcome {
+        Ok(CompareEnd::Passed) => 0,
+        Ok(CompareEnd::GateFailed) => EXIT_COMPARE_GATE,
         Err(e) => {
             eprintln!("error: {e}");
             EXIT_BAD_INPUT

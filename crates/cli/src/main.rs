@@ -36,6 +36,9 @@ enum Command {
     Selftest(Box<args::selftest::SelftestArgs>),
     /// Compare result files side by side, or merge them into one row.
     Report(args::report::ReportArgs),
+    /// Is B different from A? Each headline figure's difference, its
+    /// confidence interval and significance; `--fail-if` gates CI.
+    Compare(args::compare::CompareArgs),
 }
 
 fn main() {
@@ -77,7 +80,8 @@ fn main() {
         Command::Selftest(args) => {
             block_on(cicada_bench::selftest((*args).into()), exit::of_selftest)
         }
-        Command::Report(args) => exit::of_report(cicada_results::cli::report(&args.into())),
+        Command::Report(args) => exit::of_report(cicada_report::cli::report(&args.into())),
+        Command::Compare(args) => exit::of_compare(cicada_report::compare::run(&args.into())),
     };
     std::process::exit(code);
 }

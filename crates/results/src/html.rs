@@ -37,7 +37,7 @@ pub struct Page<'a> {
 }
 
 /// The page's CSS, shared with `cicada report --html`'s comparison page.
-pub(crate) const STYLE: &str = r#"
+pub const STYLE: &str = r#"
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1280px;padding:0 16px;color:#1d232a;background:#fff}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #dde3ea;padding-bottom:4px}
 .meta{color:#5b6672;margin:0 0 12px}.warn{color:#b3261e;font-weight:600}

@@ -3,20 +3,17 @@
 //! implements, the console ([`console::Console`]), the result files
 //! ([`files::Files`]: `result.json`, `summary.csv`, the streamed files,
 //! `report.html`), the run gates, the run's last-line verdict (which gate
-//! failed; the binary turns it into an exit code), the client's health
-//! verdict, and `cicada report`, which reads result files back (as tables,
-//! or as comparison curves with `--html`).
+//! failed; the binary turns it into an exit code) and the client's health
+//! verdict. `cicada report` and `cicada compare` (crate `cicada-report`)
+//! read the files back through [`document`], the result model.
 //!
 //! The coordinator builds a [`RunResult`] per finished step (from its merged
 //! aggregate, the fleet's shares and the servers' view) and hands it, with
 //! the events before it, to its outputs; nothing in this crate runs a fleet
 //! or talks to a server.
 
-pub mod cli;
 pub mod client_health;
 mod clocks;
-pub mod compare;
-pub mod compare_html;
 pub mod console;
 pub mod csv;
 pub mod document;
@@ -27,14 +24,14 @@ pub mod html;
 pub mod interval;
 pub mod json;
 mod reasoning;
-#[cfg(test)]
-mod sample;
+/// A result with every field set, for tests here and in the readers' crates.
+#[cfg(any(test, feature = "sample"))]
+pub mod sample;
 pub mod server;
 pub mod sink;
 pub mod stages;
 pub mod streams;
 pub mod svg;
-pub mod table;
 pub mod timeseries;
 pub mod verdict;
 pub mod write;

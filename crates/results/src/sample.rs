@@ -1,8 +1,9 @@
-//! A finished step with something in every field, for tests of the writers;
-//! and the byte-exact check of what the writers make of it against files
-//! committed before the writers were rebuilt on typed documents.
+//! A finished step with something in every field, for tests of the writers
+//! (and, with the `sample` feature, of the crates that read what they
+//! write); and the byte-exact check of what the writers make of it against
+//! files committed before the writers were rebuilt on typed documents.
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use cicada_metrics::{Counter, Metric, MetricSet, Outcome};
 use cicada_scenarios::Scenario;
@@ -246,21 +247,25 @@ fn with_models(r: &mut RunResult, shares: [MetricSet; 2]) {
 }
 
 /// Committed output of the writers for [`rich`].
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+#[cfg(test)]
+fn fixture(name: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name)
 }
 
-/// Compare with the committed file, or write it with `CICADA_BLESS=1`.
-fn check(name: &str, actual: &str) {
-    let path = fixture(name);
+/// Compare `actual` with the committed file at `path`, or write it there
+/// with `CICADA_BLESS=1`; panics (for tests) naming the first line that differs.
+pub fn check(path: &Path, actual: &str) {
     if std::env::var_os("CICADA_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).expect("create the fixture's directory");
+        }
+        std::fs::write(path, actual).expect("write the fixture");
         return;
     }
-    let expected = std::fs::read_to_string(&path).unwrap();
+    let expected =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     if expected != actual {
         let line = expected
             .lines()
@@ -280,10 +285,10 @@ fn check(name: &str, actual: &str) {
 #[test]
 fn result_json_is_byte_for_byte_the_committed_one() {
     let doc = serde_json::to_string_pretty(&super::json::document(&rich())).unwrap();
-    check("result.json", &format!("{doc}\n"));
+    check(&fixture("result.json"), &format!("{doc}\n"));
     let plain = result(Scenario::default(), 3, 0, 0);
     let doc = serde_json::to_string_pretty(&super::json::document(&plain)).unwrap();
-    check("result-plain.json", &format!("{doc}\n"));
+    check(&fixture("result-plain.json"), &format!("{doc}\n"));
 }
 
 #[test]
@@ -293,7 +298,10 @@ fn summary_csv_is_byte_for_byte_the_committed_one() {
     for r in [rich(), result(Scenario::default(), 3, 0, 0)] {
         super::csv::append(&path, &super::csv::rows(&r)).unwrap();
     }
-    check("summary.csv", &std::fs::read_to_string(&path).unwrap());
+    check(
+        &fixture("summary.csv"),
+        &std::fs::read_to_string(&path).unwrap(),
+    );
 }
 
 #[test]
@@ -303,35 +311,5 @@ fn the_console_block_is_byte_for_byte_the_committed_one() {
         super::console::render(&rich()),
         super::console::render(&result(Scenario::default(), 3, 0, 0))
     );
-    check("console.txt", &text);
-}
-
-/// `cicada report`'s rows, in every format, for files written from [`rich`]
-/// and from a bare result, compared and merged.
-#[test]
-fn report_tables_are_byte_for_byte_the_committed_ones() {
-    use super::compare::{ItlDefinition, ResultFile, merge};
-    let dir = tempfile::tempdir().unwrap();
-    let mut files = Vec::new();
-    for (i, r) in [rich(), result(Scenario::default(), 3, 0, 0)]
-        .iter()
-        .enumerate()
-    {
-        let p = dir.path().join(format!("r{i}.json"));
-        std::fs::write(&p, serde_json::to_vec(&super::json::document(r)).unwrap()).unwrap();
-        files.push(ResultFile::read(&p).unwrap());
-    }
-    let itl = ItlDefinition::for_files(&files);
-    let mut rows: Vec<_> = files.iter().map(|f| f.row(itl).unwrap()).collect();
-    rows.push(merge(&files).unwrap());
-    for r in &mut rows {
-        r.run = r.run.replace(&dir.path().display().to_string(), "<dir>");
-    }
-    let text = format!(
-        "{}\n{}\n{}",
-        super::table::markdown(&rows),
-        super::table::csv(&rows).unwrap(),
-        super::table::json(&rows)
-    );
-    check("report.txt", &text);
+    check(&fixture("console.txt"), &text);
 }

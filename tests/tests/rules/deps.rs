@@ -71,6 +71,7 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-sys",
         ],
         "cicada-results" => &["cicada-metrics", "cicada-plan", "cicada-scenarios"],
+        "cicada-report" => &["cicada-metrics", "cicada-results"],
         "cicada-probe" => &[
             "cicada-client",
             "cicada-metrics",
@@ -121,6 +122,7 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-coordinator",
             "cicada-mock",
             "cicada-plan",
+            "cicada-report",
             "cicada-results",
             "cicada-scenarios",
             "cicada-sys",

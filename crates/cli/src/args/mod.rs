@@ -2,6 +2,7 @@
 //! subcommand; each turns into the plain settings its library takes, so no
 //! library knows about flags.
 
+pub mod compare;
 pub mod mock;
 pub mod report;
 pub mod run;

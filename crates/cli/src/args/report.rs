@@ -30,7 +30,7 @@ pub struct ReportArgs {
     pub x_axis: Option<Axis>,
 }
 
-impl From<ReportArgs> for cicada_results::cli::ReportArgs {
+impl From<ReportArgs> for cicada_report::cli::ReportArgs {
     fn from(a: ReportArgs) -> Self {
         let ReportArgs {
             files,
@@ -62,7 +62,7 @@ pub enum Format {
     Json,
 }
 
-impl From<Format> for cicada_results::table::Format {
+impl From<Format> for cicada_report::table::Format {
     fn from(a: Format) -> Self {
         match a {
             Format::Markdown => Self::Markdown,
@@ -81,7 +81,7 @@ pub enum Axis {
     Rate,
 }
 
-impl From<Axis> for cicada_results::compare_html::points::Axis {
+impl From<Axis> for cicada_report::curves::points::Axis {
     fn from(a: Axis) -> Self {
         match a {
             Axis::Concurrency => Self::Concurrency,

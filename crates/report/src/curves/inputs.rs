@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::compare::ResultFile;
+use crate::read::ResultFile;
 
 /// A comparison's input that cannot be used, and why.
 #[derive(Debug, thiserror::Error)]

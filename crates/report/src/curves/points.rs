@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 
-use crate::compare::ResultFile;
-use crate::document::{MetricStats, RequestRate};
+use crate::read::ResultFile;
+use cicada_results::document::{MetricStats, RequestRate};
 
 /// The x axis of the curves drawn against the load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::points::{Axis, Line, Pair, Point, labels, lines};
-use crate::svg::{LineChart, PALETTE, Series, XAxis, esc};
+use cicada_results::svg::{LineChart, PALETTE, Series, XAxis, esc};
 
 /// Extra CSS beside the run report's: the shared legend and the table.
 const STYLE: &str = r#"
@@ -229,9 +229,9 @@ pub fn render(page: &Page<'_>) -> String {
     let _ = write!(
         out,
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\"><title>{title} · cicada report</title><style>{}{STYLE}</style></head><body><h1>{title}</h1><p class=\"meta\">{} runs or stages · cicada {}</p>",
-        crate::html::STYLE,
+        cicada_results::html::STYLE,
         page.points.len(),
-        esc(crate::VERSION)
+        esc(cicada_results::VERSION)
     );
     legend(&mut out, page.points);
     notes(&mut out, page);
@@ -251,7 +251,7 @@ pub fn render(page: &Page<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare_html::points::tests::point;
+    use crate::curves::points::tests::point;
 
     #[test]
     fn a_page_draws_each_configuration_in_every_chart() {

@@ -7,7 +7,8 @@ use serde_json::{Map, Value, json};
 
 use cicada_metrics::Metric;
 
-use super::compare::{ItlDefinition, ROW_PERCENTILES, ResultFile, Row, TABLE_METRICS, merge};
+use crate::merge::merge;
+use crate::read::{ItlDefinition, ROW_PERCENTILES, ResultFile, Row, TABLE_METRICS};
 
 /// Under a Markdown table whose cicada rows show their ICL as vLLM's ITL.
 const PER_CHUNK_NOTE: &str = "ITL per chunk: vLLM's ITL, one gap per streamed chunk. \
@@ -159,7 +160,7 @@ pub fn json(rows: &[Row]) -> String {
                 m.insert(format!("mean_{name}_ms"), l.mean.map_or(Value::Null, num));
                 for p in ROW_PERCENTILES {
                     m.insert(
-                        format!("p{}_{name}_ms", super::percentile_word(p)),
+                        format!("p{}_{name}_ms", cicada_results::percentile_word(p)),
                         l.at(p).map_or(Value::Null, num),
                     );
                 }
@@ -215,7 +216,7 @@ pub fn build(files: &[std::path::PathBuf], format: Format, merged: bool) -> anyh
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::Latency;
+    use crate::read::Latency;
 
     fn row(run: &str) -> Row {
         Row {
@@ -285,8 +286,8 @@ mod tests {
     /// and a footnote say so. Between cicada files alone ITL stays per token.
     #[test]
     fn a_comparison_with_vllm_files_keeps_one_itl_definition() {
-        use crate::sample::result;
         use cicada_metrics::Metric;
+        use cicada_results::sample::result;
         let dir = tempfile::tempdir().unwrap();
         let mut r = result(cicada_scenarios::Scenario::default(), 3, 0, 0);
         for v in [10_000, 10_000, 10_000] {
@@ -296,7 +297,7 @@ mod tests {
         let ours = dir.path().join("cicada.json");
         std::fs::write(
             &ours,
-            serde_json::to_vec(&crate::json::document(&r)).unwrap(),
+            serde_json::to_vec(&cicada_results::json::document(&r)).unwrap(),
         )
         .unwrap();
         let vllm = dir.path().join("vllm.json");
@@ -328,5 +329,39 @@ mod tests {
             serde_json::from_str(&build(&[ours], Format::Json, false).unwrap()).unwrap();
         assert_eq!(alone[0]["mean_itl_ms"], 10.0, "cicada alone: per-token ITL");
         assert_eq!(alone[0]["itl_definition"], "per_token");
+    }
+
+    /// `cicada report`'s rows, in every format, for files written from the
+    /// writers' sample result and from a bare result, compared and merged.
+    #[test]
+    fn report_tables_are_byte_for_byte_the_committed_ones() {
+        use cicada_results::sample::{check, result, rich};
+        use cicada_scenarios::Scenario;
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        for (i, r) in [rich(), result(Scenario::default(), 3, 0, 0)]
+            .iter()
+            .enumerate()
+        {
+            let p = dir.path().join(format!("r{i}.json"));
+            let doc = cicada_results::json::document(r);
+            std::fs::write(&p, serde_json::to_vec(&doc).unwrap()).unwrap();
+            files.push(ResultFile::read(&p).unwrap());
+        }
+        let itl = ItlDefinition::for_files(&files);
+        let mut rows: Vec<_> = files.iter().map(|f| f.row(itl).unwrap()).collect();
+        rows.push(merge(&files).unwrap());
+        for r in &mut rows {
+            r.run = r.run.replace(&dir.path().display().to_string(), "<dir>");
+        }
+        let text = format!(
+            "{}\n{}\n{}",
+            markdown(&rows),
+            csv(&rows).unwrap(),
+            json(&rows)
+        );
+        let golden =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report.txt");
+        check(&golden, &text);
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::compare_html::points::Axis;
+use crate::curves::points::Axis;
 
 /// `cicada report`.
 #[derive(Debug)]
@@ -36,7 +36,7 @@ pub struct ReportError(anyhow::Error);
 pub fn report(args: &ReportArgs) -> Result<(), ReportError> {
     let done = match &args.html {
         Some(out) => html(args, out),
-        None => crate::compare_html::inputs::expand(&args.files)
+        None => crate::curves::inputs::expand(&args.files)
             .map_err(anyhow::Error::from)
             .and_then(|files| crate::table::build(&files, args.format, args.merge))
             .map(|text| print!("{text}")),
@@ -46,8 +46,8 @@ pub fn report(args: &ReportArgs) -> Result<(), ReportError> {
 
 /// `--html`: write the comparison and say what it holds on stderr.
 fn html(args: &ReportArgs, out: &std::path::Path) -> anyhow::Result<()> {
-    let c = crate::compare_html::write(out, &args.files, &args.label, args.x_axis)?;
-    let labels = crate::compare_html::points::labels(&c.points);
+    let c = crate::curves::write(out, &args.files, &args.label, args.x_axis)?;
+    let labels = crate::curves::points::labels(&c.points);
     eprintln!(
         "comparison: {} ({} points, {} configuration(s): {}; x axis: {})",
         out.display(),

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
-use crate::compare::ResultFile;
+use crate::read::ResultFile;
 use inputs::LabelRule;
 use points::{Axis, Point};
 
