@@ -27,7 +27,8 @@ use cicada_mock::{FaultRates, MockConfig};
 use cicada_plan::shape::Ramp;
 use cicada_scenarios::Scenario;
 use cicada_scenarios::scenario::{
-    Backend, DatasetKind, Load, Output, Pooling, Sampling, StructuredSpec, Target, TokenizerSpec,
+    Backend, DatasetKind, Load, Output, Pooling, RunSpec, Sampling, StructuredSpec, Target,
+    TokenizerSpec,
 };
 use cicada_scenarios::shape::{StageSpec, Sweep};
 use cicada_tests::*;
@@ -605,7 +606,7 @@ fn the_guide_names_every_backend_workload_and_scenario_key() {
         }
     }
     let s = Scenario::default();
-    let sections: [(&str, &[&str]); 13] = [
+    let sections: [(&str, &[&str]); 14] = [
         ("", keys_of::<Scenario>()),
         ("target", keys_of::<Target>()),
         ("tokenizer", keys_of::<TokenizerSpec>()),
@@ -618,6 +619,7 @@ fn the_guide_names_every_backend_workload_and_scenario_key() {
         ("slo", keys_like(&s.slo)),
         ("pooling", keys_of::<Pooling>()),
         ("output", keys_of::<Output>()),
+        ("run", keys_of::<RunSpec>()),
         ("mock", &["mock.faults"]),
     ];
     for (section, keys) in sections {

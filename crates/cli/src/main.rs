@@ -60,7 +60,9 @@ fn main() {
     let code = match cli.command {
         // the worker sizes its own runtime (`--threads`)
         Command::Worker(args) => exit::of_worker(cicada_worker::main((*args).into())),
-        Command::Run(args) => block_on(cicada_coordinator::run((*args).into()), exit::of_run),
+        Command::Run(args) => {
+            block_on(cicada_coordinator::run_repeated((*args).into()), summarised)
+        }
         Command::Web(args) => {
             let mut args: cicada_coordinator::cli::RunArgs = (*args).into();
             args.web_wait = true;
@@ -84,6 +86,29 @@ fn main() {
         Command::Compare(args) => exit::of_compare(cicada_report::compare::run(&args.into())),
     };
     std::process::exit(code);
+}
+
+/// `cicada run`'s exit code; repeated runs are summarised first (what
+/// completed, even after a signal or a failed run).
+fn summarised(outcome: Result<cicada_coordinator::Runs, cicada_coordinator::RunError>) -> i32 {
+    use cicada_coordinator::Runs;
+    match outcome {
+        Ok(Runs::Once(end)) => exit::of_run(Ok(end)),
+        Ok(Runs::Repeated(r)) => {
+            let dirs: Vec<_> = r.complete().map(|d| d.dir.clone()).collect();
+            if let Err(e) =
+                cicada_report::repeats::report(&r.dir, &dirs, r.spec.level, r.spec.cv_warn)
+            {
+                eprintln!("error: summarising the runs in {}: {e}", r.dir.display());
+            }
+            let end = r.end();
+            match r.error {
+                Some(e) => exit::of_error(&e),
+                None => exit::of_run(Ok(end)),
+            }
+        }
+        Err(e) => exit::of_error(&e),
+    }
 }
 
 /// Run a subcommand on a multi-threaded runtime; its exit code, which

@@ -53,10 +53,17 @@ use crate::cli::{MockArgs, RunArgs, ValidateArgs};
 
 pub use error::{RunEnd, RunError};
 pub use merge::{MergeError, ReportMerge};
+pub use run::repeat::{Repeated, RunDone, Runs};
 
 /// `cicada run`: run the scenario over a fleet; how it ended.
 pub async fn run(args: RunArgs) -> Result<RunEnd, RunError> {
     run::run(args).await
+}
+
+/// `cicada run` as `[run] repeats` / `--num-runs` asks: once, or N
+/// independent runs under `run-<i>/` for the binary to summarise.
+pub async fn run_repeated(args: RunArgs) -> Result<Runs, RunError> {
+    run::repeat::run(args).await
 }
 
 /// `cicada validate`: check a scenario file; the line saying it is good.

@@ -14,5 +14,6 @@ pub mod compare;
 pub mod curves;
 pub mod merge;
 pub mod read;
+pub mod repeats;
 pub mod stats;
 pub mod table;

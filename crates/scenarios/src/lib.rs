@@ -11,6 +11,7 @@ mod error;
 mod load;
 mod media_spec;
 pub mod overlay;
+mod repeats;
 pub mod scenario;
 pub mod shape;
 pub mod sharding;

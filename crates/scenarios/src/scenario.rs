@@ -11,6 +11,7 @@ pub use crate::dataset_spec::{
     AudioSpec, ConversationsSpec, Dataset, DatasetKind, ImageBucket, JsonlSpec, MmLimits,
     PrefixSpec, RandomMmSpec, RandomSpec, Sampler, SharegptSpec, SonnetSpec, TraceSpec,
 };
+pub use crate::repeats::RunSpec;
 use crate::shape::{StageSpec, Sweep};
 pub use crate::structured::StructuredSpec;
 use cicada_mock::MockConfig;
@@ -70,6 +71,9 @@ pub struct Scenario {
         skip_serializing_if = "Option::is_none"
     )]
     pub sweep: Option<Sweep>,
+    /// Repeat the whole scenario (`--num-runs`) and summarise the runs.
+    #[serde(default, skip_serializing_if = "RunSpec::is_unset")]
+    pub run: RunSpec,
 }
 
 fn slo_unset(slo: &Slo) -> bool {
@@ -97,6 +101,7 @@ impl Default for Scenario {
             output: Output::default(),
             stages: Vec::new(),
             sweep: None,
+            run: RunSpec::default(),
         }
     }
 }

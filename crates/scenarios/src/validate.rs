@@ -37,6 +37,7 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
             .map(|(key, msg)| (format!("mock.{key}"), msg)),
     );
     out.extend(output_problems(s));
+    out.extend(s.run.problems());
     out
 }
 

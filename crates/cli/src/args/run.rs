@@ -44,6 +44,15 @@ pub struct RunArgs {
     /// Override any scenario key: --set load.request_rate=10 (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
+    /// Run the whole scenario N times (run.repeats), each under
+    /// `run-<i>/` of the output directory, then summarise: each headline
+    /// figure's mean, sd, CV, confidence interval and pooled value.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub num_runs: Option<u32>,
+    /// Repeated runs keep the same seed (and mock.seed) instead of
+    /// seed + i − 1 for run i (run.vary_seed = false).
+    #[arg(long)]
+    pub same_seed: bool,
     /// Address of the coordinator's gRPC server.
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
@@ -113,7 +122,9 @@ impl From<RunArgs> for cicada_coordinator::cli::RunArgs {
             tls_client_ca,
             tls_ca,
             output_dir,
-            sets,
+            mut sets,
+            num_runs,
+            same_seed,
             listen,
             worker_bin,
             wait_workers,
@@ -130,6 +141,11 @@ impl From<RunArgs> for cicada_coordinator::cli::RunArgs {
             goodput,
             vllm,
         } = a;
+        // the repeat flags are `[run]` keys, over the file and every --set
+        sets.extend(num_runs.map(|n| format!("run.repeats={n}")));
+        if same_seed {
+            sets.push("run.vary_seed=false".into());
+        }
         Self {
             scenario,
             workers,

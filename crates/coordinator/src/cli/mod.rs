@@ -11,7 +11,7 @@ use std::time::Duration;
 use cicada_mock::MockConfig;
 
 /// `cicada run`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct RunArgs {
     /// The scenario file (TOML); without one, the vllm bench serve flags describe the run.
     pub scenario: Option<PathBuf>,

@@ -5,6 +5,7 @@
 //! the fleet down, then print the run's summary and pick the exit code.
 
 mod finish;
+pub mod repeat;
 mod setup;
 mod start_form;
 

@@ -7,7 +7,7 @@
 
 pub mod figures;
 pub mod gate;
-mod render;
+pub(crate) mod render;
 pub mod sides;
 
 use std::path::PathBuf;

@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 
 use super::{Comparison, FigureDiff, Method};
 
-fn num(x: f64) -> String {
+/// A figure as printed: fewer decimals for larger numbers, `-` for none.
+pub(crate) fn num(x: f64) -> String {
     if !x.is_finite() {
         "-".into()
     } else if x.abs() >= 1000.0 {
