@@ -35,11 +35,6 @@ pub const PROCESS_ALLOWANCES: &[(&str, &str, &str)] = &[
         "`cicada report` and `cicada compare` gather read errors as context chains; typed next (issue 36)",
     ),
     (
-        "cicada-web",
-        "anyhow",
-        "its form, its refusals and its bundle errors are typed next (issue 36)",
-    ),
-    (
         "cicada-probe",
         "anyhow",
         "readiness and discovery errors, typed when the Prometheus reader moves in (issue 36)",

@@ -12,7 +12,7 @@ use crate::cli::RunArgs;
 use crate::error::RunError;
 use crate::fleet::{Event, Fleet};
 use crate::signals::Signals;
-use cicada_web::{RunState, Web};
+use cicada_web::{Refusal, RunState, Web};
 
 /// Wait for a start form that describes a runnable scenario; the run's
 /// pool and target for it. The fleet is read meanwhile (its heartbeats; a
@@ -39,7 +39,7 @@ pub(super) async fn wait(
                         ask.answer(Ok(()));
                         return Ok(ready);
                     }
-                    Err(e) => ask.answer(Err(e.to_string())),
+                    Err(e) => ask.answer(Err(Refusal(e.to_string()))),
                 }
             }
             ev = fleet.next() => match ev {
