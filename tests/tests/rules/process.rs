@@ -34,11 +34,6 @@ pub const PROCESS_ALLOWANCES: &[(&str, &str, &str)] = &[
         "anyhow",
         "`cicada report` and `cicada compare` gather read errors as context chains; typed next (issue 36)",
     ),
-    (
-        "cicada-probe",
-        "anyhow",
-        "readiness and discovery errors, typed when the Prometheus reader moves in (issue 36)",
-    ),
 ];
 
 /// Dependencies in `manifest_text` its package may not hold: clap and

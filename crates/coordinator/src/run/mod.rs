@@ -131,7 +131,9 @@ pub async fn run(args: RunArgs) -> Result<RunEnd, RunError> {
 async fn prepare(args: &RunArgs) -> Result<(setup::Setup, Pool, Target), RunError> {
     let setup = setup::prepare(args).await?;
     let pool = crate::pool::build(&setup.scenario, setup.tokenizer.as_ref(), args.quiet).await?;
-    let target = target::resolve(&setup.scenario, setup.mock_ip(), pool.entries.first()).await?;
+    let target = target::resolve(&setup.scenario, setup.mock_ip(), pool.entries.first())
+        .await
+        .map_err(anyhow::Error::from)?;
     Ok((setup, pool, target))
 }
 

@@ -71,7 +71,9 @@ async fn reload(
     }
     setup::check_streams_per_worker(&scenario, setup.workers)?;
     let pool = crate::pool::build(&scenario, setup.tokenizer.as_ref(), args.quiet).await?;
-    let target = target::resolve(&scenario, setup.mock_ip(), pool.entries.first()).await?;
+    let target = target::resolve(&scenario, setup.mock_ip(), pool.entries.first())
+        .await
+        .map_err(anyhow::Error::from)?;
     setup.scenario = scenario;
     Ok((pool, target))
 }
