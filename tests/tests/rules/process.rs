@@ -25,11 +25,6 @@ pub const PROCESS_ALLOWANCES: &[(&str, &str, &str)] = &[
         "the selftest harness, linked only into the binary behind its `bench` feature; its errors are reports for a person",
     ),
     (
-        "cicada-coordinator",
-        "anyhow",
-        "RunError::Failed and the run/step/fleet loops; typed with the output pipeline's rework (issue 36, the sink step)",
-    ),
-    (
         "cicada-report",
         "anyhow",
         "`cicada report` and `cicada compare` gather read errors as context chains; typed next (issue 36)",

@@ -9,7 +9,7 @@ use cicada_scenarios::dataset::Pool;
 
 use super::setup::{self, Setup};
 use crate::cli::RunArgs;
-use crate::error::RunError;
+use crate::error::{FleetError, RunError};
 use crate::fleet::{Event, Fleet};
 use crate::signals::Signals;
 use cicada_web::{Refusal, RunState, Web};
@@ -29,7 +29,7 @@ pub(super) async fn wait(
         tokio::select! {
             ask = web.next_swarm() => {
                 let Some(ask) = ask else {
-                    return Err(RunError::Failed(anyhow::anyhow!("the web UI stopped")));
+                    return Err(RunError::WebStopped);
                 };
                 match reload(args, setup, &ask.sets).await {
                     Ok(ready) => {
@@ -43,7 +43,7 @@ pub(super) async fn wait(
                 }
             }
             ev = fleet.next() => match ev {
-                None => return Err(RunError::Failed(anyhow::anyhow!("the gRPC server stopped"))),
+                None => return Err(FleetError::ServerStopped.into()),
                 Some(Event::Left { worker, reason }) => {
                     eprintln!("cicada: worker {worker} left while idle: {reason}");
                     fleet.let_go(worker);
@@ -71,9 +71,7 @@ async fn reload(
     }
     setup::check_streams_per_worker(&scenario, setup.workers)?;
     let pool = crate::pool::build(&scenario, setup.tokenizer.as_ref(), args.quiet).await?;
-    let target = target::resolve(&scenario, setup.mock_ip(), pool.entries.first())
-        .await
-        .map_err(anyhow::Error::from)?;
+    let target = target::resolve(&scenario, setup.mock_ip(), pool.entries.first()).await?;
     setup.scenario = scenario;
     Ok((pool, target))
 }
