@@ -425,16 +425,10 @@ fn the_plan_crate_does_no_io() {
 
 /// Files still holding a `Result<_, String>` outside test code, each with
 /// what removes it: (path prefix, why).
-const STRING_ERROR_ALLOWANCES: &[(&str, &str)] = &[
-    (
-        "crates/web/src/",
-        "the web UI's replies, messages for a person shown as they are",
-    ),
-    (
-        "crates/scenarios/src/vllm_fixture.rs",
-        "test code: the module is declared under #[cfg(test)]",
-    ),
-];
+const STRING_ERROR_ALLOWANCES: &[(&str, &str)] = &[(
+    "crates/scenarios/src/vllm_fixture.rs",
+    "test code: the module is declared under #[cfg(test)]",
+)];
 
 #[test]
 fn a_made_up_process_breach_is_found() {

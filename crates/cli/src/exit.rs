@@ -55,11 +55,25 @@ pub fn of_error(e: &RunError) -> i32 {
             eprintln!("cicada: {message}");
             exit_code_of(signal)
         }
-        RunError::Failed(e) => {
-            eprintln!("error: {e:#}");
+        // the target, the fleet, a step, a result file, the pool's thread,
+        // the web UI: the error and its causes
+        e => {
+            eprintln!("error: {}", with_causes(e));
             1
         }
     }
+}
+
+/// `e` and each error that caused it, outermost first: `what: why: why`.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// `cicada worker`: 0 when the run ended, else why the worker left.

@@ -51,7 +51,7 @@ use cicada_mock::{MockServer, TlsFiles};
 
 use crate::cli::{MockArgs, RunArgs, ValidateArgs};
 
-pub use error::{RunEnd, RunError};
+pub use error::{FleetError, RunEnd, RunError, StepError};
 pub use merge::{MergeError, ReportMerge};
 pub use run::repeat::{Repeated, RunDone, Runs};
 

@@ -81,7 +81,7 @@ pub async fn build(
         pool
     })
     .await
-    .map_err(|e| RunError::Failed(anyhow::anyhow!("building the request pool failed: {e}")))?
+    .map_err(RunError::Pool)?
     .map_err(|e| RunError::BadInput(e.to_string()))?;
     eprintln!("dataset: {}", pool.report);
     if pool.report.inexact > 0 {

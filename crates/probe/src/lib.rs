@@ -4,9 +4,8 @@
 //! and discover the model id when none is given), and its Prometheus
 //! `/metrics` scraped around each step (`scrape`) and read (`prom`).
 
-use anyhow::{Context, bail};
 use cicada_mock::MockApi;
-use cicada_mock::MockServer;
+use cicada_mock::{MockError, MockServer};
 use cicada_plan::pool::PoolEntry;
 use cicada_plan::{ResolvedTarget, ServerFamily, TlsSettings, WireApi};
 use cicada_scenarios::Scenario;
@@ -16,6 +15,31 @@ pub mod prom;
 mod ready;
 mod redirect;
 pub mod scrape;
+
+pub use ready::ReadinessError;
+
+/// Why the target could not be resolved: the scenario's `[target]` names
+/// no server, a file it names cannot be read, the embedded mock did not
+/// start, or the server was not ready.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// The embedded mock server did not start.
+    #[error("starting the embedded mock server")]
+    Mock(#[source] MockError),
+    /// Neither `target.base_url` nor `target.urls` is set.
+    #[error("target.base_url or target.urls is required")]
+    NoUrl,
+    /// `target.tls_ca` cannot be read.
+    #[error("target.tls_ca: cannot read {}", path.display())]
+    TlsCa {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server was not ready, or its model could not be discovered.
+    #[error(transparent)]
+    Ready(#[from] ReadinessError),
+}
 
 /// The resolved target, plus the embedded mock when the scenario asked for one.
 pub struct Target {
@@ -142,13 +166,13 @@ pub async fn resolve(
     s: &Scenario,
     mock_ip: std::net::IpAddr,
     probe: Option<&PoolEntry>,
-) -> anyhow::Result<Target> {
+) -> Result<Target, ResolveError> {
     let t = &s.target;
     let (api, family) = api_of(t.backend, s.mock.api);
     let (bases, mock) = if t.backend == Backend::Mock {
         let mock = MockServer::start(s.mock.clone(), std::net::SocketAddr::new(mock_ip, 0))
             .await
-            .context("starting the embedded mock server")?;
+            .map_err(ResolveError::Mock)?;
         let url = format!("http://127.0.0.1:{}", mock.addr().port());
         (vec![url], Some(mock))
     } else {
@@ -159,13 +183,17 @@ pub async fn resolve(
         (bases, None)
     };
     if bases.is_empty() {
-        bail!("target.base_url or target.urls is required");
+        return Err(ResolveError::NoUrl);
     }
     let ca_pem = match &t.tls_ca {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("target.tls_ca: cannot read {}", path.display()))?,
-        ),
+        Some(path) => {
+            Some(
+                std::fs::read_to_string(path).map_err(|source| ResolveError::TlsCa {
+                    path: path.clone(),
+                    source,
+                })?,
+            )
+        }
         None => None,
     };
     let mut resolved = ResolvedTarget {

@@ -12,13 +12,13 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, anyhow, bail};
 use cicada_client::backend::ApiCodec;
 use cicada_client::backend::Ask;
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, perform};
 use cicada_client::http::{
-    ApiKey, Body, Client, Fetched, HeaderSpec, Headers, Method, Request, Settings,
+    ApiKey, Body, Client, Fetched, HeaderSpec, Headers, HttpError, Method, Request, Settings,
+    SetupError,
 };
 use cicada_metrics::Outcome;
 use cicada_mock::PROBE_HEADER;
@@ -36,6 +36,74 @@ const RETRY_EVERY: Duration = Duration::from_secs(2);
 const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 /// Why a request got nothing: the readiness deadline came first.
 const NO_ANSWER: &str = "no answer before the readiness deadline";
+
+/// Why the target is not ready to be measured: which check failed, where,
+/// and why (a caller can tell a redirect from a refusal from a timeout).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadinessError {
+    /// The check's client or headers could not be set up.
+    #[error("preparing the readiness check")]
+    Setup(#[source] SetupError),
+    /// The test request's marker header could not be added.
+    #[error("preparing the test request")]
+    TestRequest(#[source] SetupError),
+    /// A target URL the client cannot use as written.
+    #[error("the target URL {url}")]
+    Url {
+        url: String,
+        #[source]
+        source: HttpError,
+    },
+    /// A readiness request was redirected: cicada never follows one.
+    #[error("{what}: {detail}")]
+    Redirected {
+        what: String,
+        status: u16,
+        /// What the redirect was and what to do instead.
+        detail: String,
+    },
+    /// `target.ready_timeout` passed before the check succeeded.
+    #[error(
+        "{what}: {why} (gave up after target.ready_timeout = {timeout}; \"0s\" skips the readiness check)"
+    )]
+    GaveUp {
+        what: String,
+        why: String,
+        timeout: Span,
+    },
+    /// The target's certificate is not trusted: waiting will not change it.
+    #[error(
+        "{what}: {url}: {reason} (set target.tls_ca to trust its CA, or tls_insecure for testing)"
+    )]
+    Untrusted {
+        what: String,
+        url: String,
+        reason: String,
+    },
+    /// The server refused the request (route, model, key, a sampling field):
+    /// waiting will not help.
+    #[error("{what}: {why}{hint}")]
+    Refused {
+        what: String,
+        status: u16,
+        why: String,
+        /// What usually causes such a refusal (may be empty).
+        hint: String,
+    },
+    /// Model discovery got no answer, with waiting disabled.
+    #[error("{what}: {why}")]
+    NoAnswer { what: String, why: String },
+    /// The model list is not JSON.
+    #[error("{url} did not return JSON")]
+    NotJson {
+        url: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The model list names no model.
+    #[error("{url} lists no model; set target.model")]
+    NoModel { url: String },
+}
 
 /// One readiness check: a client for the target and the deadline.
 pub struct Check {
@@ -64,11 +132,11 @@ impl std::fmt::Display for NoAnswer {
 
 impl Check {
     /// A check for `target` that gives up after `ready_timeout` (zero disables waiting).
-    pub fn new(target: &ResolvedTarget, ready_timeout: Duration) -> anyhow::Result<Self> {
+    pub fn new(target: &ResolvedTarget, ready_timeout: Duration) -> Result<Self, ReadinessError> {
         Ok(Self {
-            http: Client::with(Settings::from(target)).context("preparing the readiness check")?,
+            http: Client::with(Settings::from(target)).map_err(ReadinessError::Setup)?,
             headers: cicada_client::http::headers(HeaderSpec::from(target), ApiKey::IfSet)
-                .context("preparing the readiness check")?,
+                .map_err(ReadinessError::Setup)?,
             ready_timeout,
             deadline: Instant::now() + ready_timeout,
         })
@@ -96,15 +164,19 @@ impl Check {
         url: &str,
         status: u16,
         location: Option<&str>,
-    ) -> anyhow::Error {
-        anyhow!("{what}: {}", redirect::explain(url, status, location))
+    ) -> ReadinessError {
+        ReadinessError::Redirected {
+            what: what.to_string(),
+            status,
+            detail: redirect::explain(url, status, location),
+        }
     }
 
     /// Repeat `attempt` until it is done or the deadline passes.
-    async fn until_ready<T, F, Fut>(&self, what: &str, mut attempt: F) -> anyhow::Result<T>
+    async fn until_ready<T, F, Fut>(&self, what: &str, mut attempt: F) -> Result<T, ReadinessError>
     where
         F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = anyhow::Result<Attempt<T>>>,
+        Fut: std::future::Future<Output = Result<Attempt<T>, ReadinessError>>,
     {
         let mut told = false;
         loop {
@@ -114,10 +186,11 @@ impl Check {
             };
             let now = Instant::now();
             if now >= self.deadline {
-                bail!(
-                    "{what}: {why} (gave up after target.ready_timeout = {}; \"0s\" skips the readiness check)",
-                    Span(self.ready_timeout)
-                );
+                return Err(ReadinessError::GaveUp {
+                    what: what.to_string(),
+                    why,
+                    timeout: Span(self.ready_timeout),
+                });
             }
             if !told {
                 // loading a large model takes minutes: say why nothing happens
@@ -139,7 +212,7 @@ impl Check {
         what: &str,
         url: &str,
         post: bool,
-    ) -> anyhow::Result<Result<Fetched, NoAnswer>> {
+    ) -> Result<Result<Fetched, NoAnswer>, ReadinessError> {
         let endpoint = match self.http.endpoint(url) {
             Ok(e) => e,
             Err(e) => return Ok(Err(NoAnswer(e.to_string()))),
@@ -173,7 +246,7 @@ impl Check {
 
     /// Wait until `base` answers its health route (`/health`, or `/v1/models`
     /// where there is none; Triton: `/v2/health/ready`) with a success.
-    pub async fn wait_healthy(&self, base: &str, api: WireApi) -> anyhow::Result<()> {
+    pub async fn wait_healthy(&self, base: &str, api: WireApi) -> Result<(), ReadinessError> {
         let primary = if api == WireApi::Triton {
             "/v2/health/ready"
         } else {
@@ -194,9 +267,13 @@ impl Check {
                 }
                 Ok(r) => Attempt::Retry(format!("{url} answered HTTP {}", r.status)),
                 // a server that is still loading does not change its certificate
-                Err(e) if e.0.to_ascii_lowercase().contains("certificate") => bail!(
-                    "{what}: {url}: {e} (set target.tls_ca to trust its CA, or tls_insecure for testing)"
-                ),
+                Err(e) if e.0.to_ascii_lowercase().contains("certificate") => {
+                    return Err(ReadinessError::Untrusted {
+                        what: what.clone(),
+                        url,
+                        reason: e.0,
+                    });
+                }
                 Err(e) => Attempt::Retry(format!("{url}: {e}")),
             })
         })
@@ -205,7 +282,7 @@ impl Check {
 
     /// The first model the server lists: `/v1/models`, TGI's and TEI's
     /// `/info`, or Triton's repository index.
-    pub async fn discover_model(&self, base: &str, api: WireApi) -> anyhow::Result<String> {
+    pub async fn discover_model(&self, base: &str, api: WireApi) -> Result<String, ReadinessError> {
         let tgi_info = matches!(api, WireApi::Tgi | WireApi::TeiEmbed | WireApi::TeiRerank);
         let (route, post) = match api {
             _ if tgi_info => ("/info", false),
@@ -219,14 +296,27 @@ impl Check {
                 Ok(r) if r.ok() => r,
                 // refused (key, route): waiting will not help
                 Ok(r) if (400..500).contains(&r.status) && !matches!(r.status, 408 | 429) => {
-                    bail!("{what}: HTTP {}{}", r.status, key_hint(r.status))
+                    return Err(ReadinessError::Refused {
+                        what: what.clone(),
+                        status: r.status,
+                        why: format!("HTTP {}", r.status),
+                        hint: key_hint(r.status),
+                    });
                 }
                 Ok(r) => return Ok(Attempt::Retry(format!("HTTP {}", r.status))),
                 Err(e) if self.enabled() => return Ok(Attempt::Retry(e.0)),
-                Err(e) => bail!("{what}: {e}"),
+                Err(e) => {
+                    return Err(ReadinessError::NoAnswer {
+                        what: what.clone(),
+                        why: e.0,
+                    });
+                }
             };
-            let v: serde_json::Value = serde_json::from_slice(&resp.body)
-                .with_context(|| format!("{url} did not return JSON"))?;
+            let v: serde_json::Value =
+                serde_json::from_slice(&resp.body).map_err(|source| ReadinessError::NotJson {
+                    url: url.clone(),
+                    source,
+                })?;
             let id = match api {
                 _ if tgi_info => v["model_id"].as_str(),
                 WireApi::Triton => v
@@ -242,7 +332,7 @@ impl Check {
             };
             match id {
                 Some(id) => Ok(Attempt::Done(id.to_string())),
-                None => bail!("{url} lists no model; set target.model"),
+                None => Err(ReadinessError::NoModel { url: url.clone() }),
             }
         })
         .await
@@ -255,7 +345,7 @@ impl Check {
         target: &ResolvedTarget,
         sampling: &ResolvedSampling,
         entry: &PoolEntry,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), ReadinessError> {
         let codec = ApiCodec::for_target(target, sampling);
         let ask = Ask {
             prompt: entry.prompt.clone(),
@@ -267,12 +357,15 @@ impl Check {
         let headers = self
             .headers
             .with(PROBE_HEADER, "ready")
-            .context("preparing the test request")?;
+            .map_err(ReadinessError::TestRequest)?;
         for url in &target.urls {
             let endpoint = self
                 .http
                 .endpoint(url)
-                .with_context(|| format!("the target URL {url}"))?;
+                .map_err(|source| ReadinessError::Url {
+                    url: url.clone(),
+                    source,
+                })?;
             let body = codec.body(&ask);
             let what = format!("the test request to {url} did not succeed");
             self.until_ready(&what, || async {
@@ -299,7 +392,12 @@ impl Check {
                     }
                     // the request itself is wrong (route, model, key): waiting will not help
                     Outcome::Http(c) if (400..500).contains(&c) && c != 408 && c != 429 => {
-                        bail!("{what}: {why}{}{}", key_hint(c), field_hint(&why, sampling))
+                        Err(ReadinessError::Refused {
+                            what: what.clone(),
+                            status: c,
+                            hint: key_hint(c) + &field_hint(&why, sampling),
+                            why,
+                        })
                     }
                     _ => Ok(Attempt::Retry(why)),
                 }

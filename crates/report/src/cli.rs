@@ -27,25 +27,23 @@ pub struct ReportArgs {
     pub x_axis: Option<Axis>,
 }
 
-/// Why `cicada report` could not report: unusable files or arguments.
-#[derive(Debug, thiserror::Error)]
-#[error("{0:#}")]
-pub struct ReportError(anyhow::Error);
+pub use crate::error::ReportError;
 
 /// Run `cicada report`: print the table or write the page.
 pub fn report(args: &ReportArgs) -> Result<(), ReportError> {
-    let done = match &args.html {
+    match &args.html {
         Some(out) => html(args, out),
-        None => crate::curves::inputs::expand(&args.files)
-            .map_err(anyhow::Error::from)
-            .and_then(|files| crate::table::build(&files, args.format, args.merge))
-            .map(|text| print!("{text}")),
-    };
-    done.map_err(ReportError)
+        None => {
+            let files = crate::curves::inputs::expand(&args.files)?;
+            let text = crate::table::build(&files, args.format, args.merge)?;
+            print!("{text}");
+            Ok(())
+        }
+    }
 }
 
 /// `--html`: write the comparison and say what it holds on stderr.
-fn html(args: &ReportArgs, out: &std::path::Path) -> anyhow::Result<()> {
+fn html(args: &ReportArgs, out: &std::path::Path) -> Result<(), ReportError> {
     let c = crate::curves::write(out, &args.files, &args.label, args.x_axis)?;
     let labels = crate::curves::points::labels(&c.points);
     eprintln!(

@@ -12,6 +12,7 @@
 pub mod cli;
 pub mod compare;
 pub mod curves;
+pub mod error;
 pub mod merge;
 pub mod read;
 pub mod repeats;

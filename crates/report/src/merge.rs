@@ -5,7 +5,7 @@
 use cicada_metrics::{Counter, MetricSet};
 
 use crate::read::{
-    ItlDefinition, Latency, ROW_PERCENTILES, ReportError, ResultFile, Row, TABLE_METRICS,
+    FileError, ItlDefinition, Latency, ROW_PERCENTILES, ResultFile, Row, TABLE_METRICS,
 };
 
 /// Total length of the union of `windows`, seconds.
@@ -42,7 +42,7 @@ fn distinct(values: impl Iterator<Item = String>, sep: &str) -> String {
 /// Duration is the time the runs' measured windows cover together (runs made
 /// at the same time overlap; runs made one after another add up, gaps left
 /// out), and throughputs divide the summed counts by it.
-pub fn merge(files: &[ResultFile]) -> Result<Row, ReportError> {
+pub fn merge(files: &[ResultFile]) -> Result<Row, FileError> {
     let mut set = MetricSet::default();
     let mut windows = Vec::new();
     let mut goodput = false;

@@ -49,7 +49,7 @@ impl ItlDefinition {
 
 /// A result file that cannot be used, and why.
 #[derive(Debug, thiserror::Error)]
-pub enum ReportError {
+pub enum FileError {
     #[error("{path}: {reason}")]
     Read { path: PathBuf, reason: String },
     #[error("{path}: `{key}` {reason}")]
@@ -110,8 +110,8 @@ pub struct ResultFile {
 
 impl ResultFile {
     /// Read and parse one file.
-    pub fn read(path: &Path) -> Result<Self, ReportError> {
-        let read_err = |reason: String| ReportError::Read {
+    pub fn read(path: &Path) -> Result<Self, FileError> {
+        let read_err = |reason: String| FileError::Read {
             path: path.to_path_buf(),
             reason,
         };
@@ -137,8 +137,8 @@ impl ResultFile {
     }
 
     /// An error naming the file and `key`.
-    pub(crate) fn field(&self, key: &str, reason: &str) -> ReportError {
-        ReportError::Field {
+    pub(crate) fn field(&self, key: &str, reason: &str) -> FileError {
+        FileError::Field {
             path: self.path.clone(),
             key: key.to_string(),
             reason: reason.to_string(),
@@ -146,7 +146,7 @@ impl ResultFile {
     }
 
     /// A number the row cannot do without.
-    pub(crate) fn required(&self, key: &str, v: Option<f64>) -> Result<f64, ReportError> {
+    pub(crate) fn required(&self, key: &str, v: Option<f64>) -> Result<f64, FileError> {
         v.ok_or_else(|| self.field(key, "is missing or not a number"))
     }
 
@@ -210,7 +210,7 @@ impl ResultFile {
 
     /// A row from the file's own figures (vLLM's keys), its ITL columns
     /// holding `itl`: per chunk, a cicada file gives its ICL.
-    pub fn row(&self, itl: ItlDefinition) -> Result<Row, ReportError> {
+    pub fn row(&self, itl: ItlDefinition) -> Result<Row, FileError> {
         let d = &self.doc;
         let itl_from_icl = itl == ItlDefinition::PerChunk && self.is_cicada();
         let latencies = TABLE_METRICS.map(|m| {
@@ -246,7 +246,7 @@ impl ResultFile {
     }
 
     /// The merged histograms, counters and outcomes this file carries.
-    pub fn measurements(&self) -> Result<MetricSet, ReportError> {
+    pub fn measurements(&self) -> Result<MetricSet, FileError> {
         let cicada = self.doc.cicada.as_ref();
         let hists = cicada.and_then(|c| c.histograms.as_ref()).ok_or_else(|| {
             self.field(
@@ -302,7 +302,7 @@ impl ResultFile {
     }
 
     /// The measured window in Unix seconds: (start, end).
-    pub fn window(&self) -> Result<(f64, f64), ReportError> {
+    pub fn window(&self) -> Result<(f64, f64), FileError> {
         let cicada = self.doc.cicada.as_ref();
         let started = match cicada.and_then(|c| c.started_unix) {
             Some(t) => t,

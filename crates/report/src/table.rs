@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 
 use cicada_metrics::Metric;
 
+use crate::error::ReportError;
 use crate::merge::merge;
 use crate::read::{ItlDefinition, ROW_PERCENTILES, ResultFile, Row, TABLE_METRICS};
 
@@ -114,16 +115,18 @@ pub fn markdown(rows: &[Row]) -> String {
 }
 
 /// CSV with the same columns.
-pub fn csv(rows: &[Row]) -> anyhow::Result<String> {
+pub fn csv(rows: &[Row]) -> Result<String, ReportError> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(header(itl_of(rows)))?;
+    w.write_record(header(itl_of(rows)))
+        .map_err(ReportError::Csv)?;
     for r in rows {
-        w.write_record(cells(r))?;
+        w.write_record(cells(r)).map_err(ReportError::Csv)?;
     }
     let bytes = w
         .into_inner()
-        .map_err(|e| anyhow::anyhow!("writing CSV: {}", e.error()))?;
-    Ok(String::from_utf8(bytes)?)
+        .map_err(|e| ReportError::Csv(e.into_error().into()))?;
+    // every cell is a String: the bytes are UTF-8
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 fn num(v: f64) -> Value {
@@ -192,7 +195,11 @@ pub enum Format {
 }
 
 /// `cicada report`'s text: one row per file, or one for them all merged.
-pub fn build(files: &[std::path::PathBuf], format: Format, merged: bool) -> anyhow::Result<String> {
+pub fn build(
+    files: &[std::path::PathBuf],
+    format: Format,
+    merged: bool,
+) -> Result<String, ReportError> {
     let files = files
         .iter()
         .map(|p| ResultFile::read(p))

@@ -9,12 +9,12 @@ use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 
-use anyhow::{Context, bail};
 use cicada_metrics::{Counter, Metric, MetricSet, Outcome, Summary};
 use cicada_scenarios::Scenario;
 use serde_json::Value;
 
 use super::{RunResult, rfc3339};
+use crate::error::WriteError;
 
 /// Metrics with mean/p50/p90/p99/p99.9 columns.
 const CSV_METRICS: [Metric; 12] = [
@@ -352,18 +352,22 @@ fn row_for(r: &RunResult, t: &MetricSet, s: &Summary, target: &str) -> Vec<Strin
 
 /// Append `rows` to `path`, writing the header if the file is new or empty.
 /// Refuses, naming both, when the file's header differs.
-pub fn append(path: &Path, rows: &[Vec<String>]) -> anyhow::Result<()> {
+pub fn append(path: &Path, rows: &[Vec<String>]) -> Result<(), WriteError> {
     let expected = header();
     let has_content = std::fs::metadata(path)
         .map(|m| m.len() > 0)
         .unwrap_or(false);
+    let at = || path.to_path_buf();
     if has_content {
-        let file =
-            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let file = std::fs::File::open(path).map_err(|source| WriteError::Open {
+            path: at(),
+            append: false,
+            source,
+        })?;
         let mut first = String::new();
         BufReader::new(file)
             .read_line(&mut first)
-            .with_context(|| format!("reading {}", path.display()))?;
+            .map_err(|source| WriteError::Read { path: at(), source })?;
         let found: Vec<String> = csv::ReaderBuilder::new()
             .has_headers(false)
             .from_reader(first.as_bytes())
@@ -378,35 +382,39 @@ pub fn append(path: &Path, rows: &[Vec<String>]) -> anyhow::Result<()> {
                 .zip(found.iter().chain(std::iter::repeat(&String::new())))
                 .position(|(a, b)| a != b)
                 .unwrap_or(expected.len().min(found.len()));
-            bail!(
-                "refusing to append to {}: its header differs from this version's summary columns \
-                 (first difference at column {}: file has \"{}\", expected \"{}\"); \
-                 write to a new file or move the old one away",
-                path.display(),
-                differ + 1,
-                found.get(differ).map_or("<missing>", String::as_str),
-                expected.get(differ).map_or("<none>", String::as_str),
-            );
+            return Err(WriteError::HeaderDiffers {
+                path: at(),
+                column: differ + 1,
+                found: found.get(differ).map_or("<missing>", String::as_str).into(),
+                expected: expected.get(differ).map_or("<none>", String::as_str).into(),
+            });
         }
     }
     let file = OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
-        .with_context(|| format!("opening {} for appending", path.display()))?;
+        .map_err(|source| WriteError::Open {
+            path: at(),
+            append: true,
+            source,
+        })?;
     let mut w = csv::WriterBuilder::new()
         .has_headers(false)
         .from_writer(file);
+    let csv_error = |source| WriteError::Csv { path: at(), source };
     if !has_content {
-        w.write_record(&expected)?;
+        w.write_record(&expected).map_err(csv_error)?;
     }
     for r in rows {
-        w.write_record(r)?;
+        w.write_record(r).map_err(csv_error)?;
     }
-    w.flush()?;
+    let io_error = |source| WriteError::Write { path: at(), source };
+    w.flush().map_err(io_error)?;
     w.into_inner()
-        .map_err(|e| anyhow::anyhow!("writing {}: {}", path.display(), e.error()))?
-        .flush()?;
+        .map_err(|e| io_error(e.into_error()))?
+        .flush()
+        .map_err(io_error)?;
     Ok(())
 }
 

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use cicada_scenarios::Scenario;
 
 use super::RunResult;
+use super::error::WriteError;
 use super::html::{self, Page};
 use super::sink::{Barrier, IntervalMerged, Report, Sink, StepBegan, StepFinished};
 use super::streams::{RunFiles, companion};
@@ -22,7 +23,7 @@ pub struct Files {
 
 impl Files {
     /// Create the streamed files (replacing a previous run's) in `output.dir`.
-    pub fn create(s: &Scenario) -> anyhow::Result<Self> {
+    pub fn create(s: &Scenario) -> Result<Self, WriteError> {
         let streams = RunFiles::create(s)?;
         let html = s.output.html.then(|| {
             s.output
@@ -33,7 +34,11 @@ impl Files {
     }
 
     /// Rewrite the report with every result so far.
-    fn write_html(&self, path: &std::path::Path, done: &StepFinished<'_>) -> anyhow::Result<()> {
+    fn write_html(
+        &self,
+        path: &std::path::Path,
+        done: &StepFinished<'_>,
+    ) -> Result<(), WriteError> {
         let steps: Vec<&RunResult> = done.earlier.iter().chain(done.results.first()).collect();
         let stages: Vec<&RunResult> = done
             .earlier_stages
@@ -79,7 +84,7 @@ impl Sink for Files {
         &mut self,
         done: &StepFinished<'_>,
         written: &mut Vec<PathBuf>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), WriteError> {
         self.streams.end_step()?;
         let mut extra = self.streams.paths().to_vec();
         if let Some(path) = &self.html {

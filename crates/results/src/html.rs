@@ -10,12 +10,12 @@ mod tables;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::Context as _;
 use cicada_metrics::{Counter, Metric};
 
 use super::stages::search_line;
 use super::svg::esc;
 use super::{RunResult, rfc3339};
+use crate::error::WriteError;
 use crate::stages::Search;
 use charts::{over_time, percentile_chart, sweep_chart, throughput_chart, tokens_chart};
 use tables::{gate_list, models_table, outcomes, pooling_table, reasoning_table, summary_table};
@@ -72,8 +72,11 @@ document.body.setAttribute('data-rendered','ok');
 })();"#;
 
 /// Write the page to `path`.
-pub fn write(path: &Path, page: &Page<'_>) -> anyhow::Result<()> {
-    std::fs::write(path, render(page)).with_context(|| format!("writing {}", path.display()))
+pub fn write(path: &Path, page: &Page<'_>) -> Result<(), WriteError> {
+    std::fs::write(path, render(page)).map_err(|source| WriteError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 fn f(v: f64) -> String {

@@ -17,6 +17,7 @@ mod clocks;
 pub mod console;
 pub mod csv;
 pub mod document;
+pub mod error;
 pub mod files;
 pub mod gates;
 pub mod hlog;

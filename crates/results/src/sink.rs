@@ -17,6 +17,7 @@ use cicada_metrics::{MetricSet, Scope};
 
 use crate::RunResult;
 use crate::client_health::WorkerUsage;
+use crate::error::WriteError;
 use crate::interval::IntervalRow;
 use crate::stages::Search;
 
@@ -146,7 +147,7 @@ pub trait Sink: Send {
         &mut self,
         _step: &StepFinished<'_>,
         _written: &mut Vec<PathBuf>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), WriteError> {
         Ok(())
     }
     /// The run is over.
@@ -213,7 +214,7 @@ impl Sink for Sinks {
         &mut self,
         step: &StepFinished<'_>,
         written: &mut Vec<PathBuf>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), WriteError> {
         for s in &mut self.sinks {
             s.step_finished(step, written)?;
         }

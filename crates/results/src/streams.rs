@@ -7,12 +7,12 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use cicada_metrics::{Metric, MetricSet};
 use cicada_scenarios::Scenario;
 
 use super::hlog::HlogWriter;
 use super::timeseries::{IntervalPlace, TimeseriesWriter};
+use crate::error::WriteError;
 
 /// The name of a file written beside the result: `result.json` gives plain
 /// `name`; another `output.result_filename` prefixes its stem
@@ -38,7 +38,7 @@ pub struct RunFiles {
     hlog: Option<HlogWriter>,
     details: Option<BufWriter<File>>,
     /// The first write error, reported when the step ends.
-    error: Option<String>,
+    error: Option<WriteError>,
     paths: Vec<PathBuf>,
     /// The step being written (0 without a sweep).
     step: u32,
@@ -50,26 +50,28 @@ pub struct RunFiles {
 
 impl RunFiles {
     /// Create (replacing) the files the scenario asks for in its output directory.
-    pub fn create(s: &Scenario) -> anyhow::Result<Self> {
+    pub fn create(s: &Scenario) -> Result<Self, WriteError> {
         let dir = &s.output.dir;
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let creating = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| WriteError::Create { path, source }
+        };
+        std::fs::create_dir_all(dir).map_err(creating(dir))?;
         let name = |n: &str| dir.join(companion(&s.output.result_filename, n));
         let mut files = RunFiles::default();
         let ts = name("timeseries.csv");
-        files.timeseries = Some(
-            TimeseriesWriter::create(&ts).with_context(|| format!("creating {}", ts.display()))?,
-        );
+        files.timeseries = Some(TimeseriesWriter::create(&ts).map_err(creating(&ts))?);
         files.paths.push(ts);
         if s.output.hlog {
             let p = name("intervals.hlog");
             // replace a previous run's log now, even if this run never starts
-            File::create(&p).with_context(|| format!("creating {}", p.display()))?;
+            File::create(&p).map_err(creating(&p))?;
             files.hlog_path = Some(p.clone());
             files.paths.push(p);
         }
         if s.output.save_detailed {
             let p = name("requests.jsonl");
-            let f = File::create(&p).with_context(|| format!("creating {}", p.display()))?;
+            let f = File::create(&p).map_err(creating(&p))?;
             files.details = Some(BufWriter::new(f));
             files.paths.push(p);
         }
@@ -84,7 +86,10 @@ impl RunFiles {
     fn fail(&mut self, what: &str, e: std::io::Error) {
         if self.error.is_none() {
             tracing::error!(file = what, error = %e, "writing a result file failed");
-            self.error = Some(format!("writing {what}: {e}"));
+            self.error = Some(WriteError::Write {
+                path: PathBuf::from(what),
+                source: e,
+            });
         }
     }
 
@@ -166,14 +171,14 @@ impl RunFiles {
     }
 
     /// Flush after a step; fails with the first write error seen, if any.
-    pub fn end_step(&mut self) -> anyhow::Result<()> {
+    pub fn end_step(&mut self) -> Result<(), WriteError> {
         if let Some(d) = self.details.as_mut()
             && let Err(e) = d.flush()
         {
             self.fail("requests.jsonl", e);
         }
         match self.error.take() {
-            Some(e) => Err(anyhow::anyhow!(e)),
+            Some(e) => Err(e),
             None => Ok(()),
         }
     }

@@ -3,13 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use cicada_plan::ResolvedTarget;
 use cicada_scenarios::Scenario;
 use cicada_scenarios::dataset::DatasetReport;
 use sha2::{Digest, Sha256};
 
 use super::{RunResult, csv, json};
+use crate::error::WriteError;
 
 /// What every result of a run shares.
 #[derive(Debug, Clone)]
@@ -36,12 +36,15 @@ pub fn scenario_hash(s: &Scenario) -> String {
 /// `result-stage<n>.json` per `[[stages]]` window; a sweep writes
 /// `result-stage<n>.json` per step. Each result adds one CSV row per target
 /// when there are several.
-pub fn write_step(results: &[RunResult], sweep: bool) -> anyhow::Result<Vec<PathBuf>> {
+pub fn write_step(results: &[RunResult], sweep: bool) -> Result<Vec<PathBuf>, WriteError> {
     let Some(whole) = results.first() else {
         return Ok(Vec::new());
     };
     let dir = &whole.scenario.output.dir;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|source| WriteError::Create {
+        path: dir.clone(),
+        source,
+    })?;
     let mut files = Vec::new();
     let base = &whole.scenario.output.result_filename;
     let main_name = if sweep {
@@ -86,9 +89,12 @@ fn stage_file(result_filename: &str, n: u32) -> String {
     }
 }
 
-fn write_json(path: &Path, r: &RunResult) -> anyhow::Result<PathBuf> {
-    let doc = serde_json::to_vec_pretty(&json::document(r)).context("encoding result JSON")?;
-    std::fs::write(path, doc).with_context(|| format!("writing {}", path.display()))?;
+fn write_json(path: &Path, r: &RunResult) -> Result<PathBuf, WriteError> {
+    let doc = serde_json::to_vec_pretty(&json::document(r)).map_err(WriteError::Json)?;
+    std::fs::write(path, doc).map_err(|source| WriteError::Write {
+        path: path.to_path_buf(),
+        source,
+    })?;
     Ok(path.to_path_buf())
 }
 

@@ -15,6 +15,8 @@ use std::net::IpAddr;
 
 use http::{HeaderMap, Method, StatusCode, header};
 
+use super::WebError;
+
 /// Name of the cookie that carries the token for the page.
 pub const COOKIE: &str = "cicada_web_token";
 
@@ -55,15 +57,12 @@ pub enum Pass {
 impl Guard {
     /// A guard for a UI bound to `ip` with `token`; an error when a
     /// non-loopback bind has no token.
-    pub fn new(ip: IpAddr, token: Option<String>) -> Result<Self, String> {
+    pub fn new(ip: IpAddr, token: Option<String>) -> Result<Self, WebError> {
         let token = token
             .map(|t| t.trim().to_string())
             .filter(|t| !t.is_empty());
         if token.is_none() && !is_loopback(ip) {
-            return Err(format!(
-                "--web {ip} is not a loopback address: give a token with --web-token-file FILE \
-                 or CICADA_WEB_TOKEN (only 127.0.0.0/8 and ::1 are served without one)"
-            ));
+            return Err(WebError::NeedsToken(ip));
         }
         Ok(Self { token })
     }

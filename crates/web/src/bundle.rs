@@ -8,13 +8,39 @@
 //! ever reaches the file system).
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use serde_json::Value;
 
 /// The slot of Locust's `index.html` that receives the template's arguments.
 const SLOT: &str = "{{ template_args|tojson }}";
+
+/// Why `--web-ui DIR` cannot be served: what is missing, and where.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// `DIR/index.html` cannot be read.
+    #[error(
+        "--web-ui {}: {}: {error} (give the webui/dist directory of a locust wheel; \
+         scripts/locust-webui.sh unpacks one)",
+        dir.display(),
+        index.display()
+    )]
+    Index {
+        dir: PathBuf,
+        index: PathBuf,
+        error: std::io::Error,
+    },
+    /// `index.html` has no slot for the template's arguments.
+    #[error("--web-ui {}: index.html has no `{SLOT}`: not Locust's built page", dir.display())]
+    NoSlot { dir: PathBuf },
+    /// `DIR/assets` or a file in it cannot be read.
+    #[error("--web-ui {}: {error}", path.display())]
+    Asset {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+}
 
 /// Locust's built page, ready to serve.
 #[derive(Debug)]
@@ -47,28 +73,27 @@ fn content_type(name: &str) -> &'static str {
 impl Bundle {
     /// Read `dir/index.html` (which must hold Locust's slot) and the files
     /// of `dir/assets`; the error says what is missing.
-    pub fn load(dir: &Path) -> Result<Self, String> {
+    pub fn load(dir: &Path) -> Result<Self, BundleError> {
         let index_path = dir.join("index.html");
-        let index = std::fs::read_to_string(&index_path).map_err(|e| {
-            format!(
-                "--web-ui {}: {}: {e} (give the webui/dist directory of a locust wheel; \
-                 scripts/locust-webui.sh unpacks one)",
-                dir.display(),
-                index_path.display()
-            )
+        let index = std::fs::read_to_string(&index_path).map_err(|error| BundleError::Index {
+            dir: dir.to_path_buf(),
+            index: index_path,
+            error,
         })?;
         if !index.contains(SLOT) {
-            return Err(format!(
-                "--web-ui {}: index.html has no `{SLOT}`: not Locust's built page",
-                dir.display()
-            ));
+            return Err(BundleError::NoSlot {
+                dir: dir.to_path_buf(),
+            });
         }
         let assets_dir = dir.join("assets");
-        let entries = std::fs::read_dir(&assets_dir)
-            .map_err(|e| format!("--web-ui {}: {e}", assets_dir.display()))?;
+        let asset = |path: &Path| {
+            let path = path.to_path_buf();
+            move |error| BundleError::Asset { path, error }
+        };
+        let entries = std::fs::read_dir(&assets_dir).map_err(asset(&assets_dir))?;
         let mut assets = HashMap::new();
         for entry in entries {
-            let entry = entry.map_err(|e| format!("--web-ui {}: {e}", assets_dir.display()))?;
+            let entry = entry.map_err(asset(&assets_dir))?;
             let path = entry.path();
             if !path.is_file() {
                 continue;
@@ -76,8 +101,7 @@ impl Bundle {
             let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
                 continue;
             };
-            let bytes =
-                std::fs::read(&path).map_err(|e| format!("--web-ui {}: {e}", path.display()))?;
+            let bytes = std::fs::read(&path).map_err(asset(&path))?;
             assets.insert(name.to_string(), (content_type(name), Bytes::from(bytes)));
         }
         Ok(Self { index, assets })
@@ -131,8 +155,10 @@ mod tests {
 
         std::fs::write(dir.path().join("index.html"), "<html></html>").unwrap();
         let e = Bundle::load(dir.path()).unwrap_err();
-        assert!(e.contains("not Locust's built page"), "{e}");
+        assert!(matches!(e, BundleError::NoSlot { .. }), "{e}");
+        assert!(e.to_string().contains("not Locust's built page"), "{e}");
         let e = Bundle::load(&dir.path().join("nowhere")).unwrap_err();
-        assert!(e.contains("scripts/locust-webui.sh"), "{e}");
+        assert!(matches!(e, BundleError::Index { .. }), "{e}");
+        assert!(e.to_string().contains("scripts/locust-webui.sh"), "{e}");
     }
 }

@@ -5,6 +5,36 @@
 
 use super::Edit;
 
+/// A form field the run cannot take, or a change that asks for nothing
+/// (or for two kinds at once); the message starts with the field at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormError {
+    /// A count that is not a whole number above 0.
+    #[error("{field}: `{value}` is not a whole number above 0")]
+    NotWhole { field: String, value: String },
+    /// A rate that is not a number above 0.
+    #[error("{field}: `{value}` is not a number above 0")]
+    NotPositive { field: String, value: String },
+    /// A run time that is not a duration.
+    #[error("{field}: `{value}` is not a duration such as 30s or 5m")]
+    NotDuration { field: String, value: String },
+    /// A host that is not an http(s) URL.
+    #[error("host: `{value}` is not an http:// or https:// URL")]
+    NotUrl { value: String },
+    /// A change of users beside a change of rate or cap.
+    #[error(
+        "user_count: a change is of users (closed loop) or of rate and \
+         max_concurrency (open loop), not both"
+    )]
+    UsersAndRate,
+    /// A change with nothing to change.
+    #[error(
+        "user_count: a change while the run goes needs it (closed loop), \
+         or rate or max_concurrency (open loop)"
+    )]
+    NoChange,
+}
+
 /// `a=1&b=x%20y` -> `[("a", "1"), ("b", "x y")]` (`+` is a space).
 pub fn parse(body: &str) -> Vec<(String, String)> {
     body.split('&')
@@ -39,7 +69,7 @@ fn decode(s: &str) -> String {
 }
 
 /// The overrides a start form asks for; an error names the field at fault.
-pub fn swarm_sets(fields: &[(String, String)]) -> Result<Vec<String>, String> {
+pub fn swarm_sets(fields: &[(String, String)]) -> Result<Vec<String>, FormError> {
     let mut sets = Vec::new();
     for (key, value) in fields {
         let value = value.trim();
@@ -71,7 +101,7 @@ pub fn swarm_sets(fields: &[(String, String)]) -> Result<Vec<String>, String> {
 /// A change of a running load: a closed loop's `user_count` (and
 /// `spawn_rate`), or an open loop's `rate` (alias `request_rate`, `inf`
 /// allowed) and/or `max_concurrency`; never both kinds at once.
-pub fn steer_fields(fields: &[(String, String)]) -> Result<Edit, String> {
+pub fn steer_fields(fields: &[(String, String)]) -> Result<Edit, FormError> {
     let (mut users, mut spawn_rate, mut rate, mut cap) = (None, None, None, None);
     for (key, value) in fields {
         let value = value.trim();
@@ -90,57 +120,58 @@ pub fn steer_fields(fields: &[(String, String)]) -> Result<Edit, String> {
         }
     }
     match (users, rate.is_some() || cap.is_some()) {
-        (Some(_), true) => Err(
-            "user_count: a change is of users (closed loop) or of rate and \
-             max_concurrency (open loop), not both"
-                .into(),
-        ),
+        (Some(_), true) => Err(FormError::UsersAndRate),
         (Some(users), false) => Ok(Edit::Users { users, spawn_rate }),
         (None, true) => Ok(Edit::Open {
             rate,
             max_concurrency: cap,
         }),
-        (None, false) => Err(
-            "user_count: a change while the run goes needs it (closed loop), \
-             or rate or max_concurrency (open loop)"
-                .into(),
-        ),
+        (None, false) => Err(FormError::NoChange),
     }
 }
 
-fn whole(key: &str, v: &str) -> Result<u32, String> {
+fn whole(key: &str, v: &str) -> Result<u32, FormError> {
     v.parse::<u32>()
         .ok()
         .filter(|n| *n > 0)
-        .ok_or_else(|| format!("{key}: `{v}` is not a whole number above 0"))
+        .ok_or_else(|| FormError::NotWhole {
+            field: key.into(),
+            value: v.into(),
+        })
 }
 
-fn positive(key: &str, v: &str) -> Result<f64, String> {
+fn positive(key: &str, v: &str) -> Result<f64, FormError> {
     v.parse::<f64>()
         .ok()
         .filter(|x| x.is_finite() && *x > 0.0)
-        .ok_or_else(|| format!("{key}: `{v}` is not a number above 0"))
+        .ok_or_else(|| FormError::NotPositive {
+            field: key.into(),
+            value: v.into(),
+        })
 }
 
-fn span(key: &str, v: &str) -> Result<String, String> {
+fn span(key: &str, v: &str) -> Result<String, FormError> {
     let ok = v.len() <= 32
         && v.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == ' ');
     if ok && v.starts_with(|c: char| c.is_ascii_digit()) {
         Ok(v.to_string())
     } else {
-        Err(format!("{key}: `{v}` is not a duration such as 30s or 5m"))
+        Err(FormError::NotDuration {
+            field: key.into(),
+            value: v.into(),
+        })
     }
 }
 
-fn url(v: &str) -> Result<String, String> {
+fn url(v: &str) -> Result<String, FormError> {
     let ok = (v.starts_with("http://") || v.starts_with("https://"))
         && v.len() <= 2048
         && !v.contains(|c: char| c == '"' || c == '\\' || c.is_control() || c == ' ');
     if ok {
         Ok(v.trim_end_matches('/').to_string())
     } else {
-        Err(format!("host: `{v}` is not an http:// or https:// URL"))
+        Err(FormError::NotUrl { value: v.into() })
     }
 }
 
@@ -180,7 +211,7 @@ mod tests {
             ("run_time=1s\"%0ax=1", "run_time"),
         ] {
             let e = swarm_sets(&parse(body)).unwrap_err();
-            assert!(e.starts_with(field), "{body}: {e}");
+            assert!(e.to_string().starts_with(field), "{body}: {e}");
         }
     }
 
@@ -192,9 +223,13 @@ mod tests {
             spawn_rate: Some(3.0),
         };
         assert_eq!(steer_fields(&f), Ok(users));
-        assert!(steer_fields(&parse("spawn_rate=3")).is_err());
+        assert_eq!(
+            steer_fields(&parse("spawn_rate=3")),
+            Err(FormError::NoChange)
+        );
         let e = steer_fields(&parse("user_count=2&rate=5")).unwrap_err();
-        assert!(e.starts_with("user_count:"), "{e}");
+        assert_eq!(e, FormError::UsersAndRate);
+        assert!(e.to_string().starts_with("user_count:"), "{e}");
         let open = |rate, max_concurrency| {
             Ok(Edit::Open {
                 rate,
@@ -215,10 +250,8 @@ mod tests {
         );
         for body in ["rate=0", "rate=-2", "rate=x", "max_concurrency=0"] {
             let e = steer_fields(&parse(body)).unwrap_err();
-            assert!(
-                e.starts_with(body.split('=').next().unwrap()),
-                "{body}: {e}"
-            );
+            let field = body.split('=').next().unwrap();
+            assert!(e.to_string().starts_with(field), "{body}: {e}");
         }
     }
 }

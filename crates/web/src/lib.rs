@@ -55,11 +55,26 @@ pub enum WebError {
         source: std::io::Error,
     },
     /// A non-loopback address without a token.
-    #[error("{0}")]
-    NeedsToken(String),
+    #[error(
+        "--web {0} is not a loopback address: give a token with --web-token-file FILE \
+         or CICADA_WEB_TOKEN (only 127.0.0.0/8 and ::1 are served without one)"
+    )]
+    NeedsToken(std::net::IpAddr),
     /// `--web-ui DIR` is not Locust's built page.
-    #[error("{0}")]
-    Ui(String),
+    #[error(transparent)]
+    Ui(#[from] bundle::BundleError),
+}
+
+/// Why the run would not do what the page asked (start with the form's
+/// values, change the load, reset the figures): said to the person as it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+impl From<&str> for Refusal {
+    fn from(why: &str) -> Self {
+        Self(why.to_string())
+    }
 }
 
 /// A start form that was sent: the overrides it asks for, and where to say
@@ -68,12 +83,12 @@ pub enum WebError {
 pub struct SwarmAsk {
     /// `--set` overrides, in the form's order.
     pub sets: Vec<String>,
-    reply: oneshot::Sender<Result<(), String>>,
+    reply: oneshot::Sender<Result<(), Refusal>>,
 }
 
 impl SwarmAsk {
     /// Tell the form whether the run starts (or why not).
-    pub fn answer(self, outcome: Result<(), String>) {
+    pub fn answer(self, outcome: Result<(), Refusal>) {
         let _ = self.reply.send(outcome);
     }
 }
@@ -84,7 +99,7 @@ impl SwarmAsk {
 pub struct SteerAsk {
     /// What changes.
     pub edit: Edit,
-    reply: oneshot::Sender<Result<String, String>>,
+    reply: oneshot::Sender<Result<String, Refusal>>,
 }
 
 /// What a change asks of the load.
@@ -109,7 +124,7 @@ pub enum Edit {
 
 impl SteerAsk {
     /// Tell the form what became of the change (a message either way).
-    pub fn answer(self, outcome: Result<String, String>) {
+    pub fn answer(self, outcome: Result<String, Refusal>) {
         let _ = self.reply.send(outcome);
     }
 }
@@ -117,12 +132,12 @@ impl SteerAsk {
 /// `/stats/reset` (GET or POST): the figures start again (Locust's reset).
 #[derive(Debug)]
 pub struct ResetAsk {
-    reply: oneshot::Sender<Result<String, String>>,
+    reply: oneshot::Sender<Result<String, Refusal>>,
 }
 
 impl ResetAsk {
     /// Tell the caller where the figures start now (or why they do not).
-    pub fn answer(self, outcome: Result<String, String>) {
+    pub fn answer(self, outcome: Result<String, Refusal>) {
         let _ = self.reply.send(outcome);
     }
 }
@@ -171,11 +186,8 @@ impl Web {
         feed: Feed,
         ui: Option<&std::path::Path>,
     ) -> Result<Self, WebError> {
-        let guard = auth::Guard::new(addr.ip(), token).map_err(WebError::NeedsToken)?;
-        let ui = ui
-            .map(bundle::Bundle::load)
-            .transpose()
-            .map_err(WebError::Ui)?;
+        let guard = auth::Guard::new(addr.ip(), token)?;
+        let ui = ui.map(bundle::Bundle::load).transpose()?;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| WebError::Bind { addr, source })?;

@@ -245,7 +245,7 @@ async fn swarm(body: Incoming, shared: &Shared) -> Resp {
     }
     let sets = match form::swarm_sets(&fields) {
         Ok(s) => s,
-        Err(e) => return fail(StatusCode::BAD_REQUEST, e),
+        Err(e) => return fail(StatusCode::BAD_REQUEST, e.to_string()),
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     if shared
@@ -271,7 +271,7 @@ async fn swarm(body: Incoming, shared: &Shared) -> Resp {
                 &json!({"success": true, "message": "Swarming started", "host": host}),
             )
         }
-        Ok(Err(e)) => fail(StatusCode::BAD_REQUEST, e),
+        Ok(Err(e)) => fail(StatusCode::BAD_REQUEST, e.to_string()),
         Err(_) => fail(
             StatusCode::CONFLICT,
             "the run no longer takes a start".into(),
@@ -287,7 +287,7 @@ async fn steer(fields: &[(String, String)], shared: &Shared) -> Resp {
     };
     let edit = match form::steer_fields(fields) {
         Ok(v) => v,
-        Err(e) => return fail(StatusCode::BAD_REQUEST, e),
+        Err(e) => return fail(StatusCode::BAD_REQUEST, e.to_string()),
     };
     let (reply, answer) = tokio::sync::oneshot::channel();
     let ask = SteerAsk { edit, reply };
@@ -318,7 +318,7 @@ async fn steer(fields: &[(String, String)], shared: &Shared) -> Resp {
             }
             json_reply(StatusCode::OK, &body)
         }
-        Ok(Err(e)) => fail(StatusCode::CONFLICT, e),
+        Ok(Err(e)) => fail(StatusCode::CONFLICT, e.to_string()),
         Err(_) => fail(StatusCode::CONFLICT, "the run takes no change now".into()),
     }
 }
@@ -349,7 +349,7 @@ async fn reset(shared: &Shared) -> Resp {
             StatusCode::OK,
             &json!({"success": true, "message": message}),
         ),
-        Ok(Err(e)) => fail(e),
+        Ok(Err(e)) => fail(e.to_string()),
         Err(_) => fail("the run takes no reset now".into()),
     }
 }

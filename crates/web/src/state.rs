@@ -420,7 +420,7 @@ impl Sink for BoardSink {
         &mut self,
         step: &StepFinished<'_>,
         _written: &mut Vec<std::path::PathBuf>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), cicada_results::error::WriteError> {
         self.feed.step_finished(step.results);
         Ok(())
     }

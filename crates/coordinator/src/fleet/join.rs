@@ -5,17 +5,17 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::bail;
 use cicada_proto::v1::{self, coordinator_message::Body as CBody};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::server::{Inbound, Outbox};
 use super::{Fleet, Member, message};
+use crate::error::FleetError;
 
 impl Fleet {
     /// Wait until every expected worker has joined and been welcomed.
-    pub async fn join(&mut self) -> anyhow::Result<()> {
+    pub async fn join(&mut self) -> Result<(), FleetError> {
         let n = self.options.expect_workers;
         let deadline = Instant::now() + self.options.wait_workers;
         let mut check = tokio::time::interval(Duration::from_millis(250));
@@ -33,8 +33,12 @@ impl Fleet {
                     } else {
                         format!("; local workers exited: {}", exited.join(", "))
                     };
-                    let refusals = refused.note();
-                    bail!("only {joined} of {n} workers joined within {waited:?}{note}{refusals}");
+                    return Err(FleetError::Incomplete {
+                        joined,
+                        expected: n,
+                        waited,
+                        notes: note + &refused.note(),
+                    });
                 }
             };
             match ev {
@@ -56,13 +60,13 @@ impl Fleet {
                 }
                 Some(Some(Inbound::Refused { peer, reason })) => refused.add(peer, reason),
                 Some(Some(Inbound::Message { .. })) => {}
-                Some(None) => bail!("the gRPC server stopped"),
+                Some(None) => return Err(FleetError::ServerStopped),
             }
             if self.options.expect_workers <= self.options.local_workers
                 && let Some(note) = self.locals.any_exited()
             {
                 // only local workers make up this fleet: one gone never completes it
-                bail!("a local worker exited before the run started: {note}");
+                return Err(FleetError::LocalExited(note));
             }
         }
         Ok(())

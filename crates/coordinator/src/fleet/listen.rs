@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use anyhow::Context as _;
 use cicada_proto::v1::coordinator_server::CoordinatorServer;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -10,6 +9,7 @@ use tokio::sync::mpsc;
 use super::FleetOptions;
 use super::server::{FleetService, Inbound};
 use super::{connections, hello_limit};
+use crate::error::FleetError;
 
 /// Most concurrent streams on one connection: a worker attaches once per
 /// connection; more would only let a stranger open hellos in parallel.
@@ -28,7 +28,7 @@ pub(super) fn serve(
     options: &FleetOptions,
     listener: TcpListener,
     tx: mpsc::Sender<Inbound>,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+) -> Result<tokio::task::JoinHandle<()>, FleetError> {
     let service = CoordinatorServer::new(FleetService::new(options.token.clone(), tx))
         .max_decoding_message_size(cicada_proto::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(cicada_proto::MAX_MESSAGE_BYTES);
@@ -36,7 +36,7 @@ pub(super) fn serve(
     if let Some(tls) = &options.tls {
         builder = builder
             .tls_config(tls.server_config())
-            .context("configuring TLS for the worker port")?;
+            .map_err(FleetError::Tls)?;
     }
     Ok(tokio::spawn(async move {
         let result = builder

@@ -20,13 +20,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use cicada_plan::{Plan, Steer};
 use cicada_proto::convert::{PLAN_FORMAT, encode_plan, encode_steer};
 use cicada_proto::v1::{self, coordinator_message::Body as CBody};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+
+use crate::error::FleetError;
 
 #[cfg(test)]
 pub use events::Measured;
@@ -133,13 +134,15 @@ pub fn local_dial(listen: SocketAddr) -> SocketAddr {
 
 impl Fleet {
     /// Start the server and spawn the local workers.
-    pub async fn start(options: FleetOptions) -> anyhow::Result<Self> {
-        let listener = TcpListener::bind(options.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", options.listen))?;
-        let addr = listener
-            .local_addr()
-            .context("reading the listening address")?;
+    pub async fn start(options: FleetOptions) -> Result<Self, FleetError> {
+        let listener =
+            TcpListener::bind(options.listen)
+                .await
+                .map_err(|source| FleetError::Listen {
+                    addr: options.listen,
+                    source,
+                })?;
+        let addr = listener.local_addr().map_err(FleetError::LocalAddr)?;
         let (tx, inbound) = mpsc::channel(4096);
         let server = listen::serve(&options, listener, tx)?;
         let dial = local_dial(addr);

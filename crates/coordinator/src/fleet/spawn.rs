@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 use std::process::Stdio;
 
-use anyhow::Context;
 use tokio::process::{Child, Command};
 
 use super::{FleetOptions, LocalWorkers, TOKEN_ENV};
+use crate::error::FleetError;
 
 /// The local workers of a fleet, ended at shutdown.
 #[derive(Default)]
@@ -20,7 +20,7 @@ pub(super) struct Locals {
 }
 
 /// Start `options.local_workers` workers dialling `url`.
-pub(super) fn start(options: &FleetOptions, url: &str) -> anyhow::Result<Locals> {
+pub(super) fn start(options: &FleetOptions, url: &str) -> Result<Locals, FleetError> {
     let mut locals = Locals::default();
     for i in 0..options.local_workers {
         match &options.local {
@@ -48,7 +48,7 @@ fn spawn_process(
     bin: &PathBuf,
     url: &str,
     index: u32,
-) -> anyhow::Result<Child> {
+) -> Result<Child, FleetError> {
     let mut cmd = Command::new(bin);
     cmd.arg("worker")
         .arg("--coordinator")
@@ -56,10 +56,7 @@ fn spawn_process(
         .arg("--index")
         .arg(index.to_string());
     if let Some(tls) = &options.tls {
-        let trust = tls
-            .local
-            .as_ref()
-            .context("TLS for local workers was not settled")?;
+        let trust = tls.local.as_ref().ok_or(FleetError::TlsNotSettled)?;
         cmd.arg("--tls-ca").arg(&trust.ca_path);
         if let Some(domain) = &trust.domain {
             cmd.arg("--tls-domain").arg(domain);
@@ -75,7 +72,10 @@ fn spawn_process(
         .stdout(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .with_context(|| format!("cannot start the worker {}", bin.display()))
+        .map_err(|source| FleetError::Spawn {
+            bin: bin.clone(),
+            source,
+        })
         .inspect(|child| {
             if let Some(pid) = child.id() {
                 crate::signals::end_with_coord(pid);

@@ -17,7 +17,7 @@ use cicada_scenarios::sharding::{Recipient, StepInputs};
 use cicada_scenarios::{Scenario, sharding};
 
 use crate::cli::RunArgs;
-use crate::error::{RunEnd, RunError};
+use crate::error::{RunEnd, RunError, StepError};
 use crate::fleet::Fleet;
 use crate::live::LiveSink;
 use crate::merge::Aggregate;
@@ -112,11 +112,10 @@ pub async fn run(args: RunArgs) -> Result<RunEnd, RunError> {
     let outcome = steps.run_all(&env, &mut fleet, &mut signals).await;
     fleet.shutdown().await;
     drop(target.mock);
-    // a signal before a step started travels as a RunError inside anyhow
     if let Some(feed) = &steps.web {
         feed.set_state(RunState::Stopped);
     }
-    outcome.map_err(|e| e.downcast::<RunError>().unwrap_or_else(RunError::Failed))?;
+    outcome?;
     let end = steps.finish();
     if let (true, Some(w)) = (args.web_wait, &web) {
         eprintln!(
@@ -168,7 +167,7 @@ impl Steps {
         env: &Env<'_>,
         fleet: &mut Fleet,
         signals: &mut Signals,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), RunError> {
         self.out
             .push_front(Box::new(Files::create(&env.setup.scenario)?));
         let mut number = 0u32;
@@ -195,10 +194,10 @@ impl Steps {
         fleet: &mut Fleet,
         signals: &mut Signals,
         (step_no, step): (u32, sweep::Step),
-    ) -> anyhow::Result<bool> {
+    ) -> Result<bool, RunError> {
         let plans = self.plans(env, fleet, &step.scenario, step_no);
         if plans.is_empty() {
-            anyhow::bail!("every worker was lost: no worker is left for the next step");
+            return Err(StepError::NoWorkerLeft.into());
         }
         let windows = plans
             .first()
@@ -289,7 +288,7 @@ impl Steps {
 
     /// Tell the sweep how the step went, hand its results to the outputs,
     /// keep them; true when it was cut short.
-    fn record(&mut self, mut results: Vec<RunResult>) -> anyhow::Result<bool> {
+    fn record(&mut self, mut results: Vec<RunResult>) -> Result<bool, RunError> {
         let s = results[0].summary();
         self.sweeper.finished(Outcome {
             request_throughput: s.request_throughput,

@@ -4,13 +4,12 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use cicada_scenarios::Scenario;
 use cicada_scenarios::tokenizer::Tokenizer;
 use rand::Rng;
 
 use crate::cli::RunArgs;
-use crate::error::RunError;
+use crate::error::{FleetError, RunError};
 use crate::fleet::tls::TlsFiles;
 use crate::fleet::{Fleet, FleetOptions, LocalWorkers, ServerTls, TOKEN_ENV};
 use crate::live::LiveMetrics;
@@ -208,11 +207,11 @@ pub(super) fn random_hex(bytes: usize) -> String {
 
 /// The executable local workers run as `<it> worker`: `--worker-bin`, else
 /// this very `cicada`.
-fn worker_bin(args: &RunArgs) -> anyhow::Result<PathBuf> {
+fn worker_bin(args: &RunArgs) -> Result<PathBuf, FleetError> {
     if let Some(p) = &args.worker_bin {
         return Ok(p.clone());
     }
-    std::env::current_exe().context("locating the cicada executable")
+    std::env::current_exe().map_err(FleetError::WorkerBin)
 }
 
 /// The shared worker token: `--token-file`, else `CICADA_TOKEN`, else (local

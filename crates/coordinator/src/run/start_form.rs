@@ -9,10 +9,10 @@ use cicada_scenarios::dataset::Pool;
 
 use super::setup::{self, Setup};
 use crate::cli::RunArgs;
-use crate::error::RunError;
+use crate::error::{FleetError, RunError};
 use crate::fleet::{Event, Fleet};
 use crate::signals::Signals;
-use cicada_web::{RunState, Web};
+use cicada_web::{Refusal, RunState, Web};
 
 /// Wait for a start form that describes a runnable scenario; the run's
 /// pool and target for it. The fleet is read meanwhile (its heartbeats; a
@@ -29,7 +29,7 @@ pub(super) async fn wait(
         tokio::select! {
             ask = web.next_swarm() => {
                 let Some(ask) = ask else {
-                    return Err(RunError::Failed(anyhow::anyhow!("the web UI stopped")));
+                    return Err(RunError::WebStopped);
                 };
                 match reload(args, setup, &ask.sets).await {
                     Ok(ready) => {
@@ -39,11 +39,11 @@ pub(super) async fn wait(
                         ask.answer(Ok(()));
                         return Ok(ready);
                     }
-                    Err(e) => ask.answer(Err(e.to_string())),
+                    Err(e) => ask.answer(Err(Refusal(e.to_string()))),
                 }
             }
             ev = fleet.next() => match ev {
-                None => return Err(RunError::Failed(anyhow::anyhow!("the gRPC server stopped"))),
+                None => return Err(FleetError::ServerStopped.into()),
                 Some(Event::Left { worker, reason }) => {
                     eprintln!("cicada: worker {worker} left while idle: {reason}");
                     fleet.let_go(worker);

@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use anyhow::bail;
 use cicada_metrics::Metric;
 use cicada_results::sink::{Report, Sink};
 use cicada_results::{StartBasis, WorkerClock};
@@ -13,6 +12,7 @@ use tokio::time::Instant;
 use super::{Applied, Helm, LostWorker, STOP_GRACE, StepEnd, WorkerShare};
 use crate::audit::Audit;
 use crate::cap::{Admit, FleetCap};
+use crate::error::StepError;
 
 use crate::fleet::{Event, Fleet, WorkerReport};
 use crate::merge::Aggregate;
@@ -155,7 +155,7 @@ impl Collect {
         agg: &mut Aggregate,
         out: &mut dyn Sink,
         mut helm: Option<&mut Helm<'_>>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), StepError> {
         let start = self.start.unwrap_or_else(Instant::now);
         if let Some(h) = helm.as_deref() {
             h.clocks(self.clocks.iter().map(|(w, c)| (*w, c.offset_ms)));
@@ -167,7 +167,7 @@ impl Collect {
                 () = at_offset(start, switch) => self.switch_cap(start),
                 ev = fleet.next() => match ev {
                     Some(ev) => self.on_event(fleet, agg, out, ev),
-                    None => bail!("the gRPC server stopped"),
+                    None => return Err(StepError::ServerStopped),
                 },
                 _ = tick.tick() => {
                     self.on_tick(fleet, agg);

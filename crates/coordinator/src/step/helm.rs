@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use crate::fleet::Fleet;
 use crate::merge::Aggregate;
 use cicada_web::state::SteeredLoad;
-use cicada_web::{Control, Edit, Feed, ResetAsk, SteerAsk};
+use cicada_web::{Control, Edit, Feed, Refusal, ResetAsk, SteerAsk};
 
 /// How far ahead of now a change takes effect, at least (every worker hears
 /// of it first); it is placed on the next 100 ms edge after that.
@@ -148,7 +148,7 @@ impl<'a> Helm<'a> {
         }
         let name = format!("edit-{}", self.changes.len() + 1);
         let checked = match (&mut self.kind, ask.edit) {
-            (Kind::Fixed(why), _) => Err(Refused(why.to_string())),
+            (Kind::Fixed(why), _) => Err(Refusal(why.to_string())),
             (Kind::Closed, Edit::Users { users, spawn_rate }) => Ok(Change {
                 window: 0,
                 users: Some(users),
@@ -173,7 +173,7 @@ impl<'a> Helm<'a> {
         let mut change = match checked {
             Ok(c) => c,
             Err(why) => {
-                ask.answer(Err(why.to_string()));
+                ask.answer(Err(why));
                 return Applied::default();
             }
         };
@@ -251,17 +251,6 @@ fn kind_of(first: &Plan, plans: &[(u32, Plan)]) -> Kind {
     }
 }
 
-/// Why a change asked of a running step is refused (the asker is told).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-struct Refused(String);
-
-impl From<&str> for Refused {
-    fn from(why: &str) -> Self {
-        Self(why.to_string())
-    }
-}
-
 /// An open loop's change of rate and/or fleet cap at `at`, checked as
 /// every worker will apply it (`schedule` and `cap` become the changed ones).
 fn open_change(
@@ -270,7 +259,7 @@ fn open_change(
     at: Duration,
     rate: Option<f64>,
     max_concurrency: Option<u32>,
-) -> Result<Change, Refused> {
+) -> Result<Change, Refusal> {
     if max_concurrency.is_some() && cap.is_none() {
         return Err(
             "max_concurrency: this run started without a cap, and a cap can only \

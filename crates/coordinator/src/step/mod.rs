@@ -16,12 +16,11 @@ mod helm;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use anyhow::bail;
 use cicada_plan::{Drive, Plan};
 use tokio::time::Instant;
 
 use crate::cap::{FleetCap, Share};
-use crate::error::RunError;
+use crate::error::{RunError, StepError};
 use crate::fleet::{Event, Fleet};
 use crate::merge::Aggregate;
 use crate::signals::Signals;
@@ -77,7 +76,7 @@ pub async fn run_step(
     fleet: &mut Fleet,
     signals: &mut Signals,
     step: Step<'_, '_>,
-) -> anyhow::Result<StepEnd> {
+) -> Result<StepEnd, RunError> {
     for (member, plan) in step.plans {
         fleet.assign(*member, step.number, plan);
     }
@@ -139,16 +138,16 @@ impl Collect {
         fleet: &mut Fleet,
         signals: &mut Signals,
         agg: &mut Aggregate,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), RunError> {
         let deadline = Instant::now() + READY_TIMEOUT;
         while self.waiting_for_ready() {
             let ev = tokio::select! {
                 ev = fleet.next() => ev,
-                () = tokio::time::sleep_until(deadline) => bail!("workers did not get ready within {READY_TIMEOUT:?}"),
+                () = tokio::time::sleep_until(deadline) => return Err(StepError::NotReady(READY_TIMEOUT).into()),
                 signal = signals.next() => return Err(RunError::Interrupted {
                     signal,
                     message: format!("{signal} before the step started: stopped before any request of it was sent"),
-                }.into()),
+                }),
             };
             match ev {
                 Some(Event::Ready {
@@ -170,7 +169,7 @@ impl Collect {
                 Some(Event::Failed {
                     worker, message, ..
                 }) => {
-                    bail!("worker {worker} cannot run the stage: {message}")
+                    return Err(StepError::WorkerFailed { worker, message }.into());
                 }
                 Some(Event::Left { worker, reason }) => {
                     self.lose(
@@ -181,12 +180,12 @@ impl Collect {
                     );
                 }
                 Some(_) => {}
-                None => bail!("the gRPC server stopped"),
+                None => return Err(StepError::ServerStopped.into()),
             }
             self.lose_unreadable(fleet, agg);
         }
         if self.all_lost() {
-            bail!("every worker was lost before the step started");
+            return Err(StepError::AllLostBeforeStart.into());
         }
         Ok(())
     }

@@ -95,7 +95,7 @@ impl std::str::FromStr for Gate {
                 names.join(", ")
             ))
         })?;
-        let limit = parse_limit(value.trim(), figure).map_err(err)?;
+        let limit = parse_limit(value.trim(), figure).map_err(|e| err(e.to_string()))?;
         Ok(Gate {
             expr: expr.to_string(),
             figure,
@@ -105,24 +105,33 @@ impl std::str::FromStr for Gate {
     }
 }
 
+/// Why a threshold's value cannot be read (the reason a [`GateError`] gives).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum LimitError {
+    #[error("no value after the comparison")]
+    Empty,
+    #[error("\"{value}\" is not a number, a percentage or a number of {unit}")]
+    NotNumber { value: String, unit: &'static str },
+    #[error("\"{0}\" is not finite")]
+    NotFinite(String),
+}
+
 /// `+10%`, `-5%`, `+5ms`, `250ms`, `+2`, `12.5req/s`.
-fn parse_limit(v: &str, figure: &Figure) -> Result<Limit, String> {
+fn parse_limit(v: &str, figure: &Figure) -> Result<Limit, LimitError> {
     if v.is_empty() {
-        return Err("no value after the comparison".into());
+        return Err(LimitError::Empty);
     }
     let signed = v.starts_with(['+', '-']);
     let (number, relative) = match v.strip_suffix('%') {
         Some(n) => (n.trim(), true),
         None => (v.strip_suffix(figure.unit).unwrap_or(v).trim(), false),
     };
-    let x: f64 = number.parse().map_err(|_| {
-        format!(
-            "\"{v}\" is not a number, a percentage or a number of {}",
-            figure.unit
-        )
+    let x: f64 = number.parse().map_err(|_| LimitError::NotNumber {
+        value: v.to_string(),
+        unit: figure.unit,
     })?;
     if !x.is_finite() {
-        return Err(format!("\"{v}\" is not finite"));
+        return Err(LimitError::NotFinite(v.to_string()));
     }
     Ok(match (relative, signed) {
         (true, _) => Limit::Relative(x / 100.0),

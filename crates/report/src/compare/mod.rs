@@ -16,7 +16,7 @@ use crate::read::{ItlDefinition, Row};
 use crate::stats::{Difference, bootstrap, welch};
 use figures::{FIGURES, Figure};
 use gate::{Gate, Verdict};
-use sides::Side;
+use sides::{Side, SideError};
 
 /// `cicada compare`'s settings (the binary reads them from its flags).
 #[derive(Debug, Clone)]
@@ -217,7 +217,7 @@ fn warnings(a: &Side, b: &Side) -> Vec<String> {
 }
 
 /// Read both sides and compare every figure.
-pub fn compare(args: &CompareArgs, gates: &[Gate]) -> anyhow::Result<Comparison> {
+pub fn compare(args: &CompareArgs, gates: &[Gate]) -> Result<Comparison, CompareError> {
     let a = Side::read(&args.a)?;
     let b = Side::read(&args.b)?;
     let all: Vec<crate::read::ResultFile> = a
@@ -227,7 +227,7 @@ pub fn compare(args: &CompareArgs, gates: &[Gate]) -> anyhow::Result<Comparison>
         .map(|r| r.file.clone())
         .collect();
     let itl = ItlDefinition::for_files(&all);
-    let rows = |s: &Side| -> Result<Vec<Row>, crate::read::ReportError> {
+    let rows = |s: &Side| -> Result<Vec<Row>, crate::read::FileError> {
         s.runs.iter().map(|r| r.file.row(itl)).collect()
     };
     let (ra, rb) = (rows(&a)?, rows(&b)?);
@@ -254,10 +254,22 @@ pub fn compare(args: &CompareArgs, gates: &[Gate]) -> anyhow::Result<Comparison>
 }
 
 /// Why `cicada compare` could not compare: unusable files, a malformed
-/// threshold or a confidence level outside (0, 1).
+/// threshold or a confidence level outside (0, 1) (the binary exits with 2).
 #[derive(Debug, thiserror::Error)]
-#[error("{0:#}")]
-pub struct CompareError(anyhow::Error);
+pub enum CompareError {
+    /// `--level` is not strictly between 0 and 1.
+    #[error("--level {0}: a confidence level lies strictly between 0 and 1 (e.g. 0.95)")]
+    Level(f64),
+    /// A `--fail-if` expression cannot be read.
+    #[error(transparent)]
+    Gate(#[from] gate::GateError),
+    /// A side names no usable files.
+    #[error(transparent)]
+    Side(#[from] SideError),
+    /// A result file cannot be used.
+    #[error(transparent)]
+    File(#[from] crate::read::FileError),
+}
 
 /// How a comparison ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,18 +284,14 @@ pub enum CompareEnd {
 /// `--fail-if` threshold was crossed.
 pub fn run(args: &CompareArgs) -> Result<CompareEnd, CompareError> {
     if !(args.level > 0.0 && args.level < 1.0) {
-        return Err(CompareError(anyhow::anyhow!(
-            "--level {}: a confidence level lies strictly between 0 and 1 (e.g. 0.95)",
-            args.level
-        )));
+        return Err(CompareError::Level(args.level));
     }
     let gates: Vec<Gate> = args
         .fail_if
         .iter()
         .map(|s| s.parse())
-        .collect::<Result<_, _>>()
-        .map_err(|e| CompareError(anyhow::Error::from(e)))?;
-    let c = compare(args, &gates).map_err(CompareError)?;
+        .collect::<Result<_, _>>()?;
+    let c = compare(args, &gates)?;
     for w in &c.warnings {
         eprintln!("warning: {w}");
     }

@@ -15,7 +15,7 @@ pub enum SideError {
     #[error(transparent)]
     Input(#[from] crate::curves::inputs::InputError),
     #[error(transparent)]
-    Read(#[from] crate::read::ReportError),
+    Read(#[from] crate::read::FileError),
     #[error(
         "{0}: holds a sweep's stages; compare one stage's files, e.g. '{0}/result-stage1.json' (or '{0}/run-*/result-stage1.json' for repeated runs)"
     )]

@@ -10,11 +10,27 @@ pub mod points;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
-
-use crate::read::ResultFile;
-use inputs::LabelRule;
+use crate::read::{FileError, ResultFile};
+use inputs::{InputError, LabelRule};
 use points::{Axis, Point};
+
+/// Why the comparison page could not be made: an argument names no result
+/// file, a file cannot be used, or the page cannot be written.
+#[derive(Debug, thiserror::Error)]
+pub enum CurvesError {
+    /// An argument names no result file, or a `--label` is malformed.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// A result file cannot be used.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The page could not be written.
+    #[error("writing {}: {error}", path.display())]
+    Write {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+}
 
 /// What a comparison page was made of.
 #[derive(Debug, Clone)]
@@ -29,7 +45,7 @@ pub struct Comparison {
 
 /// Read `args` (files, directories, globs), expanding a `[[stages]]` run's
 /// `result.json` to its windows' files.
-fn read_all(args: &[PathBuf]) -> anyhow::Result<Vec<ResultFile>> {
+fn read_all(args: &[PathBuf]) -> Result<Vec<ResultFile>, CurvesError> {
     let mut files: Vec<ResultFile> = Vec::new();
     let mut seen: Vec<PathBuf> = Vec::new();
     for path in inputs::expand(args)? {
@@ -60,7 +76,7 @@ pub fn build(
     args: &[PathBuf],
     labels: &[String],
     axis: Option<Axis>,
-) -> anyhow::Result<Comparison> {
+) -> Result<Comparison, CurvesError> {
     let rules = labels
         .iter()
         .map(|l| l.parse::<LabelRule>())
@@ -91,8 +107,11 @@ pub fn write(
     args: &[PathBuf],
     labels: &[String],
     axis: Option<Axis>,
-) -> anyhow::Result<Comparison> {
+) -> Result<Comparison, CurvesError> {
     let c = build(args, labels, axis)?;
-    std::fs::write(out, &c.html).with_context(|| format!("writing {}", out.display()))?;
+    std::fs::write(out, &c.html).map_err(|error| CurvesError::Write {
+        path: out.to_path_buf(),
+        error,
+    })?;
     Ok(c)
 }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::compare::figures::{FIGURES, Figure};
-use crate::read::{ItlDefinition, ReportError, ResultFile};
+use crate::read::{FileError, ItlDefinition, ResultFile};
 use crate::stats::{mean_half_width, mean_sd};
 
 /// Why the runs could not be summarised.
@@ -22,7 +22,7 @@ pub enum RepeatsError {
     #[error(transparent)]
     Input(#[from] crate::curves::inputs::InputError),
     #[error(transparent)]
-    Read(#[from] ReportError),
+    Read(#[from] FileError),
     #[error("no complete run to summarise")]
     NoRuns,
     #[error("writing {path}: {source}")]

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use crate::error::WriteError;
 use crate::sink::{RunFinished, Sink, StepBegan, StepFinished};
 use crate::{gates, stages, verdict};
 
@@ -25,7 +26,7 @@ impl Sink for Console {
         &mut self,
         done: &StepFinished<'_>,
         written: &mut Vec<PathBuf>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), WriteError> {
         let Some(whole) = done.results.first() else {
             return Ok(());
         };
