@@ -35,20 +35,30 @@ pub fn check(data: &[u8]) {
     let d = &scenario.dataset;
     let n = pool_len(&scenario);
     let len = |v: Option<u32>| f64::from(v.unwrap_or(0));
-    // (shared prefix, longest prompt or answer, range ratio)
-    let (prefix, longest, ratio) = match d {
-        Dataset::Random(r) => (r.prefix_len, r.input_len.max(r.output_len), r.range_ratio),
-        Dataset::Sonnet(s) => (s.prefix_len, s.input_len.max(s.output_len), 0.0),
-        Dataset::Prefix(p) => (p.prefix_len, p.output_len, 0.0),
-        Dataset::Sharegpt(s) => (0, s.output_len.unwrap_or(0), 0.0),
-        Dataset::Jsonl(j) => (0, j.output_len.unwrap_or(0), 0.0),
-        Dataset::Conversations(c) => (0, c.output_len.unwrap_or(0), 0.0),
-        Dataset::Trace(_) => (0, 0, 0.0),
-        Dataset::RandomMm(r) => (r.prefix_len, r.input_len.max(r.output_len), r.range_ratio),
+    // (shared prefix, longest prompt or answer, range ratio included)
+    let (prefix, longest) = match d {
+        Dataset::Random(r) => (
+            r.prefix_len,
+            r.input_len
+                .longest(r.range_ratio)
+                .max(r.output_len.longest(r.range_ratio)),
+        ),
+        Dataset::Sonnet(s) => (s.prefix_len, len(Some(s.input_len.max(s.output_len)))),
+        Dataset::Prefix(p) => (p.prefix_len, p.output_len.longest(0.0)),
+        Dataset::Sharegpt(s) => (0, len(s.output_len)),
+        Dataset::Jsonl(j) => (0, len(j.output_len)),
+        Dataset::Conversations(c) => (0, len(c.output_len)),
+        Dataset::Trace(_) => (0, 0.0),
+        Dataset::RandomMm(r) => (
+            r.prefix_len,
+            r.input_len
+                .longest(r.range_ratio)
+                .max(r.output_len.longest(r.range_ratio)),
+        ),
         // clips carry no text to count
         Dataset::Audio(_) => return,
     };
-    let words = (len(Some(prefix)) + len(Some(longest)) * (1.0 + ratio)) * n as f64;
+    let words = (len(Some(prefix)) + longest) * n as f64;
     if words > MAX_WORDS {
         return;
     }

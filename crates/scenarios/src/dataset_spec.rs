@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use cicada_plan::units::Span;
 
+pub use crate::length_spec::{Length, LengthDist, Shape as LengthShape, Weighted};
 pub use crate::media_spec::{AudioSpec, ImageBucket, MmLimits, RandomMmSpec};
 
 /// Kinds of workload: the values of `dataset.kind`.
@@ -114,9 +115,6 @@ fn yes() -> bool {
 fn n10() -> u32 {
     10
 }
-fn n128() -> u32 {
-    128
-}
 fn n150() -> u32 {
     150
 }
@@ -132,11 +130,14 @@ fn n512() -> u32 {
 fn n550() -> u32 {
     550
 }
-fn n1024() -> u32 {
-    1024
-}
 fn one() -> f64 {
     1.0
+}
+pub(crate) fn len128() -> Length {
+    Length::Fixed(128)
+}
+pub(crate) fn len1024() -> Length {
+    Length::Fixed(1024)
 }
 
 /// Whose draws pick a `random` or `sharegpt` sample for a seed (`dataset.sampler`).
@@ -169,13 +170,13 @@ impl Sampler {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RandomSpec {
-    /// Prompt length in tokens.
-    #[serde(default = "n1024")]
-    pub input_len: u32,
-    /// Output tokens asked of the server.
-    #[serde(default = "n128")]
-    pub output_len: u32,
-    /// Lengths are drawn uniformly within ±ratio of the asked length.
+    /// Prompt length in tokens, or its distribution.
+    #[serde(default = "len1024")]
+    pub input_len: Length,
+    /// Output tokens asked of the server, or their distribution.
+    #[serde(default = "len128")]
+    pub output_len: Length,
+    /// Plain lengths are drawn uniformly within ±ratio of the asked length.
     #[serde(default)]
     pub range_ratio: f64,
     /// Tokens of a random prefix shared by every prompt.
@@ -189,8 +190,8 @@ pub struct RandomSpec {
 impl Default for RandomSpec {
     fn default() -> Self {
         Self {
-            input_len: n1024(),
-            output_len: n128(),
+            input_len: len1024(),
+            output_len: len128(),
             range_ratio: 0.0,
             prefix_len: 0,
             sampler: Sampler::Cicada,
@@ -237,9 +238,9 @@ pub struct SonnetSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrefixSpec {
-    /// Output tokens asked of the server.
-    #[serde(default = "n128")]
-    pub output_len: u32,
+    /// Output tokens asked of the server, or their distribution.
+    #[serde(default = "len128")]
+    pub output_len: Length,
     /// Tokens of each shared prefix.
     #[serde(default = "n256")]
     pub prefix_len: u32,
@@ -257,7 +258,7 @@ pub struct PrefixSpec {
 impl Default for PrefixSpec {
     fn default() -> Self {
         Self {
-            output_len: n128(),
+            output_len: len128(),
             prefix_len: n256(),
             suffix_len: n256(),
             num_prefixes: n10(),
@@ -397,14 +398,8 @@ impl Dataset {
     /// Token counts that must be at least 1, by key, in the order messages list them.
     pub(crate) fn counts(&self) -> Vec<(&'static str, Option<u32>)> {
         match self {
-            Dataset::Random(d) => vec![
-                ("input_len", Some(d.input_len)),
-                ("output_len", Some(d.output_len)),
-            ],
-            Dataset::RandomMm(d) => vec![
-                ("input_len", Some(d.input_len)),
-                ("output_len", Some(d.output_len)),
-            ],
+            // their lengths are checked as lengths (`Dataset::lengths`)
+            Dataset::Random(_) | Dataset::RandomMm(_) => Vec::new(),
             Dataset::Audio(d) => vec![
                 ("output_len", d.output_len),
                 ("sample_rate", Some(d.sample_rate)),
@@ -413,16 +408,26 @@ impl Dataset {
                 ("input_len", Some(d.input_len)),
                 ("output_len", Some(d.output_len)),
             ],
-            Dataset::Prefix(d) => vec![
-                ("output_len", Some(d.output_len)),
-                ("num_prefixes", Some(d.num_prefixes)),
-            ],
+            Dataset::Prefix(d) => vec![("num_prefixes", Some(d.num_prefixes))],
             Dataset::Sharegpt(SharegptSpec { output_len, .. })
             | Dataset::Jsonl(JsonlSpec { output_len, .. }) => vec![("output_len", *output_len)],
             Dataset::Conversations(d) => {
                 vec![("output_len", d.output_len), ("max_turns", d.max_turns)]
             }
             Dataset::Trace(d) => vec![("block_size", Some(d.block_size))],
+        }
+    }
+
+    /// The lengths a synthetic kind draws, by key: `input_len` and
+    /// `output_len` (plain numbers or distributions).
+    pub fn lengths(&self) -> Vec<(&'static str, &Length)> {
+        match self {
+            Dataset::Random(d) => vec![("input_len", &d.input_len), ("output_len", &d.output_len)],
+            Dataset::RandomMm(d) => {
+                vec![("input_len", &d.input_len), ("output_len", &d.output_len)]
+            }
+            Dataset::Prefix(d) => vec![("output_len", &d.output_len)],
+            _ => Vec::new(),
         }
     }
 }

@@ -130,7 +130,15 @@ pub fn parse_with(
     }
     // keys and values may come from the command line and hold anything: print them on one line
     let locate = |(key, message): (String, String)| -> Problem {
-        let set_by = settings.iter().rev().find(|s| covers(&s.key, &key));
+        // a key missing from a table the command line made is the command line's
+        let made = key
+            .rsplit_once('.')
+            .map(|(parent, _)| parent)
+            .filter(|parent| !map.contains(parent));
+        let set_by = settings
+            .iter()
+            .rev()
+            .find(|s| covers(&s.key, &key) || made.is_some_and(|p| covers(p, &s.key)));
         Problem {
             origin: set_by.map_or_else(|| origin.to_string(), |s| s.origin.clone()),
             line: if set_by.is_some() {
@@ -176,6 +184,7 @@ fn apply_setting(table: &mut toml::Table, s: &Setting) -> Result<(), ScenarioErr
         let entry = cur
             .entry((*p).to_string())
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        widen_length(&parts[..=depth], entry);
         cur = match entry {
             toml::Value::Table(t) => t,
             _ => {
@@ -192,6 +201,17 @@ fn apply_setting(table: &mut toml::Table, s: &Setting) -> Result<(), ScenarioErr
     }
     cur.insert((*last).to_string(), s.value.clone());
     Ok(())
+}
+
+/// `input_len = 1000` set inside (`--set dataset.input_len.dist=normal`)
+/// becomes the table `{ mean = 1000 }`, so a plain length turns into a
+/// distribution around it, key by key.
+fn widen_length(path: &[&str], entry: &mut toml::Value) {
+    if let (["dataset", "input_len" | "output_len"], toml::Value::Integer(n)) = (path, &*entry) {
+        let mut t = toml::Table::new();
+        t.insert("mean".into(), toml::Value::Integer(*n));
+        *entry = toml::Value::Table(t);
+    }
 }
 
 /// A TOML value if `raw` is one (`5`, `"x"`, `[1, 2]`, `true`), else the raw text as a string.
@@ -241,8 +261,8 @@ mod tests {
         assert_eq!(
             s.dataset,
             crate::scenario::Dataset::Random(crate::scenario::RandomSpec {
-                input_len: 1024,
-                output_len: 128,
+                input_len: 1024.into(),
+                output_len: 128.into(),
                 range_ratio: 0.0,
                 prefix_len: 0,
                 sampler: crate::scenario::Sampler::Cicada,

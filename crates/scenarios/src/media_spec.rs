@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::length_spec::Length;
+
 /// One image size of `random-mm` and how often it is drawn (vLLM's
 /// `--random-mm-bucket-config` entry `(height, width, 1): probability`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,13 +69,13 @@ impl Default for MmLimits {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RandomMmSpec {
-    /// Prompt length in tokens (of the text).
-    #[serde(default = "n1024")]
-    pub input_len: u32,
-    /// Output tokens asked of the server.
-    #[serde(default = "n128")]
-    pub output_len: u32,
-    /// Lengths are drawn uniformly within ±ratio of the asked length.
+    /// Prompt length in tokens (of the text), or its distribution.
+    #[serde(default = "crate::dataset_spec::len1024")]
+    pub input_len: Length,
+    /// Output tokens asked of the server, or their distribution.
+    #[serde(default = "crate::dataset_spec::len128")]
+    pub output_len: Length,
+    /// Plain lengths are drawn uniformly within ±ratio of the asked length.
     #[serde(default)]
     pub range_ratio: f64,
     /// Tokens of a random prefix shared by every prompt.
@@ -130,12 +132,6 @@ fn n16000() -> u32 {
 // defaults, named for serde (the same as `dataset_spec`'s)
 fn yes() -> bool {
     true
-}
-fn n128() -> u32 {
-    128
-}
-fn n1024() -> u32 {
-    1024
 }
 fn one() -> f64 {
     1.0

@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::backend::Backend;
 pub use crate::dataset_spec::{
-    AudioSpec, ConversationsSpec, Dataset, DatasetKind, ImageBucket, JsonlSpec, MmLimits,
-    PrefixSpec, RandomMmSpec, RandomSpec, Sampler, SharegptSpec, SonnetSpec, TraceSpec,
+    AudioSpec, ConversationsSpec, Dataset, DatasetKind, ImageBucket, JsonlSpec, Length, LengthDist,
+    LengthShape, MmLimits, PrefixSpec, RandomMmSpec, RandomSpec, Sampler, SharegptSpec, SonnetSpec,
+    TraceSpec, Weighted,
 };
 pub use crate::repeats::RunSpec;
 use crate::shape::{StageSpec, Sweep};

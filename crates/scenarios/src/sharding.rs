@@ -384,7 +384,7 @@ mod tests {
         s.load.num_prompts = Some(10_000);
         s.load.pool_size = Some(25);
         s.dataset = Dataset::Random(crate::scenario::RandomSpec {
-            input_len: 4,
+            input_len: 4.into(),
             ..Default::default()
         });
         let pool = build_pool(&s, None).unwrap();
@@ -404,7 +404,7 @@ mod tests {
         s.load.num_prompts = Some(50);
         s.load.max_concurrency = Some(6);
         s.dataset = Dataset::Random(crate::scenario::RandomSpec {
-            input_len: 8,
+            input_len: 8.into(),
             ..Default::default()
         });
         let pool = build_pool(&s, None).unwrap();
@@ -451,7 +451,7 @@ mod tests {
             cicada_plan::shape::ThinkTime::Uniform(Span::millis(5), Span::millis(9));
         s.load.warmup = Some(cicada_plan::shape::Warmup::Duration(Span::secs(1)));
         s.dataset = Dataset::Random(crate::scenario::RandomSpec {
-            input_len: 4,
+            input_len: 4.into(),
             ..Default::default()
         });
         let pool = build_pool(&s, None).unwrap();
@@ -543,7 +543,7 @@ mod tests {
         s.load.duration = Some(Span::secs(30));
         s.load.pool_size = Some(40);
         s.dataset = Dataset::Random(crate::scenario::RandomSpec {
-            input_len: 4,
+            input_len: 4.into(),
             ..Default::default()
         });
         let pool = build_pool(&s, None).unwrap();

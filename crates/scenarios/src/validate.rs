@@ -353,6 +353,8 @@ fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
             bad(key, "must be at least 1".into());
         }
     }
+    out.extend(crate::validate_lengths::length_problems(d));
+    let mut bad = |key: &str, msg: String| out.push((format!("dataset.{key}"), msg));
     match d {
         Dataset::Random(r) if !(0.0..1.0).contains(&r.range_ratio) => bad(
             "range_ratio",

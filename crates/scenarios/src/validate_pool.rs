@@ -16,16 +16,15 @@ const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 /// The synthetic pool's estimated size against [`POOL_TEXT_LIMIT_BYTES`], as (key, message).
 pub(crate) fn pool_problems(s: &Scenario) -> Vec<(String, String)> {
     let entries = pool_len(s) as f64;
-    let longest = |input_len: u32, range_ratio: f64| f64::from(input_len) * (1.0 + range_ratio);
     // tokens of text generated for the whole pool (shared prefixes counted
     // once), and the longest prompt
     let (tokens, longest) = match &s.dataset {
         Dataset::Random(d) => {
-            let (prefix, input) = (f64::from(d.prefix_len), longest(d.input_len, d.range_ratio));
+            let (prefix, input) = (f64::from(d.prefix_len), d.input_len.longest(d.range_ratio));
             (prefix + entries * input, prefix + input)
         }
         Dataset::Sonnet(d) => {
-            let input = longest(d.input_len, 0.0);
+            let input = f64::from(d.input_len);
             (entries * input, input)
         }
         Dataset::Prefix(d) => {
@@ -66,7 +65,7 @@ mod tests {
     fn random(input_len: u32, num_prompts: u64) -> Scenario {
         let mut s = Scenario {
             dataset: Dataset::Random(crate::scenario::RandomSpec {
-                input_len,
+                input_len: input_len.into(),
                 ..Default::default()
             }),
             ..Scenario::default()

@@ -250,7 +250,10 @@ mod tests {
         let crate::scenario::Dataset::RandomMm(d) = &s.dataset else {
             panic!("a random-mm dataset: {:?}", s.dataset)
         };
-        assert_eq!((d.input_len, d.base_items_per_request), (16, 2));
+        assert_eq!(
+            (d.input_len.fixed(), d.base_items_per_request),
+            (Some(16), 2)
+        );
         assert_eq!(d.num_mm_items_range_ratio, 0.5);
         assert_eq!(
             (d.limit_mm_per_prompt.image, d.limit_mm_per_prompt.video),
@@ -319,7 +322,10 @@ mod tests {
         let crate::scenario::Dataset::Random(d) = &s.dataset else {
             panic!("a random dataset: {:?}", s.dataset)
         };
-        assert_eq!((d.input_len, d.output_len), (16, 4));
+        assert_eq!(
+            (d.input_len.fixed(), d.output_len.fixed()),
+            (Some(16), Some(4))
+        );
         assert_eq!(s.target.headers["X-Team"], "perf");
         assert!(s.target.ready_timeout.get().is_zero());
     }

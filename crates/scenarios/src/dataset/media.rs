@@ -99,8 +99,8 @@ pub(crate) fn image_buckets(d: &RandomMmSpec) -> Result<Vec<(&ImageBucket, f64)>
 /// The text part's settings: `random`'s four keys.
 fn text_spec(d: &RandomMmSpec) -> RandomSpec {
     RandomSpec {
-        input_len: d.input_len,
-        output_len: d.output_len,
+        input_len: d.input_len.clone(),
+        output_len: d.output_len.clone(),
         range_ratio: d.range_ratio,
         prefix_len: d.prefix_len,
         ..RandomSpec::default()

@@ -9,6 +9,7 @@ mod conversations;
 mod exact;
 mod json_array;
 mod jsonl;
+mod lengths;
 mod media;
 /// The media workloads' own checks, for validation to name their keys.
 pub(crate) mod media_checks {
@@ -92,7 +93,7 @@ pub enum DatasetError {
 }
 
 /// Counts describing how the pool was built.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DatasetReport {
     /// Workload kind.
     #[serde(default)]
@@ -114,6 +115,39 @@ pub struct DatasetReport {
     pub inexact: u64,
     /// How lengths were counted (the tokenizer's source, or "words" without one).
     pub counted_with: String,
+    /// The lengths drawn from a distribution: what was asked, what the pool holds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lengths: Vec<LengthReport>,
+}
+
+/// A length drawn from a distribution (`[dataset.input_len]`), as asked and
+/// as the pool holds it, so a run says what it sent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LengthReport {
+    /// `input_len` or `output_len`.
+    pub key: String,
+    /// The distribution as asked (`lognormal(mean 1000, sigma 0.5) in [16, 8192]`).
+    pub asked: String,
+    /// The pool's shortest, in tokens (an input's as recorded: its shared prefix included).
+    pub min: u32,
+    /// The pool's median (nearest rank).
+    pub p50: u32,
+    /// The pool's mean.
+    pub mean: f64,
+    /// The pool's 99th percentile (nearest rank).
+    pub p99: u32,
+    /// The pool's longest.
+    pub max: u32,
+}
+
+impl fmt::Display for LengthReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {}: pool min {}, p50 {}, mean {:.1}, p99 {}, max {}",
+            self.key, self.asked, self.min, self.p50, self.mean, self.p99, self.max
+        )
+    }
 }
 
 impl DatasetReport {
@@ -150,7 +184,11 @@ impl fmt::Display for DatasetReport {
         if self.inexact > 0 {
             write!(f, ", {} prompts off their asked length", self.inexact)?;
         }
-        write!(f, " ({}, counted with {})", self.kind, self.counted_with)
+        write!(f, " ({}, counted with {})", self.kind, self.counted_with)?;
+        for l in &self.lengths {
+            write!(f, "\n  {l}")?;
+        }
+        Ok(())
     }
 }
 
@@ -296,7 +334,7 @@ pub fn build_pool_with(
     }
     let mut arrivals_us = None;
     let mut shapes = Vec::new();
-    let (mut entries, report) = match &s.dataset {
+    let (mut entries, mut report) = match &s.dataset {
         Dataset::Random(d) => with!(d, random::build),
         Dataset::Sharegpt(d) => with!(d, sharegpt::build),
         Dataset::Sonnet(d) => with!(d, sonnet::build),
@@ -345,6 +383,7 @@ pub fn build_pool_with(
             },
         });
     }
+    report.lengths = lengths::report(&s.dataset, &entries);
     entries = pooled(s, entries)?;
     let shapes = shapes::settle(s, &mut entries, shapes);
     if !shapes.is_empty()

@@ -13,10 +13,11 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::exact::Vocab;
+use super::lengths::Lengths;
 use super::random::entry_rng;
 use super::select::order_key;
 use super::{Build, DatasetError, DatasetReport, PoolEntry, Prompt, parallel};
-use crate::scenario::PrefixSpec;
+use crate::scenario::{Length, PrefixSpec};
 
 /// RNG stream reserved for the prefix dataset.
 const STREAM: u64 = 5;
@@ -84,7 +85,7 @@ pub(crate) fn build(
     if d.shuffle {
         order.sort_by_key(|k| order_key(true, b.seed, *k as u64));
     }
-    let output = d.output_len;
+    let lengths = Lengths::new(&Length::Fixed(1), &d.output_len, 0.0, 1, b.seed)?;
     let mut report = b.report();
     report.read = b.n;
     report.kept = b.n;
@@ -95,6 +96,8 @@ pub(crate) fn build(
         .enumerate()
         .filter_map(|(id, k)| {
             let (text, tokens, _) = built[k].take()?;
+            // a plain length here has one value (no range_ratio), whatever the stream's state
+            let (_, output) = lengths.draw(&mut rng, id as u64);
             Some(PoolEntry {
                 id: id as u64,
                 prompt: Prompt::Text(text),
@@ -125,7 +128,7 @@ mod tests {
             prefix_len: 96,
             suffix_len: 40,
             num_prefixes: 3,
-            output_len: 16,
+            output_len: 16.into(),
             ..PrefixSpec::default()
         };
         let b = Build {

@@ -15,23 +15,17 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::exact::{Fitted, Vocab};
+use super::lengths::Lengths;
 use super::select::mix;
 use super::words::WORDS;
 use super::{Build, DatasetError, DatasetReport, PoolEntry, Prompt, parallel};
-use crate::scenario::{RandomSpec, Sampler};
+use crate::scenario::{Length, RandomSpec, Sampler};
 use crate::tokenizer::Tokenizer;
 
 /// RNG stream reserved for the random dataset.
 const STREAM: u64 = 1;
 /// RNG stream for per-prompt corrections.
 const FIX_STREAM: u64 = 3;
-
-/// Inclusive length bounds for a length `len` with range ratio `r` (vLLM's rule).
-pub(crate) fn length_bounds(len: u32, r: f64, min: u32) -> (u32, u32) {
-    let low = ((f64::from(len) * (1.0 - r)).floor() as u32).max(min);
-    let high = ((f64::from(len) * (1.0 + r)).ceil() as u32).max(low);
-    (low, high)
-}
 
 fn words(rng: &mut ChaCha8Rng, n: u32, out: &mut String) {
     for _ in 0..n {
@@ -66,25 +60,22 @@ pub(crate) fn build(
             kind: "random (sampler = \"vllm\")",
         }),
         (Sampler::Cicada, Some(t)) => with_tokens(b, t),
-        (Sampler::Cicada, None) => Ok(with_words(b)),
+        (Sampler::Cicada, None) => with_words(b),
     }
 }
 
-/// `n` prompts of word tokens: input and output lengths uniform within the range ratio,
-/// after an optional shared prefix.
-fn with_words(b: &Build<'_, RandomSpec>) -> (Vec<PoolEntry>, DatasetReport) {
+/// `n` prompts of word tokens: input and output lengths as asked (plain
+/// ones uniform within the range ratio), after an optional shared prefix.
+fn with_words(b: &Build<'_, RandomSpec>) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
     let d = b.d;
     let mut rng = rng(b.seed);
-    let r = d.range_ratio;
-    let (in_lo, in_hi) = length_bounds(d.input_len, r, 1);
-    let (out_lo, out_hi) = length_bounds(d.output_len, r, 1);
+    let lengths = Lengths::new(&d.input_len, &d.output_len, d.range_ratio, 1, b.seed)?;
     let prefix_len = d.prefix_len;
     let mut prefix = String::new();
     words(&mut rng, prefix_len, &mut prefix);
     let entries: Vec<PoolEntry> = (0..b.n)
         .map(|id| {
-            let input = rng.random_range(in_lo..=in_hi);
-            let output = rng.random_range(out_lo..=out_hi);
+            let (input, output) = lengths.draw(&mut rng, id);
             let mut text = prefix.clone();
             words(&mut rng, input, &mut text);
             PoolEntry {
@@ -101,7 +92,7 @@ fn with_words(b: &Build<'_, RandomSpec>) -> (Vec<PoolEntry>, DatasetReport) {
     let mut report = b.report();
     report.read = b.n;
     report.kept = b.n;
-    (entries, report)
+    Ok((entries, report))
 }
 
 struct Planned {
@@ -123,12 +114,21 @@ fn with_tokens(
     let vocab = Vocab::new(tok).map_err(tok_err)?;
     let special = u32::try_from(tok.num_special_tokens()).unwrap_or(0);
     let mut rng = rng(b.seed);
-    let r = d.range_ratio;
     let prefix_len = d.prefix_len;
     // the server adds the special tokens (BOS), so the body is that much shorter
-    let body = d.input_len.saturating_sub(special);
-    let (in_lo, in_hi) = length_bounds(body, r, u32::from(prefix_len == 0));
-    let (out_lo, out_hi) = length_bounds(d.output_len, r, 1);
+    let min_body = u32::from(prefix_len == 0);
+    let input_len = match &d.input_len {
+        Length::Fixed(n) => Length::Fixed(n.saturating_sub(special)),
+        drawn => drawn.clone(),
+    };
+    let lengths = Lengths::new(&input_len, &d.output_len, d.range_ratio, min_body, b.seed)?;
+    let body = |drawn: u32| {
+        if lengths.input_drawn() {
+            drawn.saturating_sub(special).max(min_body)
+        } else {
+            drawn
+        }
+    };
     let prefix = if prefix_len == 0 {
         Fitted {
             text: String::new(),
@@ -142,11 +142,14 @@ fn with_tokens(
             .map_err(tok_err)?
     };
     let planned: Vec<Planned> = (0..b.n)
-        .map(|id| Planned {
-            id,
-            input: rng.random_range(in_lo..=in_hi),
-            output: rng.random_range(out_lo..=out_hi),
-            offset: rng.random_range(0..vocab.len()),
+        .map(|id| {
+            let (input, output) = lengths.draw(&mut rng, id);
+            Planned {
+                id,
+                input: body(input),
+                output,
+                offset: rng.random_range(0..vocab.len()),
+            }
         })
         .collect();
     b.progress.start("building random prompts", b.n, "prompts");
@@ -211,18 +214,10 @@ mod tests {
     }
 
     #[test]
-    fn bounds_follow_vllm() {
-        assert_eq!(length_bounds(100, 0.0, 1), (100, 100));
-        assert_eq!(length_bounds(100, 0.25, 1), (75, 125));
-        assert_eq!(length_bounds(3, 0.9, 1), (1, 6));
-        assert_eq!(length_bounds(0, 0.0, 0), (0, 0));
-    }
-
-    #[test]
     fn word_lengths_are_exact_word_counts_and_deterministic() {
         let d = RandomSpec {
-            input_len: 50,
-            output_len: 20,
+            input_len: 50.into(),
+            output_len: 20.into(),
             range_ratio: 0.5,
             prefix_len: 7,
             ..RandomSpec::default()
@@ -251,8 +246,8 @@ mod tests {
         lengths.extend([4095, 4096]);
         for len in lengths {
             let d = RandomSpec {
-                input_len: len,
-                output_len: 8,
+                input_len: len.into(),
+                output_len: 8.into(),
                 ..RandomSpec::default()
             };
             for e in build_with(&d, u64::from(len), 2, Some(&tok)) {
@@ -267,7 +262,7 @@ mod tests {
         let tok = crate::dataset::testutil::tokenizer_with_bos();
         for len in [1u32, 2, 100, 777] {
             let d = RandomSpec {
-                input_len: len,
+                input_len: len.into(),
                 prefix_len: if len > 50 { 20 } else { 0 },
                 ..RandomSpec::default()
             };
@@ -290,8 +285,8 @@ mod tests {
     fn token_prompts_share_their_prefix_text_and_are_deterministic() {
         let tok = tokenizer();
         let d = RandomSpec {
-            input_len: 300,
-            output_len: 30,
+            input_len: 300.into(),
+            output_len: 30.into(),
             range_ratio: 0.3,
             prefix_len: 64,
             ..RandomSpec::default()

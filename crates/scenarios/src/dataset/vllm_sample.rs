@@ -200,7 +200,7 @@ struct Draws {
     offset: Vec<i64>,
 }
 
-fn draws(d: &RandomSpec, tok: &Tokenizer, hf: &HfView<'_>, n: usize, g: &mut Numpy) -> Draws {
+fn draws(d: &Plain, tok: &Tokenizer, hf: &HfView<'_>, n: usize, g: &mut Numpy) -> Draws {
     let special = i64::try_from(tok.num_special_tokens()).unwrap_or(0);
     let real = (i64::from(d.input_len) - special).max(0);
     let (in_lo, in_hi) = bounds(real, d.range_ratio, i64::MIN);
@@ -217,13 +217,32 @@ fn draws(d: &RandomSpec, tok: &Tokenizer, hf: &HfView<'_>, n: usize, g: &mut Num
     }
 }
 
+/// The lengths vLLM's sample takes: plain numbers (vLLM draws them
+/// uniformly within `range_ratio`; it has no other distribution).
+struct Plain {
+    input_len: u32,
+    output_len: u32,
+    range_ratio: f64,
+}
+
 /// `RandomDataset(random_seed=seed).sample(tokenizer, n, prefix_len,
 /// range_ratio, input_len, output_len)`.
 pub(crate) fn random(
     b: &Build<'_, RandomSpec>,
     tok: &Tokenizer,
 ) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
-    let d = b.d;
+    let (Some(input_len), Some(output_len)) = (b.d.input_len.fixed(), b.d.output_len.fixed())
+    else {
+        return Err(DatasetError::Invalid(
+            "sampler = \"vllm\" draws vLLM's uniform lengths: give input_len and output_len as whole numbers (with range_ratio)".into(),
+        ));
+    };
+    let d = &Plain {
+        input_len,
+        output_len,
+        range_ratio: b.d.range_ratio,
+    };
+    let prefix_len = b.d.prefix_len as usize;
     let tok_err = |e| DatasetError::Tokenizer {
         what: "random prompts (vLLM's sample)".to_string(),
         source: e,
@@ -231,7 +250,7 @@ pub(crate) fn random(
     let hf = HfView::new(tok);
     let special = i64::try_from(tok.num_special_tokens()).unwrap_or(0);
     let real = (i64::from(d.input_len) - special).max(0);
-    if i64::from(d.prefix_len) + bounds(real, d.range_ratio, i64::MIN).0 < 1 {
+    if prefix_len as i64 + bounds(real, d.range_ratio, i64::MIN).0 < 1 {
         return Err(DatasetError::Invalid(format!(
             "dataset.input_len {} is too small for vLLM's sample: with the tokenizer's {special} special tokens and range_ratio {}, \
              a prompt could have no token (prefix_len + floor((input_len - special tokens) * (1 - range_ratio)) must be at least 1)",
@@ -247,7 +266,6 @@ pub(crate) fn random(
     let n = usize::try_from(b.n).unwrap_or(usize::MAX);
     let mut g = Numpy::new(b.seed);
     let draws = draws(d, tok, &hf, n, &mut g);
-    let prefix_len = d.prefix_len as usize;
     let mut inexact = 0;
     let prefix = if prefix_len == 0 {
         Vec::new()
@@ -407,8 +425,8 @@ mod tests {
         for case in fixture("vllm_random.json")["cases"].as_array().unwrap() {
             let n = |k: &str| case[k].as_u64().unwrap();
             let d = RandomSpec {
-                input_len: n("input_len") as u32,
-                output_len: n("output_len") as u32,
+                input_len: (n("input_len") as u32).into(),
+                output_len: (n("output_len") as u32).into(),
                 range_ratio: case["range_ratio"].as_f64().unwrap(),
                 prefix_len: n("prefix_len") as u32,
                 sampler: Sampler::Vllm,
