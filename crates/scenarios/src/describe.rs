@@ -6,7 +6,7 @@ use crate::error::ScenarioError;
 use crate::source::{SourceMap, floor_boundary, key_near, line_col};
 
 /// Sections of a scenario that must be tables, with the keys inside them that must be too.
-const SECTIONS: [(&str, &[&str]); 8] = [
+const SECTIONS: [(&str, &[&str]); 9] = [
     ("target", &["headers"]),
     ("tokenizer", &[]),
     ("dataset", &[]),
@@ -15,6 +15,7 @@ const SECTIONS: [(&str, &[&str]); 8] = [
     ("slo", &[]),
     ("mock", &["faults"]),
     ("output", &[]),
+    ("hooks", &[]),
 ];
 
 /// Sections written as arrays of tables (`[[stages]]`).

@@ -8,6 +8,7 @@ pub mod dataset;
 mod dataset_spec;
 mod describe;
 mod error;
+mod hooks;
 mod length_spec;
 mod load;
 mod media_spec;

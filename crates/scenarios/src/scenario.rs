@@ -12,6 +12,10 @@ pub use crate::dataset_spec::{
     LengthShape, MmLimits, PrefixSpec, RandomMmSpec, RandomSpec, Sampler, SharegptSpec, SonnetSpec,
     TraceSpec, Weighted,
 };
+pub use crate::hooks::{
+    CacheReset, HooksSpec, NoEngine, SGLANG_FLUSH_ROUTE, START_PROFILE_ROUTE, STOP_PROFILE_ROUTE,
+    VLLM_RESET_ROUTE,
+};
 pub use crate::repeats::RunSpec;
 use crate::shape::{StageSpec, Sweep};
 pub use crate::structured::StructuredSpec;
@@ -75,6 +79,10 @@ pub struct Scenario {
     /// Repeat the whole scenario (`--num-runs`) and summarise the runs.
     #[serde(default, skip_serializing_if = "RunSpec::is_unset")]
     pub run: RunSpec,
+    /// Calls to the server(s) around each step: reset the prefix cache,
+    /// start and stop the profiler.
+    #[serde(default, skip_serializing_if = "HooksSpec::is_unset")]
+    pub hooks: HooksSpec,
 }
 
 fn slo_unset(slo: &Slo) -> bool {
@@ -103,6 +111,7 @@ impl Default for Scenario {
             stages: Vec::new(),
             sweep: None,
             run: RunSpec::default(),
+            hooks: HooksSpec::default(),
         }
     }
 }
