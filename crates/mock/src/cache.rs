@@ -47,6 +47,13 @@ impl PrefixCache {
         blocks.extend(hashes);
         (hits * BLOCK) as u32
     }
+
+    /// Forget every block, as a server's prefix-cache reset does.
+    pub fn clear(&self) {
+        if let Ok(mut blocks) = self.blocks.lock() {
+            blocks.clear();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -101,6 +101,15 @@ pub struct MockConfig {
     /// vLLM 0.32's newer `reasoning`, or both at once.
     #[serde(skip_serializing_if = "ReasoningField::is_default")]
     pub reasoning_field: ReasoningField,
+    /// Answer the server-hook routes (`/reset_prefix_cache`, `/flush_cache`,
+    /// `/start_profile`, `/stop_profile`) with this HTTP status instead of
+    /// success, to see a client's `[hooks]` fail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_status: Option<u16>,
+    /// Hook calls answered normally before `hook_status` applies (0: it
+    /// applies from the first), so a later step's hook fails.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hook_ok_calls: u32,
     /// Seed for jitter and fault selection.
     pub seed: u64,
     /// Fault injection rates.
@@ -338,6 +347,8 @@ impl Default for MockConfig {
             invalid_output: 0.0,
             reasoning_tokens: 0,
             reasoning_field: ReasoningField::default(),
+            hook_status: None,
+            hook_ok_calls: 0,
             seed: 0,
             faults: FaultRates::default(),
         }
@@ -372,6 +383,14 @@ impl MockConfig {
             if zero {
                 out.push((key.to_string(), "must be at least 1".to_string()));
             }
+        }
+        if let Some(s) = self.hook_status
+            && !(100..=599).contains(&s)
+        {
+            out.push((
+                "hook_status".to_string(),
+                format!("an HTTP status is 100 to 599, got {s}"),
+            ));
         }
         if !(0.0..=1.0).contains(&self.invalid_output) {
             out.push((

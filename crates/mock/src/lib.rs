@@ -20,6 +20,7 @@ mod config;
 mod connection;
 mod form;
 mod handler;
+mod hooks;
 mod pooling;
 mod prom;
 mod reply;
@@ -36,6 +37,6 @@ pub use config::{Fault, FaultRates, MockApi, MockConfig, ReasoningField, Truth};
 pub use handler::PROBE_HEADER;
 pub use request::fingerprint;
 pub use server::{MockError, MockServer, TlsFiles};
-pub use stats::{LatenessStats, LoggedMessage, LoggedRequest, MockStats};
+pub use stats::{LatenessStats, LoggedHook, LoggedMessage, LoggedRequest, MockStats};
 /// The words the mock generates, one token each (with their leading space).
 pub use wire::WORDS as VOCABULARY;

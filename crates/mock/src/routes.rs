@@ -51,6 +51,9 @@ fn authorized(config: &MockConfig, req: &Request<Incoming>) -> bool {
 pub(crate) async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ResponseBody> {
     let path = req.uri().path().to_string();
     let config = &shared.config;
+    if req.method() == Method::POST && crate::hooks::is_hook(&path) {
+        return crate::hooks::serve(&shared, &path, authorized(config, &req));
+    }
     if !open_route(&path) && !authorized(config, &req) {
         return json(StatusCode::UNAUTHORIZED, r#"{"error":"Unauthorized"}"#);
     }
@@ -108,6 +111,7 @@ pub(crate) async fn route(shared: Arc<Shared>, req: Request<Incoming>) -> Respon
             Ok(s) => json(StatusCode::OK, s),
             Err(e) => error_json(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
         },
+        (&Method::GET, "/mock/hooks") => crate::hooks::listing(&shared),
         (&Method::GET, "/mock/requests") => match serde_json::to_string(&shared.state.log()) {
             Ok(s) => json(StatusCode::OK, s),
             Err(e) => error_json(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),

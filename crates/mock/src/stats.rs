@@ -12,6 +12,25 @@ use crate::Fault;
 /// Most requests the log keeps; later ones are counted but not logged.
 const LOG_CAPACITY: usize = 2_000_000;
 
+/// One hook call as the mock saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoggedHook {
+    /// The route called (`/reset_prefix_cache`, ...).
+    pub route: String,
+    /// The status it answered.
+    pub status: u16,
+    /// Completion requests received before it (probes excluded).
+    pub requests: u64,
+    /// Responses fully sent before it.
+    pub completed: u64,
+    /// Streams open when it came.
+    pub in_flight: u64,
+    /// When it came, µs since the Unix epoch.
+    pub unix_us: u64,
+    /// Whether it carried the mock's API key (always true without one).
+    pub authorized: bool,
+}
+
 /// One request as the mock saw it arrive.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoggedRequest {
@@ -249,6 +268,8 @@ pub(crate) struct State {
     faults: Mutex<BTreeMap<Fault, u64>>,
     lateness: Mutex<(Histogram<u64>, u64, u64, u64)>,
     log: Mutex<Vec<LoggedRequest>>,
+    /// Server-hook calls, in order (`GET /mock/hooks`).
+    pub hooks: Mutex<Vec<LoggedHook>>,
 }
 
 impl State {
@@ -276,6 +297,7 @@ impl State {
             faults: Mutex::new(BTreeMap::new()),
             lateness: Mutex::new((h, 0, 0, 0)),
             log: Mutex::new(Vec::new()),
+            hooks: Mutex::new(Vec::new()),
         }
     }
 

@@ -110,6 +110,15 @@ pub struct MockFlags {
     /// vLLM 0.32's newer `reasoning`, or both at once.
     #[arg(long, value_enum, default_value_t = ReasoningField::ReasoningContent)]
     pub reasoning_field: ReasoningField,
+    /// Answer the server-hook routes (/reset_prefix_cache, /flush_cache,
+    /// /start_profile, /stop_profile) with this HTTP status instead of
+    /// success, to see a client's [hooks] fail.
+    #[arg(long, value_name = "STATUS")]
+    pub hook_status: Option<u16>,
+    /// Hook calls answered normally before --hook-status applies (0: it
+    /// applies from the first), so a later step's hook fails.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub hook_ok_calls: u32,
     /// Seed for jitter and fault selection.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -145,6 +154,8 @@ impl From<MockFlags> for cicada_mock::MockConfig {
             invalid_output,
             reasoning_tokens,
             reasoning_field,
+            hook_status,
+            hook_ok_calls,
             seed,
             faults,
         } = a;
@@ -173,6 +184,8 @@ impl From<MockFlags> for cicada_mock::MockConfig {
             invalid_output,
             reasoning_tokens,
             reasoning_field: reasoning_field.into(),
+            hook_status,
+            hook_ok_calls,
             seed,
             faults: faults.into(),
         }
