@@ -17,6 +17,9 @@ pub const EXIT_FAILURE_RATIO: i32 = 4;
 pub const EXIT_SLO_GATE: i32 = 5;
 /// Exit code of `cicada compare`: a `--fail-if` threshold was crossed.
 pub const EXIT_COMPARE_GATE: i32 = 6;
+/// Exit code: a server hook (`[hooks]`: prefix-cache reset, profiler start
+/// or stop) failed; the run stopped there, the steps before it written.
+pub const EXIT_HOOK_FAILED: i32 = 7;
 /// Exit code after SIGINT: 128 + its number, as shells report it; partial
 /// results were written.
 pub const EXIT_SIGINT: i32 = 130;
@@ -54,6 +57,10 @@ pub fn of_error(e: &RunError) -> i32 {
         RunError::Interrupted { signal, message } => {
             eprintln!("cicada: {message}");
             exit_code_of(signal)
+        }
+        RunError::Hook(_) => {
+            eprintln!("error: {}", with_causes(e));
+            EXIT_HOOK_FAILED
         }
         // the target, the fleet, a step, a result file, the pool's thread,
         // the web UI: the error and its causes

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cicada_probe::ResolveError;
+use cicada_probe::hooks::HookError;
 use cicada_results::error::WriteError;
 use cicada_results::gates::GateKind;
 use cicada_scenarios::ScenarioError;
@@ -45,6 +46,10 @@ pub enum RunError {
     /// A step could not run.
     #[error(transparent)]
     Step(#[from] StepError),
+    /// A server hook (`[hooks]`) failed: the run stopped there, with the
+    /// results of the steps before it written.
+    #[error(transparent)]
+    Hook(#[from] HookError),
     /// A result file could not be written.
     #[error(transparent)]
     Write(#[from] WriteError),

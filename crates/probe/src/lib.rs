@@ -11,6 +11,7 @@ use cicada_plan::{ResolvedTarget, ServerFamily, TlsSettings, WireApi};
 use cicada_scenarios::Scenario;
 use cicada_scenarios::scenario::Backend;
 
+pub mod hooks;
 pub mod prom;
 mod ready;
 mod redirect;

@@ -280,6 +280,9 @@ pub struct Cicada {
     pub gates: Entries<Gate>,
     pub partial: bool,
     pub interrupted_by: Option<String>,
+    /// The server hooks run around the step (`[hooks]`), in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<crate::hooks::HookCall>,
     /// Absent from files that cannot be merged again.
     pub histograms: Option<Entries<Histogram>>,
     /// The resolved scenario with secrets redacted, as the scenario file

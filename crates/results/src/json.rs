@@ -348,6 +348,7 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
             .collect(),
         partial: r.partial(),
         interrupted_by: r.interrupted.map(str::to_string),
+        hooks: r.hooks.clone(),
         histograms: Some(histograms(t)),
         scenario: scenario(r),
     }

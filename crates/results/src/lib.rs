@@ -21,6 +21,7 @@ pub mod error;
 pub mod files;
 pub mod gates;
 pub mod hlog;
+pub mod hooks;
 pub mod html;
 pub mod interval;
 pub mod json;
@@ -189,6 +190,8 @@ pub struct RunResult {
     pub server: ServerView,
     /// The workers' own health and whether the client was the limit (whole steps only).
     pub client: Option<ClientHealth>,
+    /// The server hooks run around the step, in order (whole steps only).
+    pub hooks: Vec<hooks::HookCall>,
 }
 
 impl RunResult {
@@ -219,6 +222,7 @@ impl RunResult {
             dataset: ctx.dataset.clone(),
             server: ServerView::default(),
             client: None,
+            hooks: Vec::new(),
         }
     }
 

@@ -53,6 +53,17 @@ pub struct RunArgs {
     /// seed + i − 1 for run i (run.vary_seed = false).
     #[arg(long)]
     pub same_seed: bool,
+    /// Empty the server's prefix cache before each step (hooks.reset_prefix_cache):
+    /// alone, the route of the target's engine; or vllm (POST
+    /// /reset_prefix_cache, which needs VLLM_SERVER_DEV_MODE=1 on the
+    /// server), sglang (POST /flush_cache), or a path.
+    #[arg(long, value_name = "vllm|sglang|PATH", num_args = 0..=1, default_missing_value = "true")]
+    pub reset_prefix_cache: Option<String>,
+    /// Start the server's profiler before each step and stop it after
+    /// (hooks.profile: POST /start_profile, /stop_profile; vLLM needs
+    /// --profiler-config).
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub profile: bool,
     /// Address of the coordinator's gRPC server.
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
@@ -125,6 +136,8 @@ impl From<RunArgs> for cicada_coordinator::cli::RunArgs {
             mut sets,
             num_runs,
             same_seed,
+            reset_prefix_cache,
+            profile,
             listen,
             worker_bin,
             wait_workers,
@@ -145,6 +158,14 @@ impl From<RunArgs> for cicada_coordinator::cli::RunArgs {
         sets.extend(num_runs.map(|n| format!("run.repeats={n}")));
         if same_seed {
             sets.push("run.vary_seed=false".into());
+        }
+        // so are the hook flags, `[hooks]` keys
+        sets.extend(reset_prefix_cache.map(|r| match r.as_str() {
+            "true" | "false" => format!("hooks.reset_prefix_cache={r}"),
+            named => format!("hooks.reset_prefix_cache=\"{named}\""),
+        }));
+        if profile {
+            sets.push("hooks.profile=true".into());
         }
         Self {
             scenario,

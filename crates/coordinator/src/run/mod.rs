@@ -25,6 +25,7 @@ use crate::progress::{Display, Progress};
 use crate::signals::Signals;
 use crate::step::{Helm, Step, run_step};
 use crate::sweep::{self, Outcome, Sweeper};
+use cicada_probe::hooks::Hooks;
 use cicada_probe::scrape::Watch;
 use cicada_probe::{self as target, Target};
 use cicada_results::RunResult;
@@ -104,10 +105,18 @@ pub async fn run(args: RunArgs) -> Result<RunEnd, RunError> {
         web: feed,
         steer: web.as_mut().and_then(Web::take_steer),
     };
+    let hooks = match Hooks::new(&setup.scenario, &target) {
+        Ok(h) => h,
+        Err(e) => {
+            fleet.shutdown().await;
+            return Err(e.into());
+        }
+    };
     let env = Env {
         setup: &setup,
         pool: &pool,
         target: &target,
+        hooks: hooks.as_ref(),
     };
     let outcome = steps.run_all(&env, &mut fleet, &mut signals).await;
     fleet.shutdown().await;
@@ -140,6 +149,8 @@ struct Env<'a> {
     setup: &'a setup::Setup,
     pool: &'a Pool,
     target: &'a Target,
+    /// The server hooks `[hooks]` asks for, if any.
+    hooks: Option<&'a Hooks>,
 }
 
 /// The run's steps and their results so far.
@@ -199,6 +210,12 @@ impl Steps {
         if plans.is_empty() {
             return Err(StepError::NoWorkerLeft.into());
         }
+        // before the step is announced: a failed hook stops the run with
+        // nothing of this step written
+        let mut hook_calls = Vec::new();
+        if let Some(hooks) = env.hooks {
+            hooks.before(&mut hook_calls, &mut show_hook).await?;
+        }
         let windows = plans
             .first()
             .map(|(_, p)| p.stages.clone())
@@ -235,6 +252,12 @@ impl Steps {
         )
         .await;
         let server = watch.finish().await;
+        // the profiler stops even when the step failed; its error waits
+        // until the step's results are written
+        let after = match env.hooks {
+            Some(hooks) => hooks.after(&mut hook_calls, &mut show_hook).await,
+            None => Ok(()),
+        };
         let (windows, changes) = match helm {
             Some(h) => (h.windows, h.changes),
             None => (windows, Vec::new()),
@@ -249,8 +272,11 @@ impl Steps {
             warmup_end_us: warmup_end_us(&step.scenario, env.pool),
             server,
         };
-        let results = step_results(&self.ctx, finished, &mut agg);
-        self.record(results)
+        let mut results = step_results(&self.ctx, finished, &mut agg);
+        results[0].hooks = hook_calls;
+        let stop = self.record(results)?;
+        after?;
+        Ok(stop)
     }
 
     /// Each member's plan for a step, by member index: the step's load
@@ -332,6 +358,11 @@ impl Steps {
                 .map_or(RunEnd::Passed, RunEnd::GateFailed)
         }
     }
+}
+
+/// A server hook's call on the console, as it ends.
+fn show_hook(call: &cicada_results::hooks::HookCall) {
+    eprintln!("cicada: server hook {}", call.line());
 }
 
 /// When measuring starts, µs after the barrier: the end of the warm-up.
