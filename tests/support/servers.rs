@@ -357,7 +357,26 @@ impl VllmServer {
         SERVER.get_or_init(|| Self::start(Some(model_var), &[], flags))
     }
 
+    /// The shared server started in vLLM's development mode
+    /// (`VLLM_SERVER_DEV_MODE=1`, which serves `/reset_prefix_cache`), with
+    /// `flags`; a test binary uses it instead of [`VllmServer::shared_with`].
+    pub fn shared_dev(flags: &'static [&'static str]) -> &'static VllmServer {
+        static SERVER: OnceLock<VllmServer> = OnceLock::new();
+        SERVER.get_or_init(|| {
+            Self::start_env(None, TINY_LEN, flags, &[("VLLM_SERVER_DEV_MODE", "1")])
+        })
+    }
+
     fn start(model_var: Option<&str>, len: &[&str], flags: &[&str]) -> VllmServer {
+        Self::start_env(model_var, len, flags, &[])
+    }
+
+    fn start_env(
+        model_var: Option<&str>,
+        len: &[&str],
+        flags: &[&str],
+        more_env: &[(&str, &str)],
+    ) -> VllmServer {
         let dir = install("vllm-server.sh");
         let env = read_env(&dir.join("env.sh"));
         let var = |k: &str| {
@@ -374,8 +393,9 @@ impl VllmServer {
         let log =
             std::env::temp_dir().join(format!("cicada-vllm-{}-{port}.log", std::process::id()));
         let (tx, rx) = std::sync::mpsc::channel();
-        let (vllm_bin, model_dir, log_path, envs) =
-            (vllm.clone(), model.clone(), log.clone(), env.clone());
+        let mut envs = env.clone();
+        envs.extend(more_env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let (vllm_bin, model_dir, log_path) = (vllm.clone(), model.clone(), log.clone());
         let flags: Vec<String> = VLLM_FLAGS
             .iter()
             .chain(len)
