@@ -27,8 +27,8 @@ use cicada_mock::{FaultRates, MockConfig};
 use cicada_plan::shape::Ramp;
 use cicada_scenarios::Scenario;
 use cicada_scenarios::scenario::{
-    Backend, DatasetKind, Load, Output, Pooling, RunSpec, Sampling, StructuredSpec, Target,
-    TokenizerSpec,
+    Backend, DatasetKind, Load, Output, Pooling, RunSpec, Sampling, SteadySpec, StructuredSpec,
+    Target, TokenizerSpec,
 };
 use cicada_scenarios::shape::{StageSpec, Sweep};
 use cicada_tests::*;
@@ -606,7 +606,7 @@ fn the_guide_names_every_backend_workload_and_scenario_key() {
         }
     }
     let s = Scenario::default();
-    let sections: [(&str, &[&str]); 14] = [
+    let sections: [(&str, &[&str]); 15] = [
         ("", keys_of::<Scenario>()),
         ("target", keys_of::<Target>()),
         ("tokenizer", keys_of::<TokenizerSpec>()),
@@ -620,6 +620,7 @@ fn the_guide_names_every_backend_workload_and_scenario_key() {
         ("pooling", keys_of::<Pooling>()),
         ("output", keys_of::<Output>()),
         ("run", keys_of::<RunSpec>()),
+        ("steady_state", keys_of::<SteadySpec>()),
         ("mock", &["mock.faults"]),
     ];
     for (section, keys) in sections {

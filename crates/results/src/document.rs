@@ -280,12 +280,41 @@ pub struct Cicada {
     pub gates: Entries<Gate>,
     pub partial: bool,
     pub interrupted_by: Option<String>,
+    /// The figures over the steady-state window (absent when the step's
+    /// load has no plateau to find).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_state: Option<SteadyStateDoc>,
     /// Absent from files that cannot be merged again.
     pub histograms: Option<Entries<Histogram>>,
     /// The resolved scenario with secrets redacted, as the scenario file
     /// spells it (its own schema: kept as written, so files of other
     /// versions still read).
     pub scenario: serde_json::Value,
+}
+
+/// `cicada.steady_state`: the window in which the load was at its plateau
+/// and the figures over it (merged from its intervals' histograms).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SteadyStateDoc {
+    /// The rule an interval met to count as the plateau.
+    pub criterion: String,
+    /// Whether any interval met it; the figures below are null when not.
+    pub found: bool,
+    /// Window start and end, seconds after the step's start barrier.
+    pub start_s: Option<f64>,
+    pub end_s: Option<f64>,
+    pub duration_s: Option<f64>,
+    /// Report intervals in the window.
+    pub intervals: u64,
+    /// Requests that ended in the window, any outcome.
+    pub requests: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub request_throughput: Option<f64>,
+    pub output_throughput: Option<f64>,
+    pub total_token_throughput: Option<f64>,
+    pub metrics: Entries<MetricStats>,
 }
 
 /// `cicada.pooling`: what a pooling (embeddings) run served.

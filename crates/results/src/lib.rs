@@ -31,6 +31,7 @@ pub mod sample;
 pub mod server;
 pub mod sink;
 pub mod stages;
+pub mod steady;
 pub mod streams;
 pub mod svg;
 pub mod timeseries;
@@ -189,6 +190,8 @@ pub struct RunResult {
     pub server: ServerView,
     /// The workers' own health and whether the client was the limit (whole steps only).
     pub client: Option<ClientHealth>,
+    /// The steady-state window and its figures (whole steps whose load has a plateau).
+    pub steady: Option<steady::SteadyState>,
 }
 
 impl RunResult {
@@ -219,6 +222,7 @@ impl RunResult {
             dataset: ctx.dataset.clone(),
             server: ServerView::default(),
             client: None,
+            steady: None,
         }
     }
 
@@ -229,6 +233,9 @@ impl RunResult {
         let shares = self.per_target.iter_mut().chain(&mut self.per_model);
         for set in std::iter::once(&mut self.total).chain(shares) {
             hide(set, hidden);
+        }
+        if let Some(w) = self.steady.as_mut().and_then(|s| s.window.as_mut()) {
+            hide(&mut w.set, hidden);
         }
     }
 

@@ -73,6 +73,7 @@ pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult 
         dataset: Default::default(),
         server: Default::default(),
         client: None,
+        steady: None,
     }
 }
 

@@ -17,6 +17,7 @@ pub mod scenario;
 pub mod shape;
 pub mod sharding;
 mod source;
+mod steady;
 mod structured;
 pub mod tokenizer;
 mod validate;

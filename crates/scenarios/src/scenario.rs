@@ -14,6 +14,7 @@ pub use crate::dataset_spec::{
 };
 pub use crate::repeats::RunSpec;
 use crate::shape::{StageSpec, Sweep};
+pub use crate::steady::SteadySpec;
 pub use crate::structured::StructuredSpec;
 use cicada_mock::MockConfig;
 use cicada_plan::Routing;
@@ -75,6 +76,9 @@ pub struct Scenario {
     /// Repeat the whole scenario (`--num-runs`) and summarise the runs.
     #[serde(default, skip_serializing_if = "RunSpec::is_unset")]
     pub run: RunSpec,
+    /// When an interval counts as the load's plateau (the steady-state window).
+    #[serde(default, skip_serializing_if = "SteadySpec::is_unset")]
+    pub steady_state: SteadySpec,
 }
 
 fn slo_unset(slo: &Slo) -> bool {
@@ -103,6 +107,7 @@ impl Default for Scenario {
             stages: Vec::new(),
             sweep: None,
             run: RunSpec::default(),
+            steady_state: SteadySpec::default(),
         }
     }
 }

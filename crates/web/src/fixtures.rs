@@ -51,5 +51,6 @@ pub fn result() -> RunResult {
         dataset: Default::default(),
         server: Default::default(),
         client: None,
+        steady: None,
     }
 }

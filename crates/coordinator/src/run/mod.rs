@@ -31,6 +31,7 @@ use cicada_results::RunResult;
 use cicada_results::console::Console;
 use cicada_results::files::Files;
 use cicada_results::sink::{RunFinished, Sink, Sinks, StepBegan, StepFinished};
+use cicada_results::steady::SteadyWatch;
 use cicada_results::write::RunContext;
 use cicada_web::{BoardSink, Control, Feed, RunState, Web};
 use finish::{FinishedStep, step_results};
@@ -205,6 +206,10 @@ impl Steps {
             .unwrap_or_default();
         let interval_s = step.scenario.load.report_interval.get().as_secs_f64();
         let mut agg = Aggregate::new(interval_s, plans.iter().map(|(m, _)| *m));
+        let warmup_end_us = warmup_end_us(&step.scenario, env.pool);
+        if let Some(p) = cicada_results::steady::plateau(&step.scenario) {
+            agg.watch_steady(SteadyWatch::new(p, warmup_end_us, interval_s));
+        }
         let members: Vec<(u32, String)> =
             fleet.active().map(|(i, m)| (i, m.host.clone())).collect();
         self.out.step_began(&StepBegan {
@@ -246,7 +251,7 @@ impl Steps {
             windows: &windows,
             changes: &changes,
             end: end?,
-            warmup_end_us: warmup_end_us(&step.scenario, env.pool),
+            warmup_end_us,
             server,
         };
         let results = step_results(&self.ctx, finished, &mut agg);
