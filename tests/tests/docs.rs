@@ -27,8 +27,8 @@ use cicada_mock::{FaultRates, MockConfig};
 use cicada_plan::shape::Ramp;
 use cicada_scenarios::Scenario;
 use cicada_scenarios::scenario::{
-    Backend, DatasetKind, Load, Output, Pooling, RunSpec, Sampling, SteadySpec, StructuredSpec,
-    Target, TokenizerSpec,
+    Backend, DatasetKind, Load, Output, Pooling, RunSpec, Sampling, SaturationSpec, SteadySpec,
+    StructuredSpec, Target, TokenizerSpec,
 };
 use cicada_scenarios::shape::{StageSpec, Sweep};
 use cicada_tests::*;
@@ -606,7 +606,7 @@ fn the_guide_names_every_backend_workload_and_scenario_key() {
         }
     }
     let s = Scenario::default();
-    let sections: [(&str, &[&str]); 15] = [
+    let sections: [(&str, &[&str]); 16] = [
         ("", keys_of::<Scenario>()),
         ("target", keys_of::<Target>()),
         ("tokenizer", keys_of::<TokenizerSpec>()),
@@ -621,6 +621,7 @@ fn the_guide_names_every_backend_workload_and_scenario_key() {
         ("output", keys_of::<Output>()),
         ("run", keys_of::<RunSpec>()),
         ("steady_state", keys_of::<SteadySpec>()),
+        ("saturation", keys_of::<SaturationSpec>()),
         ("mock", &["mock.faults"]),
     ];
     for (section, keys) in sections {

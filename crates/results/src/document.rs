@@ -284,6 +284,10 @@ pub struct Cicada {
     /// load has no plateau to find).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady_state: Option<SteadyStateDoc>,
+    /// The server was found saturated: why, when, and whether the step
+    /// stopped there (absent when it was not, or the load was not an open loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturation: Option<SaturationDoc>,
     /// Absent from files that cannot be merged again.
     pub histograms: Option<Entries<Histogram>>,
     /// The resolved scenario with secrets redacted, as the scenario file
@@ -315,6 +319,18 @@ pub struct SteadyStateDoc {
     pub output_throughput: Option<f64>,
     pub total_token_throughput: Option<f64>,
     pub metrics: Entries<MetricStats>,
+}
+
+/// `cicada.saturation`: the server could not keep up with the open loop.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SaturationDoc {
+    /// Why, with the figures that decided it.
+    pub reason: String,
+    /// Seconds after the step's start barrier when it was decided.
+    pub at_s: Option<f64>,
+    /// The step was stopped there, its results so far kept.
+    pub stopped: bool,
 }
 
 /// `cicada.pooling`: what a pooling (embeddings) run served.

@@ -8,7 +8,8 @@ use super::client_health::ClientHealth;
 use super::document::{
     Cicada, Client, Entries, Gate, HISTOGRAM_ENCODING, Histogram, Latencies, LostWorker,
     MetricLatency, MetricStats, ModelShare, OutcomeCount, Pooling, RequestRate, ResultDocument,
-    SCHEMA_VERSION, SteadyStateDoc, Target, TokenSources, Warmup, WorkerShare, WorkerUse,
+    SCHEMA_VERSION, SaturationDoc, SteadyStateDoc, Target, TokenSources, Warmup, WorkerShare,
+    WorkerUse,
 };
 use super::{RunResult, compact_date, rfc3339};
 use crate::server::ServerFigures;
@@ -349,6 +350,11 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
         partial: r.partial(),
         interrupted_by: r.interrupted.map(str::to_string),
         steady_state: r.steady.as_ref().map(|st| steady_state(r, st, percentiles)),
+        saturation: r.saturated.as_ref().map(|s| SaturationDoc {
+            reason: s.reason.clone(),
+            at_s: Some(s.at_s),
+            stopped: s.stopped,
+        }),
         histograms: Some(histograms(t)),
         scenario: scenario(r),
     }

@@ -28,6 +28,7 @@ mod reasoning;
 /// A result with every field set, for tests here and in the readers' crates.
 #[cfg(any(test, feature = "sample"))]
 pub mod sample;
+pub mod saturation;
 pub mod server;
 pub mod sink;
 pub mod stages;
@@ -192,6 +193,8 @@ pub struct RunResult {
     pub client: Option<ClientHealth>,
     /// The steady-state window and its figures (whole steps whose load has a plateau).
     pub steady: Option<steady::SteadyState>,
+    /// The server was found saturated (an open loop's whole step).
+    pub saturated: Option<saturation::Saturated>,
 }
 
 impl RunResult {
@@ -223,6 +226,7 @@ impl RunResult {
             server: ServerView::default(),
             client: None,
             steady: None,
+            saturated: None,
         }
     }
 

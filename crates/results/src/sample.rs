@@ -74,6 +74,7 @@ pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult 
         server: Default::default(),
         client: None,
         steady: None,
+        saturated: None,
     }
 }
 

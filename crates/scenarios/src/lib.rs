@@ -13,6 +13,7 @@ mod load;
 mod media_spec;
 pub mod overlay;
 mod repeats;
+mod saturation;
 pub mod scenario;
 pub mod shape;
 pub mod sharding;

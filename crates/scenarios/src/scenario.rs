@@ -13,6 +13,7 @@ pub use crate::dataset_spec::{
     TraceSpec, Weighted,
 };
 pub use crate::repeats::RunSpec;
+pub use crate::saturation::SaturationSpec;
 use crate::shape::{StageSpec, Sweep};
 pub use crate::steady::SteadySpec;
 pub use crate::structured::StructuredSpec;
@@ -79,6 +80,9 @@ pub struct Scenario {
     /// When an interval counts as the load's plateau (the steady-state window).
     #[serde(default, skip_serializing_if = "SteadySpec::is_unset")]
     pub steady_state: SteadySpec,
+    /// When an open loop's server counts as saturated, and whether the step then stops.
+    #[serde(default, skip_serializing_if = "SaturationSpec::is_unset")]
+    pub saturation: SaturationSpec,
 }
 
 fn slo_unset(slo: &Slo) -> bool {
@@ -108,6 +112,7 @@ impl Default for Scenario {
             sweep: None,
             run: RunSpec::default(),
             steady_state: SteadySpec::default(),
+            saturation: SaturationSpec::default(),
         }
     }
 }

@@ -52,5 +52,6 @@ pub fn result() -> RunResult {
         server: Default::default(),
         client: None,
         steady: None,
+        saturated: None,
     }
 }

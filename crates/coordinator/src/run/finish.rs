@@ -120,6 +120,7 @@ pub fn step_results(
         uncapped_open_loop(scenario),
     ));
     whole.steady = steady;
+    whole.saturated = end.saturated.clone();
     // after the client's verdict, which judges an uncapped burst's dispatch
     whole.hide_meaningless();
     let mut out = vec![whole];

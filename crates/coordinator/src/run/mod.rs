@@ -23,7 +23,7 @@ use crate::live::LiveSink;
 use crate::merge::Aggregate;
 use crate::progress::{Display, Progress};
 use crate::signals::Signals;
-use crate::step::{Helm, Step, run_step};
+use crate::step::{Helm, SaturationWatch, Step, run_step};
 use crate::sweep::{self, Outcome, Sweeper};
 use cicada_probe::scrape::Watch;
 use cicada_probe::{self as target, Target};
@@ -31,7 +31,7 @@ use cicada_results::RunResult;
 use cicada_results::console::Console;
 use cicada_results::files::Files;
 use cicada_results::sink::{RunFinished, Sink, Sinks, StepBegan, StepFinished};
-use cicada_results::steady::SteadyWatch;
+use cicada_results::steady::{Plateau, SteadyWatch};
 use cicada_results::write::RunContext;
 use cicada_web::{BoardSink, Control, Feed, RunState, Web};
 use finish::{FinishedStep, step_results};
@@ -207,9 +207,19 @@ impl Steps {
         let interval_s = step.scenario.load.report_interval.get().as_secs_f64();
         let mut agg = Aggregate::new(interval_s, plans.iter().map(|(m, _)| *m));
         let warmup_end_us = warmup_end_us(&step.scenario, env.pool);
-        if let Some(p) = cicada_results::steady::plateau(&step.scenario) {
+        let plateau = cicada_results::steady::plateau(&step.scenario);
+        if let Some(p) = plateau {
             agg.watch_steady(SteadyWatch::new(p, warmup_end_us, interval_s));
         }
+        let saturation = match plateau {
+            Some(Plateau::Rate { target, .. }) => Some(SaturationWatch {
+                target,
+                from_us: warmup_end_us,
+                interval_s,
+                spec: step.scenario.saturation.clone(),
+            }),
+            _ => None,
+        };
         let members: Vec<(u32, String)> =
             fleet.active().map(|(i, m)| (i, m.host.clone())).collect();
         self.out.step_began(&StepBegan {
@@ -236,6 +246,7 @@ impl Steps {
                 out: &mut self.out,
                 on_start: &mut |at| watch.started(at),
                 helm: helm.as_mut(),
+                saturation,
             },
         )
         .await;
@@ -314,7 +325,8 @@ impl Steps {
             &mut Vec::new(),
         )?;
         let whole = results.remove(0);
-        let stop = whole.partial();
+        // a saturated step stopped early: higher points of a sweep would be too
+        let stop = whole.partial() || whole.saturated.as_ref().is_some_and(|s| s.stopped);
         self.finished.push(whole);
         self.stage_results.extend(results);
         Ok(stop)

@@ -6,6 +6,15 @@ use crate::RunResult;
 
 /// The block, when the step's load has a plateau to find.
 pub(super) fn lines(out: &mut String, r: &RunResult) {
+    if let Some(sat) = &r.saturated {
+        let what = if sat.stopped {
+            "stopped early at"
+        } else {
+            "found at"
+        };
+        int(out, "Saturation:", format!("{what} {:.1} s", sat.at_s));
+        int(out, "  reason:", &sat.reason);
+    }
     let Some(st) = &r.steady else {
         return;
     };
