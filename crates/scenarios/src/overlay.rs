@@ -295,18 +295,21 @@ impl Overlay {
 }
 
 /// The scenario a command line describes: the file (or the defaults), then
-/// `flags` over it, the `--set` overrides over both, then `after` (flags
+/// `flags` over it, the `--set` overrides over both, then `extra` (typed
+/// settings from elsewhere: the web UI's start form), then `after` (flags
 /// that win over `--set`: `--goodput` and the gates).
 pub fn describe(
     file: Option<&Path>,
     flags: &Overlay,
     sets: &[String],
+    extra: &[Setting],
     after: &Overlay,
 ) -> Result<LoadedScenario, ScenarioError> {
     let mut settings: Vec<Setting> = flags.settings().collect();
     for s in sets {
         settings.push(s.parse::<Override>()?.setting());
     }
+    settings.extend(extra.iter().cloned());
     settings.extend(after.settings());
     match file {
         Some(path) => load_file_with(path, &settings),
@@ -361,7 +364,7 @@ mod tests {
         for k in knobs.iter().cloned() {
             o.set("flag", k);
         }
-        let s = describe(None, &o, &[], &Overlay::default())
+        let s = describe(None, &o, &[], &[], &Overlay::default())
             .unwrap()
             .scenario;
         let doc = serde_json::to_value(&s).unwrap();
@@ -382,7 +385,7 @@ mod tests {
     fn a_knob_a_key_cannot_take_is_blamed_on_its_flag() {
         let mut o = Overlay::default();
         o.set("request-rate", Knob::RequestRate("fast".into()));
-        let e = describe(None, &o, &[], &Overlay::default())
+        let e = describe(None, &o, &[], &[], &Overlay::default())
             .unwrap_err()
             .to_string();
         assert!(

@@ -9,7 +9,7 @@ mod knobs;
 use std::path::{Path, PathBuf};
 
 use crate::error::ScenarioError;
-use crate::load::LoadedScenario;
+use crate::load::{LoadedScenario, Setting};
 use crate::overlay::{self, Knob, Overlay, SloBound};
 use crate::scenario::Backend;
 use knobs::{dataset, load, mm_buckets, mm_limits, output, target};
@@ -199,6 +199,19 @@ pub fn describe(
     flags: &VllmFlags,
     sets: &[String],
     goodput_specs: &[String],
+    gates: (Option<f64>, Option<f64>),
+) -> Result<LoadedScenario, ScenarioError> {
+    describe_with(file, flags, sets, &[], goodput_specs, gates)
+}
+
+/// [`describe`] with typed `extra` settings after the `--set`s (the web
+/// UI's start form: values, never text to parse again).
+pub fn describe_with(
+    file: Option<&Path>,
+    flags: &VllmFlags,
+    sets: &[String],
+    extra: &[Setting],
+    goodput_specs: &[String],
     (max_failure_ratio, min_attainment): (Option<f64>, Option<f64>),
 ) -> Result<LoadedScenario, ScenarioError> {
     let mut after = goodput(goodput_specs)?;
@@ -211,7 +224,7 @@ pub fn describe(
         "min-slo-attainment",
         min_attainment.map(Knob::MinSloAttainment),
     );
-    overlay::describe(file, &before, sets, &after)
+    overlay::describe(file, &before, sets, extra, &after)
 }
 
 #[cfg(test)]

@@ -1,7 +1,11 @@
 //! `POST /swarm`'s form: Locust's fields (`user_count`, `spawn_rate`,
 //! `host`, `run_time`) and cicada's (`rate`, `max_concurrency`,
-//! `duration`, `num_prompts`), each checked and turned into the `--set`
-//! override it stands for, so the scenario's own validation has the last word.
+//! `duration`, `num_prompts`), each checked and turned into the typed
+//! setting of the scenario key it stands for, so the scenario's own
+//! validation has the last word (and blames the form's field).
+
+use cicada_scenarios::Setting;
+use toml::Value;
 
 use super::Edit;
 
@@ -68,34 +72,38 @@ fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The overrides a start form asks for; an error names the field at fault.
-pub fn swarm_sets(fields: &[(String, String)]) -> Result<Vec<String>, FormError> {
-    let mut sets = Vec::new();
-    for (key, value) in fields {
+/// The settings a start form asks for, as typed values the scenario takes
+/// (never `--set` text to parse again); an error names the field at fault.
+pub fn swarm_settings(fields: &[(String, String)]) -> Result<Vec<Setting>, FormError> {
+    let mut out = Vec::new();
+    for (field, value) in fields {
         let value = value.trim();
         if value.is_empty() {
             continue;
         }
-        let set = match key.as_str() {
-            "user_count" => format!("load.users={}", whole(key, value)?),
-            "spawn_rate" => format!("load.spawn_rate={}", positive(key, value)?),
-            "max_concurrency" => format!("load.max_concurrency={}", whole(key, value)?),
-            "num_prompts" => format!("load.num_prompts={}", whole(key, value)?),
-            "rate" | "request_rate" => {
-                if value.eq_ignore_ascii_case("inf") {
-                    "load.request_rate=\"inf\"".to_string()
-                } else {
-                    format!("load.request_rate={}", positive(key, value)?)
-                }
+        let int = |n: u32| Value::Integer(i64::from(n));
+        let (key, typed) = match field.as_str() {
+            "user_count" => ("load.users", int(whole(field, value)?)),
+            "spawn_rate" => ("load.spawn_rate", Value::Float(positive(field, value)?)),
+            "max_concurrency" => ("load.max_concurrency", int(whole(field, value)?)),
+            "num_prompts" => ("load.num_prompts", int(whole(field, value)?)),
+            "rate" | "request_rate" if value.eq_ignore_ascii_case("inf") => {
+                ("load.request_rate", Value::String("inf".into()))
             }
-            "run_time" | "duration" => format!("load.duration=\"{}\"", span(key, value)?),
-            "host" => format!("target.base_url=\"{}\"", url(value)?),
+            "rate" | "request_rate" => ("load.request_rate", Value::Float(positive(field, value)?)),
+            "run_time" | "duration" => ("load.duration", Value::String(span(field, value)?)),
+            "host" => ("target.base_url", Value::String(url(value)?)),
             // Locust's other fields (user classes, tags) have no meaning here
             _ => continue,
         };
-        sets.push(set);
+        out.push(Setting {
+            key: key.to_string(),
+            value: typed,
+            source: format!("{field}={value}"),
+            origin: format!("the web UI's start form ({field})"),
+        });
     }
-    Ok(sets)
+    Ok(out)
 }
 
 /// A change of a running load: a closed loop's `user_count` (and
@@ -184,19 +192,38 @@ mod tests {
         let f = parse(
             "user_count=8&spawn_rate=2.5&host=http%3A%2F%2F127.0.0.1%3A8000%2F&user_classes=X&run_time=30s",
         );
+        let typed = |f: &[(String, String)]| -> Vec<(String, Value)> {
+            swarm_settings(f)
+                .unwrap()
+                .into_iter()
+                .map(|s| (s.key, s.value))
+                .collect()
+        };
+        let kv = |k: &str, v: Value| (k.to_string(), v);
         assert_eq!(
-            swarm_sets(&f).unwrap(),
+            typed(&f),
             [
-                "load.users=8",
-                "load.spawn_rate=2.5",
-                "target.base_url=\"http://127.0.0.1:8000\"",
-                "load.duration=\"30s\""
+                kv("load.users", Value::Integer(8)),
+                kv("load.spawn_rate", Value::Float(2.5)),
+                kv(
+                    "target.base_url",
+                    Value::String("http://127.0.0.1:8000".into())
+                ),
+                kv("load.duration", Value::String("30s".into())),
             ]
         );
         let f = parse("rate=inf&max_concurrency=16&user_count=");
         assert_eq!(
-            swarm_sets(&f).unwrap(),
-            ["load.request_rate=\"inf\"", "load.max_concurrency=16"]
+            typed(&f),
+            [
+                kv("load.request_rate", Value::String("inf".into())),
+                kv("load.max_concurrency", Value::Integer(16)),
+            ]
+        );
+        let s = &swarm_settings(&parse("rate=2")).unwrap()[0];
+        assert_eq!(
+            (s.source.as_str(), s.origin.as_str()),
+            ("rate=2", "the web UI's start form (rate)")
         );
         assert_eq!(parse("a=x+y%21%zz%4")[0].1, "x y!%zz%4");
     }
@@ -210,7 +237,7 @@ mod tests {
             ("host=http://x\"%0a", "host"),
             ("run_time=1s\"%0ax=1", "run_time"),
         ] {
-            let e = swarm_sets(&parse(body)).unwrap_err();
+            let e = swarm_settings(&parse(body)).unwrap_err();
             assert!(e.to_string().starts_with(field), "{body}: {e}");
         }
     }

@@ -81,8 +81,8 @@ impl From<&str> for Refusal {
 /// whether the run starts.
 #[derive(Debug)]
 pub struct SwarmAsk {
-    /// `--set` overrides, in the form's order.
-    pub sets: Vec<String>,
+    /// The form's settings, typed, in its order.
+    pub settings: Vec<cicada_scenarios::Setting>,
     reply: oneshot::Sender<Result<(), Refusal>>,
 }
 

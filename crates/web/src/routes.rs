@@ -243,14 +243,17 @@ async fn swarm(body: Incoming, shared: &Shared) -> Resp {
     if state == RunState::Running {
         return steer(&fields, shared).await;
     }
-    let sets = match form::swarm_sets(&fields) {
+    let settings = match form::swarm_settings(&fields) {
         Ok(s) => s,
         Err(e) => return fail(StatusCode::BAD_REQUEST, e.to_string()),
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     if shared
         .swarm
-        .send(SwarmAsk { sets, reply: tx })
+        .send(SwarmAsk {
+            settings,
+            reply: tx,
+        })
         .await
         .is_err()
     {

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use cicada_scenarios::{LoadedScenario, Override, load_file};
+use cicada_scenarios::{LoadedScenario, Override, Setting, load_file};
 
 use super::RunArgs;
 use crate::error::RunError;
@@ -15,14 +15,14 @@ pub fn of_run(args: &RunArgs) -> Result<LoadedScenario, RunError> {
     of_run_with(args, &[])
 }
 
-/// The scenario of `cicada run` with `extra` overrides after its `--set`s
-/// (the web UI's start form).
-pub fn of_run_with(args: &RunArgs, extra: &[String]) -> Result<LoadedScenario, RunError> {
-    let sets: Vec<String> = args.sets.iter().chain(extra).cloned().collect();
-    Ok(cicada_scenarios::vllm::describe(
+/// The scenario of `cicada run` with typed `extra` settings after its
+/// `--set`s (the web UI's start form).
+pub fn of_run_with(args: &RunArgs, extra: &[Setting]) -> Result<LoadedScenario, RunError> {
+    Ok(cicada_scenarios::vllm::describe_with(
         args.scenario.as_deref(),
         &args.vllm,
-        &sets,
+        &args.sets,
+        extra,
         &args.goodput,
         (args.max_failure_ratio, args.min_slo_attainment),
     )?)

@@ -5,6 +5,7 @@
 //! form is told the run started (or why it did not).
 
 use cicada_probe::{self as target, Target};
+use cicada_scenarios::Setting;
 use cicada_scenarios::dataset::Pool;
 
 use super::setup::{self, Setup};
@@ -31,7 +32,7 @@ pub(super) async fn wait(
                 let Some(ask) = ask else {
                     return Err(RunError::WebStopped);
                 };
-                match reload(args, setup, &ask.sets).await {
+                match reload(args, setup, &ask.settings).await {
                     Ok(ready) => {
                         let feed = web.feed();
                         feed.set_scenario(setup.scenario.clone());
@@ -62,9 +63,9 @@ pub(super) async fn wait(
 async fn reload(
     args: &RunArgs,
     setup: &mut Setup,
-    sets: &[String],
+    settings: &[Setting],
 ) -> Result<(Pool, Target), RunError> {
-    let loaded = crate::cli::scenario::of_run_with(args, sets)?;
+    let loaded = crate::cli::scenario::of_run_with(args, settings)?;
     let mut scenario = loaded.scenario;
     if let Some(dir) = &args.output_dir {
         scenario.output.dir = dir.clone();
