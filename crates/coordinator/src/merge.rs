@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use cicada_metrics::{MetricSet, MetricsError, Scope};
 
+use cicada_results::abort::{AbortWatch, Aborted};
 use cicada_results::client_health::WorkerUsage;
 use cicada_results::interval::IntervalRow;
 use cicada_results::sink::{IntervalMerged, Shares, Sink, Tick};
@@ -53,6 +54,8 @@ pub struct Aggregate {
     /// Finds the steady-state window as intervals are finalised, when the
     /// step's load has a plateau.
     steady: Option<SteadyWatch>,
+    /// Judges the `[abort]` thresholds as intervals are finalised.
+    abort: Option<AbortWatch>,
 }
 
 impl Shares for Aggregate {
@@ -77,12 +80,23 @@ impl Aggregate {
             fresh: Vec::new(),
             reset_from: 0,
             steady: None,
+            abort: None,
         }
     }
 
     /// Look for the steady-state window in the intervals to come.
     pub fn watch_steady(&mut self, watch: SteadyWatch) {
         self.steady = Some(watch);
+    }
+
+    /// Judge abort thresholds on the intervals to come.
+    pub fn watch_abort(&mut self, watch: AbortWatch) {
+        self.abort = Some(watch);
+    }
+
+    /// The abort threshold an interval tripped, once.
+    pub fn take_aborted(&mut self) -> Option<Aborted> {
+        self.abort.as_mut().and_then(AbortWatch::take)
     }
 
     /// The steady state found (once the step's intervals are all flushed).
@@ -180,6 +194,9 @@ impl Aggregate {
                 let row = IntervalRow::of(seq, start_s, length_s, &set, in_flight);
                 if let Some(w) = &mut self.steady {
                     w.interval(&row, &set, seq >= self.reset_from);
+                }
+                if let Some(w) = &mut self.abort {
+                    w.interval(&row, &set);
                 }
                 self.rows.push(row);
                 self.fresh.push(set);

@@ -288,6 +288,10 @@ pub struct Cicada {
     /// stopped there (absent when it was not, or the load was not an open loop).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saturation: Option<SaturationDoc>,
+    /// An `[abort]` threshold stopped the step: which, the value over the
+    /// window, the bound and when (absent unless one tripped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort: Option<AbortDoc>,
     /// Absent from files that cannot be merged again.
     pub histograms: Option<Entries<Histogram>>,
     /// The resolved scenario with secrets redacted, as the scenario file
@@ -331,6 +335,27 @@ pub struct SaturationDoc {
     pub at_s: Option<f64>,
     /// The step was stopped there, its results so far kept.
     pub stopped: bool,
+}
+
+/// `cicada.abort`: the threshold that stopped the step.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AbortDoc {
+    /// The `[abort]` key that tripped (`error_rate`, `p99_ttft_ms`, ...).
+    pub condition: String,
+    /// Its value over the window: a share for `error_rate`, else ms.
+    pub observed: Option<f64>,
+    /// The bound it went above.
+    pub bound: Option<f64>,
+    /// The window's start and end, seconds after the step's start barrier.
+    pub window_start_s: Option<f64>,
+    pub window_end_s: Option<f64>,
+    /// Requests that ended in the window (any outcome).
+    pub window_requests: u64,
+    /// Seconds after the barrier when the step was stopped.
+    pub at_s: Option<f64>,
+    /// The same in words.
+    pub reason: String,
 }
 
 /// `cicada.pooling`: what a pooling (embeddings) run served.

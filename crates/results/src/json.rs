@@ -6,7 +6,7 @@ use cicada_metrics::{Counter, Metric, MetricSet, Summary};
 
 use super::client_health::ClientHealth;
 use super::document::{
-    Cicada, Client, Entries, Gate, HISTOGRAM_ENCODING, Histogram, Latencies, LostWorker,
+    AbortDoc, Cicada, Client, Entries, Gate, HISTOGRAM_ENCODING, Histogram, Latencies, LostWorker,
     MetricLatency, MetricStats, ModelShare, OutcomeCount, Pooling, RequestRate, ResultDocument,
     SCHEMA_VERSION, SaturationDoc, SteadyStateDoc, Target, TokenSources, Warmup, WorkerShare,
     WorkerUse,
@@ -350,13 +350,33 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
         partial: r.partial(),
         interrupted_by: r.interrupted.map(str::to_string),
         steady_state: r.steady.as_ref().map(|st| steady_state(r, st, percentiles)),
-        saturation: r.saturated.as_ref().map(|s| SaturationDoc {
-            reason: s.reason.clone(),
-            at_s: Some(s.at_s),
-            stopped: s.stopped,
-        }),
+        saturation: r.saturated.as_ref().map(saturation),
+        abort: r.aborted.as_ref().map(abort),
         histograms: Some(histograms(t)),
         scenario: scenario(r),
+    }
+}
+
+/// `cicada.saturation`: why and when the server was found saturated.
+fn saturation(s: &crate::saturation::Saturated) -> SaturationDoc {
+    SaturationDoc {
+        reason: s.reason.clone(),
+        at_s: Some(s.at_s),
+        stopped: s.stopped,
+    }
+}
+
+/// `cicada.abort`: the threshold that stopped the step.
+fn abort(a: &crate::abort::Aborted) -> AbortDoc {
+    AbortDoc {
+        condition: a.condition.clone(),
+        observed: Some(a.observed),
+        bound: Some(a.bound),
+        window_start_s: Some(a.window_s.0),
+        window_end_s: Some(a.window_s.1),
+        window_requests: a.requests,
+        at_s: Some(a.at_s),
+        reason: a.reason(),
     }
 }
 

@@ -12,6 +12,7 @@
 //! the events before it, to its outputs; nothing in this crate runs a fleet
 //! or talks to a server.
 
+pub mod abort;
 pub mod client_health;
 mod clocks;
 pub mod console;
@@ -195,6 +196,8 @@ pub struct RunResult {
     pub steady: Option<steady::SteadyState>,
     /// The server was found saturated (an open loop's whole step).
     pub saturated: Option<saturation::Saturated>,
+    /// An `[abort]` threshold stopped the step (whole steps only).
+    pub aborted: Option<abort::Aborted>,
 }
 
 impl RunResult {
@@ -227,6 +230,7 @@ impl RunResult {
             client: None,
             steady: None,
             saturated: None,
+            aborted: None,
         }
     }
 

@@ -75,6 +75,7 @@ pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult 
         client: None,
         steady: None,
         saturated: None,
+        aborted: None,
     }
 }
 

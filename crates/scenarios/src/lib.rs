@@ -3,6 +3,7 @@
 //! the plans a scenario makes for its workers (`sharding`), in the plan
 //! crate's terms (`cicada-plan`).
 
+mod abort;
 mod backend;
 pub mod dataset;
 mod dataset_spec;

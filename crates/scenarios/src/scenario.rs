@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use cicada_metrics::Slo;
 use serde::{Deserialize, Serialize};
 
+pub use crate::abort::AbortSpec;
 pub use crate::backend::Backend;
 pub use crate::dataset_spec::{
     AudioSpec, ConversationsSpec, Dataset, DatasetKind, ImageBucket, JsonlSpec, Length, LengthDist,
@@ -83,6 +84,9 @@ pub struct Scenario {
     /// When an open loop's server counts as saturated, and whether the step then stops.
     #[serde(default, skip_serializing_if = "SaturationSpec::is_unset")]
     pub saturation: SaturationSpec,
+    /// Thresholds that stop a step mid-run (k6's `abortOnFail`).
+    #[serde(default, skip_serializing_if = "AbortSpec::is_unset")]
+    pub abort: AbortSpec,
 }
 
 fn slo_unset(slo: &Slo) -> bool {
@@ -113,6 +117,7 @@ impl Default for Scenario {
             run: RunSpec::default(),
             steady_state: SteadySpec::default(),
             saturation: SaturationSpec::default(),
+            abort: AbortSpec::default(),
         }
     }
 }

@@ -40,6 +40,7 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     out.extend(s.run.problems());
     out.extend(s.steady_state.problems());
     out.extend(s.saturation.problems());
+    out.extend(s.abort.problems());
     out
 }
 

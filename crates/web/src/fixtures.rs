@@ -53,5 +53,6 @@ pub fn result() -> RunResult {
         client: None,
         steady: None,
         saturated: None,
+        aborted: None,
     }
 }

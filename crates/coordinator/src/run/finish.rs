@@ -121,6 +121,7 @@ pub fn step_results(
     ));
     whole.steady = steady;
     whole.saturated = end.saturated.clone();
+    whole.aborted = end.aborted.clone();
     // after the client's verdict, which judges an uncapped burst's dispatch
     whole.hide_meaningless();
     let mut out = vec![whole];

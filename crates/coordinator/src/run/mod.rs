@@ -28,6 +28,7 @@ use crate::sweep::{self, Outcome, Sweeper};
 use cicada_probe::scrape::Watch;
 use cicada_probe::{self as target, Target};
 use cicada_results::RunResult;
+use cicada_results::abort::AbortWatch;
 use cicada_results::console::Console;
 use cicada_results::files::Files;
 use cicada_results::sink::{RunFinished, Sink, Sinks, StepBegan, StepFinished};
@@ -211,6 +212,9 @@ impl Steps {
         if let Some(p) = plateau {
             agg.watch_steady(SteadyWatch::new(p, warmup_end_us, interval_s));
         }
+        if let Some(w) = AbortWatch::new(&step.scenario.abort, warmup_end_us, interval_s) {
+            agg.watch_abort(w);
+        }
         let saturation = match plateau {
             Some(Plateau::Rate { target, .. }) => Some(SaturationWatch {
                 target,
@@ -305,7 +309,13 @@ impl Steps {
     /// Tell the sweep how the step went, hand its results to the outputs,
     /// keep them; true when it was cut short.
     fn record(&mut self, mut results: Vec<RunResult>) -> Result<bool, RunError> {
-        let s = results[0].summary();
+        // a step stopped early (a signal, a saturated server with `stop`, an
+        // abort threshold): the sweep's later (higher) points would be too
+        let first = &results[0];
+        let stop = first.partial()
+            || first.aborted.is_some()
+            || first.saturated.as_ref().is_some_and(|s| s.stopped);
+        let s = first.summary();
         self.sweeper.finished(Outcome {
             request_throughput: s.request_throughput,
             attainment: if s.sent > 0 {
@@ -325,8 +335,6 @@ impl Steps {
             &mut Vec::new(),
         )?;
         let whole = results.remove(0);
-        // a saturated step stopped early: higher points of a sweep would be too
-        let stop = whole.partial() || whole.saturated.as_ref().is_some_and(|s| s.stopped);
         self.finished.push(whole);
         self.stage_results.extend(results);
         Ok(stop)
@@ -342,6 +350,8 @@ impl Steps {
         });
         if let Some(signal) = self.finished.iter().find_map(|r| r.interrupted) {
             RunEnd::Stopped(signal)
+        } else if self.finished.iter().any(|r| r.aborted.is_some()) {
+            RunEnd::Aborted
         } else if self.finished.iter().any(RunResult::degraded) {
             RunEnd::Degraded
         } else {

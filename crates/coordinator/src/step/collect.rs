@@ -201,6 +201,7 @@ impl Collect {
             }
             self.lose_unreadable(fleet, agg);
             agg.hand_over(out);
+            self.judge_abort(fleet, agg);
         }
         self.pending_signal(signals).await;
         Ok(())
@@ -419,7 +420,7 @@ impl Collect {
         let Some(w) = &self.saturation else {
             return;
         };
-        if self.end.saturated.is_some() || self.end.interrupted.is_some() {
+        if self.end.saturated.is_some() || self.stopped_early() {
             return;
         }
         let Some(reason) = saturation::judge(&agg.rows, w.target, w.from_us, w.interval_s, &w.spec)
@@ -439,6 +440,31 @@ impl Collect {
             at_s: self.since_start(),
             stopped,
         });
+    }
+
+    /// Once an `[abort]` threshold trips on the merged intervals: stop the
+    /// step as saturation's stop does (what it sent so far stays counted).
+    fn judge_abort(&mut self, fleet: &mut Fleet, agg: &mut Aggregate) {
+        let Some(mut tripped) = agg.take_aborted() else {
+            return;
+        };
+        if self.stopped_early() {
+            return;
+        }
+        tripped.at_s = self.since_start();
+        let reason = tripped.reason();
+        tracing::warn!(%reason, "an abort threshold tripped: stopping the step; the results so far are kept");
+        fleet.stop_step(self.step, format!("coordinator stopped the step: {reason}"));
+        self.stop_deadline = Some(Instant::now() + STOP_GRACE);
+        self.end.aborted = Some(tripped);
+    }
+
+    /// The step was told to stop before its end: a signal, a saturated
+    /// server (with `stop`) or an abort threshold.
+    fn stopped_early(&self) -> bool {
+        self.end.interrupted.is_some()
+            || self.end.aborted.is_some()
+            || self.end.saturated.as_ref().is_some_and(|s| s.stopped)
     }
 
     /// Members the fleet let go of for not reading their stream are lost.
@@ -504,8 +530,7 @@ impl Collect {
         let total = agg.total();
         out.merge_closed(&agg.tick(self.elapsed(), &total));
         self.end.elapsed_s = self.since_start();
-        let stopped = self.end.saturated.as_ref().is_some_and(|s| s.stopped);
-        if self.end.interrupted.is_none() && !stopped {
+        if !self.stopped_early() {
             for e in std::mem::take(&mut self.early) {
                 let host = fleet
                     .members()

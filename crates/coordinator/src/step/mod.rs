@@ -24,6 +24,7 @@ use crate::error::{RunError, StepError};
 use crate::fleet::{Event, Fleet};
 use crate::merge::Aggregate;
 use crate::signals::Signals;
+use cicada_results::abort::Aborted;
 use cicada_results::saturation::Saturated;
 use cicada_results::sink::{Barrier, Sink};
 pub use cicada_results::{LostWorker, WorkerShare};
@@ -57,6 +58,8 @@ pub struct StepEnd {
     pub proxy_routes: std::collections::BTreeSet<String>,
     /// The server was found saturated (and the step stopped, if asked).
     pub saturated: Option<Saturated>,
+    /// An `[abort]` threshold stopped the step.
+    pub aborted: Option<Aborted>,
 }
 
 /// What over-saturation is judged against in an open loop's step.

@@ -15,6 +15,10 @@ pub(super) fn lines(out: &mut String, r: &RunResult) {
         int(out, "Saturation:", format!("{what} {:.1} s", sat.at_s));
         int(out, "  reason:", &sat.reason);
     }
+    if let Some(a) = &r.aborted {
+        int(out, "Aborted:", format!("stopped at {:.1} s", a.at_s));
+        int(out, "  reason:", a.reason());
+    }
     let Some(st) = &r.steady else {
         return;
     };
