@@ -1,5 +1,7 @@
 //! Issue 38 item 4: abort thresholds (`[abort]`, k6's `abortOnFail`) judged
-//! by the coordinator over a sliding window of the merged intervals.
+//! by the coordinator over a sliding window of the merged intervals, and a
+//! sweep that skips its higher points once a step stopped early (aborted or
+//! saturated), naming them.
 
 use std::path::Path;
 use std::time::Duration;
@@ -147,4 +149,76 @@ fn an_error_rate_bound_stops_the_step_for_any_worker_count() {
         assert!(r.stdout.contains("Aborted:"));
         assert_all_counted(&j, &out);
     }
+}
+
+/// A rate sweep 5 → 40 → 60 req/s: the first point runs its length within
+/// every bound, the second trips p99 TTFT and stops, the third is skipped
+/// and named in the console's sweep table and the stopping step's file.
+#[test]
+fn a_sweep_skips_its_higher_points_once_a_step_is_aborted() {
+    let _g = serial();
+    let mock = saturating_mock();
+    let dir = scratch();
+    let text = scenario(
+        &mock.url,
+        "request_rate = 5\nduration = \"8s\"",
+        "[abort]\np99_ttft_ms = 1000\nwindow_s = 3\nafter_s = 3\n\
+         [sweep]\nrequest_rate = [5, 40, 60]\n",
+    );
+    let sc = write(dir.path(), "s.toml", &text);
+    let out = dir.path().join("out");
+    let r = run(&sc, &out, "2");
+    assert_eq!(r.code, Some(EXIT_ABORTED), "stderr:\n{}", r.stderr);
+    let first = read_json(&out.join("result-stage1.json"));
+    assert!(
+        first["cicada"].get("abort").is_none(),
+        "{}",
+        first["cicada"]
+    );
+    assert!(first["cicada"].get("sweep_skipped").is_none());
+    let second = read_json(&out.join("result-stage2.json"));
+    assert_eq!(second["cicada"]["abort"]["condition"], "p99_ttft_ms");
+    assert_eq!(
+        second["cicada"]["sweep_skipped"],
+        serde_json::json!(["rate=60"])
+    );
+    assert!(!out.join("result-stage3.json").exists(), "rate=60 ran");
+    assert!(
+        r.stdout
+            .contains("skipped after stage 2 (abort.p99_ttft_ms tripped): rate=60"),
+        "{}",
+        r.stdout
+    );
+}
+
+/// The same for a saturated step with `[saturation] stop = true`: the first
+/// point already saturates and stops, the rest are skipped and named (the
+/// exit code stays 0: saturation is a finding, not a failed threshold).
+#[test]
+fn a_sweep_skips_its_higher_points_once_a_step_is_saturated() {
+    let _g = serial();
+    let mock = saturating_mock();
+    let dir = scratch();
+    let text = scenario(
+        &mock.url,
+        "request_rate = 40\nduration = \"40s\"",
+        "[saturation]\nstop = true\n[sweep]\nrequest_rate = [40, 60, 80]\n",
+    );
+    let sc = write(dir.path(), "s.toml", &text);
+    let out = dir.path().join("out");
+    let r = run(&sc, &out, "2");
+    assert_ok(&r);
+    let first = read_json(&out.join("result-stage1.json"));
+    assert_eq!(first["cicada"]["saturation"]["stopped"], true);
+    assert_eq!(
+        first["cicada"]["sweep_skipped"],
+        serde_json::json!(["rate=60", "rate=80"])
+    );
+    assert!(!out.join("result-stage2.json").exists());
+    assert!(
+        r.stdout
+            .contains("skipped after stage 1 (saturated): rate=60, rate=80"),
+        "{}",
+        r.stdout
+    );
 }

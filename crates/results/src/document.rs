@@ -292,6 +292,10 @@ pub struct Cicada {
     /// window, the bound and when (absent unless one tripped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub abort: Option<AbortDoc>,
+    /// A sweep's points not run because this step stopped the sweep
+    /// (saturated and stopped, aborted, or interrupted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sweep_skipped: Vec<String>,
     /// Absent from files that cannot be merged again.
     pub histograms: Option<Entries<Histogram>>,
     /// The resolved scenario with secrets redacted, as the scenario file

@@ -352,6 +352,7 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
         steady_state: r.steady.as_ref().map(|st| steady_state(r, st, percentiles)),
         saturation: r.saturated.as_ref().map(saturation),
         abort: r.aborted.as_ref().map(abort),
+        sweep_skipped: r.skipped.clone(),
         histograms: Some(histograms(t)),
         scenario: scenario(r),
     }

@@ -198,6 +198,8 @@ pub struct RunResult {
     pub saturated: Option<saturation::Saturated>,
     /// An `[abort]` threshold stopped the step (whole steps only).
     pub aborted: Option<abort::Aborted>,
+    /// The sweep points not run because this step stopped the sweep.
+    pub skipped: Vec<String>,
 }
 
 impl RunResult {
@@ -231,6 +233,7 @@ impl RunResult {
             steady: None,
             saturated: None,
             aborted: None,
+            skipped: Vec::new(),
         }
     }
 

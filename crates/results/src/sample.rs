@@ -76,6 +76,7 @@ pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult 
         steady: None,
         saturated: None,
         aborted: None,
+        skipped: Vec::new(),
     }
 }
 

@@ -54,5 +54,6 @@ pub fn result() -> RunResult {
         steady: None,
         saturated: None,
         aborted: None,
+        skipped: Vec::new(),
     }
 }

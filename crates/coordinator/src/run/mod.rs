@@ -324,6 +324,9 @@ impl Steps {
                 0.0
             },
         });
+        if stop {
+            results[0].skipped = self.sweeper.remaining();
+        }
         self.out.step_finished(
             &StepFinished {
                 results: &results,
