@@ -27,8 +27,8 @@ use cicada_mock::{FaultRates, MockConfig};
 use cicada_plan::shape::Ramp;
 use cicada_scenarios::Scenario;
 use cicada_scenarios::scenario::{
-    Backend, DatasetKind, HooksSpec, Load, Output, Pooling, RunSpec, Sampling, StructuredSpec,
-    Target, TokenizerSpec,
+    AbortSpec, Backend, DatasetKind, HooksSpec, Load, Output, Pooling, RunSpec, Sampling,
+    SaturationSpec, SteadySpec, StructuredSpec, Target, TokenizerSpec,
 };
 use cicada_scenarios::shape::{StageSpec, Sweep};
 use cicada_tests::*;
@@ -606,7 +606,7 @@ fn the_guide_names_every_backend_workload_and_scenario_key() {
         }
     }
     let s = Scenario::default();
-    let sections: [(&str, &[&str]); 15] = [
+    let sections: [(&str, &[&str]); 18] = [
         ("", keys_of::<Scenario>()),
         ("target", keys_of::<Target>()),
         ("tokenizer", keys_of::<TokenizerSpec>()),
@@ -621,6 +621,9 @@ fn the_guide_names_every_backend_workload_and_scenario_key() {
         ("output", keys_of::<Output>()),
         ("run", keys_of::<RunSpec>()),
         ("hooks", keys_of::<HooksSpec>()),
+        ("steady_state", keys_of::<SteadySpec>()),
+        ("saturation", keys_of::<SaturationSpec>()),
+        ("abort", keys_of::<AbortSpec>()),
         ("mock", &["mock.faults"]),
     ];
     for (section, keys) in sections {

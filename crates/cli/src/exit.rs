@@ -20,6 +20,9 @@ pub const EXIT_COMPARE_GATE: i32 = 6;
 /// Exit code: a server hook (`[hooks]`: prefix-cache reset, profiler start
 /// or stop) failed; the run stopped there, the steps before it written.
 pub const EXIT_HOOK_FAILED: i32 = 7;
+/// Exit code: an `[abort]` threshold stopped a step mid-run (k6 exits 99
+/// for its `abortOnFail`; cicada keeps its codes small and distinct).
+pub const EXIT_ABORTED: i32 = 8;
 /// Exit code after SIGINT: 128 + its number, as shells report it; partial
 /// results were written.
 pub const EXIT_SIGINT: i32 = 130;
@@ -40,6 +43,7 @@ pub fn of_run(outcome: Result<RunEnd, RunError>) -> i32 {
     match outcome {
         Ok(RunEnd::Passed) => 0,
         Ok(RunEnd::Stopped(signal)) => exit_code_of(signal),
+        Ok(RunEnd::Aborted) => EXIT_ABORTED,
         Ok(RunEnd::Degraded) => EXIT_DEGRADED,
         Ok(RunEnd::GateFailed(GateKind::MaxFailureRatio)) => EXIT_FAILURE_RATIO,
         Ok(RunEnd::GateFailed(GateKind::MinSloAttainment)) => EXIT_SLO_GATE,

@@ -17,6 +17,8 @@ use cicada_scenarios::ScenarioError;
 pub enum RunEnd {
     /// A signal (`"SIGINT"`, `"SIGTERM"`) stopped it; partial results were written.
     Stopped(&'static str),
+    /// An `[abort]` threshold stopped a step; the results so far were written.
+    Aborted,
     /// Workers were lost; the result is degraded.
     Degraded,
     /// A run gate failed (or most requests did).

@@ -8,9 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use cicada_metrics::{MetricSet, MetricsError, Scope};
 
+use cicada_results::abort::{AbortWatch, Aborted};
 use cicada_results::client_health::WorkerUsage;
 use cicada_results::interval::IntervalRow;
 use cicada_results::sink::{IntervalMerged, Shares, Sink, Tick};
+use cicada_results::steady::{SteadyState, SteadyWatch};
 
 use crate::fleet::WorkerReport;
 
@@ -49,6 +51,11 @@ pub struct Aggregate {
     fresh: Vec<MetricSet>,
     /// The first interval measured since the web UI's reset (0: all of them).
     reset_from: u64,
+    /// Finds the steady-state window as intervals are finalised, when the
+    /// step's load has a plateau.
+    steady: Option<SteadyWatch>,
+    /// Judges the `[abort]` thresholds as intervals are finalised.
+    abort: Option<AbortWatch>,
 }
 
 impl Shares for Aggregate {
@@ -72,7 +79,29 @@ impl Aggregate {
             last_in_flight: BTreeMap::new(),
             fresh: Vec::new(),
             reset_from: 0,
+            steady: None,
+            abort: None,
         }
+    }
+
+    /// Look for the steady-state window in the intervals to come.
+    pub fn watch_steady(&mut self, watch: SteadyWatch) {
+        self.steady = Some(watch);
+    }
+
+    /// Judge abort thresholds on the intervals to come.
+    pub fn watch_abort(&mut self, watch: AbortWatch) {
+        self.abort = Some(watch);
+    }
+
+    /// The abort threshold an interval tripped, once.
+    pub fn take_aborted(&mut self) -> Option<Aborted> {
+        self.abort.as_mut().and_then(AbortWatch::take)
+    }
+
+    /// The steady state found (once the step's intervals are all flushed).
+    pub fn take_steady(&mut self) -> Option<SteadyState> {
+        self.steady.take().map(SteadyWatch::finish)
     }
 
     /// Merge one worker's report (or say why its measurements could not be read).
@@ -162,8 +191,14 @@ impl Aggregate {
                     l if end_us > 0 && l > 0.0 => l.min(self.interval_s),
                     _ => self.interval_s,
                 };
-                self.rows
-                    .push(IntervalRow::of(seq, start_s, length_s, &set, in_flight));
+                let row = IntervalRow::of(seq, start_s, length_s, &set, in_flight);
+                if let Some(w) = &mut self.steady {
+                    w.interval(&row, &set, seq >= self.reset_from);
+                }
+                if let Some(w) = &mut self.abort {
+                    w.interval(&row, &set);
+                }
+                self.rows.push(row);
                 self.fresh.push(set);
             }
         }
@@ -215,6 +250,9 @@ impl Aggregate {
         let interval_s = self.interval_s.max(1e-3);
         self.reset_from = (elapsed.as_secs_f64() / interval_s).floor() as u64 + 1;
         self.flushed.clear();
+        if let Some(w) = &mut self.steady {
+            w.restart();
+        }
         self.measured_from_us()
     }
 

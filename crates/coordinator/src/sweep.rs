@@ -128,6 +128,41 @@ impl Sweeper {
         }
     }
 
+    /// The names of the steps not run yet, as far as they are known, for a
+    /// sweep stopped early (empty without a sweep).
+    pub fn remaining(&self) -> Vec<String> {
+        let Some(sw) = &self.sweep else {
+            return Vec::new();
+        };
+        let i = self.emitted;
+        match sw.mode {
+            // exactly one list is set (validated)
+            SweepMode::List => sw
+                .max_concurrency
+                .iter()
+                .map(|c| format!("max_concurrency={c}"))
+                .chain(sw.request_rate.iter().map(|r| format!("rate={r}")))
+                .chain(sw.users.iter().map(|u| format!("users={u}")))
+                .skip(i)
+                .collect(),
+            SweepMode::Auto if i < 2 => ["synchronous", "throughput"][i..]
+                .iter()
+                .map(|n| n.to_string())
+                .chain(std::iter::once(format!(
+                    "{} rates between them",
+                    sw.points.unwrap_or(Sweep::DEFAULT_POINTS)
+                )))
+                .collect(),
+            SweepMode::Auto => self
+                .auto_rates
+                .iter()
+                .skip(i - 2)
+                .map(|r| rate_name(*r))
+                .collect(),
+            SweepMode::Slo => vec!["the rest of the SLO search".to_string()],
+        }
+    }
+
     /// The next step to run, or None when the run is complete.
     pub fn next_step(&mut self) -> Option<Step> {
         let step = self.choose();
@@ -279,6 +314,21 @@ mod tests {
                 ("max_concurrency=16".to_string(), Some(16))
             ]
         );
+    }
+
+    #[test]
+    fn a_stopped_sweep_names_the_points_it_skips() {
+        let mut sw = Sweeper::new(&base(Sweep {
+            request_rate: vec![Rate::Finite(5.0), Rate::Finite(10.0), Rate::Infinite],
+            ..Sweep::default()
+        }));
+        assert_eq!(sw.remaining(), ["rate=5", "rate=10", "rate=inf"]);
+        sw.next_step();
+        assert_eq!(sw.remaining(), ["rate=10", "rate=inf"]);
+        sw.next_step();
+        sw.next_step();
+        assert!(sw.remaining().is_empty());
+        assert!(Sweeper::new(&Scenario::default()).remaining().is_empty());
     }
 
     #[test]

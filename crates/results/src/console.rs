@@ -4,6 +4,7 @@
 mod cicada;
 mod server;
 mod sink;
+mod steady;
 
 pub use sink::Console;
 

@@ -283,12 +283,86 @@ pub struct Cicada {
     /// The server hooks run around the step (`[hooks]`), in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<crate::hooks::HookCall>,
+    /// The figures over the steady-state window (absent when the step's
+    /// load has no plateau to find).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_state: Option<SteadyStateDoc>,
+    /// The server was found saturated: why, when, and whether the step
+    /// stopped there (absent when it was not, or the load was not an open loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturation: Option<SaturationDoc>,
+    /// An `[abort]` threshold stopped the step: which, the value over the
+    /// window, the bound and when (absent unless one tripped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort: Option<AbortDoc>,
+    /// A sweep's points not run because this step stopped the sweep
+    /// (saturated and stopped, aborted, or interrupted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sweep_skipped: Vec<String>,
     /// Absent from files that cannot be merged again.
     pub histograms: Option<Entries<Histogram>>,
     /// The resolved scenario with secrets redacted, as the scenario file
     /// spells it (its own schema: kept as written, so files of other
     /// versions still read).
     pub scenario: serde_json::Value,
+}
+
+/// `cicada.steady_state`: the window in which the load was at its plateau
+/// and the figures over it (merged from its intervals' histograms).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SteadyStateDoc {
+    /// The rule an interval met to count as the plateau.
+    pub criterion: String,
+    /// Whether any interval met it; the figures below are null when not.
+    pub found: bool,
+    /// Window start and end, seconds after the step's start barrier.
+    pub start_s: Option<f64>,
+    pub end_s: Option<f64>,
+    pub duration_s: Option<f64>,
+    /// Report intervals in the window.
+    pub intervals: u64,
+    /// Requests that ended in the window, any outcome.
+    pub requests: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub request_throughput: Option<f64>,
+    pub output_throughput: Option<f64>,
+    pub total_token_throughput: Option<f64>,
+    pub metrics: Entries<MetricStats>,
+}
+
+/// `cicada.saturation`: the server could not keep up with the open loop.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SaturationDoc {
+    /// Why, with the figures that decided it.
+    pub reason: String,
+    /// Seconds after the step's start barrier when it was decided.
+    pub at_s: Option<f64>,
+    /// The step was stopped there, its results so far kept.
+    pub stopped: bool,
+}
+
+/// `cicada.abort`: the threshold that stopped the step.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AbortDoc {
+    /// The `[abort]` key that tripped (`error_rate`, `p99_ttft_ms`, ...).
+    pub condition: String,
+    /// Its value over the window: a share for `error_rate`, else ms.
+    pub observed: Option<f64>,
+    /// The bound it went above.
+    pub bound: Option<f64>,
+    /// The window's start and end, seconds after the step's start barrier.
+    pub window_start_s: Option<f64>,
+    pub window_end_s: Option<f64>,
+    /// Requests that ended in the window (any outcome).
+    pub window_requests: u64,
+    /// Seconds after the barrier when the step was stopped.
+    pub at_s: Option<f64>,
+    /// The same in words.
+    pub reason: String,
 }
 
 /// `cicada.pooling`: what a pooling (embeddings) run served.

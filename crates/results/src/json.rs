@@ -6,9 +6,10 @@ use cicada_metrics::{Counter, Metric, MetricSet, Summary};
 
 use super::client_health::ClientHealth;
 use super::document::{
-    Cicada, Client, Entries, Gate, HISTOGRAM_ENCODING, Histogram, Latencies, LostWorker,
+    AbortDoc, Cicada, Client, Entries, Gate, HISTOGRAM_ENCODING, Histogram, Latencies, LostWorker,
     MetricLatency, MetricStats, ModelShare, OutcomeCount, Pooling, RequestRate, ResultDocument,
-    SCHEMA_VERSION, Target, TokenSources, Warmup, WorkerShare, WorkerUse,
+    SCHEMA_VERSION, SaturationDoc, SteadyStateDoc, Target, TokenSources, Warmup, WorkerShare,
+    WorkerUse,
 };
 use super::{RunResult, compact_date, rfc3339};
 use crate::server::ServerFigures;
@@ -349,8 +350,67 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
         partial: r.partial(),
         interrupted_by: r.interrupted.map(str::to_string),
         hooks: r.hooks.clone(),
+        steady_state: r.steady.as_ref().map(|st| steady_state(r, st, percentiles)),
+        saturation: r.saturated.as_ref().map(saturation),
+        abort: r.aborted.as_ref().map(abort),
+        sweep_skipped: r.skipped.clone(),
         histograms: Some(histograms(t)),
         scenario: scenario(r),
+    }
+}
+
+/// `cicada.saturation`: why and when the server was found saturated.
+fn saturation(s: &crate::saturation::Saturated) -> SaturationDoc {
+    SaturationDoc {
+        reason: s.reason.clone(),
+        at_s: Some(s.at_s),
+        stopped: s.stopped,
+    }
+}
+
+/// `cicada.abort`: the threshold that stopped the step.
+fn abort(a: &crate::abort::Aborted) -> AbortDoc {
+    AbortDoc {
+        condition: a.condition.clone(),
+        observed: Some(a.observed),
+        bound: Some(a.bound),
+        window_start_s: Some(a.window_s.0),
+        window_end_s: Some(a.window_s.1),
+        window_requests: a.requests,
+        at_s: Some(a.at_s),
+        reason: a.reason(),
+    }
+}
+
+/// `cicada.steady_state`: the window's bounds and its own figures.
+fn steady_state(
+    r: &RunResult,
+    st: &crate::steady::SteadyState,
+    percentiles: &[f64],
+) -> SteadyStateDoc {
+    let criterion = st.plateau.criterion();
+    let Some(w) = &st.window else {
+        return SteadyStateDoc {
+            criterion,
+            ..SteadyStateDoc::default()
+        };
+    };
+    let s = w.summary(r.scenario.slo.is_set(), percentiles);
+    let generates = !r.pools();
+    SteadyStateDoc {
+        criterion,
+        found: true,
+        start_s: Some(w.start_us as f64 / 1e6),
+        end_s: Some(w.end_us as f64 / 1e6),
+        duration_s: Some(w.duration_s()),
+        intervals: w.intervals,
+        requests: s.sent,
+        completed: s.completed,
+        failed: s.failed,
+        request_throughput: Some(s.request_throughput),
+        output_throughput: generates.then_some(s.output_throughput),
+        total_token_throughput: Some(s.total_token_throughput),
+        metrics: metrics(&s, percentiles),
     }
 }
 

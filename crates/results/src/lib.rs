@@ -12,6 +12,7 @@
 //! the events before it, to its outputs; nothing in this crate runs a fleet
 //! or talks to a server.
 
+pub mod abort;
 pub mod client_health;
 mod clocks;
 pub mod console;
@@ -29,9 +30,11 @@ mod reasoning;
 /// A result with every field set, for tests here and in the readers' crates.
 #[cfg(any(test, feature = "sample"))]
 pub mod sample;
+pub mod saturation;
 pub mod server;
 pub mod sink;
 pub mod stages;
+pub mod steady;
 pub mod streams;
 pub mod svg;
 pub mod timeseries;
@@ -192,6 +195,14 @@ pub struct RunResult {
     pub client: Option<ClientHealth>,
     /// The server hooks run around the step, in order (whole steps only).
     pub hooks: Vec<hooks::HookCall>,
+    /// The steady-state window and its figures (whole steps whose load has a plateau).
+    pub steady: Option<steady::SteadyState>,
+    /// The server was found saturated (an open loop's whole step).
+    pub saturated: Option<saturation::Saturated>,
+    /// An `[abort]` threshold stopped the step (whole steps only).
+    pub aborted: Option<abort::Aborted>,
+    /// The sweep points not run because this step stopped the sweep.
+    pub skipped: Vec<String>,
 }
 
 impl RunResult {
@@ -223,6 +234,10 @@ impl RunResult {
             server: ServerView::default(),
             client: None,
             hooks: Vec::new(),
+            steady: None,
+            saturated: None,
+            aborted: None,
+            skipped: Vec::new(),
         }
     }
 
@@ -233,6 +248,9 @@ impl RunResult {
         let shares = self.per_target.iter_mut().chain(&mut self.per_model);
         for set in std::iter::once(&mut self.total).chain(shares) {
             hide(set, hidden);
+        }
+        if let Some(w) = self.steady.as_mut().and_then(|s| s.window.as_mut()) {
+            hide(&mut w.set, hidden);
         }
     }
 

@@ -74,6 +74,10 @@ pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult 
         server: Default::default(),
         client: None,
         hooks: Vec::new(),
+        steady: None,
+        saturated: None,
+        aborted: None,
+        skipped: Vec::new(),
     }
 }
 

@@ -91,11 +91,32 @@ pub fn render(title: &str, stages: &[RunResult], search: Option<Search>) -> Stri
             goodput,
         );
     }
+    for r in stages.iter().filter(|r| !r.skipped.is_empty()) {
+        let _ = writeln!(out, "{}", skipped_line(r));
+    }
     if let Some(search) = search {
         let _ = writeln!(out, "{}", search_line(search));
     }
     let _ = writeln!(out, "{}", "=".repeat(width));
     out
+}
+
+/// The sweep points a step's early stop left unrun, and why it stopped.
+pub fn skipped_line(r: &RunResult) -> String {
+    let why = if let Some(a) = &r.aborted {
+        format!("abort.{} tripped", a.condition)
+    } else if r.saturated.as_ref().is_some_and(|s| s.stopped) {
+        "saturated".to_string()
+    } else if let Some(sig) = r.interrupted {
+        format!("interrupted by {sig}")
+    } else {
+        "stopped".to_string()
+    };
+    format!(
+        "skipped after stage {} ({why}): {}",
+        r.stage,
+        r.skipped.join(", ")
+    )
 }
 
 /// The SLO capacity search's answer in one sentence.

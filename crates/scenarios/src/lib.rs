@@ -3,6 +3,7 @@
 //! the plans a scenario makes for its workers (`sharding`), in the plan
 //! crate's terms (`cicada-plan`).
 
+mod abort;
 mod backend;
 pub mod dataset;
 mod dataset_spec;
@@ -14,10 +15,12 @@ mod load;
 mod media_spec;
 pub mod overlay;
 mod repeats;
+mod saturation;
 pub mod scenario;
 pub mod shape;
 pub mod sharding;
 mod source;
+mod steady;
 mod structured;
 pub mod tokenizer;
 mod validate;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use cicada_metrics::Slo;
 use serde::{Deserialize, Serialize};
 
+pub use crate::abort::AbortSpec;
 pub use crate::backend::Backend;
 pub use crate::dataset_spec::{
     AudioSpec, ConversationsSpec, Dataset, DatasetKind, ImageBucket, JsonlSpec, Length, LengthDist,
@@ -17,7 +18,9 @@ pub use crate::hooks::{
     VLLM_RESET_ROUTE,
 };
 pub use crate::repeats::RunSpec;
+pub use crate::saturation::SaturationSpec;
 use crate::shape::{StageSpec, Sweep};
+pub use crate::steady::SteadySpec;
 pub use crate::structured::StructuredSpec;
 use cicada_mock::MockConfig;
 use cicada_plan::Routing;
@@ -83,6 +86,15 @@ pub struct Scenario {
     /// start and stop the profiler.
     #[serde(default, skip_serializing_if = "HooksSpec::is_unset")]
     pub hooks: HooksSpec,
+    /// When an interval counts as the load's plateau (the steady-state window).
+    #[serde(default, skip_serializing_if = "SteadySpec::is_unset")]
+    pub steady_state: SteadySpec,
+    /// When an open loop's server counts as saturated, and whether the step then stops.
+    #[serde(default, skip_serializing_if = "SaturationSpec::is_unset")]
+    pub saturation: SaturationSpec,
+    /// Thresholds that stop a step mid-run (k6's `abortOnFail`).
+    #[serde(default, skip_serializing_if = "AbortSpec::is_unset")]
+    pub abort: AbortSpec,
 }
 
 fn slo_unset(slo: &Slo) -> bool {
@@ -112,6 +124,9 @@ impl Default for Scenario {
             sweep: None,
             run: RunSpec::default(),
             hooks: HooksSpec::default(),
+            steady_state: SteadySpec::default(),
+            saturation: SaturationSpec::default(),
+            abort: AbortSpec::default(),
         }
     }
 }

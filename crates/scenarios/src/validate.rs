@@ -39,6 +39,9 @@ pub fn problems(s: &Scenario) -> Vec<(String, String)> {
     out.extend(output_problems(s));
     out.extend(s.run.problems());
     out.extend(s.hooks.problems(s.target.backend));
+    out.extend(s.steady_state.problems());
+    out.extend(s.saturation.problems());
+    out.extend(s.abort.problems());
     out
 }
 

@@ -52,5 +52,9 @@ pub fn result() -> RunResult {
         server: Default::default(),
         client: None,
         hooks: Vec::new(),
+        steady: None,
+        saturated: None,
+        aborted: None,
+        skipped: Vec::new(),
     }
 }

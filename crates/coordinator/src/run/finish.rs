@@ -100,6 +100,7 @@ pub fn step_results(
         server,
     } = step;
     let rows = std::mem::take(&mut agg.rows);
+    let steady = agg.take_steady();
     // a reset from the web UI moves where measuring starts
     let warmup_end_us = warmup_end_us.max(agg.measured_from_us());
     let m = Measure {
@@ -118,6 +119,9 @@ pub fn step_results(
         end.elapsed_s,
         uncapped_open_loop(scenario),
     ));
+    whole.steady = steady;
+    whole.saturated = end.saturated.clone();
+    whole.aborted = end.aborted.clone();
     // after the client's verdict, which judges an uncapped burst's dispatch
     whole.hide_meaningless();
     let mut out = vec![whole];

@@ -23,15 +23,17 @@ use crate::live::LiveSink;
 use crate::merge::Aggregate;
 use crate::progress::{Display, Progress};
 use crate::signals::Signals;
-use crate::step::{Helm, Step, run_step};
+use crate::step::{Helm, SaturationWatch, Step, run_step};
 use crate::sweep::{self, Outcome, Sweeper};
 use cicada_probe::hooks::Hooks;
 use cicada_probe::scrape::Watch;
 use cicada_probe::{self as target, Target};
 use cicada_results::RunResult;
+use cicada_results::abort::AbortWatch;
 use cicada_results::console::Console;
 use cicada_results::files::Files;
 use cicada_results::sink::{RunFinished, Sink, Sinks, StepBegan, StepFinished};
+use cicada_results::steady::{Plateau, SteadyWatch};
 use cicada_results::write::RunContext;
 use cicada_web::{BoardSink, Control, Feed, RunState, Web};
 use finish::{FinishedStep, step_results};
@@ -222,6 +224,23 @@ impl Steps {
             .unwrap_or_default();
         let interval_s = step.scenario.load.report_interval.get().as_secs_f64();
         let mut agg = Aggregate::new(interval_s, plans.iter().map(|(m, _)| *m));
+        let warmup_end_us = warmup_end_us(&step.scenario, env.pool);
+        let plateau = cicada_results::steady::plateau(&step.scenario);
+        if let Some(p) = plateau {
+            agg.watch_steady(SteadyWatch::new(p, warmup_end_us, interval_s));
+        }
+        if let Some(w) = AbortWatch::new(&step.scenario.abort, warmup_end_us, interval_s) {
+            agg.watch_abort(w);
+        }
+        let saturation = match plateau {
+            Some(Plateau::Rate { target, .. }) => Some(SaturationWatch {
+                target,
+                from_us: warmup_end_us,
+                interval_s,
+                spec: step.scenario.saturation.clone(),
+            }),
+            _ => None,
+        };
         let members: Vec<(u32, String)> =
             fleet.active().map(|(i, m)| (i, m.host.clone())).collect();
         self.out.step_began(&StepBegan {
@@ -248,6 +267,7 @@ impl Steps {
                 out: &mut self.out,
                 on_start: &mut |at| watch.started(at),
                 helm: helm.as_mut(),
+                saturation,
             },
         )
         .await;
@@ -269,7 +289,7 @@ impl Steps {
             windows: &windows,
             changes: &changes,
             end: end?,
-            warmup_end_us: warmup_end_us(&step.scenario, env.pool),
+            warmup_end_us,
             server,
         };
         let mut results = step_results(&self.ctx, finished, &mut agg);
@@ -315,7 +335,13 @@ impl Steps {
     /// Tell the sweep how the step went, hand its results to the outputs,
     /// keep them; true when it was cut short.
     fn record(&mut self, mut results: Vec<RunResult>) -> Result<bool, RunError> {
-        let s = results[0].summary();
+        // a step stopped early (a signal, a saturated server with `stop`, an
+        // abort threshold): the sweep's later (higher) points would be too
+        let first = &results[0];
+        let stop = first.partial()
+            || first.aborted.is_some()
+            || first.saturated.as_ref().is_some_and(|s| s.stopped);
+        let s = first.summary();
         self.sweeper.finished(Outcome {
             request_throughput: s.request_throughput,
             attainment: if s.sent > 0 {
@@ -324,6 +350,9 @@ impl Steps {
                 0.0
             },
         });
+        if stop {
+            results[0].skipped = self.sweeper.remaining();
+        }
         self.out.step_finished(
             &StepFinished {
                 results: &results,
@@ -335,7 +364,6 @@ impl Steps {
             &mut Vec::new(),
         )?;
         let whole = results.remove(0);
-        let stop = whole.partial();
         self.finished.push(whole);
         self.stage_results.extend(results);
         Ok(stop)
@@ -351,6 +379,8 @@ impl Steps {
         });
         if let Some(signal) = self.finished.iter().find_map(|r| r.interrupted) {
             RunEnd::Stopped(signal)
+        } else if self.finished.iter().any(|r| r.aborted.is_some()) {
+            RunEnd::Aborted
         } else if self.finished.iter().any(RunResult::degraded) {
             RunEnd::Degraded
         } else {

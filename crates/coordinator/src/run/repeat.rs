@@ -46,14 +46,15 @@ impl Repeated {
             .filter(|r| !matches!(r.end, RunEnd::Stopped(_)))
     }
 
-    /// How the whole series ended, worst first: a signal, then lost
-    /// workers, then a failed gate.
+    /// How the whole series ended, worst first: a signal, then an abort
+    /// threshold, then lost workers, then a failed gate.
     pub fn end(&self) -> RunEnd {
         let rank = |e: &RunEnd| match e {
             RunEnd::Stopped(_) => 0,
-            RunEnd::Degraded => 1,
-            RunEnd::GateFailed(_) => 2,
-            RunEnd::Passed => 3,
+            RunEnd::Aborted => 1,
+            RunEnd::Degraded => 2,
+            RunEnd::GateFailed(_) => 3,
+            RunEnd::Passed => 4,
         };
         self.runs
             .iter()

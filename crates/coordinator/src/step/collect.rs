@@ -9,10 +9,11 @@ use cicada_results::sink::{Report, Sink};
 use cicada_results::{StartBasis, WorkerClock};
 use tokio::time::Instant;
 
-use super::{Applied, Helm, LostWorker, STOP_GRACE, StepEnd, WorkerShare};
+use super::{Applied, Helm, LostWorker, STOP_GRACE, SaturationWatch, StepEnd, WorkerShare};
 use crate::audit::Audit;
 use crate::cap::{Admit, FleetCap};
 use crate::error::StepError;
+use cicada_results::saturation::{self, Saturated};
 
 use crate::fleet::{Event, Fleet, WorkerReport};
 use crate::merge::Aggregate;
@@ -50,6 +51,8 @@ pub(super) struct Collect {
     /// Each worker's clock as it measured it for this step, and how it placed the start.
     clocks: BTreeMap<u32, WorkerClock>,
     bases: BTreeMap<u32, StartBasis>,
+    /// Over-saturation judged as the intervals come (open loops).
+    pub(super) saturation: Option<SaturationWatch>,
     pub(super) end: StepEnd,
 }
 
@@ -69,6 +72,7 @@ impl Collect {
             early: Vec::new(),
             clocks: BTreeMap::new(),
             bases: BTreeMap::new(),
+            saturation: None,
             end: StepEnd {
                 planned: planned.values().sum(),
                 ..StepEnd::default()
@@ -172,6 +176,7 @@ impl Collect {
                 _ = tick.tick() => {
                     self.on_tick(fleet, agg);
                     agg.hand_over(out);
+                    self.judge_saturation(fleet, agg);
                     let total = agg.total();
                     out.tick(&agg.tick(self.elapsed(), &total));
                 }
@@ -196,6 +201,7 @@ impl Collect {
             }
             self.lose_unreadable(fleet, agg);
             agg.hand_over(out);
+            self.judge_abort(fleet, agg);
         }
         self.pending_signal(signals).await;
         Ok(())
@@ -408,6 +414,59 @@ impl Collect {
         }
     }
 
+    /// Once the latest intervals show the server saturated: say so, and
+    /// stop the step if the scenario asks (what it sent so far stays counted).
+    fn judge_saturation(&mut self, fleet: &mut Fleet, agg: &Aggregate) {
+        let Some(w) = &self.saturation else {
+            return;
+        };
+        if self.end.saturated.is_some() || self.stopped_early() {
+            return;
+        }
+        let Some(reason) = saturation::judge(&agg.rows, w.target, w.from_us, w.interval_s, &w.spec)
+        else {
+            return;
+        };
+        let stopped = w.spec.stop;
+        if stopped {
+            tracing::warn!(%reason, "stopping the step early; the results so far are kept");
+            fleet.stop_step(self.step, format!("coordinator stopped the step: {reason}"));
+            self.stop_deadline = Some(Instant::now() + STOP_GRACE);
+        } else {
+            tracing::warn!(%reason, "the server cannot keep up");
+        }
+        self.end.saturated = Some(Saturated {
+            reason,
+            at_s: self.since_start(),
+            stopped,
+        });
+    }
+
+    /// Once an `[abort]` threshold trips on the merged intervals: stop the
+    /// step as saturation's stop does (what it sent so far stays counted).
+    fn judge_abort(&mut self, fleet: &mut Fleet, agg: &mut Aggregate) {
+        let Some(mut tripped) = agg.take_aborted() else {
+            return;
+        };
+        if self.stopped_early() {
+            return;
+        }
+        tripped.at_s = self.since_start();
+        let reason = tripped.reason();
+        tracing::warn!(%reason, "an abort threshold tripped: stopping the step; the results so far are kept");
+        fleet.stop_step(self.step, format!("coordinator stopped the step: {reason}"));
+        self.stop_deadline = Some(Instant::now() + STOP_GRACE);
+        self.end.aborted = Some(tripped);
+    }
+
+    /// The step was told to stop before its end: a signal, a saturated
+    /// server (with `stop`) or an abort threshold.
+    fn stopped_early(&self) -> bool {
+        self.end.interrupted.is_some()
+            || self.end.aborted.is_some()
+            || self.end.saturated.as_ref().is_some_and(|s| s.stopped)
+    }
+
     /// Members the fleet let go of for not reading their stream are lost.
     pub(super) fn lose_unreadable(&mut self, fleet: &mut Fleet, agg: &mut Aggregate) {
         for (worker, why) in fleet.take_unreadable() {
@@ -471,7 +530,7 @@ impl Collect {
         let total = agg.total();
         out.merge_closed(&agg.tick(self.elapsed(), &total));
         self.end.elapsed_s = self.since_start();
-        if self.end.interrupted.is_none() {
+        if !self.stopped_early() {
             for e in std::mem::take(&mut self.early) {
                 let host = fleet
                     .members()

@@ -24,8 +24,11 @@ use crate::error::{RunError, StepError};
 use crate::fleet::{Event, Fleet};
 use crate::merge::Aggregate;
 use crate::signals::Signals;
+use cicada_results::abort::Aborted;
+use cicada_results::saturation::Saturated;
 use cicada_results::sink::{Barrier, Sink};
 pub use cicada_results::{LostWorker, WorkerShare};
+use cicada_scenarios::scenario::SaturationSpec;
 
 use collect::Collect;
 pub use helm::{Applied, Change, Helm};
@@ -53,6 +56,22 @@ pub struct StepEnd {
     pub elapsed_s: f64,
     /// Targets the workers reach through a proxy, as they said.
     pub proxy_routes: std::collections::BTreeSet<String>,
+    /// The server was found saturated (and the step stopped, if asked).
+    pub saturated: Option<Saturated>,
+    /// An `[abort]` threshold stopped the step.
+    pub aborted: Option<Aborted>,
+}
+
+/// What over-saturation is judged against in an open loop's step.
+#[derive(Debug, Clone)]
+pub struct SaturationWatch {
+    /// The step's peak target rate, req/s.
+    pub target: f64,
+    /// Where measuring starts, µs after the barrier (the warm-up's end).
+    pub from_us: u64,
+    /// The report interval, s.
+    pub interval_s: f64,
+    pub spec: SaturationSpec,
 }
 
 /// What a step runs and where its figures go.
@@ -69,6 +88,8 @@ pub struct Step<'a, 'h> {
     pub on_start: &'a mut dyn FnMut(Instant),
     /// The web UI's changes of the load, when it is served.
     pub helm: Option<&'a mut Helm<'h>>,
+    /// Judge over-saturation as the intervals come (open loops).
+    pub saturation: Option<SaturationWatch>,
 }
 
 /// Run one step: every member gets its plan, then the barrier, then reports.
@@ -86,6 +107,7 @@ pub async fn run_step(
         .map(|(m, p)| (*m, p.planned_requests()))
         .collect();
     let mut collect = Collect::new(step.number, &planned, fleet_cap(step.plans));
+    collect.saturation = step.saturation;
     collect.wait_ready(fleet, signals, step.agg).await?;
     // the barrier: one start instant for every worker
     let barrier = fleet.start_step(step.number, START_DELAY);

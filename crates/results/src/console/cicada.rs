@@ -14,6 +14,7 @@ pub(super) fn render_extras(out: &mut String, r: &RunResult, s: &Summary) {
     rule(out, "cicada", '=');
     run_lines(out, r, s);
     extra_metrics(out, r, s);
+    super::steady::lines(out, r);
     crate::reasoning::block(out, section, (t, s), &r.scenario.output.metric_percentiles);
     client_vs_server(out, s, t);
     if let Some(f) = &r.server.total {
