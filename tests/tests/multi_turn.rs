@@ -199,6 +199,10 @@ fn bad_session_settings_name_file_line_and_key_and_send_nothing() {
             ":11: `dataset.max_turns`: must be at least 1",
         ),
         (
+            SESSIONS.replace("max_turns = 5", "max_turns = 1000000000"),
+            ":11: `dataset.max_turns`: at most 10000 turns a session, got 1000000000",
+        ),
+        (
             SESSIONS.replace("think_time = \"1ms\"", "think_time = -1"),
             ":15: `dataset.think_time`:",
         ),

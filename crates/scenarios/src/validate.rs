@@ -123,6 +123,9 @@ fn target_problems(s: &Scenario) -> Vec<(String, String)> {
     out
 }
 
+/// Most turns a `multi_turn` session may have: its pool entry holds them all.
+const MAX_TURNS: u32 = 10_000;
+
 /// A character of an HTTP header name (RFC 9110's `tchar`).
 fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
@@ -384,6 +387,17 @@ fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
                 bad(
                     key,
                     format!("the fewest turns ({lo}) exceed the most ({hi})"),
+                );
+            }
+            if hi > MAX_TURNS {
+                let key = if m.max_turns.is_some() {
+                    "max_turns"
+                } else {
+                    "turns"
+                };
+                bad(
+                    key,
+                    format!("at most {MAX_TURNS} turns a session, got {hi}"),
                 );
             }
             if let Some(max) = m.think_time_max
