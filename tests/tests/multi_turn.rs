@@ -92,6 +92,18 @@ fn one_two_and_four_workers_send_the_same_sessions() {
             Some(turns as u64),
             "{workers} workers"
         );
+        // the sessions' figures are the mock's
+        let c = &result["cicada"]["counters"];
+        assert_eq!(c["sessions_started"].as_u64(), Some(24), "{c}");
+        assert_eq!(c["sessions_completed"].as_u64(), Some(24), "{c}");
+        assert_eq!(c["session_turns"].as_u64(), Some(turns as u64), "{c}");
+        let m = &result["cicada"]["metrics"];
+        assert_eq!(m["ttft_first_turn"]["count"].as_u64(), Some(24), "{m}");
+        assert_eq!(
+            m["ttft_later_turns"]["count"].as_u64(),
+            Some(turns as u64 - 24),
+            "{m}"
+        );
         for (s, t) in &seen {
             // turns arrive in order, each with the whole history: user and
             // assistant messages alternate and grow by two a turn

@@ -22,6 +22,7 @@ use tokio_util::task::TaskTracker;
 
 use super::request::{Counting, Placement, exchange, guarded_record};
 use super::{Entry, Step, route};
+use crate::recorder::SessionTurn;
 use cicada_client::clock::Clock;
 use cicada_client::exchange::Conduit;
 use cicada_client::http::Headers;
@@ -131,16 +132,7 @@ impl Session {
         let turn_slots = self.slots.as_ref().filter(|_| !settings.session_slots);
         // a conversation stays on one replica, so its growing prefix can be
         // cached there (unless the scenario spreads its turns)
-        let replica = |turn: u64| {
-            route::pick(
-                plan.target.routing,
-                self.slot.index.wrapping_add(turn),
-                plan.seed(),
-                &self.step.in_flight_by_scope,
-            )
-            .min(plan.target.urls.len().saturating_sub(1))
-        };
-        let sticky = replica(0);
+        let sticky = self.replica(0);
         let mut messages: Vec<ChatMessage> = conv
             .system
             .iter()
@@ -163,7 +155,7 @@ impl Session {
                 return;
             }
             let target = if settings.spread_turns {
-                replica(n as u64)
+                self.replica(n as u64)
             } else {
                 sticky
             };
@@ -206,7 +198,11 @@ impl Session {
                 stage: self.slot.stage,
                 warmup: plan.is_warmup(self.slot.index, self.slot.offset),
             };
-            self.step.recorder.record(scope, &record);
+            let turn_at = SessionTurn {
+                first: n == 0,
+                last: n + 1 == conv.turns.len(),
+            };
+            self.step.recorder.record_turn(scope, &record, turn_at);
             if !ok {
                 tracing::debug!(
                     conversation = self.slot.index,
@@ -229,6 +225,19 @@ impl Session {
                 .map_or(think, Duration::from_millis);
             due_us = self.clock.now_us() + pause.as_micros() as u64;
         }
+    }
+
+    /// The replica of this session's turn `turn`: chosen from the session's
+    /// index (plus the turn), so every worker count sends it to the same one.
+    fn replica(&self, turn: u64) -> usize {
+        let plan = &self.step.plan;
+        route::pick(
+            plan.target.routing,
+            self.slot.index.wrapping_add(turn),
+            plan.seed(),
+            &self.step.in_flight_by_scope,
+        )
+        .min(plan.target.urls.len().saturating_sub(1))
     }
 
     /// The step's headers, with the one naming this session when the plan
