@@ -6,8 +6,9 @@
 //! predicts: turn k (k ≥ 2) finds the previous turn's whole prompt in the
 //! cache (the server's own count of it, `server_input_tokens`), less at most
 //! 2 tokens at the seam, and at most that prompt and the previous answer
-//! (measured: 58 to 59 cached at turn 2, 87 to 93 at turn 3, 115 to 123 at
-//! turn 4, each the previous prompt plus 0 to 5 of its 6 answer tokens);
+//! (measured over two runs: 58 to 64 cached at turn 2, 86 to 93 at turn 3,
+//! 113 to 123 at turn 4, each the previous prompt plus 0 to 5 of its 6
+//! answer tokens);
 //! turn 1 finds at most what another session or the readiness request left
 //! in the slot. With `--no-cache-prompt` no turn finds any.
 //!
