@@ -48,6 +48,13 @@ pub fn check(data: &[u8]) {
         Dataset::Sharegpt(s) => (0, len(s.output_len)),
         Dataset::Jsonl(j) => (0, len(j.output_len)),
         Dataset::Conversations(c) => (0, len(c.output_len)),
+        // every turn's message and answer, over the most turns
+        Dataset::MultiTurn(m) => {
+            let per_turn = m.per_turn_input_len.as_ref().unwrap_or(&m.input_len);
+            let turn =
+                m.input_len.longest(0.0).max(per_turn.longest(0.0)) + m.output_len.longest(0.0);
+            (0, turn * f64::from(m.turn_range().1.max(m.turn_range().0)))
+        }
         Dataset::Trace(_) => (0, 0.0),
         Dataset::RandomMm(r) => (
             r.prefix_len,

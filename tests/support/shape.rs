@@ -11,9 +11,11 @@ use serde_json::{Map, Value};
 /// Strings longer than this are payloads (histograms, prompts), not labels.
 const LONG_TEXT: usize = 160;
 
-/// Keys whose values are the client's verdict on its own health: they follow
-/// how busy the machine was, not what the code does.
-const MACHINE_VERDICTS: [&str; 2] = ["client_bound", "reasons"];
+/// Keys whose values are the client's verdict on its own health, or how a
+/// worker placed its start instant (its clock offset was within its
+/// uncertainty of zero, or not): they follow how busy the machine was, not
+/// what the code does.
+const MACHINE_VERDICTS: [&str; 3] = ["client_bound", "reasons", "start_basis"];
 
 /// Replace every run of ASCII digits (with an optional fraction) by `#`, and
 /// every hexadecimal word of 6 or more characters mixing digits and letters
@@ -110,11 +112,12 @@ pub fn json_shape(v: &Value, dir: &str) -> Value {
 }
 
 /// Console text with numbers masked and runs of spaces collapsed (padding
-/// follows the width of the numbers); the client's `CLIENT-BOUND` verdict,
-/// which follows how busy the machine was, is left out.
+/// follows the width of the numbers); the client's `CLIENT-BOUND` verdict and
+/// the `clock: worker ...` line (printed when a worker's clock was uncertain),
+/// which follow how busy the machine was, are left out.
 pub fn console_shape(text: &str, dir: &str) -> String {
     text.lines()
-        .filter(|l| !l.starts_with("CLIENT-BOUND"))
+        .filter(|l| !l.starts_with("CLIENT-BOUND") && !l.starts_with("clock: worker"))
         .map(|l| {
             // a server bucket prints as "< 300", "300-500" or "> 7680":
             // which form depends on what was measured

@@ -23,7 +23,7 @@ const PER_REQUEST: u64 = 1 << 32;
 const MAX_IN_FLIGHT: u64 = 10_000_000;
 
 /// Counters that count requests (at most one per request of the report).
-const REQUEST_COUNTERS: [Counter; 15] = [
+const REQUEST_COUNTERS: [Counter; 18] = [
     Counter::Goodput,
     Counter::TokensFromUsage,
     Counter::TokensFromTokenizer,
@@ -39,12 +39,15 @@ const REQUEST_COUNTERS: [Counter; 15] = [
     Counter::ReasoningTokensFromTokenizer,
     Counter::ReasoningTokensFromEvents,
     Counter::ReasoningWithoutAnswer,
+    Counter::SessionsStarted,
+    Counter::SessionsCompleted,
+    Counter::SessionTurns,
 ];
 
 /// Metrics measured on the worker's own clock, within the step: never
 /// longer than the step has run. (The server's own timings are the
 /// server's claim, and `output_tps_per_request` is a rate.)
-const CLOCKED: [Metric; 13] = [
+const CLOCKED: [Metric; 15] = [
     Metric::Ttft,
     Metric::Tpot,
     Metric::Itl,
@@ -58,6 +61,8 @@ const CLOCKED: [Metric; 13] = [
     Metric::ReasoningTime,
     Metric::AnswerTpot,
     Metric::AnswerItl,
+    Metric::TtftFirstTurn,
+    Metric::TtftLaterTurns,
 ];
 
 /// Why a report was refused.

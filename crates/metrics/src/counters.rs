@@ -80,11 +80,17 @@ pub enum Counter {
     AudioBytes,
     /// Items (embedding inputs) of successful pooling requests.
     Items,
+    /// Multi-turn sessions that sent their first turn (counted with it).
+    SessionsStarted,
+    /// Multi-turn sessions whose every turn succeeded (counted with the last).
+    SessionsCompleted,
+    /// Turns sent by multi-turn sessions, every outcome.
+    SessionTurns,
 }
 
 impl Counter {
     /// Every counter, in storage order.
-    pub const ALL: [Counter; 34] = [
+    pub const ALL: [Counter; 37] = [
         Counter::InputTokens,
         Counter::OutputTokens,
         Counter::CachedTokens,
@@ -119,6 +125,9 @@ impl Counter {
         Counter::ImageBytes,
         Counter::AudioBytes,
         Counter::Items,
+        Counter::SessionsStarted,
+        Counter::SessionsCompleted,
+        Counter::SessionTurns,
     ];
 
     /// Stable wire and file name.
@@ -158,6 +167,9 @@ impl Counter {
             Counter::ImageBytes => "image_bytes",
             Counter::AudioBytes => "audio_bytes",
             Counter::Items => "items",
+            Counter::SessionsStarted => "sessions_started",
+            Counter::SessionsCompleted => "sessions_completed",
+            Counter::SessionTurns => "session_turns",
         }
     }
 }

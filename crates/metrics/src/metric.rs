@@ -46,6 +46,10 @@ pub enum Metric {
     AnswerItl,
     /// Items (embedding inputs) a successful pooling request carried.
     BatchSize,
+    /// TTFT of the first turn of multi-turn sessions.
+    TtftFirstTurn,
+    /// TTFT of the later turns of multi-turn sessions (a growing prefix).
+    TtftLaterTurns,
 }
 
 /// How a metric's raw integer values are scaled for display.
@@ -126,7 +130,7 @@ impl Metric {
     pub const FROM_SCHEDULE: [Metric; 3] = [Metric::TtftCo, Metric::E2elCo, Metric::ScheduleLag];
 
     /// Every metric including the worker's health metrics.
-    pub const ALL: [Metric; 19] = [
+    pub const ALL: [Metric; 21] = [
         Metric::Ttft,
         Metric::Tpot,
         Metric::Itl,
@@ -146,6 +150,8 @@ impl Metric {
         Metric::AnswerTpot,
         Metric::AnswerItl,
         Metric::BatchSize,
+        Metric::TtftFirstTurn,
+        Metric::TtftLaterTurns,
     ];
 
     /// Stable name used on the wire, in JSON keys and CSV columns.
@@ -170,6 +176,8 @@ impl Metric {
             Metric::AnswerTpot => "answer_tpot",
             Metric::AnswerItl => "answer_itl",
             Metric::BatchSize => "batch_size",
+            Metric::TtftFirstTurn => "ttft_first_turn",
+            Metric::TtftLaterTurns => "ttft_later_turns",
         }
     }
 
@@ -195,6 +203,8 @@ impl Metric {
             Metric::AnswerTpot => "answer TPOT",
             Metric::AnswerItl => "answer ITL",
             Metric::BatchSize => "batch size",
+            Metric::TtftFirstTurn => "TTFT (first turn)",
+            Metric::TtftLaterTurns => "TTFT (later turns)",
         }
     }
 

@@ -97,6 +97,7 @@ pub(crate) async fn generate(
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    let session = session_of(req.headers());
     let form = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -145,6 +146,7 @@ pub(crate) async fn generate(
         stream,
         parsed,
         audio_bytes,
+        session,
     };
     let a = account(&shared, &arrived, request_id, path, api);
     match a.fault {
@@ -188,6 +190,22 @@ struct Arrived {
     parsed: IncomingRequest,
     /// Bytes of the uploaded file, for a transcription.
     audio_bytes: Option<u64>,
+    /// The session the request names ([`SESSION_HEADERS`]).
+    session: Option<String>,
+}
+
+/// Headers that name a request's session, as prefix-aware routers read
+/// them (vllm-bench's, Dynamo's, SGLang's gateway's): the first present is
+/// logged as the request's session.
+pub const SESSION_HEADERS: [&str; 3] = ["x-session-id", "x-dynamo-session-id", "x-smg-routing-key"];
+
+/// The session a request names, if any.
+fn session_of(headers: &http::HeaderMap) -> Option<String> {
+    SESSION_HEADERS
+        .iter()
+        .find_map(|h| headers.get(*h))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
 }
 
 /// What the mock decided for a request and counted of it.
@@ -279,6 +297,7 @@ fn account(
             stream: a.stream,
             fault,
             request_id,
+            session: a.session.clone(),
             messages: a.parsed.message_log(),
             output_tokens: total_tokens,
             output_fingerprint: text_fingerprint(seq, total_tokens),

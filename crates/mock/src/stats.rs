@@ -55,6 +55,10 @@ pub struct LoggedRequest {
     /// The client's `x-request-id` header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// The session the request named (`x-session-id`, `x-dynamo-session-id`
+    /// or `x-smg-routing-key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
     /// Chat messages (role and content fingerprint), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<LoggedMessage>,

@@ -16,6 +16,10 @@ pub struct Turn {
     pub input_tokens: u32,
     /// Output tokens to ask for this turn, when known.
     pub output_tokens: Option<u32>,
+    /// Pause before this turn (after the previous answer), ms, when the
+    /// workload drew one for it; else the plan's think time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_ms: Option<u64>,
 }
 
 /// A multi-turn session: each turn is sent with every earlier message and the

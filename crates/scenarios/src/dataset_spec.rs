@@ -32,6 +32,8 @@ pub enum DatasetKind {
     Jsonl,
     /// Multi-turn sessions sent with the model's own previous answers.
     Conversations,
+    /// Synthetic multi-turn sessions (no file): drawn turns and lengths.
+    MultiTurn,
     /// A Mooncake-style trace replayed at its timestamps.
     Trace,
     /// `random` prompts with images attached (vLLM's `random-mm`).
@@ -43,13 +45,14 @@ pub enum DatasetKind {
 
 impl DatasetKind {
     /// Every kind, for messages.
-    pub const ALL: [DatasetKind; 9] = [
+    pub const ALL: [DatasetKind; 10] = [
         DatasetKind::Random,
         DatasetKind::Sharegpt,
         DatasetKind::Sonnet,
         DatasetKind::Prefix,
         DatasetKind::Jsonl,
         DatasetKind::Conversations,
+        DatasetKind::MultiTurn,
         DatasetKind::Trace,
         DatasetKind::RandomMm,
         DatasetKind::Audio,
@@ -64,6 +67,7 @@ impl DatasetKind {
             DatasetKind::Prefix => "prefix",
             DatasetKind::Jsonl => "jsonl",
             DatasetKind::Conversations => "conversations",
+            DatasetKind::MultiTurn => "multi_turn",
             DatasetKind::Trace => "trace",
             DatasetKind::RandomMm => "random-mm",
             DatasetKind::Audio => "audio",
@@ -88,8 +92,18 @@ impl DatasetKind {
     pub fn synthetic(self) -> bool {
         matches!(
             self,
-            DatasetKind::Random | DatasetKind::Prefix | DatasetKind::Trace | DatasetKind::RandomMm
+            DatasetKind::Random
+                | DatasetKind::Prefix
+                | DatasetKind::Trace
+                | DatasetKind::RandomMm
+                | DatasetKind::MultiTurn
         )
+    }
+
+    /// Kinds whose scheduled requests start multi-turn sessions (sent as
+    /// growing `messages` arrays with the model's real answers).
+    pub fn sessions(self) -> bool {
+        matches!(self, DatasetKind::Conversations | DatasetKind::MultiTurn)
     }
 
     /// The keys (besides `kind`) this kind takes, in the order they are written.
@@ -101,6 +115,7 @@ impl DatasetKind {
             DatasetKind::Prefix => field_names::<PrefixSpec>(),
             DatasetKind::Jsonl => field_names::<JsonlSpec>(),
             DatasetKind::Conversations => field_names::<ConversationsSpec>(),
+            DatasetKind::MultiTurn => field_names::<MultiTurnSpec>(),
             DatasetKind::Trace => field_names::<TraceSpec>(),
             DatasetKind::RandomMm => field_names::<RandomMmSpec>(),
             DatasetKind::Audio => field_names::<AudioSpec>(),
@@ -302,6 +317,70 @@ pub struct ConversationsSpec {
     pub max_turns: Option<u32>,
 }
 
+fn n3() -> u32 {
+    3
+}
+
+/// `kind = "multi_turn"`: synthetic multi-turn sessions, no file (vLLM's
+/// `vllm-bench --multi-turn` with `--dataset-name random`). Each session's
+/// turns, lengths and think times are drawn from the seed and the session's
+/// index alone; each turn is sent with the whole history and the model's
+/// real answers, so the server's prefix cache sees a growing shared prefix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MultiTurnSpec {
+    /// Turns per session, when `min_turns`/`max_turns` do not draw them.
+    #[serde(default = "n3")]
+    pub turns: u32,
+    /// Fewest turns of a session: turns are drawn uniformly in
+    /// `[min_turns, max_turns]` (either defaults to `turns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_turns: Option<u32>,
+    /// Most turns of a session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// Tokens of the first turn's user message, or their distribution.
+    #[serde(default = "len1024")]
+    pub input_len: Length,
+    /// Tokens each later turn adds as its user message (default: `input_len`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_turn_input_len: Option<Length>,
+    /// Output tokens asked of each turn, or their distribution.
+    #[serde(default = "len128")]
+    pub output_len: Length,
+    /// Pause between an answer and the next turn.
+    #[serde(default)]
+    pub think_time: Span,
+    /// With it, each pause is drawn uniformly in `[think_time, think_time_max]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time_max: Option<Span>,
+}
+
+impl Default for MultiTurnSpec {
+    fn default() -> Self {
+        Self {
+            turns: n3(),
+            min_turns: None,
+            max_turns: None,
+            input_len: len1024(),
+            per_turn_input_len: None,
+            output_len: len128(),
+            think_time: Span::default(),
+            think_time_max: None,
+        }
+    }
+}
+
+impl MultiTurnSpec {
+    /// The inclusive range a session's turn count is drawn from.
+    pub fn turn_range(&self) -> (u32, u32) {
+        (
+            self.min_turns.unwrap_or(self.turns),
+            self.max_turns.unwrap_or(self.turns),
+        )
+    }
+}
+
 /// `kind = "trace"`: a Mooncake JSONL trace replayed at its timestamps.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -326,6 +405,7 @@ pub enum Dataset {
     Prefix(PrefixSpec),
     Jsonl(JsonlSpec),
     Conversations(ConversationsSpec),
+    MultiTurn(MultiTurnSpec),
     Trace(TraceSpec),
     #[serde(rename = "random-mm")]
     RandomMm(RandomMmSpec),
@@ -348,6 +428,7 @@ impl Dataset {
             Dataset::Prefix(_) => DatasetKind::Prefix,
             Dataset::Jsonl(_) => DatasetKind::Jsonl,
             Dataset::Conversations(_) => DatasetKind::Conversations,
+            Dataset::MultiTurn(_) => DatasetKind::MultiTurn,
             Dataset::Trace(_) => DatasetKind::Trace,
             Dataset::RandomMm(_) => DatasetKind::RandomMm,
             Dataset::Audio(_) => DatasetKind::Audio,
@@ -361,7 +442,7 @@ impl Dataset {
 
     fn path_ref(&self) -> Option<&PathBuf> {
         match self {
-            Dataset::Random(_) | Dataset::Prefix(_) => None,
+            Dataset::Random(_) | Dataset::Prefix(_) | Dataset::MultiTurn(_) => None,
             Dataset::RandomMm(d) => d.image_dir.as_ref(),
             Dataset::Audio(d) => d.path.as_ref(),
             Dataset::Sharegpt(d) => Some(&d.path),
@@ -384,7 +465,7 @@ impl Dataset {
     /// The dataset file, to rebase a relative path.
     pub(crate) fn path_mut(&mut self) -> Option<&mut PathBuf> {
         match self {
-            Dataset::Random(_) | Dataset::Prefix(_) => None,
+            Dataset::Random(_) | Dataset::Prefix(_) | Dataset::MultiTurn(_) => None,
             Dataset::RandomMm(d) => d.image_dir.as_mut(),
             Dataset::Audio(d) => d.path.as_mut(),
             Dataset::Sharegpt(d) => Some(&mut d.path),
@@ -415,6 +496,11 @@ impl Dataset {
                 vec![("output_len", d.output_len), ("max_turns", d.max_turns)]
             }
             Dataset::Trace(d) => vec![("block_size", Some(d.block_size))],
+            Dataset::MultiTurn(d) => vec![
+                ("turns", Some(d.turns)),
+                ("min_turns", d.min_turns),
+                ("max_turns", d.max_turns),
+            ],
         }
     }
 
@@ -427,6 +513,14 @@ impl Dataset {
                 vec![("input_len", &d.input_len), ("output_len", &d.output_len)]
             }
             Dataset::Prefix(d) => vec![("output_len", &d.output_len)],
+            Dataset::MultiTurn(d) => {
+                let mut v = vec![("input_len", &d.input_len)];
+                if let Some(p) = &d.per_turn_input_len {
+                    v.push(("per_turn_input_len", p));
+                }
+                v.push(("output_len", &d.output_len));
+                v
+            }
             _ => Vec::new(),
         }
     }
@@ -520,6 +614,7 @@ impl<'de> Deserialize<'de> for Dataset {
             DatasetKind::Prefix => Dataset::Prefix(spec(kind, table)?),
             DatasetKind::Jsonl => Dataset::Jsonl(spec(kind, table)?),
             DatasetKind::Conversations => Dataset::Conversations(spec(kind, table)?),
+            DatasetKind::MultiTurn => Dataset::MultiTurn(spec(kind, table)?),
             DatasetKind::Trace => Dataset::Trace(spec(kind, table)?),
             DatasetKind::RandomMm => Dataset::RandomMm(spec(kind, table)?),
             DatasetKind::Audio => Dataset::Audio(spec(kind, table)?),

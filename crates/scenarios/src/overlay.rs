@@ -125,6 +125,18 @@ pub enum Knob {
     MmLimits(Vec<(String, u32)>),
     /// `dataset.bucket_config` (random-mm): (height, width, frames, probability).
     MmBuckets(Vec<(u32, u32, u32, f64)>),
+    /// `dataset.turns` (multi_turn).
+    Turns(u32),
+    /// `dataset.min_turns` (multi_turn).
+    MinTurns(u32),
+    /// `dataset.max_turns` (multi_turn, conversations).
+    MaxTurns(u32),
+    /// `dataset.per_turn_input_len` (multi_turn).
+    PerTurnInputLen(u32),
+    /// `dataset.think_time`, ms (multi_turn, conversations).
+    ThinkTimeMs(u64),
+    /// `target.session_header`.
+    SessionHeader(String),
 }
 
 impl Knob {
@@ -167,6 +179,12 @@ impl Knob {
             Knob::MmItemsRangeRatio(_) => "dataset.num_mm_items_range_ratio".into(),
             Knob::MmLimits(_) => "dataset.limit_mm_per_prompt".into(),
             Knob::MmBuckets(_) => "dataset.bucket_config".into(),
+            Knob::Turns(_) => "dataset.turns".into(),
+            Knob::MinTurns(_) => "dataset.min_turns".into(),
+            Knob::MaxTurns(_) => "dataset.max_turns".into(),
+            Knob::PerTurnInputLen(_) => "dataset.per_turn_input_len".into(),
+            Knob::ThinkTimeMs(_) => "dataset.think_time".into(),
+            Knob::SessionHeader(_) => "target.session_header".into(),
         }
     }
 
@@ -184,13 +202,19 @@ impl Knob {
             | Knob::Header(_, s)
             | Knob::Tokenizer(s)
             | Knob::DatasetKind(s)
+            | Knob::SessionHeader(s)
             | Knob::ResultFilename(s) => text(s),
+            Knob::ThinkTimeMs(ms) => V::String(format!("{ms}ms")),
             Knob::DatasetPath(p) | Knob::ResultDir(p) => path(p),
             Knob::ReadyTimeoutSecs(v) | Knob::NumPrompts(v) | Knob::Seed(v) => whole(*v),
             Knob::InputLen(v)
             | Knob::OutputLen(v)
             | Knob::PrefixLen(v)
             | Knob::MaxConcurrency(v)
+            | Knob::Turns(v)
+            | Knob::MinTurns(v)
+            | Knob::MaxTurns(v)
+            | Knob::PerTurnInputLen(v)
             | Knob::MmBaseItems(v) => whole(u64::from(*v)),
             Knob::RangeRatio(v)
             | Knob::Burstiness(v)

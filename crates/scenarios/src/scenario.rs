@@ -10,8 +10,8 @@ pub use crate::abort::AbortSpec;
 pub use crate::backend::Backend;
 pub use crate::dataset_spec::{
     AudioSpec, ConversationsSpec, Dataset, DatasetKind, ImageBucket, JsonlSpec, Length, LengthDist,
-    LengthShape, MmLimits, PrefixSpec, RandomMmSpec, RandomSpec, Sampler, SharegptSpec, SonnetSpec,
-    TraceSpec, Weighted,
+    LengthShape, MmLimits, MultiTurnSpec, PrefixSpec, RandomMmSpec, RandomSpec, Sampler,
+    SharegptSpec, SonnetSpec, TraceSpec, Weighted,
 };
 pub use crate::hooks::{
     CacheReset, HooksSpec, NoEngine, SGLANG_FLUSH_ROUTE, START_PROFILE_ROUTE, STOP_PROFILE_ROUTE,
@@ -162,6 +162,16 @@ pub struct Target {
     /// Extra HTTP headers sent with every request.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// A header naming the session, sent with every turn of a multi-turn
+    /// workload (`conversations`, `multi_turn`), so a prefix-aware router
+    /// can keep a session on one replica: `X-Session-ID` (vllm-bench),
+    /// `x-dynamo-session-id` (Dynamo), `x-smg-routing-key` (SGLang's gateway).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_header: Option<String>,
+    /// With several `urls`, a session's turns all go to the replica its
+    /// first turn went to; false routes each turn as a request of its own.
+    #[serde(skip_serializing_if = "is_true")]
+    pub sticky_sessions: bool,
     /// Per-request timeout; a request still running then ends as `timeout`.
     pub timeout: Span,
     /// Stream responses (SSE). Without streaming only E2EL and tokens are measured.
@@ -218,6 +228,8 @@ impl Default for Target {
             model_assignment: ModelAssignment::Random,
             api_key_env: None,
             headers: BTreeMap::new(),
+            session_header: None,
+            sticky_sessions: true,
             timeout: Span::secs(600),
             stream: true,
             ready_timeout: Span::secs(600),

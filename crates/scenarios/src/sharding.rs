@@ -212,12 +212,7 @@ pub fn step_plans(
     let pool = step.pool;
     let schedule = schedule_of(s, pool);
     let sampling = resolve_sampling(s);
-    let conversations = match &s.dataset {
-        Dataset::Conversations(c) => Some(ConversationSettings {
-            think_time_ms: c.think_time.get().as_millis() as u64,
-        }),
-        _ => None,
-    };
+    let conversations = conversation_settings(s);
     let whole_pool = step.steerable && conversations.is_none();
     (0..workers)
         .zip(recipients)
@@ -244,11 +239,27 @@ pub fn step_plans(
                 report_interval_ms: s.load.report_interval.get().as_millis() as u64,
                 tokenizer: step.tokenizer.map(|t| t.json().to_string()),
                 verify_every: s.tokenizer.as_ref().map_or(0, |t| t.verify_every),
-                conversations,
+                conversations: conversations.clone(),
                 details: s.output.save_detailed,
             }
         })
         .collect()
+}
+
+/// How workers run a multi-turn workload's sessions (`None` for the others).
+fn conversation_settings(s: &crate::Scenario) -> Option<ConversationSettings> {
+    let (think, session_slots) = match &s.dataset {
+        Dataset::Conversations(c) => (c.think_time, false),
+        // the concurrency unit of synthetic sessions is the session
+        Dataset::MultiTurn(m) => (m.think_time, true),
+        _ => return None,
+    };
+    Some(ConversationSettings {
+        think_time_ms: think.get().as_millis() as u64,
+        session_slots,
+        session_header: s.target.session_header.clone(),
+        spread_turns: !s.target.sticky_sessions,
+    })
 }
 
 /// One plan per worker `0..workers`, every one reaching `target` alike.

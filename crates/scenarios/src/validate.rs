@@ -1,7 +1,7 @@
 //! Value checks beyond types: ranges, required keys, combinations.
 
 use crate::scenario::{
-    Backend, Dataset, DatasetKind, MAX_MAX_EVENT_SIZE, MIN_MAX_EVENT_SIZE, Sampler, Scenario,
+    Backend, Dataset, MAX_MAX_EVENT_SIZE, MIN_MAX_EVENT_SIZE, Sampler, Scenario,
 };
 use cicada_plan::units::Rate;
 
@@ -110,6 +110,14 @@ fn target_problems(s: &Scenario) -> Vec<(String, String)> {
             ),
         );
     }
+    if let Some(h) = &t.session_header
+        && (h.is_empty() || !h.bytes().all(is_tchar))
+    {
+        bad(
+            "target.session_header",
+            format!("\"{h}\" is not an HTTP header name"),
+        );
+    }
     if t.tls_ca.is_some() && t.tls_insecure {
         bad(
             "target.tls_insecure",
@@ -117,6 +125,14 @@ fn target_problems(s: &Scenario) -> Vec<(String, String)> {
         );
     }
     out
+}
+
+/// Most turns a `multi_turn` session may have: its pool entry holds them all.
+const MAX_TURNS: u32 = 10_000;
+
+/// A character of an HTTP header name (RFC 9110's `tchar`).
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// `[load]`'s counts, rates and intervals (load shapes: `validate_shape`).
@@ -364,13 +380,46 @@ fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
             "range_ratio",
             format!("must be within [0, 1), got {}", r.range_ratio),
         ),
+        Dataset::MultiTurn(m) => {
+            let (lo, hi) = m.turn_range();
+            if lo > hi && lo > 0 {
+                let key = if m.max_turns.is_some() {
+                    "max_turns"
+                } else {
+                    "min_turns"
+                };
+                bad(
+                    key,
+                    format!("the fewest turns ({lo}) exceed the most ({hi})"),
+                );
+            }
+            if hi > MAX_TURNS {
+                let key = if m.max_turns.is_some() {
+                    "max_turns"
+                } else {
+                    "turns"
+                };
+                bad(
+                    key,
+                    format!("at most {MAX_TURNS} turns a session, got {hi}"),
+                );
+            }
+            if let Some(max) = m.think_time_max
+                && max.get() < m.think_time.get()
+            {
+                bad(
+                    "think_time_max",
+                    format!("must be at least think_time ({})", m.think_time),
+                );
+            }
+        }
         Dataset::Trace(t) if !(t.speed.is_finite() && t.speed > 0.0) => bad(
             "speed",
             format!("must be a positive number, got {}", t.speed),
         ),
         _ => {}
     }
-    if d.kind() == DatasetKind::Conversations && !s.target.backend.sends_messages(s.mock.api) {
+    if d.kind().sessions() && !s.target.backend.sends_messages(s.mock.api) {
         let (key, name) = if s.target.backend == Backend::Mock {
             ("mock.api", format!("mock.api {:?}", s.mock.api))
         } else {
@@ -379,7 +428,7 @@ fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
         out.push((
             key.to_string(),
             format!(
-                "the conversations workload sends messages arrays; {name} takes no chat messages (use a -chat backend)"
+                "the {kind} workload sends messages arrays; {name} takes no chat messages (use a -chat backend)"
             ),
         ));
     }

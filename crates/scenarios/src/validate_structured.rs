@@ -3,7 +3,7 @@
 
 use cicada_request::Structured;
 
-use crate::scenario::{Backend, Dataset, Scenario};
+use crate::scenario::{Backend, Scenario};
 use crate::structured::StructuredSpec;
 
 /// Problems of `[structured]`, and of shapes with a backend or workload that
@@ -31,10 +31,13 @@ pub(crate) fn problems(s: &Scenario) -> Vec<(String, String)> {
     if let Some(why) = cannot_carry(s) {
         out.push((key.clone(), why));
     }
-    if matches!(s.dataset, Dataset::Conversations(_)) {
+    if s.dataset.kind().sessions() {
         out.push((
             key,
-            "the conversations workload sends no tools or response format (a turn's answer feeds the next)".to_string(),
+            format!(
+                "the {} workload sends no tools or response format (a turn's answer feeds the next)",
+                s.dataset.kind().name()
+            ),
         ));
     }
     out

@@ -95,6 +95,29 @@ pub struct VllmFlags {
     pub headers: Vec<String>,
     /// Seconds to wait for the server to be ready (0 skips the check).
     pub ready_check_timeout_sec: Option<u64>,
+    /// vllm-bench's multi-turn flags.
+    pub multi_turn: MultiTurnFlags,
+}
+
+/// vllm-bench's multi-turn flags (`vllm-project/vllm-bench`'s README, "CLI
+/// Reference", "Multi-turn conversation benchmark"): `--num-prompts` then
+/// counts sessions, and every turn carries `X-Session-ID`.
+#[derive(Debug, Clone, Default)]
+pub struct MultiTurnFlags {
+    /// `--multi-turn`: sessions instead of single requests.
+    pub enabled: bool,
+    /// `--multi-turn-num-turns`: turns per session.
+    pub num_turns: Option<u32>,
+    /// `--multi-turn-min-turns` (0: the number of turns).
+    pub min_turns: Option<u32>,
+    /// `--multi-turn-max-turns` (0: the number of turns; ShareGPT: uncapped).
+    pub max_turns: Option<u32>,
+    /// `--multi-turn-concurrency`: sessions in flight.
+    pub concurrency: Option<u32>,
+    /// `--multi-turn-delay-ms`: pause between turns.
+    pub delay_ms: Option<u64>,
+    /// `--per-turn-input-len`: tokens each later turn adds (0: the first turn's).
+    pub per_turn_input_len: Option<u32>,
 }
 
 /// A backend name as `vllm bench serve` or a scenario file spells it.
@@ -130,6 +153,8 @@ pub fn overlay(f: &VllmFlags, has_scenario: bool) -> Result<Overlay, ScenarioErr
     let mut out = Overlay::default();
     let backend = match &f.backend {
         Some(b) => Some(backend_of(b)?),
+        // sessions send messages arrays (vllm-bench asks for openai-chat)
+        None if !has_scenario && f.multi_turn.enabled => Some(Backend::OpenaiChat),
         // without a file, vLLM's default: OpenAI completions
         None if !has_scenario => Some(Backend::Openai),
         None => None,
@@ -144,6 +169,8 @@ pub fn overlay(f: &VllmFlags, has_scenario: bool) -> Result<Overlay, ScenarioErr
         out.set("random-mm-bucket-config", mm_buckets(t)?);
     }
     load(&mut out, f);
+    // after the load: sessions in flight win over --max-concurrency
+    knobs::multi_turn(&mut out, f)?;
     output(&mut out, f)?;
     if f.ignore_eos {
         out.set("ignore-eos", Knob::IgnoreEos(true));
@@ -341,6 +368,91 @@ mod tests {
         );
         assert_eq!(s.target.headers["X-Team"], "perf");
         assert!(s.target.ready_timeout.get().is_zero());
+    }
+
+    /// vllm-bench's multi-turn flags: synthetic sessions with the random
+    /// dataset (0 leaves a bound to the number of turns), ShareGPT's
+    /// conversations with sharegpt, X-Session-ID on every turn.
+    #[test]
+    fn multi_turn_flags_set_the_session_keys() {
+        let f = VllmFlags {
+            port: Some(9000),
+            random_input_len: Some(64),
+            random_output_len: Some(8),
+            max_concurrency: Some(99),
+            multi_turn: MultiTurnFlags {
+                enabled: true,
+                num_turns: Some(5),
+                min_turns: Some(2),
+                max_turns: Some(0),
+                concurrency: Some(4),
+                delay_ms: Some(250),
+                per_turn_input_len: Some(16),
+            },
+            ..flags()
+        };
+        let s = load_with_flags(None, &f, &[]).unwrap().scenario;
+        assert_eq!(
+            s.target.backend,
+            Backend::OpenaiChat,
+            "sessions send messages"
+        );
+        assert_eq!(s.target.session_header.as_deref(), Some("X-Session-ID"));
+        assert_eq!(s.load.max_concurrency, Some(4), "sessions in flight win");
+        let crate::scenario::Dataset::MultiTurn(d) = &s.dataset else {
+            panic!("a multi_turn dataset: {:?}", s.dataset)
+        };
+        assert_eq!((d.turns, d.min_turns, d.max_turns), (5, Some(2), None));
+        assert_eq!(d.turn_range(), (2, 5));
+        assert_eq!(d.input_len.fixed(), Some(64));
+        assert_eq!(
+            d.per_turn_input_len.as_ref().and_then(|l| l.fixed()),
+            Some(16)
+        );
+        assert_eq!(d.output_len.fixed(), Some(8));
+        assert_eq!(d.think_time.get().as_millis(), 250);
+        let share = VllmFlags {
+            backend: Some("openai-chat".into()),
+            dataset_name: Some("sharegpt".into()),
+            dataset_path: Some("c.json".into()),
+            multi_turn: MultiTurnFlags {
+                enabled: true,
+                max_turns: Some(3),
+                ..MultiTurnFlags::default()
+            },
+            ..flags()
+        };
+        let s = load_with_flags(None, &share, &[]).unwrap().scenario;
+        let crate::scenario::Dataset::Conversations(c) = &s.dataset else {
+            panic!("conversations: {:?}", s.dataset)
+        };
+        assert_eq!(c.max_turns, Some(3));
+        // the knobs without --multi-turn, or with another dataset, are refused
+        let stray = VllmFlags {
+            multi_turn: MultiTurnFlags {
+                num_turns: Some(2),
+                ..MultiTurnFlags::default()
+            },
+            ..flags()
+        };
+        let e = load_with_flags(None, &stray, &[])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("apply with --multi-turn"), "{e}");
+        let sonnet = VllmFlags {
+            dataset_name: Some("sonnet".into()),
+            multi_turn: MultiTurnFlags {
+                enabled: true,
+                ..MultiTurnFlags::default()
+            },
+            ..flags()
+        };
+        let e = load_with_flags(None, &sonnet, &[])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("not sonnet"), "{e}");
     }
 
     #[test]

@@ -13,7 +13,6 @@ use cicada_results::interval::IntervalRow;
 use cicada_results::server::ServerView;
 use cicada_results::sink::{Barrier, Report, Sink, StepBegan, StepFinished, Tick};
 use cicada_results::{RunResult, client_health};
-use cicada_scenarios::scenario::DatasetKind;
 use cicada_scenarios::{Scenario, sharding};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -429,9 +428,7 @@ impl Sink for BoardSink {
 /// An open loop with no cap, whose lateness is all the client's doing (as
 /// the step's end judges it).
 fn uncapped_open_loop(s: &Scenario) -> bool {
-    !sharding::is_closed_loop(s)
-        && s.load.max_concurrency.is_none()
-        && s.dataset.kind() != DatasetKind::Conversations
+    !sharding::is_closed_loop(s) && s.load.max_concurrency.is_none() && !s.dataset.kind().sessions()
 }
 
 impl Board {

@@ -7,7 +7,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use cicada_metrics::{
-    EVENTS_OVER_USAGE_MIN, EVENTS_OVER_USAGE_RATIO, Events, MetricSet, RequestRecord, Scope, Slo,
+    Counter, EVENTS_OVER_USAGE_MIN, EVENTS_OVER_USAGE_RATIO, Events, Metric, MetricSet,
+    RequestRecord, Scope, Slo,
 };
 use serde::Serialize;
 
@@ -18,6 +19,15 @@ use crate::details::{DetailContext, append_line};
 struct Shard {
     sets: BTreeMap<Scope, MetricSet>,
     details: Vec<u8>,
+}
+
+/// Where a turn sits in its session.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionTurn {
+    /// The session's first turn.
+    pub first: bool,
+    /// The session's last turn.
+    pub last: bool,
 }
 
 /// Records finished requests and hands out interval deltas by scope.
@@ -89,6 +99,41 @@ impl Recorder {
                 index = rec.index,
                 "cicada failed while recording a request's figures (please report this bug)"
             );
+        }
+    }
+
+    /// Record one turn of a multi-turn session in `scope`, with the
+    /// session's figures: counted with the turn, in the same set, so a
+    /// report never holds session counts without their requests.
+    pub fn record_turn<E: Events + Serialize>(
+        &self,
+        scope: Scope,
+        rec: &RequestRecord<E>,
+        turn: SessionTurn,
+    ) {
+        self.record(scope, rec);
+        let i = self.shard_index();
+        let mut shard = match self.shards[i].lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let set = shard.sets.entry(scope).or_default();
+        set.counters.add(Counter::SessionTurns, 1);
+        if turn.first {
+            set.counters.add(Counter::SessionsStarted, 1);
+        }
+        if turn.last && rec.outcome.is_ok() {
+            set.counters.add(Counter::SessionsCompleted, 1);
+        }
+        if rec.outcome.is_ok()
+            && let Some(ttft) = rec.ttft_us()
+        {
+            let m = if turn.first {
+                Metric::TtftFirstTurn
+            } else {
+                Metric::TtftLaterTurns
+            };
+            set.histogram_mut(m).record(ttft);
         }
     }
 

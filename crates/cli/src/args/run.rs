@@ -367,6 +367,54 @@ pub struct VllmFlags {
     /// Seconds to wait for the server to be ready (0 skips the check).
     #[arg(long, help_heading = "vllm bench serve flags")]
     pub ready_check_timeout_sec: Option<u64>,
+    /// vllm-bench's multi-turn flags.
+    #[command(flatten)]
+    pub multi_turn: MultiTurnFlags,
+}
+
+/// vllm-bench's multi-turn flags (`--multi-turn` and its knobs).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct MultiTurnFlags {
+    /// Multi-turn sessions: synthetic (`multi_turn`) with the random
+    /// dataset, ShareGPT's conversations with sharegpt; --num-prompts
+    /// counts sessions.
+    #[arg(long = "multi-turn", help_heading = "vllm bench serve flags")]
+    pub enabled: bool,
+    /// Turns per session.
+    #[arg(long = "multi-turn-num-turns", help_heading = "vllm bench serve flags")]
+    pub num_turns: Option<u32>,
+    /// Fewest turns per session, drawn uniformly up to the most (0: --multi-turn-num-turns).
+    #[arg(long = "multi-turn-min-turns", help_heading = "vllm bench serve flags")]
+    pub min_turns: Option<u32>,
+    /// Most turns per session (0: --multi-turn-num-turns; ShareGPT: uncapped).
+    #[arg(long = "multi-turn-max-turns", help_heading = "vllm bench serve flags")]
+    pub max_turns: Option<u32>,
+    /// Sessions in flight at once (load.max_concurrency).
+    #[arg(
+        long = "multi-turn-concurrency",
+        help_heading = "vllm bench serve flags"
+    )]
+    pub concurrency: Option<u32>,
+    /// Pause between an answer and the next turn, ms.
+    #[arg(long = "multi-turn-delay-ms", help_heading = "vllm bench serve flags")]
+    pub delay_ms: Option<u64>,
+    /// Tokens each turn after the first adds (0: --random-input-len).
+    #[arg(long = "per-turn-input-len", help_heading = "vllm bench serve flags")]
+    pub per_turn_input_len: Option<u32>,
+}
+
+impl From<MultiTurnFlags> for cicada_scenarios::vllm::MultiTurnFlags {
+    fn from(m: MultiTurnFlags) -> Self {
+        Self {
+            enabled: m.enabled,
+            num_turns: m.num_turns,
+            min_turns: m.min_turns,
+            max_turns: m.max_turns,
+            concurrency: m.concurrency,
+            delay_ms: m.delay_ms,
+            per_turn_input_len: m.per_turn_input_len,
+        }
+    }
 }
 
 impl From<VllmFlags> for cicada_scenarios::vllm::VllmFlags {
@@ -408,6 +456,7 @@ impl From<VllmFlags> for cicada_scenarios::vllm::VllmFlags {
             top_k,
             headers,
             ready_check_timeout_sec,
+            multi_turn,
         } = a;
         Self {
             backend,
@@ -446,6 +495,7 @@ impl From<VllmFlags> for cicada_scenarios::vllm::VllmFlags {
             top_k,
             headers,
             ready_check_timeout_sec,
+            multi_turn: multi_turn.into(),
         }
     }
 }

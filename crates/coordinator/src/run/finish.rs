@@ -9,7 +9,6 @@ use cicada_results::interval::IntervalRow;
 use cicada_results::server::{ServerView, StepServerViews};
 use cicada_results::write::RunContext;
 use cicada_results::{RunResult, client_health};
-use cicada_scenarios::scenario::DatasetKind;
 use cicada_scenarios::{Scenario, sharding};
 use std::time::Duration;
 
@@ -145,7 +144,7 @@ pub fn step_results(
 fn uncapped_open_loop(scenario: &Scenario) -> bool {
     !sharding::is_closed_loop(scenario)
         && scenario.load.max_concurrency.is_none()
-        && scenario.dataset.kind() != DatasetKind::Conversations
+        && !scenario.dataset.kind().sessions()
 }
 
 /// Window `p`'s scenario: the step's, with the window's own load, as a

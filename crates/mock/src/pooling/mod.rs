@@ -322,6 +322,7 @@ pub(super) fn account(
         stream: false,
         fault: None,
         request_id,
+        session: None,
         messages: Vec::new(),
         output_tokens: 0,
         output_fingerprint: 0,

@@ -77,8 +77,14 @@ pub fn encode_plan(plan: &Plan) -> v1::Plan {
         report_interval_ms: plan.report_interval_ms,
         tokenizer: plan.tokenizer.clone(),
         verify_every: plan.verify_every,
-        conversation_think_time_ms: plan.conversations.map(|c| c.think_time_ms),
+        conversation_think_time_ms: plan.conversations.as_ref().map(|c| c.think_time_ms),
         details: plan.details,
+        conversation_session_slots: plan.conversations.as_ref().is_some_and(|c| c.session_slots),
+        conversation_session_header: plan
+            .conversations
+            .as_ref()
+            .and_then(|c| c.session_header.clone()),
+        conversation_spread_turns: plan.conversations.as_ref().is_some_and(|c| c.spread_turns),
     }
 }
 
@@ -131,7 +137,12 @@ pub fn decode_plan(wire: v1::Plan, format: u32) -> Result<Plan, PlanError> {
         verify_every: wire.verify_every,
         conversations: wire
             .conversation_think_time_ms
-            .map(|think_time_ms| ConversationSettings { think_time_ms }),
+            .map(|think_time_ms| ConversationSettings {
+                think_time_ms,
+                session_slots: wire.conversation_session_slots,
+                session_header: wire.conversation_session_header,
+                spread_turns: wire.conversation_spread_turns,
+            }),
         details: wire.details,
     })
 }
@@ -268,9 +279,15 @@ mod tests {
                 user: "hi".into(),
                 input_tokens: 1,
                 output_tokens: Some(3),
+                think_ms: Some(40),
             }],
         });
-        p.conversations = Some(ConversationSettings { think_time_ms: 250 });
+        p.conversations = Some(ConversationSettings {
+            think_time_ms: 250,
+            session_slots: true,
+            session_header: Some("x-session-id".into()),
+            spread_turns: true,
+        });
         // tools, every tool choice and response format, shared by index
         let tools = serde_json::json!([
             {"type": "function", "function": {"name": "f", "description": "d",

@@ -150,6 +150,35 @@ fn extra_metrics(out: &mut String, r: &RunResult, s: &Summary) {
         float(out, "Mean output tok/s per request:", tps.mean);
         float(out, "Median output tok/s per request:", tps.median);
     }
+    sessions(out, &r.total, s);
+}
+
+/// Multi-turn sessions: how many ran to their end, their turns, and TTFT
+/// of first turns against later ones (a prefix cache at work shows here).
+fn sessions(out: &mut String, t: &cicada_metrics::MetricSet, s: &Summary) {
+    let started = t.counter(Counter::SessionsStarted);
+    if started == 0 {
+        return;
+    }
+    let completed = t.counter(Counter::SessionsCompleted);
+    section(out, "Sessions");
+    int(out, "Sessions started:", started);
+    int(out, "Sessions completed:", completed);
+    int(out, "Sessions cut:", started.saturating_sub(completed));
+    float(
+        out,
+        "Mean turns per session:",
+        t.counter(Counter::SessionTurns) as f64 / started as f64,
+    );
+    for (m, label) in [
+        (Metric::TtftFirstTurn, "first turn"),
+        (Metric::TtftLaterTurns, "later turns"),
+    ] {
+        if let Some(d) = s.metric(m) {
+            float(out, &format!("Mean TTFT, {label} (ms):"), d.mean);
+            float(out, &format!("Median TTFT, {label} (ms):"), d.median);
+        }
+    }
 }
 
 /// Every outcome class with its count and first error.

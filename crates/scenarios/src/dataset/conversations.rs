@@ -196,6 +196,7 @@ pub(crate) fn build(
                         (None, Some(a)) => Some(count_piece(tok, a)?.max(1)),
                         (None, None) => None,
                     },
+                    think_ms: None,
                 })
             })
             .collect::<Result<Vec<Turn>, _>>()?;

@@ -202,6 +202,18 @@ impl Lengths {
     }
 }
 
+/// The lengths entry `e` holds of `key`: a session's per turn (its first
+/// turn's input for `input_len`, the later turns' for `per_turn_input_len`).
+fn drawn_of(e: &PoolEntry, key: &str) -> Vec<u32> {
+    match (&e.conversation, key) {
+        (Some(c), "input_len") => c.turns.iter().take(1).map(|t| t.input_tokens).collect(),
+        (Some(c), "per_turn_input_len") => c.turns.iter().skip(1).map(|t| t.input_tokens).collect(),
+        (Some(c), _) => c.turns.iter().filter_map(|t| t.output_tokens).collect(),
+        (None, "input_len") => vec![e.input_tokens],
+        (None, _) => e.output_tokens.into_iter().collect(),
+    }
+}
+
 /// What the pool holds of each length the dataset draws from a
 /// distribution (none for plain lengths: the report stays as it was).
 pub(crate) fn report(d: &Dataset, entries: &[PoolEntry]) -> Vec<LengthReport> {
@@ -210,13 +222,7 @@ pub(crate) fn report(d: &Dataset, entries: &[PoolEntry]) -> Vec<LengthReport> {
         .filter_map(|(key, l)| match l {
             Length::Fixed(_) => None,
             Length::Drawn(dist) => {
-                let mut xs: Vec<u32> = entries
-                    .iter()
-                    .filter_map(|e| match key {
-                        "input_len" => Some(e.input_tokens),
-                        _ => e.output_tokens,
-                    })
-                    .collect();
+                let mut xs: Vec<u32> = entries.iter().flat_map(|e| drawn_of(e, key)).collect();
                 xs.sort_unstable();
                 let at = |q: f64| {
                     // nearest rank: the smallest value with at least q of the pool at or below it

@@ -11,6 +11,7 @@ mod json_array;
 mod jsonl;
 mod lengths;
 mod media;
+mod multi_turn;
 /// The media workloads' own checks, for validation to name their keys.
 pub(crate) mod media_checks {
     pub(crate) use super::media::{image_buckets, item_bounds};
@@ -36,8 +37,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::scenario::{
-    AudioSpec, ConversationsSpec, Dataset, DatasetKind, JsonlSpec, PrefixSpec, RandomMmSpec,
-    RandomSpec, Scenario, SharegptSpec, SonnetSpec, TraceSpec,
+    AudioSpec, ConversationsSpec, Dataset, DatasetKind, JsonlSpec, MultiTurnSpec, PrefixSpec,
+    RandomMmSpec, RandomSpec, Scenario, SharegptSpec, SonnetSpec, TraceSpec,
 };
 use crate::tokenizer::{Tokenizer, TokenizerError};
 
@@ -247,6 +248,9 @@ impl Spec for JsonlSpec {
 impl Spec for ConversationsSpec {
     const KIND: DatasetKind = DatasetKind::Conversations;
 }
+impl Spec for MultiTurnSpec {
+    const KIND: DatasetKind = DatasetKind::MultiTurn;
+}
 impl Spec for TraceSpec {
     const KIND: DatasetKind = DatasetKind::Trace;
 }
@@ -345,6 +349,7 @@ pub fn build_pool_with(
             (j.entries, j.report)
         }
         Dataset::Conversations(d) => with!(d, conversations::build),
+        Dataset::MultiTurn(d) => with!(d, multi_turn::build),
         Dataset::RandomMm(d) => with!(d, media::build_random_mm),
         Dataset::Audio(d) => with!(d, media::build_audio),
         Dataset::Trace(d) => {

@@ -112,6 +112,66 @@ pub(super) fn dataset(out: &mut Overlay, f: &VllmFlags) {
     );
 }
 
+/// vllm-bench's `--multi-turn` and its knobs: synthetic sessions with the
+/// random dataset, ShareGPT's conversations with sharegpt.
+pub(super) fn multi_turn(out: &mut Overlay, f: &VllmFlags) -> Result<(), ScenarioError> {
+    let m = &f.multi_turn;
+    let given = m.num_turns.is_some()
+        || m.min_turns.is_some()
+        || m.max_turns.is_some()
+        || m.concurrency.is_some()
+        || m.delay_ms.is_some()
+        || m.per_turn_input_len.is_some();
+    if !m.enabled {
+        if given {
+            return Err(bad(
+                "--multi-turn-* and --per-turn-input-len apply with --multi-turn".to_string(),
+            ));
+        }
+        return Ok(());
+    }
+    // 0 means "not given" for vllm-bench's turn bounds and per-turn length
+    let nonzero = |v: Option<u32>| v.filter(|n| *n > 0);
+    match f.dataset_name.as_deref() {
+        None | Some("random") => {
+            out.set("multi-turn", Knob::DatasetKind("multi_turn".into()));
+            out.set_some("multi-turn-num-turns", m.num_turns.map(Knob::Turns));
+            out.set_some(
+                "multi-turn-min-turns",
+                nonzero(m.min_turns).map(Knob::MinTurns),
+            );
+            out.set_some(
+                "multi-turn-max-turns",
+                nonzero(m.max_turns).map(Knob::MaxTurns),
+            );
+            out.set_some(
+                "per-turn-input-len",
+                nonzero(m.per_turn_input_len).map(Knob::PerTurnInputLen),
+            );
+        }
+        Some("sharegpt") => {
+            out.set("multi-turn", Knob::DatasetKind("conversations".into()));
+            out.set_some(
+                "multi-turn-max-turns",
+                nonzero(m.max_turns).map(Knob::MaxTurns),
+            );
+        }
+        Some(other) => {
+            return Err(bad(format!(
+                "--multi-turn takes --dataset-name random (synthetic sessions) or sharegpt (its conversations), not {other}"
+            )));
+        }
+    }
+    out.set_some(
+        "multi-turn-concurrency",
+        m.concurrency.map(Knob::MaxConcurrency),
+    );
+    out.set_some("multi-turn-delay-ms", m.delay_ms.map(Knob::ThinkTimeMs));
+    // vllm-bench names every turn's session for a router
+    out.set("multi-turn", Knob::SessionHeader("X-Session-ID".into()));
+    Ok(())
+}
+
 /// `--random-mm-limit-mm-per-prompt '{"image": 3, "video": 0}'`.
 pub(super) fn mm_limits(text: &str) -> Result<Knob, ScenarioError> {
     let v: std::collections::BTreeMap<String, u32> = serde_json::from_str(text).map_err(|e| {

@@ -22,8 +22,10 @@ use tokio_util::task::TaskTracker;
 
 use super::request::{Counting, Placement, exchange, guarded_record};
 use super::{Entry, Step, route};
+use crate::recorder::SessionTurn;
 use cicada_client::clock::Clock;
 use cicada_client::exchange::Conduit;
+use cicada_client::http::Headers;
 
 /// Run this worker's conversations. `stop` ends starting sessions and turns
 /// (turns in flight finish); `cancel` also aborts turns in flight. Returns the
@@ -112,15 +114,25 @@ impl Session {
 
     async fn turns(&self, id: u64, conv: &Conversation) {
         let plan = &self.step.plan;
-        let think = Duration::from_millis(plan.conversations.map_or(0, |c| c.think_time_ms));
-        // a conversation stays on one replica, so its growing prefix can be cached there
-        let target = route::pick(
-            plan.target.routing,
-            self.slot.index,
-            plan.seed(),
-            &self.step.in_flight_by_scope,
-        )
-        .min(plan.target.urls.len().saturating_sub(1));
+        let settings = plan.conversations.clone().unwrap_or_default();
+        let think = Duration::from_millis(settings.think_time_ms);
+        let headers = self.session_headers(settings.session_header.as_deref());
+        // the concurrency unit of synthetic sessions is the session: it holds
+        // its slot from its first turn to its end
+        let _session_permit = match (&self.slots, settings.session_slots) {
+            (Some(sem), true) => tokio::select! {
+                p = sem.clone().acquire_owned() => match p {
+                    Ok(p) => Some(p),
+                    Err(_) => return,
+                },
+                () = self.stop.cancelled() => return,
+            },
+            _ => None,
+        };
+        let turn_slots = self.slots.as_ref().filter(|_| !settings.session_slots);
+        // a conversation stays on one replica, so its growing prefix can be
+        // cached there (unless the scenario spreads its turns)
+        let sticky = self.replica(0);
         let mut messages: Vec<ChatMessage> = conv
             .system
             .iter()
@@ -142,7 +154,12 @@ impl Session {
             {
                 return;
             }
-            let permit = match &self.slots {
+            let target = if settings.spread_turns {
+                self.replica(n as u64)
+            } else {
+                sticky
+            };
+            let permit = match turn_slots {
                 Some(sem) => tokio::select! {
                     p = sem.clone().acquire_owned() => match p {
                         Ok(p) => Some(p),
@@ -169,7 +186,7 @@ impl Session {
                 conversation: None,
                 media: Default::default(),
             };
-            let (record, answer) = self.send(&request, n, target, due_us).await;
+            let (record, answer) = self.send(&request, n, target, due_us, &headers).await;
             drop(permit);
             self.sent.fetch_add(1, Ordering::Relaxed);
             let ok = record.outcome.is_ok();
@@ -181,7 +198,11 @@ impl Session {
                 stage: self.slot.stage,
                 warmup: plan.is_warmup(self.slot.index, self.slot.offset),
             };
-            self.step.recorder.record(scope, &record);
+            let turn_at = SessionTurn {
+                first: n == 0,
+                last: n + 1 == conv.turns.len(),
+            };
+            self.step.recorder.record_turn(scope, &record, turn_at);
             if !ok {
                 tracing::debug!(
                     conversation = self.slot.index,
@@ -197,7 +218,43 @@ impl Session {
             context_tokens = context_tokens
                 .saturating_add(turn.input_tokens)
                 .saturating_add(output);
-            due_us = self.clock.now_us() + think.as_micros() as u64;
+            let pause = conv
+                .turns
+                .get(n + 1)
+                .and_then(|t| t.think_ms)
+                .map_or(think, Duration::from_millis);
+            due_us = self.clock.now_us() + pause.as_micros() as u64;
+        }
+    }
+
+    /// The replica of this session's turn `turn`: chosen from the session's
+    /// index (plus the turn), so every worker count sends it to the same one.
+    fn replica(&self, turn: u64) -> usize {
+        let plan = &self.step.plan;
+        route::pick(
+            plan.target.routing,
+            self.slot.index.wrapping_add(turn),
+            plan.seed(),
+            &self.step.in_flight_by_scope,
+        )
+        .min(plan.target.urls.len().saturating_sub(1))
+    }
+
+    /// The step's headers, with the one naming this session when the plan
+    /// asks for it (its value: the run id and the session's global index,
+    /// the same whatever the worker count).
+    fn session_headers(&self, name: Option<&str>) -> Headers {
+        let Some(name) = name else {
+            return self.step.headers.clone();
+        };
+        let value = format!("{}-s{}", self.step.plan.run_id, self.slot.index);
+        match self.step.headers.with(name, &value) {
+            Ok(h) => h,
+            Err(e) => {
+                // the scenario checks the name; a run id is plain text
+                tracing::warn!(%e, "the session header cannot be sent; the session goes without it");
+                self.step.headers.clone()
+            }
         }
     }
 
@@ -208,6 +265,7 @@ impl Session {
         turn: usize,
         target: usize,
         scheduled_us: u64,
+        headers: &Headers,
     ) -> (RequestRecord<EventLog>, String) {
         let step = &self.step;
         let plan = &step.plan;
@@ -225,7 +283,7 @@ impl Session {
         tracker.change(sent_us, true, warmup);
         let conduit = Conduit {
             http: &step.http,
-            headers: &step.headers,
+            headers,
             codec,
             clock: &self.clock,
             timeout: step.timeout,

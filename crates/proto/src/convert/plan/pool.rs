@@ -89,6 +89,7 @@ fn pool_entry(e: &PoolEntry, files: &mut Files) -> v1::PoolEntry {
                     user: t.user.clone(),
                     input_tokens: t.input_tokens,
                     output_tokens: t.output_tokens,
+                    think_ms: t.think_ms,
                 })
                 .collect(),
         }),
@@ -132,6 +133,7 @@ fn pool_entry_from(e: v1::PoolEntry, files: &[Arc<MediaFile>]) -> Result<PoolEnt
                     user: t.user,
                     input_tokens: t.input_tokens,
                     output_tokens: t.output_tokens,
+                    think_ms: t.think_ms,
                 })
                 .collect(),
         }),
