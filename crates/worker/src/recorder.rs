@@ -79,6 +79,17 @@ impl Recorder {
 
     /// Record one finished request in `scope`.
     pub fn record<E: Events + Serialize>(&self, scope: Scope, rec: &RequestRecord<E>) {
+        self.record_with(scope, rec, |_| {});
+    }
+
+    /// Record a request and, under the same lock, what `also` adds to its
+    /// set: an interval taken between the two could not split them.
+    fn record_with<E: Events + Serialize>(
+        &self,
+        scope: Scope,
+        rec: &RequestRecord<E>,
+        also: impl FnOnce(&mut MetricSet),
+    ) {
         self.warn_events_over_usage(rec);
         let i = self.shard_index();
         let mut shard = match self.shards[i].lock() {
@@ -89,7 +100,9 @@ impl Recorder {
         // slot or user) with it; `observe` counts the outcome first, so the
         // request stays in the totals
         let observed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            shard.sets.entry(scope).or_default().observe(rec, &self.slo);
+            let set = shard.sets.entry(scope).or_default();
+            set.observe(rec, &self.slo);
+            also(set);
             if let Some(ctx) = self.details {
                 append_line(&mut shard.details, ctx, scope, rec);
             }
@@ -111,30 +124,25 @@ impl Recorder {
         rec: &RequestRecord<E>,
         turn: SessionTurn,
     ) {
-        self.record(scope, rec);
-        let i = self.shard_index();
-        let mut shard = match self.shards[i].lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        let set = shard.sets.entry(scope).or_default();
-        set.counters.add(Counter::SessionTurns, 1);
-        if turn.first {
-            set.counters.add(Counter::SessionsStarted, 1);
-        }
-        if turn.last && rec.outcome.is_ok() {
-            set.counters.add(Counter::SessionsCompleted, 1);
-        }
-        if rec.outcome.is_ok()
-            && let Some(ttft) = rec.ttft_us()
-        {
-            let m = if turn.first {
-                Metric::TtftFirstTurn
-            } else {
-                Metric::TtftLaterTurns
-            };
-            set.histogram_mut(m).record(ttft);
-        }
+        self.record_with(scope, rec, |set| {
+            set.counters.add(Counter::SessionTurns, 1);
+            if turn.first {
+                set.counters.add(Counter::SessionsStarted, 1);
+            }
+            if turn.last && rec.outcome.is_ok() {
+                set.counters.add(Counter::SessionsCompleted, 1);
+            }
+            if rec.outcome.is_ok()
+                && let Some(ttft) = rec.ttft_us()
+            {
+                let m = if turn.first {
+                    Metric::TtftFirstTurn
+                } else {
+                    Metric::TtftLaterTurns
+                };
+                set.histogram_mut(m).record(ttft);
+            }
+        });
     }
 
     /// Say once per step that a server sent far more content events than
