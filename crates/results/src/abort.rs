@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 
-use cicada_metrics::{Metric, MetricSet};
+use cicada_metrics::MetricSet;
 use cicada_scenarios::scenario::AbortSpec;
 
 use crate::interval::IntervalRow;
@@ -50,13 +50,6 @@ impl Aborted {
         )
     }
 }
-
-/// Latency bounds' keys and the metric whose p99 each bounds.
-const LATENCIES: [(&str, Metric); 3] = [
-    ("p99_ttft_ms", Metric::Ttft),
-    ("p99_itl_ms", Metric::Itl),
-    ("p99_e2el_ms", Metric::E2el),
-];
 
 /// One finalised interval kept in the window.
 #[derive(Debug)]
@@ -152,9 +145,8 @@ impl AbortWatch {
             trip("error_rate", rate, b)
         });
         errors.or_else(|| {
-            self.spec.latency_bounds().find_map(|(key, bound)| {
-                let (_, metric) = LATENCIES.iter().find(|(k, _)| *k == key)?;
-                let h = merged.histogram(*metric);
+            self.spec.latency_bounds().find_map(|(key, metric, bound)| {
+                let h = merged.histogram(metric);
                 if h.count() == 0 {
                     return None;
                 }
@@ -176,7 +168,7 @@ impl AbortWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cicada_metrics::Outcome;
+    use cicada_metrics::{Metric, Outcome};
 
     /// Interval `i` (1 s long) with `ok` successes at `ttft_ms` and `failed` failures.
     fn interval(i: u64, ok: u64, failed: u64, ttft_ms: u64) -> (IntervalRow, MetricSet) {

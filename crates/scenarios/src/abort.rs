@@ -2,6 +2,7 @@
 //! judged by the coordinator over a sliding window of merged report
 //! intervals once an arming delay has passed.
 
+use cicada_metrics::Metric;
 use serde::{Deserialize, Serialize};
 
 /// Abort thresholds (see `docs/METRICS.md`); none set: nothing is judged.
@@ -51,15 +52,16 @@ impl AbortSpec {
         self.bounds().next().is_some()
     }
 
-    /// The latency bounds set, as (key, bound in ms).
-    pub fn latency_bounds(&self) -> impl Iterator<Item = (&'static str, f64)> {
+    /// The latency bounds set, as (key, the metric whose p99 it bounds,
+    /// bound in ms): the one place a key is tied to its metric.
+    pub fn latency_bounds(&self) -> impl Iterator<Item = (&'static str, Metric, f64)> {
         [
-            ("p99_ttft_ms", self.p99_ttft_ms),
-            ("p99_itl_ms", self.p99_itl_ms),
-            ("p99_e2el_ms", self.p99_e2el_ms),
+            ("p99_ttft_ms", Metric::Ttft, self.p99_ttft_ms),
+            ("p99_itl_ms", Metric::Itl, self.p99_itl_ms),
+            ("p99_e2el_ms", Metric::E2el, self.p99_e2el_ms),
         ]
         .into_iter()
-        .filter_map(|(k, b)| b.map(|b| (k, b)))
+        .filter_map(|(k, m, b)| b.map(|b| (k, m, b)))
     }
 
     /// Every threshold set, as (key, bound).
@@ -67,7 +69,7 @@ impl AbortSpec {
         self.error_rate
             .map(|b| ("error_rate", b))
             .into_iter()
-            .chain(self.latency_bounds())
+            .chain(self.latency_bounds().map(|(k, _, b)| (k, b)))
     }
 
     /// Its problems as (dotted key, message).
@@ -82,7 +84,7 @@ impl AbortSpec {
                 format!("{r}: a share of the requests, above 0 and at most 1 (e.g. 0.05)"),
             );
         }
-        for (key, b) in self.latency_bounds() {
+        for (key, _, b) in self.latency_bounds() {
             if !(b.is_finite() && b > 0.0) {
                 bad(key, format!("{b}: a bound in ms, above 0 (e.g. 2000)"));
             }
