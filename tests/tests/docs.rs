@@ -28,7 +28,8 @@ use cicada_plan::shape::Ramp;
 use cicada_scenarios::Scenario;
 use cicada_scenarios::scenario::{
     AbortSpec, Backend, DatasetKind, HooksSpec, Load, Output, Pooling, RunSpec, Sampling,
-    SaturationSpec, SteadySpec, StructuredSpec, Target, TokenizerSpec,
+    SaturationSpec, SteadySpec, StructuredSpec, Target, TokenizerSpec, WorkloadSpec,
+    WorkloadTarget,
 };
 use cicada_scenarios::shape::{StageSpec, Sweep};
 use cicada_tests::*;
@@ -606,7 +607,7 @@ fn the_guide_names_every_backend_workload_and_scenario_key() {
         }
     }
     let s = Scenario::default();
-    let sections: [(&str, &[&str]); 18] = [
+    let sections: [(&str, &[&str]); 20] = [
         ("", keys_of::<Scenario>()),
         ("target", keys_of::<Target>()),
         ("tokenizer", keys_of::<TokenizerSpec>()),
@@ -624,6 +625,8 @@ fn the_guide_names_every_backend_workload_and_scenario_key() {
         ("steady_state", keys_of::<SteadySpec>()),
         ("saturation", keys_of::<SaturationSpec>()),
         ("abort", keys_of::<AbortSpec>()),
+        ("workloads", keys_of::<WorkloadSpec>()),
+        ("workloads.target", keys_of::<WorkloadTarget>()),
         ("mock", &["mock.faults"]),
     ];
     for (section, keys) in sections {

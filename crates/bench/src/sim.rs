@@ -58,6 +58,7 @@ impl SampleReports {
                     let scope = Scope {
                         target: target as u32,
                         model: 0,
+                        workload: 0,
                         stage: 0,
                         warmup: false,
                     };

@@ -16,6 +16,7 @@ pub mod shape;
 pub mod sharding;
 mod target;
 pub mod units;
+pub mod workloads;
 
 pub use closed_loop::{ClosedLoop, SEGMENT_SHIFT, Steer, UserStage};
 pub use models::{ModelAssignment, WeightedModel};
@@ -24,3 +25,4 @@ pub use target::{
     AddressChoice, HttpVersion, ProxySetting, ResolvedSampling, ResolvedTarget, Routing,
     ServerFamily, TlsSettings, WireApi,
 };
+pub use workloads::WorkloadPart;

@@ -14,6 +14,7 @@ use crate::pool::PoolEntry;
 use crate::schedule::ScheduleSpec;
 use crate::shape::{Cooldown, Warmup};
 use crate::target::ResolvedTarget;
+use crate::workloads::WorkloadPart;
 
 /// Longest schedule counted to plan a time-bound run.
 const COUNT_LIMIT: usize = 5_000_000;
@@ -68,6 +69,11 @@ pub struct Plan {
     /// Send every request's record with the reports (`output.save_detailed`).
     #[serde(default)]
     pub details: bool,
+    /// Mixed traffic: each workload's resolved part; request `i` picks one
+    /// (`workloads::entry_of`). Empty: one workload, the plan's own target,
+    /// sampling, SLO and pool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadPart>,
 }
 
 /// How a worker runs the `conversations` workload: each scheduled request

@@ -50,6 +50,9 @@ pub struct Target {
     pub mock: Option<MockServer>,
     /// The route every base is joined with (with the model filled in).
     endpoint: String,
+    /// Each workload of `[[workloads]]`: its target and its route, as
+    /// `resolved` and `endpoint` (empty without workloads).
+    workloads: Vec<(ResolvedTarget, String)>,
 }
 
 impl Target {
@@ -58,7 +61,25 @@ impl Target {
     /// remote worker cannot reach our loopback, where `resolved` names the
     /// mock); as resolved otherwise, and for every other server.
     pub fn reached_from(&self, via: Option<std::net::IpAddr>) -> ResolvedTarget {
-        let mut t = self.resolved.clone();
+        self.seen_from(&self.resolved, &self.endpoint, via)
+    }
+
+    /// Each workload's target as a worker that reached the coordinator at
+    /// `via` reaches it (see [`Target::reached_from`]), in `[[workloads]]` order.
+    pub fn workloads_reached_from(&self, via: Option<std::net::IpAddr>) -> Vec<ResolvedTarget> {
+        self.workloads
+            .iter()
+            .map(|(t, endpoint)| self.seen_from(t, endpoint, via))
+            .collect()
+    }
+
+    fn seen_from(
+        &self,
+        resolved: &ResolvedTarget,
+        endpoint: &str,
+        via: Option<std::net::IpAddr>,
+    ) -> ResolvedTarget {
+        let mut t = resolved.clone();
         if let (Some(mock), Some(ip)) = (&self.mock, via)
             && !ip.is_loopback()
         {
@@ -66,10 +87,36 @@ impl Target {
                 "http://{}",
                 std::net::SocketAddr::new(ip, mock.addr().port())
             );
-            t.urls = vec![join_url(&base, &self.endpoint)];
+            t.urls = vec![join_url(&base, endpoint)];
         }
         t
     }
+}
+
+/// A workload's target: the run's, with the API, model and route the
+/// workload's own scenario (`own`) names; its model is the run's unless it
+/// names one (it is not discovered again).
+fn workload_target(
+    main: &ResolvedTarget,
+    bases: &[String],
+    own: &Scenario,
+) -> (ResolvedTarget, String) {
+    let t = &own.target;
+    let (api, family) = api_of(t.backend, own.mock.api);
+    let mut w = main.clone();
+    w.api = api;
+    w.family = family;
+    w.stream = t.stream && !t.backend.pools(own.mock.api);
+    if let Some(m) = &t.model {
+        w.model.clone_from(m);
+    }
+    let endpoint = t
+        .endpoint
+        .as_deref()
+        .unwrap_or_else(|| default_endpoint(api, w.stream))
+        .replace("{model}", &path_segment(&w.model));
+    w.urls = bases.iter().map(|b| join_url(b, &endpoint)).collect();
+    (w, endpoint)
 }
 
 /// The API and server family a backend name stands for (`mock_api` picks
@@ -245,11 +292,17 @@ pub async fn resolve(
         let sampling = cicada_scenarios::sharding::resolve_sampling(s);
         check.probe(&resolved, &sampling, entry).await?;
     }
+    let workloads = s
+        .workload_scenarios()
+        .iter()
+        .map(|own| workload_target(&resolved, &bases, own))
+        .collect();
     Ok(Target {
         resolved,
         bases,
         mock,
         endpoint,
+        workloads,
     })
 }
 

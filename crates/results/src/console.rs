@@ -142,6 +142,10 @@ pub fn render(r: &RunResult) -> String {
         let title = format!("Per model ({})", r.per_model.len());
         render_shares(&mut out, r, &title, r.models());
     }
+    if !r.per_workload.is_empty() {
+        let title = format!("Per workload ({})", r.per_workload.len());
+        render_workloads(&mut out, r, &title);
+    }
     out
 }
 
@@ -224,10 +228,34 @@ fn render_shares<'a>(
     title: &str,
     shares: impl Iterator<Item = (&'a str, &'a MetricSet)>,
 ) {
+    let blocks = shares.map(|(name, set)| {
+        // a target's or model's goodput is not printed (the run's is)
+        let mut s = r.target_summary(set);
+        s.request_goodput = None;
+        (name, set, s)
+    });
+    render_blocks(out, r, title, blocks);
+}
+
+/// One block per workload of `[[workloads]]`, its goodput judged against its own SLO.
+fn render_workloads(out: &mut String, r: &RunResult, title: &str) {
+    let blocks = r
+        .workloads()
+        .enumerate()
+        .map(|(i, (name, set))| (name, set, r.workload_summary(i, set)));
+    render_blocks(out, r, title, blocks);
+}
+
+/// The blocks of [`render_shares`], each with its summary.
+fn render_blocks<'a>(
+    out: &mut String,
+    r: &RunResult,
+    title: &str,
+    shares: impl Iterator<Item = (&'a str, &'a MetricSet, Summary)>,
+) {
     let sc = &r.scenario;
     rule(out, title, '=');
-    for (url, set) in shares {
-        let s = r.target_summary(set);
+    for (url, set, s) in shares {
         section(out, url);
         int(out, "Successful requests:", s.completed);
         int(out, "Failed requests:", s.failed);
@@ -236,6 +264,9 @@ fn render_shares<'a>(
             int(out, "Total generated tokens:", s.total_output_tokens);
         }
         float(out, "Request throughput (req/s):", s.request_throughput);
+        if let Some(g) = s.request_goodput {
+            float(out, "Request goodput (req/s):", g);
+        }
         if r.pools() {
             float(out, "Item throughput (items/s):", s.item_throughput);
         } else {

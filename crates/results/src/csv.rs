@@ -41,9 +41,16 @@ struct Scope<'a> {
     t: &'a MetricSet,
     s: &'a Summary,
     target: &'a str,
+    /// A workload's row: the workload's own scenario.
+    own: Option<Scenario>,
 }
 
 impl Scope<'_> {
+    /// The scenario the row's requests ran: its workload's, or the run's.
+    fn sc(&self) -> &Scenario {
+        self.own.as_ref().unwrap_or(&self.r.scenario)
+    }
+
     /// A generation figure: empty for a pooling run, which generates nothing.
     fn generation(&self, v: String) -> String {
         if self.r.pools() { String::new() } else { v }
@@ -91,14 +98,19 @@ type Column = (&'static str, fn(&Scope<'_>) -> String);
 
 /// fw-ai/benchmark's columns, where a concept matches.
 const FIXED: [Column; 23] = [
-    ("Provider", |x| {
-        x.r.scenario.target.backend.name().to_string()
-    }),
+    // a workload's row names its own backend, model and temperature
+    ("Provider", |x| x.sc().target.backend.name().to_string()),
     // a model's row names its model
     ("Model", |x| {
-        x.target
-            .strip_prefix("model:")
-            .map_or_else(|| x.r.target.model.clone(), str::to_string)
+        x.target.strip_prefix("model:").map_or_else(
+            || {
+                x.own
+                    .as_ref()
+                    .and_then(|o| o.target.model.clone())
+                    .unwrap_or_else(|| x.r.target.model.clone())
+            },
+            str::to_string,
+        )
     }),
     ("Prompt Tokens", |x| {
         per_request(x.s.total_input_tokens, x.s.completed)
@@ -108,9 +120,9 @@ const FIXED: [Column; 23] = [
     }),
     ("Stream", |x| x.r.target.stream.to_string()),
     ("Temperature", |x| {
-        x.r.scenario.sampling.temperature.map(f).unwrap_or_default()
+        x.sc().sampling.temperature.map(f).unwrap_or_default()
     }),
-    ("Logprobs", |x| logprobs(&x.r.scenario.sampling.extra_body)),
+    ("Logprobs", |x| logprobs(&x.sc().sampling.extra_body)),
     ("Concurrency", |x| concurrency(&x.r.scenario)),
     ("Time To First Token", |x| x.stat(Metric::Ttft, None)),
     ("Latency Per Token", |x| x.stat(Metric::Tpot, None)),
@@ -319,29 +331,52 @@ fn per_request(total: u64, n: u64) -> String {
 
 /// The rows of one result: the whole run's (target `all`), then, when there
 /// are several targets, one per target (target = its URL), then, when
-/// requests split over `target.models`, one per model (target = `model:<name>`).
+/// requests split over `target.models`, one per model (target = `model:<name>`),
+/// then, with `[[workloads]]`, one per workload (target = `workload:<name>`).
 pub fn rows(r: &RunResult) -> Vec<Vec<String>> {
     let mut out = vec![row(r)];
     if r.per_target.len() > 1 {
         for (url, set) in r.targets() {
-            out.push(row_for(r, set, &r.target_summary(set), url));
+            out.push(row_for(r, set, &r.target_summary(set), (url, None)));
         }
     }
     for (name, set) in r.models() {
         let label = format!("model:{name}");
-        out.push(row_for(r, set, &r.target_summary(set), &label));
+        out.push(row_for(r, set, &r.target_summary(set), (&label, None)));
+    }
+    for (i, (name, set)) in r.workloads().enumerate() {
+        let label = format!("workload:{name}");
+        out.push(row_for(
+            r,
+            set,
+            &r.workload_summary(i, set),
+            (&label, Some(i)),
+        ));
     }
     out
 }
 
 /// The whole run's row, aligned with [`header`].
 pub fn row(r: &RunResult) -> Vec<String> {
-    row_for(r, &r.total, &r.summary(), "all")
+    row_for(r, &r.total, &r.summary(), ("all", None))
 }
 
-/// The row of one scope (the run or one target), aligned with [`header`].
-fn row_for(r: &RunResult, t: &MetricSet, s: &Summary, target: &str) -> Vec<String> {
-    let x = Scope { r, t, s, target };
+/// The row of one scope (the run, one target, model or workload `i`),
+/// aligned with [`header`].
+fn row_for(
+    r: &RunResult,
+    t: &MetricSet,
+    s: &Summary,
+    (target, workload): (&str, Option<usize>),
+) -> Vec<String> {
+    let own = workload.and_then(|i| r.scenario.workload_scenario(i));
+    let x = Scope {
+        r,
+        t,
+        s,
+        target,
+        own,
+    };
     FIXED
         .iter()
         .chain(&CICADA)

@@ -265,6 +265,9 @@ pub struct Cicada {
     /// Each model's share, when requests split over `target.models`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<ModelShare>,
+    /// Each workload's share (`[[workloads]]`), its goodput against its own SLO.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<ModelShare>,
     pub server: Option<ServerFigures>,
     pub dataset: DatasetReport,
     pub degraded: bool,

@@ -18,7 +18,10 @@ use super::{RunResult, rfc3339};
 use crate::error::WriteError;
 use crate::stages::Search;
 use charts::{over_time, percentile_chart, sweep_chart, throughput_chart, tokens_chart};
-use tables::{gate_list, models_table, outcomes, pooling_table, reasoning_table, summary_table};
+use tables::{
+    gate_list, models_table, outcomes, pooling_table, reasoning_table, summary_table,
+    workloads_table,
+};
 
 /// Metrics with percentile curves.
 const CURVES: [Metric; 4] = [Metric::Ttft, Metric::Tpot, Metric::Itl, Metric::E2el];
@@ -141,6 +144,9 @@ pub fn render(page: &Page<'_>) -> String {
     }
     if page.steps.iter().any(|r| !r.per_model.is_empty()) {
         models_table(&mut out, page.steps);
+    }
+    if page.steps.iter().any(|r| !r.per_workload.is_empty()) {
+        workloads_table(&mut out, page.steps);
     }
     gate_list(&mut out, page);
     let reasoned = |r: &&RunResult| r.total.counter(Counter::ReasoningRequests) > 0;

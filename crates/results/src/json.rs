@@ -184,6 +184,19 @@ fn target(
     }
 }
 
+/// `cicada.workloads`: each workload's share of the run, its goodput
+/// judged against its own SLO (empty without `[[workloads]]`).
+fn workloads(r: &RunResult, percentiles: &[f64]) -> Vec<ModelShare> {
+    r.workloads()
+        .zip(&r.scenario.workloads)
+        .enumerate()
+        .map(|(i, ((name, set), w))| {
+            let s = r.workload_summary(i, set);
+            share(&s, (name, w.weight), set, percentiles)
+        })
+        .collect()
+}
+
 /// One entry of `cicada.models`: a model's share of the run.
 fn model(
     r: &RunResult,
@@ -191,7 +204,16 @@ fn model(
     set: &MetricSet,
     percentiles: &[f64],
 ) -> ModelShare {
-    let s = r.target_summary(set);
+    share(&r.target_summary(set), (name, weight), set, percentiles)
+}
+
+/// A model's or a workload's share of the run, from its summary `s`.
+fn share(
+    s: &Summary,
+    (name, weight): (&str, f64),
+    set: &MetricSet,
+    percentiles: &[f64],
+) -> ModelShare {
     ModelShare {
         name: name.to_string(),
         weight,
@@ -206,7 +228,7 @@ fn model(
         request_goodput: s.request_goodput,
         max_output_tokens_per_s: s.max_output_tokens_per_s,
         outcomes: outcomes(set),
-        metrics: metrics(&s, percentiles),
+        metrics: metrics(s, percentiles),
         histograms: histograms(set),
     }
 }
@@ -301,6 +323,7 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
             .zip(&r.target.models)
             .map(|((name, set), m)| model(r, (name, m.weight), set, percentiles))
             .collect(),
+        workloads: workloads(r, percentiles),
         server: r.server.total.clone(),
         dataset: r.dataset.clone(),
         degraded: r.degraded(),
@@ -395,7 +418,7 @@ fn steady_state(
             ..SteadyStateDoc::default()
         };
     };
-    let s = w.summary(r.scenario.slo.is_set(), percentiles);
+    let s = w.summary(r.scenario.any_slo_set(), percentiles);
     let generates = !r.pools();
     SteadyStateDoc {
         criterion,

@@ -175,6 +175,8 @@ pub struct RunResult {
     pub per_target: Vec<MetricSet>,
     /// Each model's share, in `target.models` order (empty with one model).
     pub per_model: Vec<MetricSet>,
+    /// Each workload's share, in `[[workloads]]` order (empty without workloads).
+    pub per_workload: Vec<MetricSet>,
     /// Warm-up requests (never part of `total`).
     pub warmup: MetricSet,
     /// Where durations start, µs after the barrier (warm-up end or step start).
@@ -221,6 +223,7 @@ impl RunResult {
             total: MetricSet::default(),
             per_target: Vec::new(),
             per_model: Vec::new(),
+            per_workload: Vec::new(),
             warmup: MetricSet::default(),
             window_start_us: 0,
             rows: Vec::new(),
@@ -245,7 +248,11 @@ impl RunResult {
     /// from the whole result and every target.
     pub fn hide_meaningless(&mut self) {
         let hidden = hidden_metrics(&self.scenario);
-        let shares = self.per_target.iter_mut().chain(&mut self.per_model);
+        let shares = self
+            .per_target
+            .iter_mut()
+            .chain(&mut self.per_model)
+            .chain(&mut self.per_workload);
         for set in std::iter::once(&mut self.total).chain(shares) {
             hide(set, hidden);
         }
@@ -288,7 +295,7 @@ impl RunResult {
     pub fn summary(&self) -> Summary {
         Summary::of(
             &self.total,
-            self.scenario.slo.is_set(),
+            self.scenario.any_slo_set(),
             &self.percentiles(),
             self.window_start_us,
         )
@@ -302,10 +309,34 @@ impl RunResult {
         view.span = self.total.span;
         Summary::of(
             &view,
-            self.scenario.slo.is_set(),
+            self.scenario.any_slo_set(),
             &self.percentiles(),
             self.window_start_us,
         )
+    }
+
+    /// Figures of workload `i`'s share, as [`RunResult::target_summary`]
+    /// has a target's (so the workloads' add up to the run's), its goodput
+    /// judged against its own SLO (shown when that SLO has a bound).
+    pub fn workload_summary(&self, i: usize, set: &MetricSet) -> Summary {
+        let mut view = set.clone();
+        view.span = self.total.span;
+        let slo_set = self
+            .scenario
+            .workload_scenario(i)
+            .is_some_and(|w| w.slo.is_set());
+        Summary::of(&view, slo_set, &self.percentiles(), self.window_start_us)
+    }
+
+    /// Each workload's name with its measurements, in `[[workloads]]` order
+    /// (nothing without workloads).
+    pub fn workloads(&self) -> impl Iterator<Item = (&str, &MetricSet)> {
+        self.scenario
+            .workloads
+            .iter()
+            .map(|w| w.name.as_str())
+            .chain(std::iter::repeat("unknown"))
+            .zip(&self.per_workload)
     }
 
     /// Each target's URL with its measurements, in `target.urls` order.

@@ -61,6 +61,7 @@ pub fn result(scenario: Scenario, ok: u64, good: u64, failed: u64) -> RunResult 
         workers: 1,
         per_target: vec![total.clone()],
         per_model: Vec::new(),
+        per_workload: Vec::new(),
         total,
         warmup: MetricSet::default(),
         window_start_us: 0,

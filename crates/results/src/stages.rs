@@ -63,7 +63,7 @@ pub fn render(title: &str, stages: &[RunResult], search: Option<Search>) -> Stri
             (None, Some(c)) => c.to_string(),
             (None, None) => "-".into(),
         };
-        let goodput = if r.scenario.slo.is_set() && s.sent > 0 {
+        let goodput = if r.scenario.any_slo_set() && s.sent > 0 {
             format!(
                 "{:.0}%",
                 100.0 * r.total.counter(Counter::Goodput) as f64 / s.sent as f64

@@ -34,6 +34,7 @@ mod validate_structured;
 pub mod vllm;
 #[cfg(test)]
 mod vllm_fixture;
+mod workloads;
 
 pub use error::{Problem, ScenarioError};
 pub use load::{LoadedScenario, Override, Setting, load_file, load_file_with, parse, parse_with};
@@ -44,9 +45,15 @@ pub use validate_shape::{MAX_STREAMS, peak_streams};
 impl Scenario {
     /// Paths in the scenario that point at files, for resolving relative paths.
     pub(crate) fn dataset_paths_mut(&mut self) -> Vec<&mut std::path::PathBuf> {
+        let workloads = self
+            .workloads
+            .iter_mut()
+            .filter_map(|w| w.dataset.as_mut())
+            .flat_map(|d| d.path_mut());
         self.dataset
             .path_mut()
             .into_iter()
+            .chain(workloads)
             .chain(self.target.tls_ca.iter_mut())
             .collect()
     }

@@ -162,8 +162,10 @@ pub fn parse_with(
         serde_path_to_error::deserialize(table).map_err(|e| ScenarioError::Invalid {
             problems: vec![locate(describe_serde_error(&e))],
         })?;
+    // each workload is checked as a scenario of its own (`validate` again)
     let problems: Vec<Problem> = validate::problems(&scenario)
         .into_iter()
+        .chain(crate::workloads::problems(&scenario))
         .map(locate)
         .collect();
     if problems.is_empty() {

@@ -95,6 +95,11 @@ pub struct Scenario {
     /// Thresholds that stop a step mid-run (k6's `abortOnFail`).
     #[serde(default, skip_serializing_if = "AbortSpec::is_unset")]
     pub abort: AbortSpec,
+    /// Mixed traffic: several weighted workloads in one run, each laying its
+    /// own dataset, target model/backend/endpoint, sampling and SLO over
+    /// the scenario's (empty: one workload, the scenario itself).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadSpec>,
 }
 
 fn slo_unset(slo: &Slo) -> bool {
@@ -127,6 +132,7 @@ impl Default for Scenario {
             steady_state: SteadySpec::default(),
             saturation: SaturationSpec::default(),
             abort: AbortSpec::default(),
+            workloads: Vec::new(),
         }
     }
 }
@@ -442,5 +448,56 @@ impl Default for Output {
             html: true,
             hlog: true,
         }
+    }
+}
+
+/// One entry of `[[workloads]]`: its name and share, and what it lays over the scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// Names the workload in every output (`workload:<name>` rows); unique.
+    pub name: String,
+    /// Relative share of the run's requests (> 0; the weights need not sum to 1).
+    #[serde(default = "one_weight")]
+    pub weight: f64,
+    /// Its prompts, instead of the top-level `[dataset]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<Dataset>,
+    /// The keys of `[target]` it sets for its requests.
+    #[serde(default, skip_serializing_if = "WorkloadTarget::is_unset")]
+    pub target: WorkloadTarget,
+    /// Its generation parameters, instead of the top-level `[sampling]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<Sampling>,
+    /// Its service-level objectives, instead of the top-level `[slo]`: its
+    /// requests' goodput is judged against these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<Slo>,
+}
+
+fn one_weight() -> f64 {
+    1.0
+}
+
+/// The part of `[target]` a workload may set: what its requests are, not
+/// where they go (the replicas, connections and headers are the run's).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadTarget {
+    /// Model id its requests name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Serving API its requests speak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<Backend>,
+    /// Path its requests go to (defaults to its backend's usual route).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+}
+
+impl WorkloadTarget {
+    /// Nothing set (the table is then not written out).
+    pub fn is_unset(&self) -> bool {
+        *self == WorkloadTarget::default()
     }
 }

@@ -15,7 +15,7 @@ use cicada_plan::sharding::{active_workers, slots_for, stripe_entries, stripe_us
 use cicada_plan::units::Rate;
 use cicada_plan::{
     ClosedLoop, ConversationSettings, Drive, Plan, ResolvedSampling, ResolvedTarget, StageWindow,
-    Stripe, UserStage,
+    Stripe, UserStage, WorkloadPart,
 };
 
 use crate::dataset::Pool;
@@ -183,6 +183,9 @@ pub struct Recipient {
     /// The target as this member reaches it (a remote worker reaches the
     /// embedded mock at another address than a local one).
     pub target: ResolvedTarget,
+    /// Each workload's target as this member reaches it, in `[[workloads]]`
+    /// order (empty without workloads).
+    pub workloads: Vec<ResolvedTarget>,
 }
 
 /// What every plan of a step shares besides the scenario.
@@ -217,11 +220,16 @@ pub fn step_plans(
     (0..workers)
         .zip(recipients)
         .map(|(w, to)| {
-            let (drive, mine) = if is_closed_loop(s) {
+            let (drive, mut mine) = if is_closed_loop(s) {
                 closed_drive(s, pool, w, workers, whole_pool)
             } else {
                 open_drive(s, pool, &schedule, w, workers)
             };
+            if !pool.workloads.is_empty() && !mine.is_empty() {
+                // which entries a stripe uses depends on each request's
+                // drawn workload: every sending worker gets them all
+                mine = pool.entries.clone();
+            }
             Plan {
                 run_id: step.run_id.to_string(),
                 step: step.step,
@@ -241,7 +249,31 @@ pub fn step_plans(
                 verify_every: s.tokenizer.as_ref().map_or(0, |t| t.verify_every),
                 conversations: conversations.clone(),
                 details: s.output.save_detailed,
+                workloads: workload_parts(s, pool, &to.workloads),
             }
+        })
+        .collect()
+}
+
+/// Each workload's resolved part (empty without `[[workloads]]`): its
+/// target as `targets` has it, its sampling and SLO, its run of pool ids.
+fn workload_parts(
+    s: &crate::Scenario,
+    pool: &Pool,
+    targets: &[ResolvedTarget],
+) -> Vec<WorkloadPart> {
+    s.workloads
+        .iter()
+        .zip(s.workload_scenarios())
+        .zip(targets.iter().zip(&pool.workloads))
+        .map(|((w, own), (target, ids))| WorkloadPart {
+            name: w.name.clone(),
+            weight: w.weight,
+            target: target.clone(),
+            sampling: resolve_sampling(&own),
+            slo: own.slo,
+            pool_start: ids.start,
+            pool_len: ids.end - ids.start,
         })
         .collect()
 }
@@ -276,6 +308,7 @@ pub fn plans_for(
         .map(|member| Recipient {
             member,
             target: target.clone(),
+            workloads: vec![target.clone(); s.workloads.len()],
         })
         .collect();
     let inputs = StepInputs {
@@ -566,10 +599,12 @@ mod tests {
             Recipient {
                 member: 2,
                 target: target(),
+                workloads: Vec::new(),
             },
             Recipient {
                 member: 5,
                 target: far.clone(),
+                workloads: Vec::new(),
             },
         ];
         let mut inputs = StepInputs {

@@ -39,6 +39,7 @@ pub fn result() -> RunResult {
         workers: 1,
         per_target: Vec::new(),
         per_model: Vec::new(),
+        per_workload: Vec::new(),
         total: MetricSet::default(),
         warmup: MetricSet::default(),
         window_start_us: 0,

@@ -273,10 +273,11 @@ impl Feed {
     /// About once a second: the step's figures so far from the merge, and
     /// when each worker's latest report arrived and its longest stall (µs).
     fn tick(&self, tick: &Tick<'_>, reports: &WorkerReports) {
-        let (targets, models) = self.lock().current.as_ref().map_or((0, 0), |c| {
+        let (targets, models, workloads) = self.lock().current.as_ref().map_or((0, 0, 0), |c| {
             (
                 c.target.urls.len().max(1) as u32,
                 c.target.models.len() as u32,
+                c.scenario.workloads.len() as u32,
             )
         });
         // the merges happen outside the lock
@@ -285,6 +286,9 @@ impl Feed {
             .collect();
         let per_model: Vec<MetricSet> = (0..models)
             .map(|m| tick.shares.merged(&|s| !s.warmup && s.model == m))
+            .collect();
+        let per_workload: Vec<MetricSet> = (0..workloads)
+            .map(|w| tick.shares.merged(&|s| !s.warmup && s.workload == w))
             .collect();
         let mut b = self.lock();
         b.in_flight = tick.in_flight;
@@ -320,6 +324,7 @@ impl Feed {
         cur.total = tick.total.clone();
         cur.per_target = per_target;
         cur.per_model = per_model;
+        cur.per_workload = per_workload;
         let new = tick.rows.get(cur.rows.len()..).unwrap_or_default();
         b.add_points(cur.stage, new);
         cur.rows.extend(new.iter().cloned());

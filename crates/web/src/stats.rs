@@ -85,13 +85,15 @@ fn current_rates(b: &Board) -> (f64, f64, f64) {
 
 /// The parts a step's figures split into: each replica (when there are
 /// several), each model of a `target.models` list (named `model:<name>`
-/// as in summary.csv), then "Aggregated".
+/// as in summary.csv), each workload of `[[workloads]]` (`workload:<name>`),
+/// then "Aggregated".
 fn parts(r: &RunResult) -> Vec<(String, &MetricSet)> {
     let mut parts: Vec<(String, &MetricSet)> = Vec::new();
     if r.target.urls.len() > 1 {
         parts.extend(r.targets().map(|(url, set)| (url.to_string(), set)));
     }
     parts.extend(r.models().map(|(m, set)| (format!("model:{m}"), set)));
+    parts.extend(r.workloads().map(|(w, set)| (format!("workload:{w}"), set)));
     parts.push(("Aggregated".into(), &r.total));
     parts
 }

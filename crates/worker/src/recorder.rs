@@ -35,6 +35,8 @@ pub struct Recorder {
     shards: Vec<Mutex<Shard>>,
     next_shard: AtomicUsize,
     slo: Slo,
+    /// Each workload's own SLO, by `Scope::workload` (empty: `slo` for all).
+    workload_slos: Vec<Slo>,
     /// Set when every request's record is kept for `requests.jsonl`.
     details: Option<DetailContext>,
     /// A request with far more content events than its usage counted was
@@ -61,9 +63,23 @@ impl Recorder {
                 .collect(),
             next_shard: AtomicUsize::new(0),
             slo,
+            workload_slos: Vec::new(),
             details,
             warned_events_over_usage: AtomicBool::new(false),
         }
+    }
+
+    /// Judge each workload's requests against its own SLO (in `[[workloads]]` order).
+    pub fn with_workload_slos(mut self, slos: Vec<Slo>) -> Self {
+        self.workload_slos = slos;
+        self
+    }
+
+    /// The SLO a request of `scope` is judged against.
+    fn slo_of(&self, scope: Scope) -> &Slo {
+        self.workload_slos
+            .get(scope.workload as usize)
+            .unwrap_or(&self.slo)
     }
 
     fn shard_index(&self) -> usize {
@@ -101,7 +117,7 @@ impl Recorder {
         // request stays in the totals
         let observed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let set = shard.sets.entry(scope).or_default();
-            set.observe(rec, &self.slo);
+            set.observe(rec, self.slo_of(scope));
             also(set);
             if let Some(ctx) = self.details {
                 append_line(&mut shard.details, ctx, scope, rec);
@@ -253,6 +269,7 @@ mod tests {
                             Scope {
                                 target: t % 2,
                                 model: 0,
+                                workload: 0,
                                 stage: 0,
                                 warmup: t == 7,
                             },
@@ -271,6 +288,7 @@ mod tests {
             sets[&Scope {
                 target: 0,
                 model: 0,
+                workload: 0,
                 stage: 0,
                 warmup: false
             }]
@@ -282,6 +300,7 @@ mod tests {
             sets[&Scope {
                 target: 1,
                 model: 0,
+                workload: 0,
                 stage: 0,
                 warmup: true
             }]

@@ -221,6 +221,7 @@ mod tests {
         let scope = Scope {
             target: 1,
             model: 1,
+            workload: 0,
             stage: 2,
             warmup: false,
         };

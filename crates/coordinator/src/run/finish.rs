@@ -44,6 +44,7 @@ struct Measure<'a> {
     end: &'a StepEnd,
     targets: u32,
     models: u32,
+    workloads: u32,
 }
 
 impl Measure<'_> {
@@ -66,6 +67,9 @@ impl Measure<'_> {
                 .collect(),
             per_model: (0..self.models)
                 .map(|m| agg.merged(|s| !s.warmup && s.model == m && keep(s)))
+                .collect(),
+            per_workload: (0..self.workloads)
+                .map(|w| agg.merged(|s| !s.warmup && s.workload == w && keep(s)))
                 .collect(),
             warmup: agg.warmup(),
             window_start_us,
@@ -107,6 +111,7 @@ pub fn step_results(
         end: &end,
         targets: ctx.target.urls.len().max(1) as u32,
         models: ctx.target.models.len() as u32,
+        workloads: scenario.workloads.len() as u32,
     };
     let place = RunResult::new(ctx, number, name, scenario.clone());
     let mut whole = m.result(place, &|_| true, warmup_end_us, rows, &server.whole);

@@ -311,12 +311,14 @@ impl Steps {
     ) -> Vec<(u32, Plan)> {
         let recipients: Vec<Recipient> = fleet
             .active()
-            .map(|(member, m)| Recipient {
-                member,
+            .map(|(member, m)| {
                 // a remote worker reaches the embedded mock where it reached us
-                target: env
-                    .target
-                    .reached_from(m.local.filter(|_| env.setup.remote).map(|a| a.ip())),
+                let via = m.local.filter(|_| env.setup.remote).map(|a| a.ip());
+                Recipient {
+                    member,
+                    target: env.target.reached_from(via),
+                    workloads: env.target.workloads_reached_from(via),
+                }
             })
             .collect();
         let inputs = StepInputs {

@@ -12,6 +12,7 @@ pub fn encode_set(scope: Scope, set: &MetricSet) -> v1::ScopedMetrics {
     v1::ScopedMetrics {
         target: scope.target,
         model: scope.model,
+        workload: scope.workload,
         stage: scope.stage,
         warmup: scope.warmup,
         histograms: encode_histograms(set),
@@ -206,6 +207,7 @@ pub fn decode_set(scoped: &v1::ScopedMetrics) -> Result<(Scope, MetricSet), Metr
     let scope = Scope {
         target: scoped.target,
         model: scoped.model,
+        workload: scoped.workload,
         stage: scoped.stage,
         warmup: scoped.warmup,
     };
@@ -269,6 +271,7 @@ mod tests {
         let scope = Scope {
             target: 1,
             model: 3,
+            workload: 4,
             stage: 2,
             warmup: true,
         };

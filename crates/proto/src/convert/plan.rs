@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cicada_plan::shape::{Cooldown, Warmup};
 use cicada_plan::units::Span;
-use cicada_plan::{ConversationSettings, Plan, StageWindow};
+use cicada_plan::{ConversationSettings, Plan, StageWindow, WorkloadPart};
 
 use crate::v1;
 use drive::{drive, drive_from};
@@ -24,8 +24,9 @@ use target::{sampling, sampling_from, slo, slo_from, target, target_from};
 /// 5: the Responses, Messages and transcription APIs, output shapes, images
 /// and audio, and the `ttfa_ms` bound; 7: a model's llama-server LoRA id, the rerank
 /// prompt (a query and documents), the rerank and TEI APIs and vLLM's
-/// pooling and score APIs).
-pub const PLAN_FORMAT: u32 = 7;
+/// pooling and score APIs; 8: mixed traffic's workloads, which an older
+/// worker would ignore).
+pub const PLAN_FORMAT: u32 = 8;
 
 /// Why a plan from the wire could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -85,7 +86,32 @@ pub fn encode_plan(plan: &Plan) -> v1::Plan {
             .as_ref()
             .and_then(|c| c.session_header.clone()),
         conversation_spread_turns: plan.conversations.as_ref().is_some_and(|c| c.spread_turns),
+        workloads: plan.workloads.iter().map(workload).collect(),
     }
+}
+
+fn workload(w: &WorkloadPart) -> v1::Workload {
+    v1::Workload {
+        name: w.name.clone(),
+        weight: w.weight,
+        target: Some(target(&w.target)),
+        sampling: Some(sampling(&w.sampling)),
+        slo: Some(slo(&w.slo)),
+        pool_start: w.pool_start,
+        pool_len: w.pool_len,
+    }
+}
+
+fn workload_from(w: v1::Workload) -> Result<WorkloadPart, PlanError> {
+    Ok(WorkloadPart {
+        name: w.name,
+        weight: w.weight,
+        target: target_from(w.target.ok_or(PlanError::Missing("workloads.target"))?)?,
+        sampling: sampling_from(w.sampling.ok_or(PlanError::Missing("workloads.sampling"))?)?,
+        slo: slo_from(w.slo.unwrap_or_default()),
+        pool_start: w.pool_start,
+        pool_len: w.pool_len,
+    })
 }
 
 /// The plan a worker runs, from `Assign.plan` and `Assign.plan_format`.
@@ -144,6 +170,11 @@ pub fn decode_plan(wire: v1::Plan, format: u32) -> Result<Plan, PlanError> {
                 spread_turns: wire.conversation_spread_turns,
             }),
         details: wire.details,
+        workloads: wire
+            .workloads
+            .into_iter()
+            .map(workload_from)
+            .collect::<Result<_, _>>()?,
     })
 }
 
@@ -239,6 +270,8 @@ mod tests {
             "[target]\nbackend = \"mock\"\n[dataset]\nkind = \"random\"\ninput_len = 4\n[load]\nthink_time = { uniform = [\"5ms\", \"9ms\"] }\nwarmup = \"1s\"\n[[stages]]\nduration = \"5s\"\nusers = 2\n[[stages]]\nname = \"peak\"\nduration = \"5s\"\nusers = 8\nspawn_rate = 4\n",
             // unbounded rate, open-loop stages
             "[target]\nbackend = \"mock\"\n[dataset]\nkind = \"random\"\ninput_len = 4\n[[stages]]\nduration = \"2s\"\nrequest_rate = 3\n[[stages]]\nduration = \"2s\"\nrequest_rate = 12.5\nburstiness = 2\n",
+            // mixed traffic: each workload's target, sampling, SLO and pool ids
+            "[target]\nbackend = \"mock\"\n[load]\nnum_prompts = 12\n[[workloads]]\nname = \"a\"\nweight = 2.5\n[workloads.slo]\nttft_ms = 9\n[[workloads]]\nname = \"b\"\n[workloads.target]\nbackend = \"openai\"\nmodel = \"m2\"\n[workloads.sampling]\ntemperature = 0.5\n[workloads.dataset]\ninput_len = 3\n",
         ];
         for text in cases {
             let s = scenario(text);
@@ -248,6 +281,8 @@ mod tests {
                     p.tokenizer = Some("{\"model\": {}}".into());
                     p.verify_every = 5;
                     p.details = true;
+                    let mixed = text.contains("[[workloads]]");
+                    assert_eq!(p.workloads.len(), if mixed { 2 } else { 0 });
                     assert_eq!(round_trip(&p), p, "{text}");
                 }
             }

@@ -33,7 +33,7 @@ pub(super) fn lines(out: &mut String, r: &RunResult) {
         return;
     };
     let percentiles = &r.scenario.output.metric_percentiles;
-    let s = w.summary(r.scenario.slo.is_set(), percentiles);
+    let s = w.summary(r.scenario.any_slo_set(), percentiles);
     int(
         out,
         "Steady-state window (s):",

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use cicada_metrics::{Counter, Metric, Outcomes};
+use cicada_metrics::{Counter, Metric, Outcomes, Summary};
 
 use super::{Page, f, stage_label};
 use crate::RunResult;
@@ -38,10 +38,44 @@ pub(super) fn reasoning_table(out: &mut String, page: &Page<'_>) {
 
 /// Each model's share of each step (`target.models`), with its latencies.
 pub(super) fn models_table(out: &mut String, steps: &[&RunResult]) {
-    out.push_str("<h2>Per model</h2><table><tr><th class=\"l\">stage</th><th class=\"l\">model</th><th>sent</th><th>completed</th><th>failed</th><th>input tokens</th><th>output tokens</th><th>req/s</th><th>output tok/s</th><th>TTFT mean / p99 (ms)</th><th>TPOT mean / p99 (ms)</th><th>ITL mean / p99 (ms)</th><th>E2EL mean / p99 (ms)</th></tr>");
+    shares_table(out, steps, ("Per model", "model"), false, |r| {
+        r.models()
+            .map(|(name, set)| (name.to_string(), r.target_summary(set)))
+            .collect()
+    });
+}
+
+/// Each workload's share of each step (`[[workloads]]`), with its
+/// latencies and its goodput against its own SLO.
+pub(super) fn workloads_table(out: &mut String, steps: &[&RunResult]) {
+    shares_table(out, steps, ("Per workload", "workload"), true, |r| {
+        r.workloads()
+            .enumerate()
+            .map(|(i, (name, set))| (name.to_string(), r.workload_summary(i, set)))
+            .collect()
+    });
+}
+
+/// One row per share of each step: its counts, throughputs and latencies
+/// (and goodput with `goodput`), under a `(title, column)` heading.
+fn shares_table(
+    out: &mut String,
+    steps: &[&RunResult],
+    (title, column): (&str, &str),
+    goodput: bool,
+    shares: impl Fn(&RunResult) -> Vec<(String, Summary)>,
+) {
+    let _ = write!(
+        out,
+        "<h2>{title}</h2><table><tr><th class=\"l\">stage</th><th class=\"l\">{column}</th><th>sent</th><th>completed</th><th>failed</th><th>input tokens</th><th>output tokens</th><th>req/s</th><th>output tok/s</th><th>TTFT mean / p99 (ms)</th><th>TPOT mean / p99 (ms)</th><th>ITL mean / p99 (ms)</th><th>E2EL mean / p99 (ms)</th>{}</tr>",
+        if goodput {
+            "<th>goodput (req/s)</th>"
+        } else {
+            ""
+        }
+    );
     for r in steps {
-        for (name, set) in r.models() {
-            let s = r.target_summary(set);
+        for (name, s) in shares(r) {
             let lat = |m: Metric| {
                 s.metric(m).map_or_else(
                     || "–".to_string(),
@@ -50,9 +84,9 @@ pub(super) fn models_table(out: &mut String, steps: &[&RunResult]) {
             };
             let _ = write!(
                 out,
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
                 esc(&stage_label(r)),
-                esc(name),
+                esc(&name),
                 s.sent,
                 s.completed,
                 s.failed,
@@ -65,6 +99,11 @@ pub(super) fn models_table(out: &mut String, steps: &[&RunResult]) {
                 lat(Metric::Itl),
                 lat(Metric::E2el),
             );
+            if goodput {
+                let g = s.request_goodput.map_or_else(|| "–".to_string(), f);
+                let _ = write!(out, "<td>{g}</td>");
+            }
+            out.push_str("</tr>");
         }
     }
     out.push_str("</table>");

@@ -11,6 +11,7 @@ mod json_array;
 mod jsonl;
 mod lengths;
 mod media;
+mod mixed;
 mod multi_turn;
 /// The media workloads' own checks, for validation to name their keys.
 pub(crate) mod media_checks {
@@ -207,6 +208,9 @@ pub struct Pool {
     pub arrivals_us: Option<Vec<u64>>,
     /// The distinct tools / response formats entries ask for (`PoolEntry::shape`).
     pub shapes: Vec<OutputShape>,
+    /// Mixed traffic: each workload's run of entry ids, in `[[workloads]]`
+    /// order (empty without workloads).
+    pub workloads: Vec<std::ops::Range<u64>>,
 }
 
 /// Receives progress while a pool is built (the coordinator draws a bar).
@@ -312,6 +316,9 @@ pub fn build_pool_with(
     tokenizer: Option<&Tokenizer>,
     progress: &dyn Progress,
 ) -> Result<Pool, DatasetError> {
+    if !s.workloads.is_empty() {
+        return mixed::build(s, tokenizer, progress);
+    }
     let (pools, reranks) = (
         s.target.backend.pools(s.mock.api),
         s.target.backend.reranks(s.mock.api),
@@ -403,6 +410,7 @@ pub fn build_pool_with(
         report,
         arrivals_us,
         shapes,
+        workloads: Vec::new(),
     })
 }
 

@@ -195,6 +195,7 @@ impl Session {
                 target: target as u32,
                 // a conversation stays on the model of the request that starts it
                 model: self.step.model_of(self.slot.index) as u32,
+                workload: 0,
                 stage: self.slot.stage,
                 warmup: plan.is_warmup(self.slot.index, self.slot.offset),
             };

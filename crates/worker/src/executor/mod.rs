@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cicada_plan::Plan;
+use cicada_plan::schedule::Slot;
 use thiserror::Error;
 use tokens::Tokenizer;
 
@@ -65,6 +66,8 @@ pub struct Step {
     pub headers: Headers,
     /// One per target URL, in the plan's order.
     pub endpoints: Vec<Endpoint>,
+    /// A mixed run's: each workload's, one per target URL (empty without workloads).
+    workload_endpoints: Vec<Vec<Endpoint>>,
     /// The plan's pool entries by id, each ready to send.
     pub pool: HashMap<u64, Entry>,
     /// Each (pool entry, model)'s request body, serialised once before the start
@@ -109,12 +112,27 @@ impl Step {
             .map(|u| http.endpoint(u))
             .collect::<Result<Vec<_>, _>>()
             .map_err(SetupError::from)?;
+        let workload_endpoints = plan
+            .workloads
+            .iter()
+            .map(|w| {
+                w.target
+                    .urls
+                    .iter()
+                    .map(|u| http.endpoint(u))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(SetupError::from)?;
         let codecs = codecs(&plan);
         let details = plan.details.then_some(crate::details::DetailContext {
             step: plan.step,
             worker: plan.worker_index,
         });
-        let recorder = Arc::new(Recorder::with_details(recorder_shards, plan.slo, details));
+        let recorder = Arc::new(
+            Recorder::with_details(recorder_shards, plan.slo, details)
+                .with_workload_slos(plan.workloads.iter().map(|w| w.slo).collect()),
+        );
         // each shape compiled once, shared by the entries that ask it
         let shapes = std::mem::take(&mut plan.shapes)
             .into_iter()
@@ -126,7 +144,12 @@ impl Step {
             .into_iter()
             .map(|e| Ok((e.id, Entry::new(e, &shapes, &mut sizes)?)))
             .collect::<Result<_, StepError>>()?;
-        let bodies = prebuilt_bodies(&codecs, &pool, plan.conversations.is_some());
+        let owner = |id: u64| {
+            plan.workloads
+                .iter()
+                .position(|w| (w.pool_start..w.pool_start + w.pool_len).contains(&id))
+        };
+        let bodies = prebuilt_bodies(&codecs, &pool, plan.conversations.is_some(), owner);
         let in_flight_by_scope = ScopeTrackers::new(plan.target.urls.len(), codecs.len());
         let tokenizer = match &plan.tokenizer {
             Some(json) => {
@@ -147,6 +170,7 @@ impl Step {
             http,
             headers,
             endpoints,
+            workload_endpoints,
             pool,
             bodies,
             recorder,
@@ -175,6 +199,47 @@ impl Step {
         self.plan.target.model_of(index, self.plan.seed())
     }
 
+    /// What the request of `slot` sends and where it is counted: its model
+    /// (without workloads) or its workload (drawn by the seed and its index
+    /// in a mixed run), and the pool entry that goes with it.
+    pub fn choice(&self, slot: &Slot) -> Choice {
+        match cicada_plan::workloads::entry_of(&self.plan.workloads, slot.index, self.plan.seed()) {
+            Some((w, pool_id)) => Choice {
+                codec: w,
+                pool_id,
+                model: 0,
+                workload: w as u32,
+            },
+            None => {
+                let model = self.model_of(slot.index);
+                Choice {
+                    codec: model,
+                    pool_id: slot.pool_id,
+                    model: model as u32,
+                    workload: 0,
+                }
+            }
+        }
+    }
+
+    /// The endpoint of replica `target` for requests of `codec`: its
+    /// workload's route in a mixed run, the plan's otherwise.
+    pub fn endpoint(&self, codec: usize, target: usize) -> &Endpoint {
+        match self.workload_endpoints.get(codec) {
+            Some(eps) if !eps.is_empty() => &eps[target.min(eps.len() - 1)],
+            _ => &self.endpoints[target.min(self.endpoints.len() - 1)],
+        }
+    }
+
+    /// The (model, workload) of a scope whose requests used `codec`.
+    fn scope_of_codec(&self, codec: usize) -> (u32, u32) {
+        if self.plan.workloads.is_empty() {
+            (codec as u32, 0)
+        } else {
+            (0, codec as u32)
+        }
+    }
+
     /// Targets reached through a proxy, as the console and result show them.
     pub fn routes(&self) -> Vec<String> {
         self.endpoints
@@ -195,14 +260,16 @@ impl Step {
     /// Everything recorded since the last call, by scope, with in-flight time up to `now_us`.
     pub fn take_interval(&self, now_us: u64) -> Vec<(Scope, MetricSet)> {
         let mut sets = self.recorder.take();
-        for ((target, model), tracker) in self.in_flight_by_scope.iter() {
+        for ((target, codec), tracker) in self.in_flight_by_scope.iter() {
+            let (model, workload) = self.scope_of_codec(codec);
             let taken = tracker.take(now_us);
             for (warmup, integral) in [(false, taken.measured), (true, taken.warmup)] {
                 for (slice, request_us) in integral.iter() {
                     let at = std::time::Duration::from_micros(slice * SLICE_US);
                     let scope = Scope {
                         target: target as u32,
-                        model: model as u32,
+                        model,
+                        workload,
                         stage: self.steering.stage_of(at),
                         warmup,
                     };
@@ -219,8 +286,15 @@ impl Step {
 /// Prompt bytes up to which a step serialises every pool entry's body ahead.
 const PREBUILD_PROMPT_BYTES: usize = 64 << 20;
 
-/// One codec per model the plan's requests name.
+/// One codec per model the plan's requests name, or per workload in a mixed run.
 fn codecs(plan: &Plan) -> Vec<ApiCodec> {
+    if !plan.workloads.is_empty() {
+        return plan
+            .workloads
+            .iter()
+            .map(|w| ApiCodec::for_target(&w.target, &w.sampling))
+            .collect();
+    }
     let mut target = plan.target.clone();
     let loras = cicada_plan::models::lora_selection(&plan.target.models);
     plan.target
@@ -234,14 +308,16 @@ fn codecs(plan: &Plan) -> Vec<ApiCodec> {
         .collect()
 }
 
-/// Every (pool entry, model)'s body, unless the pool's prompts times the
+/// Every (pool entry, codec)'s body, unless the pool's prompts times the
 /// models pass [`PREBUILD_PROMPT_BYTES`] (bodies would double the pool's
 /// memory and more) or the step runs conversations (whose turns are built as
-/// they go).
+/// they go). An entry `owner` gives a codec (a mixed run's workload) gets
+/// that codec's body alone.
 fn prebuilt_bodies(
     codecs: &[ApiCodec],
     pool: &HashMap<u64, Entry>,
     conversations: bool,
+    owner: impl Fn(u64) -> Option<usize>,
 ) -> HashMap<(u64, usize), Vec<u8>> {
     // images go base64 (4/3 of their bytes), audio as it is
     let prompt_bytes: usize = pool
@@ -253,12 +329,27 @@ fn prebuilt_bodies(
     }
     pool.values()
         .flat_map(|e| {
+            let own = owner(e.id);
             codecs
                 .iter()
                 .enumerate()
+                .filter(move |(m, _)| own.is_none_or(|o| o == *m))
                 .map(|(m, codec)| ((e.id, m), codec.body(&e.ask)))
         })
         .collect()
+}
+
+/// What one request sends and where it is counted (see [`Step::choice`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choice {
+    /// Its codec: its model's, or its workload's in a mixed run.
+    pub codec: usize,
+    /// The pool entry it sends.
+    pub pool_id: u64,
+    /// Its scope's model.
+    pub model: u32,
+    /// Its scope's workload.
+    pub workload: u32,
 }
 
 /// How a step's dispatching ended.

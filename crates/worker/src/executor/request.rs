@@ -25,15 +25,16 @@ pub(super) async fn send_one(
     clock: Clock,
     cancel: CancellationToken,
 ) -> Option<u64> {
-    let Some(entry) = step.pool.get(&slot.pool_id) else {
+    let choice = step.choice(&slot);
+    let Some(entry) = step.pool.get(&choice.pool_id) else {
         tracing::error!(
-            pool_id = slot.pool_id,
+            pool_id = choice.pool_id,
             "plan lacks a pool entry its stripe uses"
         );
         return None;
     };
-    let model = step.model_of(slot.index);
-    let body = step.body(entry, model);
+    let codec = choice.codec;
+    let body = step.body(entry, codec);
     // pick and count at once so the next pick sees this request in flight
     let target = route::pick(
         step.plan.target.routing,
@@ -46,13 +47,13 @@ pub(super) async fn send_one(
     step.in_flight.fetch_add(1, Ordering::Relaxed);
     let sent_us = clock.now_us();
     let warmup = step.plan.is_warmup(slot.index, slot.offset);
-    let tracker = step.in_flight_by_scope.get(target, model);
+    let tracker = step.in_flight_by_scope.get(target, codec);
     tracker.change(sent_us, true, warmup);
     let scheduled_us = slot.offset.as_micros() as u64;
     let conduit = Conduit {
         http: &step.http,
         headers: &step.headers,
-        codec: step.codec(model),
+        codec: step.codec(codec),
         clock: &clock,
         timeout: step.timeout,
         keep_text: step.tokenizer.is_some(),
@@ -60,7 +61,7 @@ pub(super) async fn send_one(
     };
     let exchange = exchange(
         conduit,
-        (&step.endpoints[target], &request_id, &body),
+        (step.endpoint(codec, target), &request_id, &body),
         &cancel,
         slot.index,
         sent_us,
@@ -79,10 +80,11 @@ pub(super) async fn send_one(
         scheduled_us,
         sent_us: exchange.sent_us,
     };
-    let record = guarded_record(&exchange, entry, at, step.codec(model).streams(), counting);
+    let record = guarded_record(&exchange, entry, at, step.codec(codec).streams(), counting);
     let scope = Scope {
         target: target as u32,
-        model: model as u32,
+        model: choice.model,
+        workload: choice.workload,
         stage: slot.stage,
         warmup,
     };
