@@ -206,7 +206,7 @@ fn session_figures(out: &mut String, s: &Summary) {
         ),
         (
             Metric::SessionServerTime,
-            "Mean time at the server per session (ms):",
+            "Mean server time per session (ms):",
         ),
         (
             Metric::SessionRequests,
