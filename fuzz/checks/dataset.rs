@@ -55,7 +55,20 @@ pub fn check(data: &[u8]) {
                 m.input_len.longest(0.0).max(per_turn.longest(0.0)) + m.output_len.longest(0.0);
             (0, turn * f64::from(m.turn_range().1.max(m.turn_range().0)))
         }
-        Dataset::Trace(_) => (0, 0.0),
+        // every node's message, answer and tool result, over the most
+        // nodes a session may have (fan-outs stop at 10,000 nodes)
+        Dataset::Agentic(a) => {
+            let per_turn = a.per_turn_input_len.as_ref().unwrap_or(&a.input_len);
+            let node = a.input_len.longest(0.0).max(per_turn.longest(0.0))
+                + a.output_len.longest(0.0)
+                + a.tool_output_len.longest(0.0);
+            let branching = a.fan_out.longest(0.0) * a.sub_agent_turns.longest(0.0);
+            let turns = f64::from(a.turn_range().1.max(a.turn_range().0));
+            let nodes =
+                (0..=a.depth.min(8)).fold(0.0, |sum, k| sum + turns * branching.powi(k as i32));
+            (0, node * nodes.min(2.0 * 10_000.0))
+        }
+        Dataset::Trace(_) | Dataset::AgentTrace(_) => (0, 0.0),
         Dataset::RandomMm(r) => (
             r.prefix_len,
             r.input_len

@@ -17,6 +17,12 @@ use serde_json::Value;
 const TOKEN: &str = "loss-token-5d1e";
 
 fn scenario(dir: &Path, base_url: &str, rest: &str) -> PathBuf {
+    // a `rest` with its own dataset replaces the default one
+    let dataset = if rest.contains("[dataset]") {
+        ""
+    } else {
+        "[dataset]\ninput_len = 8\noutput_len = 20"
+    };
     write(
         dir,
         "s.toml",
@@ -29,9 +35,7 @@ backend = "openai-chat"
 base_url = "{base_url}"
 model = "cicada-mock"
 ready_timeout = "0s"
-[dataset]
-input_len = 8
-output_len = 20
+{dataset}
 {rest}
 "#
         ),
@@ -281,4 +285,59 @@ fn a_worker_stopped_on_its_own_host_reports_and_the_run_ends_degraded() {
         "every request it sent was reported"
     );
     assert_eq!(share(&j, 0), (200, 200));
+}
+
+/// Agent sessions (sub-agents, tool waits) on two workers, one killed while
+/// its sessions wait for a tool: its sessions are counted as started and
+/// cut, never dropped, and the survivor's all complete.
+#[test]
+fn a_worker_killed_mid_session_leaves_its_sessions_cut() {
+    let _g = serial();
+    let mut f = Fleet::start(
+        r#"[dataset]
+kind = "agentic"
+turns = 3
+input_len = 8
+per_turn_input_len = 4
+output_len = 5
+fan_out_chance = 1.0
+fan_out = 2
+sub_agent_turns = 1
+tool_chance = 1.0
+tool_delay = "1s"
+tool_output_len = 4
+[load]
+num_prompts = 8
+request_rate = "inf"
+max_concurrency = 8"#,
+        &["--ttft-ms", "10", "--itl-ms", "5"],
+    );
+    // every session's first turn and its two sub-agents, then a report
+    // interval: worker 0 has reported its sessions' start and is in a tool wait
+    wait_requests(&f.mock, 24, Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(1500));
+    f.workers[0].kill().unwrap();
+    let (code, out) = f.finish(Duration::from_secs(90));
+    assert_eq!(code, Some(3), "{out}");
+    let j = f.result("result.json");
+    assert_eq!(lost(&j), [0], "{out}");
+    // session s runs on worker s mod 2: the survivor's four complete
+    let survivor_sessions = f
+        .mock
+        .requests()
+        .iter()
+        .filter(|r| {
+            let id = r["request_id"].as_str().unwrap();
+            id.contains("-t0-") && id.ends_with("-w1")
+        })
+        .count() as u64;
+    assert_eq!(survivor_sessions, 4);
+    let c = &j["cicada"]["counters"];
+    assert_eq!(c["sessions_started"].as_u64(), Some(8), "{c}");
+    assert_eq!(c["sessions_completed"].as_u64(), Some(4), "{c}");
+    assert_eq!(
+        j["cicada"]["metrics"]["session_duration"]["count"].as_u64(),
+        Some(4)
+    );
+    assert!(out.contains("Sessions cut:"), "{out}");
 }

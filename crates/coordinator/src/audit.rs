@@ -47,7 +47,7 @@ const REQUEST_COUNTERS: [Counter; 18] = [
 /// Metrics measured on the worker's own clock, within the step: never
 /// longer than the step has run. (The server's own timings are the
 /// server's claim, and `output_tps_per_request` is a rate.)
-const CLOCKED: [Metric; 15] = [
+const CLOCKED: [Metric; 22] = [
     Metric::Ttft,
     Metric::Tpot,
     Metric::Itl,
@@ -63,6 +63,13 @@ const CLOCKED: [Metric; 15] = [
     Metric::AnswerItl,
     Metric::TtftFirstTurn,
     Metric::TtftLaterTurns,
+    Metric::TtftTurn2,
+    Metric::TtftTurn3,
+    Metric::TtftTurn4,
+    Metric::TtftTurn5To8,
+    Metric::TtftTurn9To16,
+    Metric::TtftTurn17Up,
+    Metric::SessionDuration,
 ];
 
 /// Why a report was refused.

@@ -50,6 +50,26 @@ pub enum Metric {
     TtftFirstTurn,
     /// TTFT of the later turns of multi-turn sessions (a growing prefix).
     TtftLaterTurns,
+    /// TTFT of session turns 2 (one answered request before them on their path).
+    TtftTurn2,
+    /// TTFT of session turns 3.
+    TtftTurn3,
+    /// TTFT of session turns 4.
+    TtftTurn4,
+    /// TTFT of session turns 5 to 8.
+    TtftTurn5To8,
+    /// TTFT of session turns 9 to 16.
+    TtftTurn9To16,
+    /// TTFT of session turns 17 and on.
+    TtftTurn17Up,
+    /// A completed session's duration: its first request's send to the end of its last step.
+    SessionDuration,
+    /// A completed session's time in tool waits, summed over its branches.
+    SessionToolTime,
+    /// A completed session's time at the server (its requests' send to end), summed.
+    SessionServerTime,
+    /// Requests a completed session sent, its sub-agents' included.
+    SessionRequests,
 }
 
 /// How a metric's raw integer values are scaled for display.
@@ -130,7 +150,7 @@ impl Metric {
     pub const FROM_SCHEDULE: [Metric; 3] = [Metric::TtftCo, Metric::E2elCo, Metric::ScheduleLag];
 
     /// Every metric including the worker's health metrics.
-    pub const ALL: [Metric; 21] = [
+    pub const ALL: [Metric; 31] = [
         Metric::Ttft,
         Metric::Tpot,
         Metric::Itl,
@@ -152,7 +172,49 @@ impl Metric {
         Metric::BatchSize,
         Metric::TtftFirstTurn,
         Metric::TtftLaterTurns,
+        Metric::TtftTurn2,
+        Metric::TtftTurn3,
+        Metric::TtftTurn4,
+        Metric::TtftTurn5To8,
+        Metric::TtftTurn9To16,
+        Metric::TtftTurn17Up,
+        Metric::SessionDuration,
+        Metric::SessionToolTime,
+        Metric::SessionServerTime,
+        Metric::SessionRequests,
     ];
+
+    /// TTFT by turn index, after the first turn (`ttft_first_turn`), in order.
+    pub const TTFT_BY_TURN: [Metric; 6] = [
+        Metric::TtftTurn2,
+        Metric::TtftTurn3,
+        Metric::TtftTurn4,
+        Metric::TtftTurn5To8,
+        Metric::TtftTurn9To16,
+        Metric::TtftTurn17Up,
+    ];
+
+    /// The per-session figures, recorded once per completed session.
+    pub const SESSION: [Metric; 4] = [
+        Metric::SessionDuration,
+        Metric::SessionToolTime,
+        Metric::SessionServerTime,
+        Metric::SessionRequests,
+    ];
+
+    /// The TTFT-by-turn histogram of a turn with `index` answered requests
+    /// before it on its path (`None` for the first turn, index 0).
+    pub fn ttft_of_turn(index: u64) -> Option<Metric> {
+        Some(match index {
+            0 => return None,
+            1 => Metric::TtftTurn2,
+            2 => Metric::TtftTurn3,
+            3 => Metric::TtftTurn4,
+            4..=7 => Metric::TtftTurn5To8,
+            8..=15 => Metric::TtftTurn9To16,
+            _ => Metric::TtftTurn17Up,
+        })
+    }
 
     /// Stable name used on the wire, in JSON keys and CSV columns.
     pub fn name(self) -> &'static str {
@@ -178,6 +240,16 @@ impl Metric {
             Metric::BatchSize => "batch_size",
             Metric::TtftFirstTurn => "ttft_first_turn",
             Metric::TtftLaterTurns => "ttft_later_turns",
+            Metric::TtftTurn2 => "ttft_turn_2",
+            Metric::TtftTurn3 => "ttft_turn_3",
+            Metric::TtftTurn4 => "ttft_turn_4",
+            Metric::TtftTurn5To8 => "ttft_turn_5_8",
+            Metric::TtftTurn9To16 => "ttft_turn_9_16",
+            Metric::TtftTurn17Up => "ttft_turn_17_up",
+            Metric::SessionDuration => "session_duration",
+            Metric::SessionToolTime => "session_tool_time",
+            Metric::SessionServerTime => "session_server_time",
+            Metric::SessionRequests => "session_requests",
         }
     }
 
@@ -205,6 +277,16 @@ impl Metric {
             Metric::BatchSize => "batch size",
             Metric::TtftFirstTurn => "TTFT (first turn)",
             Metric::TtftLaterTurns => "TTFT (later turns)",
+            Metric::TtftTurn2 => "TTFT (turn 2)",
+            Metric::TtftTurn3 => "TTFT (turn 3)",
+            Metric::TtftTurn4 => "TTFT (turn 4)",
+            Metric::TtftTurn5To8 => "TTFT (turns 5-8)",
+            Metric::TtftTurn9To16 => "TTFT (turns 9-16)",
+            Metric::TtftTurn17Up => "TTFT (turns 17+)",
+            Metric::SessionDuration => "session duration",
+            Metric::SessionToolTime => "session time in tools",
+            Metric::SessionServerTime => "session time at the server",
+            Metric::SessionRequests => "requests per session",
         }
     }
 
@@ -212,7 +294,7 @@ impl Metric {
     pub fn unit(self) -> Unit {
         match self {
             Metric::OutputTpsPerRequest => Unit::MilliTokensPerSecond,
-            Metric::BatchSize => Unit::Items,
+            Metric::BatchSize | Metric::SessionRequests => Unit::Items,
             _ => Unit::Micros,
         }
     }

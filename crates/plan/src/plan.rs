@@ -220,7 +220,7 @@ impl Plan {
                 if schedule.requests.is_none() || schedule.duration.is_some() {
                     return 0;
                 }
-                // every conversation's turns (the pool share keeps the pool's id order)
+                // every conversation's requests, sub-agents' included (the pool share keeps the pool's id order)
                 schedule
                     .stripe(st.index, st.count)
                     .map(|slot| {
@@ -228,7 +228,7 @@ impl Plan {
                             .binary_search_by_key(&slot.pool_id, |e| e.id)
                             .ok()
                             .and_then(|i| self.pool[i].conversation.as_ref())
-                            .map_or(1, |c| c.turns.len() as u64)
+                            .map_or(1, |c| c.requests())
                     })
                     .sum()
             }

@@ -20,6 +20,64 @@ pub struct Turn {
     /// workload drew one for it; else the plan's think time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub think_ms: Option<u64>,
+    /// Set on a tool wait of an agentic session: no request is sent; after
+    /// this many ms `user` (the tool's result, `input_tokens` long) joins
+    /// the history and the branch goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_ms: Option<u64>,
+    /// Sub-agents this turn fans out into once answered: each branch runs
+    /// in parallel from the history so far (a shared prefix); the next turn
+    /// of this branch waits for all of them and carries their last answers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forks: Vec<Branch>,
+}
+
+impl Turn {
+    /// A plain turn of a multi-turn session: a request, no fan-out.
+    pub fn chat(user: String, input_tokens: u32, output_tokens: Option<u32>) -> Turn {
+        Turn {
+            user,
+            input_tokens,
+            output_tokens,
+            think_ms: None,
+            tool_ms: None,
+            forks: Vec::new(),
+        }
+    }
+
+    /// Requests this turn and its sub-agents send (a tool wait sends none).
+    pub fn requests(&self) -> u64 {
+        u64::from(self.tool_ms.is_none()) + self.forks.iter().map(Branch::requests).sum::<u64>()
+    }
+
+    /// Steps (requests and tool waits) of this turn and its sub-agents:
+    /// the turn's nodes are numbered in this order, the turn first.
+    pub fn nodes(&self) -> u64 {
+        1 + self.forks.iter().map(Branch::nodes).sum::<u64>()
+    }
+}
+
+/// One sub-agent of an agentic session: its turns, one after another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Branch {
+    /// The sub-agent's turns in order (never empty; the first is a request).
+    pub turns: Vec<Turn>,
+    /// The sub-agent starts from an empty history (its own context), not
+    /// from its parent's (a trace's sub-agent with a context of its own).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fresh: bool,
+}
+
+impl Branch {
+    /// Requests the branch sends, its sub-agents' included.
+    pub fn requests(&self) -> u64 {
+        self.turns.iter().map(Turn::requests).sum()
+    }
+
+    /// Steps of the branch, its sub-agents' included.
+    pub fn nodes(&self) -> u64 {
+        self.turns.iter().map(Turn::nodes).sum()
+    }
 }
 
 /// A multi-turn session: each turn is sent with every earlier message and the
@@ -32,6 +90,13 @@ pub struct Conversation {
     pub system_tokens: u32,
     /// The user turns, in order (never empty).
     pub turns: Vec<Turn>,
+}
+
+impl Conversation {
+    /// Requests the session sends: its turns and every sub-agent's.
+    pub fn requests(&self) -> u64 {
+        self.turns.iter().map(Turn::requests).sum()
+    }
 }
 
 /// One prompt of the pool with its known lengths.

@@ -34,6 +34,11 @@ pub enum DatasetKind {
     Conversations,
     /// Synthetic multi-turn sessions (no file): drawn turns and lengths.
     MultiTurn,
+    /// Synthetic agentic sessions (no file): turns that fan out into
+    /// parallel sub-agents and wait for tools.
+    Agentic,
+    /// Agentic sessions read from a trace (cicada's JSONL or a Weka trace).
+    AgentTrace,
     /// A Mooncake-style trace replayed at its timestamps.
     Trace,
     /// `random` prompts with images attached (vLLM's `random-mm`).
@@ -45,7 +50,7 @@ pub enum DatasetKind {
 
 impl DatasetKind {
     /// Every kind, for messages.
-    pub const ALL: [DatasetKind; 10] = [
+    pub const ALL: [DatasetKind; 12] = [
         DatasetKind::Random,
         DatasetKind::Sharegpt,
         DatasetKind::Sonnet,
@@ -53,6 +58,8 @@ impl DatasetKind {
         DatasetKind::Jsonl,
         DatasetKind::Conversations,
         DatasetKind::MultiTurn,
+        DatasetKind::Agentic,
+        DatasetKind::AgentTrace,
         DatasetKind::Trace,
         DatasetKind::RandomMm,
         DatasetKind::Audio,
@@ -68,6 +75,8 @@ impl DatasetKind {
             DatasetKind::Jsonl => "jsonl",
             DatasetKind::Conversations => "conversations",
             DatasetKind::MultiTurn => "multi_turn",
+            DatasetKind::Agentic => "agentic",
+            DatasetKind::AgentTrace => "agent_trace",
             DatasetKind::Trace => "trace",
             DatasetKind::RandomMm => "random-mm",
             DatasetKind::Audio => "audio",
@@ -97,13 +106,20 @@ impl DatasetKind {
                 | DatasetKind::Trace
                 | DatasetKind::RandomMm
                 | DatasetKind::MultiTurn
+                | DatasetKind::Agentic
         )
     }
 
     /// Kinds whose scheduled requests start multi-turn sessions (sent as
     /// growing `messages` arrays with the model's real answers).
     pub fn sessions(self) -> bool {
-        matches!(self, DatasetKind::Conversations | DatasetKind::MultiTurn)
+        matches!(
+            self,
+            DatasetKind::Conversations
+                | DatasetKind::MultiTurn
+                | DatasetKind::Agentic
+                | DatasetKind::AgentTrace
+        )
     }
 
     /// The keys (besides `kind`) this kind takes, in the order they are written.
@@ -116,6 +132,8 @@ impl DatasetKind {
             DatasetKind::Jsonl => field_names::<JsonlSpec>(),
             DatasetKind::Conversations => field_names::<ConversationsSpec>(),
             DatasetKind::MultiTurn => field_names::<MultiTurnSpec>(),
+            DatasetKind::Agentic => field_names::<AgenticSpec>(),
+            DatasetKind::AgentTrace => field_names::<AgentTraceSpec>(),
             DatasetKind::Trace => field_names::<TraceSpec>(),
             DatasetKind::RandomMm => field_names::<RandomMmSpec>(),
             DatasetKind::Audio => field_names::<AudioSpec>(),
@@ -381,6 +399,141 @@ impl MultiTurnSpec {
     }
 }
 
+fn len2() -> Length {
+    Length::Fixed(2)
+}
+fn len64() -> Length {
+    Length::Fixed(64)
+}
+fn half() -> f64 {
+    0.5
+}
+fn n1() -> u32 {
+    1
+}
+fn ms100() -> Span {
+    Span::millis(100)
+}
+
+/// `kind = "agentic"`: synthetic agent sessions, no file. A session is a
+/// tree: the main agent's turns (as `multi_turn`'s), each of which may fan
+/// out into parallel sub-agents (each its own branch of turns, started from
+/// the main agent's history so far) and may be followed by a tool wait (a
+/// delay, no request, then the tool's result joins the history). Drawn
+/// from the seed and the session's index alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgenticSpec {
+    /// Main-agent turns per session, when `min_turns`/`max_turns` do not draw them.
+    #[serde(default = "n3")]
+    pub turns: u32,
+    /// Fewest main-agent turns (drawn uniformly in `[min_turns, max_turns]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_turns: Option<u32>,
+    /// Most main-agent turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// Tokens of the session's first message.
+    #[serde(default = "len1024")]
+    pub input_len: Length,
+    /// Tokens each later turn (and each sub-agent's task) adds: the
+    /// context's growth per turn (default: `input_len`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_turn_input_len: Option<Length>,
+    /// Output tokens asked of each turn.
+    #[serde(default = "len128")]
+    pub output_len: Length,
+    /// Pause between an answer and the next turn of its branch.
+    #[serde(default)]
+    pub think_time: Span,
+    /// With it, each pause is drawn uniformly in `[think_time, think_time_max]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time_max: Option<Span>,
+    /// Chance that a turn fans out into sub-agents, in [0, 1].
+    #[serde(default = "half")]
+    pub fan_out_chance: f64,
+    /// Sub-agents a fanning turn starts, or their distribution.
+    #[serde(default = "len2")]
+    pub fan_out: Length,
+    /// Levels of sub-agents: 1, sub-agents do not fan out themselves; 0, none.
+    #[serde(default = "n1")]
+    pub depth: u32,
+    /// Turns of each sub-agent, or their distribution.
+    #[serde(default = "len2")]
+    pub sub_agent_turns: Length,
+    /// Chance that a turn is followed by a tool wait, in [0, 1].
+    #[serde(default = "half")]
+    pub tool_chance: f64,
+    /// How long a tool runs.
+    #[serde(default = "ms100")]
+    pub tool_delay: Span,
+    /// With it, each tool's delay is drawn uniformly in `[tool_delay, tool_delay_max]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_delay_max: Option<Span>,
+    /// Tokens of a tool's result, which joins the history.
+    #[serde(default = "len64")]
+    pub tool_output_len: Length,
+}
+
+impl Default for AgenticSpec {
+    fn default() -> Self {
+        Self {
+            turns: n3(),
+            min_turns: None,
+            max_turns: None,
+            input_len: len1024(),
+            per_turn_input_len: None,
+            output_len: len128(),
+            think_time: Span::default(),
+            think_time_max: None,
+            fan_out_chance: half(),
+            fan_out: len2(),
+            depth: n1(),
+            sub_agent_turns: len2(),
+            tool_chance: half(),
+            tool_delay: ms100(),
+            tool_delay_max: None,
+            tool_output_len: len64(),
+        }
+    }
+}
+
+impl AgenticSpec {
+    /// The inclusive range a session's main-agent turn count is drawn from.
+    pub fn turn_range(&self) -> (u32, u32) {
+        (
+            self.min_turns.unwrap_or(self.turns),
+            self.max_turns.unwrap_or(self.turns),
+        )
+    }
+}
+
+/// The formats an `agent_trace` file may be in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentTraceFormat {
+    /// cicada's own JSONL, one node per line (docs/guide/workloads.md).
+    #[default]
+    Cicada,
+    /// A Weka KV-cache-tester trace (one JSON object per file, or a
+    /// directory of them), as AIPerf replays it.
+    Weka,
+}
+
+/// `kind = "agent_trace"`: agentic sessions read from a trace file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentTraceSpec {
+    /// The trace: a JSONL file (`cicada`), or a file or directory (`weka`).
+    pub path: PathBuf,
+    /// Which format the trace is in.
+    #[serde(default)]
+    pub format: AgentTraceFormat,
+    /// Pause before a turn whose node gives no `delay_ms`.
+    #[serde(default)]
+    pub think_time: Span,
+}
+
 /// `kind = "trace"`: a Mooncake JSONL trace replayed at its timestamps.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -406,6 +559,8 @@ pub enum Dataset {
     Jsonl(JsonlSpec),
     Conversations(ConversationsSpec),
     MultiTurn(MultiTurnSpec),
+    Agentic(Box<AgenticSpec>),
+    AgentTrace(AgentTraceSpec),
     Trace(TraceSpec),
     #[serde(rename = "random-mm")]
     RandomMm(RandomMmSpec),
@@ -429,6 +584,8 @@ impl Dataset {
             Dataset::Jsonl(_) => DatasetKind::Jsonl,
             Dataset::Conversations(_) => DatasetKind::Conversations,
             Dataset::MultiTurn(_) => DatasetKind::MultiTurn,
+            Dataset::Agentic(_) => DatasetKind::Agentic,
+            Dataset::AgentTrace(_) => DatasetKind::AgentTrace,
             Dataset::Trace(_) => DatasetKind::Trace,
             Dataset::RandomMm(_) => DatasetKind::RandomMm,
             Dataset::Audio(_) => DatasetKind::Audio,
@@ -442,7 +599,11 @@ impl Dataset {
 
     fn path_ref(&self) -> Option<&PathBuf> {
         match self {
-            Dataset::Random(_) | Dataset::Prefix(_) | Dataset::MultiTurn(_) => None,
+            Dataset::Random(_)
+            | Dataset::Prefix(_)
+            | Dataset::MultiTurn(_)
+            | Dataset::Agentic(_) => None,
+            Dataset::AgentTrace(d) => Some(&d.path),
             Dataset::RandomMm(d) => d.image_dir.as_ref(),
             Dataset::Audio(d) => d.path.as_ref(),
             Dataset::Sharegpt(d) => Some(&d.path),
@@ -465,7 +626,11 @@ impl Dataset {
     /// The dataset file, to rebase a relative path.
     pub(crate) fn path_mut(&mut self) -> Option<&mut PathBuf> {
         match self {
-            Dataset::Random(_) | Dataset::Prefix(_) | Dataset::MultiTurn(_) => None,
+            Dataset::Random(_)
+            | Dataset::Prefix(_)
+            | Dataset::MultiTurn(_)
+            | Dataset::Agentic(_) => None,
+            Dataset::AgentTrace(d) => Some(&mut d.path),
             Dataset::RandomMm(d) => d.image_dir.as_mut(),
             Dataset::Audio(d) => d.path.as_mut(),
             Dataset::Sharegpt(d) => Some(&mut d.path),
@@ -501,6 +666,12 @@ impl Dataset {
                 ("min_turns", d.min_turns),
                 ("max_turns", d.max_turns),
             ],
+            Dataset::Agentic(d) => vec![
+                ("turns", Some(d.turns)),
+                ("min_turns", d.min_turns),
+                ("max_turns", d.max_turns),
+            ],
+            Dataset::AgentTrace(_) => Vec::new(),
         }
     }
 
@@ -519,6 +690,19 @@ impl Dataset {
                     v.push(("per_turn_input_len", p));
                 }
                 v.push(("output_len", &d.output_len));
+                v
+            }
+            Dataset::Agentic(d) => {
+                let mut v = vec![("input_len", &d.input_len)];
+                if let Some(p) = &d.per_turn_input_len {
+                    v.push(("per_turn_input_len", p));
+                }
+                v.extend([
+                    ("output_len", &d.output_len),
+                    ("fan_out", &d.fan_out),
+                    ("sub_agent_turns", &d.sub_agent_turns),
+                    ("tool_output_len", &d.tool_output_len),
+                ]);
                 v
             }
             _ => Vec::new(),
@@ -615,6 +799,8 @@ impl<'de> Deserialize<'de> for Dataset {
             DatasetKind::Jsonl => Dataset::Jsonl(spec(kind, table)?),
             DatasetKind::Conversations => Dataset::Conversations(spec(kind, table)?),
             DatasetKind::MultiTurn => Dataset::MultiTurn(spec(kind, table)?),
+            DatasetKind::Agentic => Dataset::Agentic(spec(kind, table)?),
+            DatasetKind::AgentTrace => Dataset::AgentTrace(spec(kind, table)?),
             DatasetKind::Trace => Dataset::Trace(spec(kind, table)?),
             DatasetKind::RandomMm => Dataset::RandomMm(spec(kind, table)?),
             DatasetKind::Audio => Dataset::Audio(spec(kind, table)?),

@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 pub use crate::abort::AbortSpec;
 pub use crate::backend::Backend;
 pub use crate::dataset_spec::{
-    AudioSpec, ConversationsSpec, Dataset, DatasetKind, ImageBucket, JsonlSpec, Length, LengthDist,
-    LengthShape, MmLimits, MultiTurnSpec, PrefixSpec, RandomMmSpec, RandomSpec, Sampler,
-    SharegptSpec, SonnetSpec, TraceSpec, Weighted,
+    AgentTraceFormat, AgentTraceSpec, AgenticSpec, AudioSpec, ConversationsSpec, Dataset,
+    DatasetKind, ImageBucket, JsonlSpec, Length, LengthDist, LengthShape, MmLimits, MultiTurnSpec,
+    PrefixSpec, RandomMmSpec, RandomSpec, Sampler, SharegptSpec, SonnetSpec, TraceSpec, Weighted,
 };
 pub use crate::hooks::{
     CacheReset, HooksSpec, NoEngine, SGLANG_FLUSH_ROUTE, START_PROFILE_ROUTE, STOP_PROFILE_ROUTE,

@@ -284,6 +284,8 @@ fn conversation_settings(s: &crate::Scenario) -> Option<ConversationSettings> {
         Dataset::Conversations(c) => (c.think_time, false),
         // the concurrency unit of synthetic sessions is the session
         Dataset::MultiTurn(m) => (m.think_time, true),
+        Dataset::Agentic(m) => (m.think_time, true),
+        Dataset::AgentTrace(t) => (t.think_time, true),
         _ => return None,
     };
     Some(ConversationSettings {

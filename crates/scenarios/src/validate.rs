@@ -130,6 +130,61 @@ fn target_problems(s: &Scenario) -> Vec<(String, String)> {
 /// Most turns a `multi_turn` session may have: its pool entry holds them all.
 const MAX_TURNS: u32 = 10_000;
 
+/// Most levels of sub-agents an `agentic` session may have.
+const MAX_DEPTH: u32 = 8;
+
+/// The `agentic` knobs' problems beyond their lengths and counts.
+fn agentic_problems(a: &crate::scenario::AgenticSpec, bad: &mut impl FnMut(&str, String)) {
+    let (lo, hi) = a.turn_range();
+    if lo > hi && lo > 0 {
+        let key = if a.max_turns.is_some() {
+            "max_turns"
+        } else {
+            "min_turns"
+        };
+        bad(
+            key,
+            format!("the fewest turns ({lo}) exceed the most ({hi})"),
+        );
+    }
+    if hi > MAX_TURNS {
+        let key = if a.max_turns.is_some() {
+            "max_turns"
+        } else {
+            "turns"
+        };
+        bad(
+            key,
+            format!("at most {MAX_TURNS} turns a session, got {hi}"),
+        );
+    }
+    for (key, p) in [
+        ("fan_out_chance", a.fan_out_chance),
+        ("tool_chance", a.tool_chance),
+    ] {
+        if !(0.0..=1.0).contains(&p) {
+            bad(key, format!("must be within [0, 1], got {p}"));
+        }
+    }
+    if a.depth > MAX_DEPTH {
+        bad(
+            "depth",
+            format!("at most {MAX_DEPTH} levels of sub-agents, got {}", a.depth),
+        );
+    }
+    for (key, lo, hi) in [
+        ("think_time_max", a.think_time, a.think_time_max),
+        ("tool_delay_max", a.tool_delay, a.tool_delay_max),
+    ] {
+        if let Some(max) = hi
+            && max.get() < lo.get()
+        {
+            let base = key.trim_end_matches("_max");
+            bad(key, format!("must be at least {base} ({lo})"));
+        }
+    }
+}
+
 /// A character of an HTTP header name (RFC 9110's `tchar`).
 fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
@@ -413,6 +468,7 @@ fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
                 );
             }
         }
+        Dataset::Agentic(a) => agentic_problems(a, &mut bad),
         Dataset::Trace(t) if !(t.speed.is_finite() && t.speed > 0.0) => bad(
             "speed",
             format!("must be a positive number, got {}", t.speed),

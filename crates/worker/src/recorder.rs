@@ -26,8 +26,22 @@ struct Shard {
 pub struct SessionTurn {
     /// The session's first turn.
     pub first: bool,
-    /// The session's last turn.
-    pub last: bool,
+    /// Requests answered before it on its path from the session's start
+    /// (0 for the first turn; a sub-agent's turn counts its parents').
+    pub index: u64,
+}
+
+/// A session that ran to its end, every request answered.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionEnd {
+    /// From its first request's send to the end of its last step.
+    pub duration_us: u64,
+    /// Time its branches spent in tool waits, summed.
+    pub tool_us: u64,
+    /// Time its requests spent at the server (send to end), summed.
+    pub server_us: u64,
+    /// Requests it sent, sub-agents' included.
+    pub requests: u64,
 }
 
 /// Records finished requests and hands out interval deltas by scope.
@@ -145,9 +159,6 @@ impl Recorder {
             if turn.first {
                 set.counters.add(Counter::SessionsStarted, 1);
             }
-            if turn.last && rec.outcome.is_ok() {
-                set.counters.add(Counter::SessionsCompleted, 1);
-            }
             if rec.outcome.is_ok()
                 && let Some(ttft) = rec.ttft_us()
             {
@@ -157,8 +168,32 @@ impl Recorder {
                     Metric::TtftLaterTurns
                 };
                 set.histogram_mut(m).record(ttft);
+                if let Some(m) = Metric::ttft_of_turn(turn.index) {
+                    set.histogram_mut(m).record(ttft);
+                }
             }
         });
+    }
+
+    /// Record a session that ran to its end: counted once, after its last
+    /// request was recorded (so an interval never holds a completed
+    /// session without its requests).
+    pub fn record_session_end(&self, scope: Scope, end: SessionEnd) {
+        let i = self.shard_index();
+        let mut shard = match self.shards[i].lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let set = shard.sets.entry(scope).or_default();
+        set.counters.add(Counter::SessionsCompleted, 1);
+        set.histogram_mut(Metric::SessionDuration)
+            .record(end.duration_us);
+        set.histogram_mut(Metric::SessionToolTime)
+            .record(end.tool_us);
+        set.histogram_mut(Metric::SessionServerTime)
+            .record(end.server_us);
+        set.histogram_mut(Metric::SessionRequests)
+            .record(end.requests);
     }
 
     /// Say once per step that a server sent far more content events than

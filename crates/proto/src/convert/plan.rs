@@ -311,10 +311,18 @@ mod tests {
             system: Some("sys".into()),
             system_tokens: 2,
             turns: vec![Turn {
-                user: "hi".into(),
-                input_tokens: 1,
-                output_tokens: Some(3),
                 think_ms: Some(40),
+                forks: vec![cicada_plan::pool::Branch {
+                    turns: vec![
+                        Turn::chat("sub".into(), 1, Some(2)),
+                        Turn {
+                            tool_ms: Some(7),
+                            ..Turn::chat("result".into(), 1, None)
+                        },
+                    ],
+                    fresh: true,
+                }],
+                ..Turn::chat("hi".into(), 1, Some(3))
             }],
         });
         p.conversations = Some(ConversationSettings {

@@ -179,6 +179,44 @@ fn sessions(out: &mut String, t: &cicada_metrics::MetricSet, s: &Summary) {
             float(out, &format!("Median TTFT, {label} (ms):"), d.median);
         }
     }
+    session_figures(out, s);
+}
+
+/// TTFT by turn index and the completed sessions' own figures.
+fn session_figures(out: &mut String, s: &Summary) {
+    let by_turn: Vec<String> = Metric::TTFT_BY_TURN
+        .iter()
+        .zip(["2", "3", "4", "5-8", "9-16", "17+"])
+        .filter_map(|(m, turn)| {
+            s.metric(*m)
+                .map(|d| format!("{turn}: {:.2} / {:.2}", d.mean, d.median))
+        })
+        .collect();
+    if !by_turn.is_empty() {
+        int(out, "TTFT by turn (ms, mean / median):", by_turn.join(", "));
+    }
+    if let Some(d) = s.metric(Metric::SessionDuration) {
+        float(out, "Mean session duration (ms):", d.mean);
+        float(out, "Median session duration (ms):", d.median);
+    }
+    for (m, label) in [
+        (
+            Metric::SessionToolTime,
+            "Mean time in tools per session (ms):",
+        ),
+        (
+            Metric::SessionServerTime,
+            "Mean server time per session (ms):",
+        ),
+        (
+            Metric::SessionRequests,
+            "Mean requests per completed session:",
+        ),
+    ] {
+        if let Some(d) = s.metric(m) {
+            float(out, label, d.mean);
+        }
+    }
 }
 
 /// Every outcome class with its count and first error.

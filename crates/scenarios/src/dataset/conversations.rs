@@ -188,16 +188,15 @@ pub(crate) fn build(
             .turns
             .iter()
             .map(|(user, answer)| {
-                Ok(Turn {
-                    user: user.clone(),
-                    input_tokens: count_piece(tok, user)?,
-                    output_tokens: match (fixed, answer) {
+                Ok(Turn::chat(
+                    user.clone(),
+                    count_piece(tok, user)?,
+                    match (fixed, answer) {
                         (Some(f), _) => Some(f),
                         (None, Some(a)) => Some(count_piece(tok, a)?.max(1)),
                         (None, None) => None,
                     },
-                    think_ms: None,
-                })
+                ))
             })
             .collect::<Result<Vec<Turn>, _>>()?;
         Ok(Conversation {

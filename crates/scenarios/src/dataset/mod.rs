@@ -4,6 +4,9 @@
 //! ships each worker the entries its stripe of the schedule uses, so the same
 //! seed sends the same prompts whatever the number of workers.
 
+mod agent_trace;
+mod agent_tree;
+mod agentic;
 mod batch;
 mod conversations;
 mod exact;
@@ -28,6 +31,7 @@ mod sharegpt;
 mod sonnet;
 mod trace;
 mod vllm_sample;
+mod weka;
 mod words;
 
 use std::collections::BTreeMap;
@@ -38,13 +42,15 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::scenario::{
-    AudioSpec, ConversationsSpec, Dataset, DatasetKind, JsonlSpec, MultiTurnSpec, PrefixSpec,
-    RandomMmSpec, RandomSpec, Scenario, SharegptSpec, SonnetSpec, TraceSpec,
+    AgentTraceSpec, AgenticSpec, AudioSpec, ConversationsSpec, Dataset, DatasetKind, JsonlSpec,
+    MultiTurnSpec, PrefixSpec, RandomMmSpec, RandomSpec, Scenario, SharegptSpec, SonnetSpec,
+    TraceSpec,
 };
 use crate::tokenizer::{Tokenizer, TokenizerError};
 
 use cicada_plan::pool::{
-    Audio, ChatMessage, Conversation, Image, Media, MediaFile, OutputShape, PoolEntry, Prompt, Turn,
+    Audio, Branch, ChatMessage, Conversation, Image, Media, MediaFile, OutputShape, PoolEntry,
+    Prompt, Turn,
 };
 
 /// Why a dataset could not be built.
@@ -255,6 +261,12 @@ impl Spec for ConversationsSpec {
 impl Spec for MultiTurnSpec {
     const KIND: DatasetKind = DatasetKind::MultiTurn;
 }
+impl Spec for AgenticSpec {
+    const KIND: DatasetKind = DatasetKind::Agentic;
+}
+impl Spec for AgentTraceSpec {
+    const KIND: DatasetKind = DatasetKind::AgentTrace;
+}
 impl Spec for TraceSpec {
     const KIND: DatasetKind = DatasetKind::Trace;
 }
@@ -357,6 +369,8 @@ pub fn build_pool_with(
         }
         Dataset::Conversations(d) => with!(d, conversations::build),
         Dataset::MultiTurn(d) => with!(d, multi_turn::build),
+        Dataset::Agentic(d) => with!(d, agentic::build),
+        Dataset::AgentTrace(d) => with!(d, agent_trace::build),
         Dataset::RandomMm(d) => with!(d, media::build_random_mm),
         Dataset::Audio(d) => with!(d, media::build_audio),
         Dataset::Trace(d) => {

@@ -32,20 +32,20 @@ use crate::scenario::MultiTurnSpec;
 const STREAM: u64 = 11;
 
 /// A length ready to draw: a plain number is exact (no range ratio).
-enum Len {
+pub(super) enum Len {
     Fixed(u32),
     Drawn(Drawer),
 }
 
 impl Len {
-    fn new(l: &Length, key: &str) -> Result<Len, DatasetError> {
+    pub(super) fn new(l: &Length, key: &str) -> Result<Len, DatasetError> {
         Ok(match l {
             Length::Fixed(n) => Len::Fixed((*n).max(1)),
             Length::Drawn(d) => Len::Drawn(Drawer::new(d, key)?),
         })
     }
 
-    fn draw(&self, rng: &mut ChaCha8Rng) -> u32 {
+    pub(super) fn draw(&self, rng: &mut ChaCha8Rng) -> u32 {
         match self {
             Len::Fixed(n) => *n,
             Len::Drawn(d) => d.draw(rng).max(1),
@@ -82,14 +82,14 @@ fn draw_session(d: &MultiTurnSpec, lens: &[Len; 3], seed: u64, id: u64) -> Drawn
     Drawn { id, turns }
 }
 
-fn session_rng(seed: u64, id: u64) -> ChaCha8Rng {
+pub(super) fn session_rng(seed: u64, id: u64) -> ChaCha8Rng {
     let mut r = ChaCha8Rng::seed_from_u64(mix(seed ^ mix(id)));
     r.set_stream(STREAM);
     r
 }
 
 /// `n` one-token words.
-fn words(rng: &mut ChaCha8Rng, n: u32) -> String {
+pub(super) fn words(rng: &mut ChaCha8Rng, n: u32) -> String {
     let mut out = String::new();
     for _ in 0..n {
         if !out.is_empty() {
@@ -133,7 +133,7 @@ pub(crate) fn build(
     Ok((entries.into_iter().map(|(e, _)| e).collect(), report))
 }
 
-fn tokenizer_error(e: crate::tokenizer::TokenizerError) -> DatasetError {
+pub(super) fn tokenizer_error(e: crate::tokenizer::TokenizerError) -> DatasetError {
     DatasetError::Tokenizer {
         what: "multi-turn sessions".to_string(),
         source: e,
@@ -162,10 +162,8 @@ fn entry(
             }
         };
         turns.push(Turn {
-            user,
-            input_tokens: tokens,
-            output_tokens: Some(*output),
             think_ms: *pause,
+            ..Turn::chat(user, tokens, Some(*output))
         });
     }
     let first = &turns[0];

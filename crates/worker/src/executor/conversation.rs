@@ -7,6 +7,8 @@
 //! slot shows as schedule lag). A failed turn ends its session: without an
 //! answer there is no honest next turn.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -14,7 +16,7 @@ use std::time::Duration;
 use cicada_client::backend::Ask;
 use cicada_metrics::{EventLog, RequestRecord, Scope};
 use cicada_plan::Drive;
-use cicada_plan::pool::{ChatMessage, Conversation, Prompt};
+use cicada_plan::pool::{ChatMessage, Conversation, Prompt, Turn};
 use cicada_plan::schedule::Slot;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -22,7 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use super::request::{Counting, Placement, exchange, guarded_record};
 use super::{Entry, Step, route};
-use crate::recorder::SessionTurn;
+use crate::recorder::{SessionEnd, SessionTurn};
 use cicada_client::clock::Clock;
 use cicada_client::exchange::Conduit;
 use cicada_client::http::Headers;
@@ -82,6 +84,56 @@ pub async fn run_conversations(
     sent.load(Ordering::Relaxed)
 }
 
+/// A branch running: its last answer and that answer's tokens, or `None`
+/// when it was cut.
+type BranchRun<'a> = Pin<Box<dyn Future<Output = Option<(String, u32)>> + Send + 'a>>;
+
+/// A branch's history: the messages sent so far and their tokens.
+#[derive(Clone, Default)]
+struct History {
+    messages: Vec<ChatMessage>,
+    tokens: u32,
+}
+
+impl History {
+    fn push(&mut self, role: &str, content: String, tokens: u32) {
+        self.messages.push(ChatMessage {
+            role: role.into(),
+            content,
+        });
+        self.tokens = self.tokens.saturating_add(tokens);
+    }
+}
+
+/// Where a turn sits in its session's tree: its node number (pre-order:
+/// a turn, then its sub-agents' nodes, then the next turn) and the
+/// requests answered before it on its path from the session's start.
+#[derive(Clone, Copy)]
+struct Place {
+    node: u64,
+    depth: u64,
+}
+
+/// What one session adds up while it runs (its branches run at once).
+#[derive(Default)]
+struct Figures {
+    first_sent_us: AtomicU64,
+    tool_us: AtomicU64,
+    server_us: AtomicU64,
+    requests: AtomicU64,
+}
+
+/// One session's settings while it runs.
+struct Run {
+    id: u64,
+    think: Duration,
+    headers: Headers,
+    turn_slots: Option<Arc<Semaphore>>,
+    spread: bool,
+    sticky: usize,
+    figures: Figures,
+}
+
 /// One conversation in progress.
 struct Session {
     step: Arc<Step>,
@@ -113,9 +165,7 @@ impl Session {
     }
 
     async fn turns(&self, id: u64, conv: &Conversation) {
-        let plan = &self.step.plan;
-        let settings = plan.conversations.clone().unwrap_or_default();
-        let think = Duration::from_millis(settings.think_time_ms);
+        let settings = self.step.plan.conversations.clone().unwrap_or_default();
         let headers = self.session_headers(settings.session_header.as_deref());
         // the concurrency unit of synthetic sessions is the session: it holds
         // its slot from its first turn to its end
@@ -129,102 +179,209 @@ impl Session {
             },
             _ => None,
         };
-        let turn_slots = self.slots.as_ref().filter(|_| !settings.session_slots);
-        // a conversation stays on one replica, so its growing prefix can be
-        // cached there (unless the scenario spreads its turns)
-        let sticky = self.replica(0);
-        let mut messages: Vec<ChatMessage> = conv
-            .system
-            .iter()
-            .map(|s| ChatMessage {
-                role: "system".into(),
-                content: s.clone(),
-            })
-            .collect();
-        let mut context_tokens = conv.system_tokens;
-        let mut due_us = self.slot.offset.as_micros() as u64;
-        for (n, turn) in conv.turns.iter().enumerate() {
-            let due = self.clock.start() + Duration::from_micros(due_us);
-            tokio::select! {
-                () = tokio::time::sleep_until(due) => {}
-                () = self.stop.cancelled() => return,
-            }
-            if let Some(d) = plan.duration()
-                && self.clock.now_us() >= d.as_micros() as u64
-            {
-                return;
-            }
-            let target = if settings.spread_turns {
-                self.replica(n as u64)
-            } else {
-                sticky
+        let run = Run {
+            id,
+            think: Duration::from_millis(settings.think_time_ms),
+            headers,
+            turn_slots: self.slots.clone().filter(|_| !settings.session_slots),
+            spread: settings.spread_turns,
+            // a conversation stays on one replica, so its growing prefix can
+            // be cached there (unless the scenario spreads its turns)
+            sticky: self.replica(0),
+            figures: Figures::default(),
+        };
+        let history = History {
+            messages: conv
+                .system
+                .iter()
+                .map(|s| ChatMessage {
+                    role: "system".into(),
+                    content: s.clone(),
+                })
+                .collect(),
+            tokens: conv.system_tokens,
+        };
+        let due_us = self.slot.offset.as_micros() as u64;
+        let end = self
+            .branch(
+                &run,
+                history,
+                &conv.turns,
+                Place { node: 0, depth: 0 },
+                due_us,
+            )
+            .await;
+        if end.is_some() {
+            let f = &run.figures;
+            let start = f.first_sent_us.load(Ordering::Relaxed);
+            let end = SessionEnd {
+                duration_us: self.clock.now_us().saturating_sub(start),
+                tool_us: f.tool_us.load(Ordering::Relaxed),
+                server_us: f.server_us.load(Ordering::Relaxed),
+                requests: f.requests.load(Ordering::Relaxed),
             };
-            let permit = match turn_slots {
-                Some(sem) => tokio::select! {
-                    p = sem.clone().acquire_owned() => match p {
-                        Ok(p) => Some(p),
-                        Err(_) => return,
-                    },
-                    () = self.stop.cancelled() => return,
-                },
-                None => None,
-            };
-            messages.push(ChatMessage {
-                role: "user".into(),
-                content: turn.user.clone(),
-            });
-            let request = Entry {
-                id,
-                ask: Ask {
-                    prompt: Prompt::Chat(messages.clone()),
-                    media: Default::default(),
-                    output_tokens: turn.output_tokens,
-                    // conversations ask for text (the scenario refuses shapes)
-                    structured: None,
-                },
-                input_tokens: context_tokens.saturating_add(turn.input_tokens),
-                conversation: None,
+            self.step
+                .recorder
+                .record_session_end(self.scope(run.sticky), end);
+        }
+    }
+
+    /// Run one branch of the session (the main agent's, or a sub-agent's)
+    /// from `history`: its turns one after another, each turn's sub-agents
+    /// in parallel after its answer. Returns the branch's last answer and
+    /// its tokens, or `None` when a turn failed or the run stopped (the
+    /// session is then cut).
+    fn branch<'a>(
+        &'a self,
+        run: &'a Run,
+        mut history: History,
+        turns: &'a [Turn],
+        mut at: Place,
+        mut due_us: u64,
+    ) -> BranchRun<'a> {
+        Box::pin(async move {
+            let mut last = None;
+            for (k, turn) in turns.iter().enumerate() {
+                if let Some(ms) = turn.tool_ms {
+                    // a tool runs: no request, then its result joins the history
+                    let began = self.clock.now_us();
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(ms)) => {}
+                        () = self.stop.cancelled() => return None,
+                    }
+                    run.figures
+                        .tool_us
+                        .fetch_add(self.clock.now_us().saturating_sub(began), Ordering::Relaxed);
+                    history.push("user", turn.user.clone(), turn.input_tokens);
+                } else {
+                    let answer = self.request(run, &mut history, turn, at, due_us).await?;
+                    at.depth += 1;
+                    last = Some(answer);
+                }
+                if !turn.forks.is_empty() {
+                    let mut node = at.node + 1;
+                    let children = turn.forks.iter().map(|b| {
+                        let place = Place {
+                            node,
+                            depth: at.depth,
+                        };
+                        node += b.nodes();
+                        let from = if b.fresh {
+                            History::default()
+                        } else {
+                            history.clone()
+                        };
+                        self.branch(run, from, &b.turns, place, self.clock.now_us())
+                    });
+                    // every sub-agent's last answer joins the history, in order
+                    for answer in futures::future::join_all(children).await {
+                        let (text, tokens) = answer?;
+                        history.push("user", text, tokens);
+                    }
+                }
+                at.node += turn.nodes();
+                let pause = turns
+                    .get(k + 1)
+                    .and_then(|t| t.think_ms)
+                    .map_or(run.think, Duration::from_millis);
+                due_us = self.clock.now_us() + pause.as_micros() as u64;
+            }
+            last
+        })
+    }
+
+    /// Send one turn at `due_us` with `history`, record it and add the
+    /// turn and its answer to the history; `None` when it failed or the
+    /// run stopped.
+    async fn request(
+        &self,
+        run: &Run,
+        history: &mut History,
+        turn: &Turn,
+        at: Place,
+        due_us: u64,
+    ) -> Option<(String, u32)> {
+        let plan = &self.step.plan;
+        let due = self.clock.start() + Duration::from_micros(due_us);
+        tokio::select! {
+            () = tokio::time::sleep_until(due) => {}
+            () = self.stop.cancelled() => return None,
+        }
+        if let Some(d) = plan.duration()
+            && self.clock.now_us() >= d.as_micros() as u64
+        {
+            return None;
+        }
+        let target = if run.spread {
+            self.replica(at.node)
+        } else {
+            run.sticky
+        };
+        let permit = match &run.turn_slots {
+            Some(sem) => tokio::select! {
+                p = sem.clone().acquire_owned() => Some(p.ok()?),
+                () = self.stop.cancelled() => return None,
+            },
+            None => None,
+        };
+        history.push("user", turn.user.clone(), turn.input_tokens);
+        let request = Entry {
+            id: run.id,
+            ask: Ask {
+                prompt: Prompt::Chat(history.messages.clone()),
                 media: Default::default(),
-            };
-            let (record, answer) = self.send(&request, n, target, due_us, &headers).await;
-            drop(permit);
-            self.sent.fetch_add(1, Ordering::Relaxed);
-            let ok = record.outcome.is_ok();
-            let output = u32::try_from(record.output_tokens).unwrap_or(u32::MAX);
-            let scope = Scope {
-                target: target as u32,
-                // a conversation stays on the model of the request that starts it
-                model: self.step.model_of(self.slot.index) as u32,
-                workload: 0,
-                stage: self.slot.stage,
-                warmup: plan.is_warmup(self.slot.index, self.slot.offset),
-            };
-            let turn_at = SessionTurn {
-                first: n == 0,
-                last: n + 1 == conv.turns.len(),
-            };
-            self.step.recorder.record_turn(scope, &record, turn_at);
-            if !ok {
-                tracing::debug!(
-                    conversation = self.slot.index,
-                    turn = n,
-                    "a turn failed; its conversation ends"
-                );
-                return;
-            }
-            messages.push(ChatMessage {
-                role: "assistant".into(),
-                content: answer,
-            });
-            context_tokens = context_tokens
-                .saturating_add(turn.input_tokens)
-                .saturating_add(output);
-            let pause = conv
-                .turns
-                .get(n + 1)
-                .and_then(|t| t.think_ms)
-                .map_or(think, Duration::from_millis);
-            due_us = self.clock.now_us() + pause.as_micros() as u64;
+                output_tokens: turn.output_tokens,
+                // conversations ask for text (the scenario refuses shapes)
+                structured: None,
+            },
+            input_tokens: history.tokens,
+            conversation: None,
+            media: Default::default(),
+        };
+        let (record, answer) = self
+            .send(&request, at.node, target, due_us, &run.headers)
+            .await;
+        drop(permit);
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        let f = &run.figures;
+        if at.node == 0 {
+            f.first_sent_us.store(record.sent_us, Ordering::Relaxed);
+        }
+        f.requests.fetch_add(1, Ordering::Relaxed);
+        f.server_us.fetch_add(
+            record.ended_us.saturating_sub(record.sent_us),
+            Ordering::Relaxed,
+        );
+        let turn_at = SessionTurn {
+            first: at.node == 0,
+            index: at.depth,
+        };
+        self.step
+            .recorder
+            .record_turn(self.scope(target), &record, turn_at);
+        if !record.outcome.is_ok() {
+            tracing::debug!(
+                conversation = self.slot.index,
+                node = at.node,
+                "a turn failed; its conversation ends"
+            );
+            return None;
+        }
+        let output = u32::try_from(record.output_tokens).unwrap_or(u32::MAX);
+        history.push("assistant", answer.clone(), output);
+        Some((answer, output))
+    }
+
+    /// The scope of this session's requests on replica `target`.
+    fn scope(&self, target: usize) -> Scope {
+        let plan = &self.step.plan;
+        Scope {
+            target: target as u32,
+            // a conversation stays on the model of the request that starts it
+            model: self.step.model_of(self.slot.index) as u32,
+            workload: 0,
+            stage: self.slot.stage,
+            warmup: plan.is_warmup(self.slot.index, self.slot.offset),
         }
     }
 
@@ -263,7 +420,7 @@ impl Session {
     async fn send(
         &self,
         request: &Entry,
-        turn: usize,
+        turn: u64,
         target: usize,
         scheduled_us: u64,
         headers: &Headers,
@@ -304,8 +461,7 @@ impl Session {
         let verify_every = u64::from(plan.verify_every);
         let counting = Counting {
             tokenizer: step.tokenizer.as_ref(),
-            verify: verify_every > 0
-                && (self.slot.index + turn as u64).is_multiple_of(verify_every),
+            verify: verify_every > 0 && (self.slot.index + turn).is_multiple_of(verify_every),
         };
         let at = Placement {
             index: self.slot.index,

@@ -5,7 +5,7 @@ use std::io::{Read as _, Write as _};
 use std::sync::Arc;
 
 use cicada_plan::pool::{
-    ChatMessage, Conversation, MediaFile, OutputShape, PoolEntry, Prompt, Turn,
+    Branch, ChatMessage, Conversation, MediaFile, OutputShape, PoolEntry, Prompt, Turn,
 };
 use prost::Message as _;
 
@@ -82,18 +82,46 @@ fn pool_entry(e: &PoolEntry, files: &mut Files) -> v1::PoolEntry {
         conversation: e.conversation.as_ref().map(|c| v1::Conversation {
             system: c.system.clone(),
             system_tokens: c.system_tokens,
-            turns: c
-                .turns
-                .iter()
-                .map(|t| v1::Turn {
-                    user: t.user.clone(),
-                    input_tokens: t.input_tokens,
-                    output_tokens: t.output_tokens,
-                    think_ms: t.think_ms,
-                })
-                .collect(),
+            turns: c.turns.iter().map(turn).collect(),
         }),
         shape: e.shape,
+    }
+}
+
+/// A turn for the wire, its sub-agents with it.
+fn turn(t: &Turn) -> v1::Turn {
+    v1::Turn {
+        user: t.user.clone(),
+        input_tokens: t.input_tokens,
+        output_tokens: t.output_tokens,
+        think_ms: t.think_ms,
+        tool_ms: t.tool_ms,
+        forks: t
+            .forks
+            .iter()
+            .map(|b| v1::Branch {
+                turns: b.turns.iter().map(turn).collect(),
+                fresh: b.fresh,
+            })
+            .collect(),
+    }
+}
+
+fn turn_from(t: v1::Turn) -> Turn {
+    Turn {
+        user: t.user,
+        input_tokens: t.input_tokens,
+        output_tokens: t.output_tokens,
+        think_ms: t.think_ms,
+        tool_ms: t.tool_ms,
+        forks: t
+            .forks
+            .into_iter()
+            .map(|b| Branch {
+                turns: b.turns.into_iter().map(turn_from).collect(),
+                fresh: b.fresh,
+            })
+            .collect(),
     }
 }
 
@@ -126,16 +154,7 @@ fn pool_entry_from(e: v1::PoolEntry, files: &[Arc<MediaFile>]) -> Result<PoolEnt
         conversation: e.conversation.map(|c| Conversation {
             system: c.system,
             system_tokens: c.system_tokens,
-            turns: c
-                .turns
-                .into_iter()
-                .map(|t| Turn {
-                    user: t.user,
-                    input_tokens: t.input_tokens,
-                    output_tokens: t.output_tokens,
-                    think_ms: t.think_ms,
-                })
-                .collect(),
+            turns: c.turns.into_iter().map(turn_from).collect(),
         }),
         shape: e.shape,
     })
