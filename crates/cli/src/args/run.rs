@@ -336,6 +336,11 @@ pub struct VllmFlags {
     /// random dataset: tokens of a shared prefix.
     #[arg(long, help_heading = "vllm bench serve flags")]
     pub random_prefix_len: Option<u32>,
+    /// random dataset: send each prompt as its token ids (`prompt: [ids]`, completions
+    /// APIs only; needs --tokenizer): the server skips tokenizing and counts exactly
+    /// the drawn length (dataset.prompt_token_ids).
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub prompt_token_ids: bool,
     /// random-mm dataset: images per request, about.
     #[arg(long, help_heading = "vllm bench serve flags")]
     pub random_mm_base_items_per_request: Option<u32>,
@@ -447,6 +452,7 @@ impl From<VllmFlags> for cicada_scenarios::vllm::VllmFlags {
             random_output_len,
             random_range_ratio,
             random_prefix_len,
+            prompt_token_ids,
             random_mm_base_items_per_request,
             random_mm_num_mm_items_range_ratio,
             random_mm_limit_mm_per_prompt,
@@ -486,6 +492,7 @@ impl From<VllmFlags> for cicada_scenarios::vllm::VllmFlags {
             random_output_len,
             random_range_ratio,
             random_prefix_len,
+            prompt_token_ids,
             random_mm_base_items_per_request,
             random_mm_num_mm_items_range_ratio,
             random_mm_limit_mm_per_prompt,

@@ -24,8 +24,9 @@ use target::{sampling, sampling_from, slo, slo_from, target, target_from};
 /// 5: the Responses, Messages and transcription APIs, output shapes, images
 /// and audio, and the `ttfa_ms` bound; 7: a model's llama-server LoRA id, the rerank
 /// prompt (a query and documents), the rerank and TEI APIs and vLLM's
-/// pooling and score APIs).
-pub const PLAN_FORMAT: u32 = 7;
+/// pooling and score APIs; 8: a prompt of token ids, which an older worker
+/// would send as an empty text).
+pub const PLAN_FORMAT: u32 = 8;
 
 /// Why a plan from the wire could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -254,11 +255,11 @@ mod tests {
         }
     }
 
-    /// Chat prompts, pooling batches, reranks, conversations, trace arrivals and an empty text prompt.
+    /// Chat prompts, pooling batches, reranks, token ids, conversations, trace arrivals and an empty text prompt.
     #[test]
     fn pools_of_every_shape_come_back_unchanged() {
         let s = scenario(
-            "[target]\nbackend = \"mock\"\n[dataset]\nkind = \"random\"\ninput_len = 4\n[load]\nnum_prompts = 4\n",
+            "[target]\nbackend = \"mock\"\n[dataset]\nkind = \"random\"\ninput_len = 4\n[load]\nnum_prompts = 5\n",
         );
         let pool = build_pool(&s, None).unwrap();
         let mut p = plans_for(&s, &target(), &pool, None, "r", 0, 1).remove(0);
@@ -272,6 +273,7 @@ mod tests {
             query: "q".into(),
             documents: vec!["d e".into(), String::new()],
         };
+        p.pool[4].prompt = Prompt::Tokens(vec![0, 7, u32::MAX, 7]);
         p.pool[2].conversation = Some(Conversation {
             system: Some("sys".into()),
             system_tokens: 2,

@@ -76,6 +76,7 @@ fn pool_entry(e: &PoolEntry, files: &mut Files) -> v1::PoolEntry {
                 query: query.clone(),
                 documents: documents.clone(),
             }),
+            Prompt::Tokens(ids) => P::Tokens(v1::TokenIds { ids: ids.clone() }),
         }),
         input_tokens: e.input_tokens,
         output_tokens: e.output_tokens,
@@ -118,6 +119,7 @@ fn pool_entry_from(e: v1::PoolEntry, files: &[Arc<MediaFile>]) -> Result<PoolEnt
                 query: r.query,
                 documents: r.documents,
             },
+            Some(P::Tokens(t)) => Prompt::Tokens(t.ids),
             // an empty text prompt is sent as no field at all
             None => Prompt::Text(String::new()),
         },
