@@ -117,6 +117,15 @@ pub struct RunArgs {
     /// SLOs for goodput in vLLM's form: --goodput ttft:500 tpot:50 (ms; ttft, tpot, e2el, itl, ttfa).
     #[arg(long, num_args = 1.., value_name = "METRIC:MS")]
     pub goodput: Vec<String>,
+    /// Build the dataset and plans exactly as the run would (same seed, same
+    /// workers), print what it would send (requests, length spreads, token
+    /// totals, each worker's share, sample prompts) and send nothing
+    /// (vllm-bench's --dry-run).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// With --dry-run: print the description as JSON.
+    #[arg(long, requires = "dry_run")]
+    pub json: bool,
     #[command(flatten)]
     pub vllm: VllmFlags,
 }
@@ -152,6 +161,8 @@ impl From<RunArgs> for cicada_coordinator::cli::RunArgs {
             max_failure_ratio,
             min_slo_attainment,
             goodput,
+            dry_run: _,
+            json: _,
             vllm,
         } = a;
         // the repeat flags are `[run]` keys, over the file and every --set
