@@ -14,7 +14,7 @@ use cicada_plan::{ConversationSettings, Plan, StageWindow};
 
 use crate::v1;
 use drive::{drive, drive_from};
-use pool::{deflate, inflate, pool, pool_from};
+use pool::{deflate_pool, inflate, pool_from};
 use target::{sampling, sampling_from, slo, slo_from, target, target_from};
 
 /// Version of the plan's meaning, sent in `Assign.plan_format`; bumped when
@@ -74,7 +74,7 @@ pub fn encode_plan(plan: &Plan) -> v1::Plan {
             .map(v1::plan::Warmup::WarmupRequests)
             .or(warmup_span.map(v1::plan::Warmup::WarmupSpan)),
         cooldown_cancel: plan.cooldown == Cooldown::Cancel,
-        pool_deflated: deflate(&pool(&plan.pool, &plan.shapes)).into(),
+        pool_deflated: deflate_pool(&plan.pool, &plan.shapes).into(),
         report_interval_ms: plan.report_interval_ms,
         tokenizer: plan.tokenizer.clone(),
         verify_every: plan.verify_every,
@@ -423,7 +423,7 @@ mod tests {
         let back = decode_plan(v1::Plan::decode(bytes.as_slice()).unwrap(), PLAN_FORMAT).unwrap();
         let decode = t.elapsed();
         assert_eq!(back, plan);
-        let raw = super::pool(&plan.pool, &plan.shapes).encoded_len();
+        let raw = super::pool::pool(&plan.pool, &plan.shapes).encoded_len();
         let t = Instant::now();
         let json = serde_json::to_vec(&plan).unwrap();
         let mut enc = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
