@@ -154,6 +154,62 @@ fn every_backend_completes_every_request_streamed_and_not() {
     eprintln!("{}", seen.join("\n"));
 }
 
+/// `--prompt-token-ids` (vllm-bench's flag): prompts go as id arrays, and
+/// vLLM's own `usage.prompt_tokens` equals the drawn length exactly for
+/// every request (lengths drawn ±50 %, after a shared 8-token prefix),
+/// streamed and not; vLLM adds no BOS to an id prompt, so the record's input
+/// count is the server's.
+#[test]
+fn token_id_prompts_are_counted_exactly_by_vllm() {
+    let _g = serial();
+    for stream in [true, false] {
+        let out = scratch();
+        let s = format!("target.stream={stream}");
+        let extra = [
+            "--prompt-token-ids",
+            "--random-range-ratio",
+            "0.5",
+            "--random-prefix-len",
+            "8",
+            "--save-detailed",
+            "--set",
+            &s,
+        ];
+        let (j, _) = run("vllm", 64, 16, &extra, out.path());
+        let what = format!("token ids, stream={stream}");
+        assert_eq!(j["completed"], 64, "{what}: {}", j["cicada"]["outcomes"]);
+        assert_eq!(j["failed"], 0, "{what}");
+        let text = std::fs::read_to_string(out.path().join("requests.jsonl")).unwrap();
+        let records: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|v| v.get("index").is_some())
+            .collect();
+        assert_eq!(records.len(), 64, "{what}");
+        let mut lengths = std::collections::BTreeSet::new();
+        for r in &records {
+            let drawn = r["input_tokens"].as_u64().unwrap();
+            assert_eq!(
+                r["server_input_tokens"].as_u64(),
+                Some(drawn),
+                "{what}: request {} drew {drawn} tokens",
+                r["index"]
+            );
+            // INPUT ±50 % after the 8-token prefix
+            assert!(
+                (8 + INPUT / 2..=8 + INPUT * 3 / 2).contains(&drawn),
+                "{what}: {drawn}"
+            );
+            lengths.insert(drawn);
+        }
+        assert!(lengths.len() > 5, "{what}: lengths are drawn: {lengths:?}");
+        assert_eq!(
+            j["total_input_tokens"], j["cicada"]["client_input_tokens"],
+            "{what}"
+        );
+    }
+}
+
 /// The Responses and Messages routes, streamed and not: nothing fails, and
 /// the token counts are the server's own (its `/metrics` agree). Responses
 /// takes `ignore_eos`, so every output has the asked length; vLLM's Messages

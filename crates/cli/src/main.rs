@@ -60,6 +60,16 @@ fn main() {
     let code = match cli.command {
         // the worker sizes its own runtime (`--threads`)
         Command::Worker(args) => exit::of_worker(cicada_worker::main((*args).into())),
+        Command::Run(args) if args.dry_run => {
+            let json = args.json;
+            block_on(cicada_coordinator::dry_run((*args).into()), |r| match r {
+                Ok(d) => {
+                    println!("{}", if json { d.json() } else { d.text() });
+                    0
+                }
+                Err(e) => exit::of_error(&e),
+            })
+        }
         Command::Run(args) => {
             block_on(cicada_coordinator::run_repeated((*args).into()), summarised)
         }

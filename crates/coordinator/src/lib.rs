@@ -36,6 +36,7 @@
 mod audit;
 mod cap;
 pub mod cli;
+mod dry_run;
 mod error;
 mod fleet;
 mod live;
@@ -51,6 +52,7 @@ use cicada_mock::{MockServer, TlsFiles};
 
 use crate::cli::{MockArgs, RunArgs, ValidateArgs};
 
+pub use dry_run::{DryRun, Sample, Spread, WorkerShare};
 pub use error::{FleetError, RunEnd, RunError, StepError};
 pub use merge::{MergeError, ReportMerge};
 pub use run::repeat::{Repeated, RunDone, Runs};
@@ -64,6 +66,12 @@ pub async fn run(args: RunArgs) -> Result<RunEnd, RunError> {
 /// independent runs under `run-<i>/` for the binary to summarise.
 pub async fn run_repeated(args: RunArgs) -> Result<Runs, RunError> {
     run::repeat::run(args).await
+}
+
+/// `cicada run --dry-run`: the run's pool and plans built as a run builds
+/// them, described; nothing is sent.
+pub async fn dry_run(args: RunArgs) -> Result<DryRun, RunError> {
+    dry_run::dry_run(&args).await
 }
 
 /// `cicada validate`: check a scenario file; the line saying it is good.

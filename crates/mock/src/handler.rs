@@ -307,6 +307,7 @@ fn account(
             audio_bytes: a.audio_bytes,
             inputs: None,
             model: a.parsed.model.clone(),
+            token_ids: a.parsed.prompt_ids().is_some(),
         });
     }
     Accounted {

@@ -161,8 +161,23 @@ impl IncomingRequest {
         Some(out)
     }
 
-    /// The prompt text as one string (chat messages joined by newlines).
+    /// A completions `prompt` sent as token ids (an array of numbers).
+    pub fn prompt_ids(&self) -> Option<&[serde_json::Value]> {
+        match self.prompt.as_ref()? {
+            serde_json::Value::Array(ids) if !ids.is_empty() && ids.iter().all(|v| v.is_u64()) => {
+                Some(ids)
+            }
+            _ => None,
+        }
+    }
+
+    /// The prompt text as one string (chat messages joined by newlines;
+    /// token ids one word each, so the mock counts one token per id).
     pub fn prompt_text(&self) -> String {
+        if let Some(ids) = self.prompt_ids() {
+            let words: Vec<String> = ids.iter().map(ToString::to_string).collect();
+            return words.join(" ");
+        }
         if let Some(messages) = self.conversation() {
             let mut out = String::new();
             for (_, c) in messages {
@@ -339,6 +354,16 @@ mod tests {
         assert_eq!(count_words(&r.prompt_text()), 5);
         assert_eq!(r.requested_tokens(), Some(7));
         assert!(!r.stream);
+    }
+
+    #[test]
+    fn token_id_prompts_count_one_token_per_id() {
+        let r: IncomingRequest =
+            serde_json::from_str(r#"{"prompt":[5,0,151000,5],"max_tokens":3}"#).unwrap();
+        assert_eq!(r.prompt_ids().map(<[_]>::len), Some(4));
+        assert_eq!(count_words(&r.prompt_text()), 4);
+        let text: IncomingRequest = serde_json::from_str(r#"{"prompt":"5 0"}"#).unwrap();
+        assert!(text.prompt_ids().is_none());
     }
 
     #[test]

@@ -86,6 +86,10 @@ pub struct LoggedRequest {
     /// The `model` the request named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The prompt came as token ids (`prompt: [ids]`); `prompt_tokens`
+    /// is then their count.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub token_ids: bool,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -207,6 +207,62 @@ fn path_segment(model: &str) -> String {
     out
 }
 
+/// The target as the scenario states it, before any server is reached: no
+/// URLs and no model unless the scenario names one.
+fn unresolved(s: &Scenario, ca_pem: Option<String>) -> ResolvedTarget {
+    let t = &s.target;
+    let (api, family) = api_of(t.backend, s.mock.api);
+    ResolvedTarget {
+        api,
+        family,
+        urls: Vec::new(),
+        model: String::new(),
+        models: t.models.clone(),
+        model_assignment: t.model_assignment,
+        headers: t.headers.clone(),
+        api_key_env: t.api_key_env.clone(),
+        timeout_ms: t.timeout.get().as_millis() as u64,
+        // pooling APIs answer whole
+        stream: t.stream && !t.backend.pools(s.mock.api),
+        routing: t.routing,
+        tls: TlsSettings {
+            ca_pem,
+            insecure: t.tls_insecure,
+        },
+        keep_alive: t.keep_alive,
+        http: t.http,
+        addresses: t.addresses,
+        proxy: t.proxy.clone(),
+        no_proxy: t.no_proxy.clone(),
+        max_event_bytes: t.max_event_size.get(),
+    }
+}
+
+/// The target a plan would carry, decided without reaching any server or
+/// starting the mock (`cicada run --dry-run`): the model the scenario names
+/// (else the mock's, else none), the bases joined with the default route.
+pub fn offline(s: &Scenario) -> ResolvedTarget {
+    let t = &s.target;
+    let mut resolved = unresolved(s, None);
+    resolved.model = match (t.models.first(), &t.model) {
+        (Some(first), _) => first.name.clone(),
+        (None, Some(m)) => m.clone(),
+        (None, None) if t.backend == Backend::Mock => s.mock.model.clone(),
+        (None, None) => String::new(),
+    };
+    let endpoint = t
+        .endpoint
+        .as_deref()
+        .unwrap_or_else(|| default_endpoint(resolved.api, resolved.stream))
+        .replace("{model}", &path_segment(&resolved.model));
+    let bases: Vec<String> = match &t.base_url {
+        Some(b) => vec![b.clone()],
+        None => t.urls.clone(),
+    };
+    resolved.urls = bases.iter().map(|b| join_url(b, &endpoint)).collect();
+    resolved
+}
+
 /// Resolve the target, starting the embedded mock if needed (bound to `mock_ip`:
 /// loopback for local fleets, every interface when remote workers must reach
 /// it), and wait until it is ready (`probe` is the request sent as the readiness test).
@@ -216,7 +272,6 @@ pub async fn resolve(
     probe: Option<&PoolEntry>,
 ) -> Result<Target, ResolveError> {
     let t = &s.target;
-    let (api, family) = api_of(t.backend, s.mock.api);
     let (bases, mock) = if t.backend == Backend::Mock {
         let mock = MockServer::start(s.mock.clone(), std::net::SocketAddr::new(mock_ip, 0))
             .await
@@ -244,30 +299,8 @@ pub async fn resolve(
         }
         None => None,
     };
-    let mut resolved = ResolvedTarget {
-        api,
-        family,
-        urls: Vec::new(),
-        model: String::new(),
-        models: t.models.clone(),
-        model_assignment: t.model_assignment,
-        headers: t.headers.clone(),
-        api_key_env: t.api_key_env.clone(),
-        timeout_ms: t.timeout.get().as_millis() as u64,
-        // pooling APIs answer whole
-        stream: t.stream && !t.backend.pools(s.mock.api),
-        routing: t.routing,
-        tls: TlsSettings {
-            ca_pem,
-            insecure: t.tls_insecure,
-        },
-        keep_alive: t.keep_alive,
-        http: t.http,
-        addresses: t.addresses,
-        proxy: t.proxy.clone(),
-        no_proxy: t.no_proxy.clone(),
-        max_event_bytes: t.max_event_size.get(),
-    };
+    let mut resolved = unresolved(s, ca_pem);
+    let api = resolved.api;
     let check = ready::Check::new(&resolved, t.ready_timeout.get())?;
     if check.enabled() {
         for base in &bases {

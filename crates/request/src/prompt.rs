@@ -26,6 +26,9 @@ pub enum Prompt {
         query: String,
         documents: Vec<String>,
     },
+    /// Token ids sent as they are (a completions `prompt: [ids]`): the
+    /// server skips tokenization and counts exactly these.
+    Tokens(Vec<u32>),
 }
 
 impl Prompt {
@@ -51,10 +54,21 @@ impl Prompt {
                 }
                 Cow::Owned(out)
             }
+            Prompt::Tokens(ids) => {
+                use std::fmt::Write as _;
+                let mut out = String::with_capacity(ids.len() * 7);
+                for (i, id) in ids.iter().enumerate() {
+                    let sep = if i > 0 { " " } else { "" };
+                    // writing into a String cannot fail
+                    let _ = write!(out, "{sep}{id}");
+                }
+                Cow::Owned(out)
+            }
         }
     }
 
-    /// Bytes of text it holds (what a body built from it at least weighs).
+    /// Bytes of text it holds (what a body built from it at least weighs;
+    /// token ids count their JSON spelling, about seven bytes each).
     pub fn text_bytes(&self) -> usize {
         match self {
             Prompt::Text(t) => t.len(),
@@ -63,6 +77,7 @@ impl Prompt {
             Prompt::Rerank { query, documents } => {
                 query.len() + documents.iter().map(String::len).sum::<usize>()
             }
+            Prompt::Tokens(ids) => ids.len() * 7,
         }
     }
 
@@ -72,7 +87,7 @@ impl Prompt {
         match self {
             Prompt::Batch(texts) => u32::try_from(texts.len()).unwrap_or(u32::MAX),
             Prompt::Rerank { documents, .. } => u32::try_from(documents.len()).unwrap_or(u32::MAX),
-            Prompt::Text(_) | Prompt::Chat(_) => 0,
+            Prompt::Text(_) | Prompt::Chat(_) | Prompt::Tokens(_) => 0,
         }
     }
 }
@@ -99,6 +114,9 @@ mod tests {
         let text = Prompt::Text("hi there".into());
         assert!(matches!(text.text(), Cow::Borrowed("hi there")));
         assert_eq!(text.text_bytes(), 8);
+        let ids = Prompt::Tokens(vec![7, 80, 9]);
+        assert_eq!(ids.text(), "7 80 9");
+        assert_eq!(ids.items(), 0);
     }
 
     /// The scenario file's and plan's spelling: `{"chat": [...]}`, `{"text": ...}`.
@@ -114,6 +132,10 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&Prompt::Text("x".into())).unwrap(),
             r#"{"text":"x"}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&Prompt::Tokens(vec![1, 2])).unwrap(),
+            r#"{"tokens":[1,2]}"#
         );
     }
 }

@@ -188,6 +188,24 @@ impl Backend {
         }
     }
 
+    /// The API's `prompt` may be token ids (OpenAI completions, as vLLM,
+    /// SGLang and llama-server serve them, and llama.cpp's `/completion`);
+    /// `mock_api` decides for the embedded mock.
+    pub fn takes_token_ids(self, mock_api: MockApi) -> bool {
+        match self {
+            Backend::Openai
+            | Backend::Vllm
+            | Backend::Sglang
+            | Backend::Llamacpp
+            | Backend::LlamacppCompletions => true,
+            Backend::Mock => matches!(
+                mock_api,
+                MockApi::Openai | MockApi::Llamacpp | MockApi::LlamacppCompletions
+            ),
+            _ => false,
+        }
+    }
+
     /// Requests go out as audio uploads (a transcription route); the
     /// embedded mock speaks no transcription API of its own.
     pub fn sends_audio(self, _mock_api: MockApi) -> bool {

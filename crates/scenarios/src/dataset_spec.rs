@@ -218,6 +218,11 @@ pub struct RandomSpec {
     /// Whose draws pick the prompts (`"vllm"` needs a tokenizer).
     #[serde(default, skip_serializing_if = "Sampler::is_cicada")]
     pub sampler: Sampler,
+    /// Send each prompt as its token ids (`prompt: [ids]`, vllm-bench's
+    /// `--prompt-token-ids`): the server skips tokenizing and counts exactly
+    /// the drawn length. Completions APIs only; needs a tokenizer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prompt_token_ids: bool,
 }
 
 impl Default for RandomSpec {
@@ -228,6 +233,7 @@ impl Default for RandomSpec {
             range_ratio: 0.0,
             prefix_len: 0,
             sampler: Sampler::Cicada,
+            prompt_token_ids: false,
         }
     }
 }

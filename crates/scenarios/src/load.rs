@@ -268,6 +268,7 @@ mod tests {
                 range_ratio: 0.0,
                 prefix_len: 0,
                 sampler: crate::scenario::Sampler::Cicada,
+                prompt_token_ids: false,
             })
         );
     }

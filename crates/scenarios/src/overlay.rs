@@ -82,6 +82,8 @@ pub enum Knob {
     PrefixLen(u32),
     /// `dataset.range_ratio`.
     RangeRatio(f64),
+    /// `dataset.prompt_token_ids`.
+    PromptTokenIds(bool),
     /// `load.num_prompts`.
     NumPrompts(u64),
     /// `load.request_rate`, as typed (a number or `inf` in any case): the
@@ -158,6 +160,7 @@ impl Knob {
             Knob::OutputLen(_) => "dataset.output_len".into(),
             Knob::PrefixLen(_) => "dataset.prefix_len".into(),
             Knob::RangeRatio(_) => "dataset.range_ratio".into(),
+            Knob::PromptTokenIds(_) => "dataset.prompt_token_ids".into(),
             Knob::NumPrompts(_) => "load.num_prompts".into(),
             Knob::RequestRate(_) => "load.request_rate".into(),
             Knob::Burstiness(_) => "load.burstiness".into(),
@@ -254,7 +257,7 @@ impl Knob {
                     .collect(),
             ),
             Knob::TopK(v) => V::Integer(*v),
-            Knob::IgnoreEos(b) | Knob::SaveDetailed(b) => V::Boolean(*b),
+            Knob::IgnoreEos(b) | Knob::SaveDetailed(b) | Knob::PromptTokenIds(b) => V::Boolean(*b),
             Knob::RequestRate(raw) => rate(raw),
             Knob::PercentileMetrics(names) => V::Array(names.iter().map(|n| text(n)).collect()),
             Knob::MetricPercentiles(ps) => V::Array(ps.iter().map(|p| V::Float(*p)).collect()),
@@ -365,6 +368,7 @@ mod tests {
             Knob::OutputLen(12),
             Knob::PrefixLen(13),
             Knob::RangeRatio(0.25),
+            Knob::PromptTokenIds(true),
             Knob::NumPrompts(14),
             Knob::RequestRate("INF".into()),
             Knob::Burstiness(0.5),

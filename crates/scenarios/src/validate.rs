@@ -488,6 +488,7 @@ fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
             ),
         ));
     }
+    out.extend(token_id_problems(s));
     out.extend(crate::validate_media::media_problems(s));
     let mut bad = |key: &str, msg: String| out.push((format!("dataset.{key}"), msg));
     match d {
@@ -507,6 +508,45 @@ fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
             );
         }
         _ => {}
+    }
+    out
+}
+
+/// `dataset.prompt_token_ids`: ids come from a tokenizer's vocabulary, from
+/// cicada's sampler, and go only to an API whose `prompt` takes ids.
+fn token_id_problems(s: &Scenario) -> Vec<(String, String)> {
+    let Dataset::Random(r) = &s.dataset else {
+        return Vec::new();
+    };
+    if !r.prompt_token_ids {
+        return Vec::new();
+    }
+    let key = "dataset.prompt_token_ids".to_string();
+    let mut out = Vec::new();
+    if s.tokenizer.is_none() {
+        out.push((
+            key.clone(),
+            "token ids are drawn from a tokenizer's vocabulary: add [tokenizer] source = \"<tokenizer.json, model dir or hub id>\" (the served model's)".into(),
+        ));
+    }
+    if r.sampler == Sampler::Vllm {
+        out.push((
+            key.clone(),
+            "applies to cicada's sampler; sampler = \"vllm\" makes vLLM's text prompts".into(),
+        ));
+    }
+    if !s.target.backend.takes_token_ids(s.mock.api) {
+        let name = if s.target.backend == Backend::Mock {
+            format!("mock.api {:?}", s.mock.api)
+        } else {
+            format!("target.backend \"{}\"", s.target.backend.name())
+        };
+        out.push((
+            key,
+            format!(
+                "token ids go in a completions prompt; {name} sends no such prompt (chat, Responses and Messages APIs take text): use a completions backend (vllm, sglang, openai, llamacpp-completions) or drop the key"
+            ),
+        ));
     }
     out
 }
@@ -569,6 +609,37 @@ mod tests {
             "[target]\nbackend = \"mock\"\n[tokenizer]\nsource = \"t\"\n[dataset]\nkind = \"sharegpt\"\npath = \"x.json\"\noutput_len = 64\n",
         );
         assert!(p.is_empty(), "{p:?}");
+    }
+
+    /// Token ids need a tokenizer and a completions API; a chat backend is
+    /// refused naming the key.
+    #[test]
+    fn token_ids_need_a_tokenizer_and_a_completions_api() {
+        let ids = "[dataset]\nkind = \"random\"\nprompt_token_ids = true\n";
+        let tok = "[tokenizer]\nsource = \"t\"\n";
+        let ok = with(&format!(
+            "[target]\nbackend = \"vllm\"\nbase_url = \"http://h\"\n{tok}{ids}"
+        ));
+        assert!(ok.is_empty(), "{ok:?}");
+        let mock = with(&format!(
+            "[target]\nbackend = \"mock\"\n[mock]\napi = \"openai\"\n{tok}{ids}"
+        ));
+        assert!(mock.is_empty(), "{mock:?}");
+        let p = with(&format!(
+            "[target]\nbackend = \"vllm-chat\"\nbase_url = \"http://h\"\n{tok}{ids}"
+        ));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].0, "dataset.prompt_token_ids");
+        assert!(p[0].1.contains("target.backend \"vllm-chat\""), "{p:?}");
+        let p = with(&format!("[target]\nbackend = \"mock\"\n{tok}{ids}"));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].1.contains("mock.api"), "{p:?}");
+        let p = with(&format!(
+            "[target]\nbackend = \"mock\"\n[mock]\napi = \"openai\"\n{ids}"
+        ));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].0, "dataset.prompt_token_ids");
+        assert!(p[0].1.contains("[tokenizer]"), "{p:?}");
     }
 
     #[test]

@@ -11,6 +11,9 @@ pub const POOL_TEXT_LIMIT_BYTES: f64 = 4.0 * GIB;
 /// Bytes of prompt text per token, on the high side (a word and its space).
 const BYTES_PER_TOKEN: f64 = 6.0;
 
+/// Bytes per token of a prompt held as token ids (`prompt_token_ids`).
+const BYTES_PER_ID: f64 = 4.0;
+
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// The synthetic pool's estimated size against [`POOL_TEXT_LIMIT_BYTES`], as (key, message).
@@ -36,7 +39,11 @@ pub(crate) fn pool_problems(s: &Scenario) -> Vec<(String, String)> {
         }
         _ => return Vec::new(),
     };
-    let bytes = tokens * BYTES_PER_TOKEN;
+    let per_token = match &s.dataset {
+        Dataset::Random(d) if d.prompt_token_ids => BYTES_PER_ID,
+        _ => BYTES_PER_TOKEN,
+    };
+    let bytes = tokens * per_token;
     if bytes <= POOL_TEXT_LIMIT_BYTES {
         return Vec::new();
     }
@@ -97,5 +104,17 @@ mod tests {
         let mut capped = random(16, 100_000_000_000);
         capped.load.pool_size = Some(1000);
         assert!(pool_problems(&capped).is_empty());
+    }
+
+    /// Issue 39's start-up scale: 100,000 prompts of 8,192 tokens pass as
+    /// token ids (3 GiB of ids), not as text (about 4.6 GiB).
+    #[test]
+    fn a_hundred_thousand_8k_prompts_fit_as_token_ids() {
+        let mut s = random(8192, 100_000);
+        assert_eq!(pool_problems(&s).len(), 1);
+        if let Dataset::Random(d) = &mut s.dataset {
+            d.prompt_token_ids = true;
+        }
+        assert!(pool_problems(&s).is_empty());
     }
 }

@@ -77,6 +77,8 @@ pub struct VllmFlags {
     pub random_range_ratio: Option<f64>,
     /// random dataset: tokens of a shared prefix.
     pub random_prefix_len: Option<u32>,
+    /// random dataset: send prompts as token ids (vllm-bench's `--prompt-token-ids`).
+    pub prompt_token_ids: bool,
     /// random-mm dataset: images per request, about.
     pub random_mm_base_items_per_request: Option<u32>,
     /// random-mm dataset: image counts vary within ± this ratio.

@@ -117,6 +117,15 @@ pub struct RunArgs {
     /// SLOs for goodput in vLLM's form: --goodput ttft:500 tpot:50 (ms; ttft, tpot, e2el, itl, ttfa).
     #[arg(long, num_args = 1.., value_name = "METRIC:MS")]
     pub goodput: Vec<String>,
+    /// Build the dataset and plans exactly as the run would (same seed, same
+    /// workers), print what it would send (requests, length spreads, token
+    /// totals, each worker's share, sample prompts) and send nothing
+    /// (vllm-bench's --dry-run).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// With --dry-run: print the description as JSON.
+    #[arg(long, requires = "dry_run")]
+    pub json: bool,
     #[command(flatten)]
     pub vllm: VllmFlags,
 }
@@ -152,6 +161,8 @@ impl From<RunArgs> for cicada_coordinator::cli::RunArgs {
             max_failure_ratio,
             min_slo_attainment,
             goodput,
+            dry_run: _,
+            json: _,
             vllm,
         } = a;
         // the repeat flags are `[run]` keys, over the file and every --set
@@ -336,6 +347,11 @@ pub struct VllmFlags {
     /// random dataset: tokens of a shared prefix.
     #[arg(long, help_heading = "vllm bench serve flags")]
     pub random_prefix_len: Option<u32>,
+    /// random dataset: send each prompt as its token ids (`prompt: [ids]`, completions
+    /// APIs only; needs --tokenizer): the server skips tokenizing and counts exactly
+    /// the drawn length (dataset.prompt_token_ids).
+    #[arg(long, help_heading = "vllm bench serve flags")]
+    pub prompt_token_ids: bool,
     /// random-mm dataset: images per request, about.
     #[arg(long, help_heading = "vllm bench serve flags")]
     pub random_mm_base_items_per_request: Option<u32>,
@@ -447,6 +463,7 @@ impl From<VllmFlags> for cicada_scenarios::vllm::VllmFlags {
             random_output_len,
             random_range_ratio,
             random_prefix_len,
+            prompt_token_ids,
             random_mm_base_items_per_request,
             random_mm_num_mm_items_range_ratio,
             random_mm_limit_mm_per_prompt,
@@ -486,6 +503,7 @@ impl From<VllmFlags> for cicada_scenarios::vllm::VllmFlags {
             random_output_len,
             random_range_ratio,
             random_prefix_len,
+            prompt_token_ids,
             random_mm_base_items_per_request,
             random_mm_num_mm_items_range_ratio,
             random_mm_limit_mm_per_prompt,

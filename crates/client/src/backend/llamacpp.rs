@@ -16,10 +16,7 @@ use super::{
 pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     let s = &b.sampling;
     let mut m = Map::new();
-    m.insert(
-        "prompt".into(),
-        Value::String(entry.prompt.text().into_owned()),
-    );
+    m.insert("prompt".into(), super::prompt_value(&entry.prompt));
     if let Some(n) = entry.output_tokens {
         m.insert("n_predict".into(), json!(n));
     }

@@ -25,7 +25,7 @@ pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("model".into(), Value::String(b.model.clone()));
     let (system, mut messages) = match &entry.prompt {
-        Prompt::Text(_) | Prompt::Batch(_) | Prompt::Rerank { .. } => (
+        Prompt::Text(_) | Prompt::Batch(_) | Prompt::Rerank { .. } | Prompt::Tokens(_) => (
             Vec::new(),
             vec![json!({"role": "user", "content": entry.prompt.text()})],
         ),

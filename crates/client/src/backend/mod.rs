@@ -22,7 +22,7 @@ mod triton;
 
 use std::borrow::Cow;
 
-use cicada_request::{ResolvedSampling, ServerFamily, WireApi};
+use cicada_request::{Prompt, ResolvedSampling, ServerFamily, WireApi};
 use serde_json::{Map, Value};
 
 pub use ask::Ask;
@@ -315,6 +315,15 @@ fn common_sampling(m: &mut Map<String, Value>, s: &ResolvedSampling) {
 fn extra_body(m: &mut Map<String, Value>, s: &ResolvedSampling) {
     for (k, v) in &s.extra_body {
         m.insert(k.clone(), v.clone());
+    }
+}
+
+/// A text API's `prompt`: the text, or the token ids as a JSON array
+/// (OpenAI completions and llama.cpp's `/completion` take either).
+pub(super) fn prompt_value(prompt: &Prompt) -> Value {
+    match prompt {
+        Prompt::Tokens(ids) => Value::Array(ids.iter().map(|id| Value::from(*id)).collect()),
+        _ => Value::String(prompt.text().into_owned()),
     }
 }
 

@@ -46,10 +46,7 @@ pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
             super::spelled::shape(Spelling::Chat, &mut m, entry);
         }
         _ => {
-            m.insert(
-                "prompt".into(),
-                Value::String(entry.prompt.text().into_owned()),
-            );
+            m.insert("prompt".into(), super::prompt_value(&entry.prompt));
             if let Some(n) = entry.output_tokens {
                 m.insert("max_tokens".into(), json!(n));
             }
@@ -176,6 +173,18 @@ mod tests {
         quiet.sampling.ignore_eos = false;
         let v: Value = serde_json::from_slice(&quiet.body(&entry())).unwrap();
         assert!(v.get("ignore_eos").is_none(), "not asked, not sent");
+    }
+
+    /// `--prompt-token-ids`: a completions prompt goes as the id array itself.
+    #[test]
+    fn token_id_prompts_go_as_an_array_of_ids() {
+        let mut ask = entry();
+        ask.prompt = Prompt::Tokens(vec![5, 0, 151_000]);
+        let v: Value =
+            serde_json::from_slice(&codec(WireApi::Completions, ServerFamily::Vllm).body(&ask))
+                .unwrap();
+        assert_eq!(v["prompt"], json!([5, 0, 151_000]));
+        assert_eq!(v["max_tokens"], 5);
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub(super) fn image_urls(entry: &Ask) -> Vec<String> {
 /// message), with the images after the last user message's text.
 pub(super) fn messages(sp: Spelling, entry: &Ask) -> Vec<Value> {
     let mut list = match &entry.prompt {
-        Prompt::Text(_) | Prompt::Batch(_) | Prompt::Rerank { .. } => {
+        Prompt::Text(_) | Prompt::Batch(_) | Prompt::Rerank { .. } | Prompt::Tokens(_) => {
             vec![json!({"role": "user", "content": entry.prompt.text()})]
         }
         Prompt::Chat(msgs) => msgs.iter().map(|m| json!(m)).collect(),

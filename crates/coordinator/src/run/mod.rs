@@ -208,7 +208,7 @@ impl Steps {
         signals: &mut Signals,
         (step_no, step): (u32, sweep::Step),
     ) -> Result<bool, RunError> {
-        let plans = self.plans(env, fleet, &step.scenario, step_no);
+        let mut plans = self.plans(env, fleet, &step.scenario, step_no);
         if plans.is_empty() {
             return Err(StepError::NoWorkerLeft.into());
         }
@@ -262,7 +262,7 @@ impl Steps {
             signals,
             Step {
                 number: step_no,
-                plans: &plans,
+                plans: &mut plans,
                 agg: &mut agg,
                 out: &mut self.out,
                 on_start: &mut |at| watch.started(at),

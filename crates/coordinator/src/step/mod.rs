@@ -78,8 +78,10 @@ pub struct SaturationWatch {
 pub struct Step<'a, 'h> {
     /// The step's number (0 without a sweep).
     pub number: u32,
-    /// One plan per member of the fleet, by member index.
-    pub plans: &'a [(u32, Plan)],
+    /// One plan per member of the fleet, by member index; each plan's pool
+    /// is let go of once the plan is sent (the coordinator keeps the run's
+    /// one pool, not a copy per worker for the whole step).
+    pub plans: &'a mut [(u32, Plan)],
     /// The merge of the step's reports.
     pub agg: &'a mut Aggregate,
     /// The run's outputs, handed what the merge finalises.
@@ -98,15 +100,19 @@ pub async fn run_step(
     signals: &mut Signals,
     step: Step<'_, '_>,
 ) -> Result<StepEnd, RunError> {
-    for (member, plan) in step.plans {
-        fleet.assign(*member, step.number, plan);
-    }
+    // what the plans' pools are read for (a conversation's turns), before
+    // the pools go
     let planned: BTreeMap<u32, u64> = step
         .plans
         .iter()
         .map(|(m, p)| (*m, p.planned_requests()))
         .collect();
-    let mut collect = Collect::new(step.number, &planned, fleet_cap(step.plans));
+    let cap = fleet_cap(step.plans);
+    for (member, plan) in step.plans.iter_mut() {
+        fleet.assign(*member, step.number, plan);
+        plan.pool = Vec::new();
+    }
+    let mut collect = Collect::new(step.number, &planned, cap);
     collect.saturation = step.saturation;
     collect.wait_ready(fleet, signals, step.agg).await?;
     // the barrier: one start instant for every worker

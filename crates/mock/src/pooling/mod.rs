@@ -332,6 +332,7 @@ pub(super) fn account(
         audio_bytes: None,
         inputs: Some(u32::try_from(inputs.len()).unwrap_or(u32::MAX)),
         model,
+        token_ids: false,
     });
 }
 

@@ -14,7 +14,7 @@ use cicada_plan::{ConversationSettings, Plan, StageWindow, WorkloadPart};
 
 use crate::v1;
 use drive::{drive, drive_from};
-use pool::{deflate, inflate, pool, pool_from};
+use pool::{deflate_pool, inflate, pool_from};
 use target::{sampling, sampling_from, slo, slo_from, target, target_from};
 
 /// Version of the plan's meaning, sent in `Assign.plan_format`; bumped when
@@ -24,8 +24,9 @@ use target::{sampling, sampling_from, slo, slo_from, target, target_from};
 /// 5: the Responses, Messages and transcription APIs, output shapes, images
 /// and audio, and the `ttfa_ms` bound; 7: a model's llama-server LoRA id, the rerank
 /// prompt (a query and documents), the rerank and TEI APIs and vLLM's
-/// pooling and score APIs; 8: mixed traffic's workloads, which an older
-/// worker would ignore).
+/// pooling and score APIs; 8: mixed traffic's workloads, agent sessions'
+/// forks and tool waits, and prompts of token ids, which an older worker
+/// would ignore or send as empty text).
 pub const PLAN_FORMAT: u32 = 8;
 
 /// Why a plan from the wire could not be read.
@@ -74,7 +75,7 @@ pub fn encode_plan(plan: &Plan) -> v1::Plan {
             .map(v1::plan::Warmup::WarmupRequests)
             .or(warmup_span.map(v1::plan::Warmup::WarmupSpan)),
         cooldown_cancel: plan.cooldown == Cooldown::Cancel,
-        pool_deflated: deflate(&pool(&plan.pool, &plan.shapes)).into(),
+        pool_deflated: deflate_pool(&plan.pool, &plan.shapes).into(),
         report_interval_ms: plan.report_interval_ms,
         tokenizer: plan.tokenizer.clone(),
         verify_every: plan.verify_every,
@@ -289,11 +290,11 @@ mod tests {
         }
     }
 
-    /// Chat prompts, pooling batches, reranks, conversations, trace arrivals and an empty text prompt.
+    /// Chat prompts, pooling batches, reranks, token ids, conversations, trace arrivals and an empty text prompt.
     #[test]
     fn pools_of_every_shape_come_back_unchanged() {
         let s = scenario(
-            "[target]\nbackend = \"mock\"\n[dataset]\nkind = \"random\"\ninput_len = 4\n[load]\nnum_prompts = 4\n",
+            "[target]\nbackend = \"mock\"\n[dataset]\nkind = \"random\"\ninput_len = 4\n[load]\nnum_prompts = 5\n",
         );
         let pool = build_pool(&s, None).unwrap();
         let mut p = plans_for(&s, &target(), &pool, None, "r", 0, 1).remove(0);
@@ -307,6 +308,7 @@ mod tests {
             query: "q".into(),
             documents: vec!["d e".into(), String::new()],
         };
+        p.pool[4].prompt = Prompt::Tokens(vec![0, 7, u32::MAX, 7]);
         p.pool[2].conversation = Some(Conversation {
             system: Some("sys".into()),
             system_tokens: 2,
@@ -464,7 +466,7 @@ mod tests {
         let back = decode_plan(v1::Plan::decode(bytes.as_slice()).unwrap(), PLAN_FORMAT).unwrap();
         let decode = t.elapsed();
         assert_eq!(back, plan);
-        let raw = super::pool(&plan.pool, &plan.shapes).encoded_len();
+        let raw = super::pool::pool(&plan.pool, &plan.shapes).encoded_len();
         let t = Instant::now();
         let json = serde_json::to_vec(&plan).unwrap();
         let mut enc = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());

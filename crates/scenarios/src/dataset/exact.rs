@@ -64,9 +64,15 @@ impl<'a> Vocab<'a> {
     /// `n` consecutive allowed ids starting at `offset` (wrapping), as
     /// `vllm bench serve` builds its random prompts.
     pub fn run(&self, offset: usize, n: usize) -> Vec<u32> {
-        (0..n)
-            .map(|i| self.allowed[(offset + i) % self.allowed.len()])
-            .collect()
+        let mut out = Vec::with_capacity(n);
+        self.extend_run(&mut out, offset, n);
+        out
+    }
+
+    /// [`Vocab::run`] appended to `out`.
+    pub fn extend_run(&self, out: &mut Vec<u32>, offset: usize, n: usize) {
+        let len = self.allowed.len();
+        out.extend((0..n).map(|i| self.allowed[(offset + i) % len]));
     }
 
     /// Text that, appended to `prefix`, makes the whole encode to exactly

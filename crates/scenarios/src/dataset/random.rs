@@ -54,6 +54,17 @@ fn rng(seed: u64) -> ChaCha8Rng {
 pub(crate) fn build(
     b: &Build<'_, RandomSpec>,
 ) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
+    if b.d.prompt_token_ids {
+        return match (b.d.sampler, b.tokenizer) {
+            (Sampler::Cicada, Some(t)) => with_ids(b, t),
+            (Sampler::Cicada, None) => Err(DatasetError::NeedsTokenizer {
+                kind: "random (prompt_token_ids = true)",
+            }),
+            (Sampler::Vllm, _) => Err(DatasetError::Invalid(
+                "dataset.prompt_token_ids: applies to cicada's sampler, not sampler = \"vllm\" (whose prompts are text)".into(),
+            )),
+        };
+    }
     match (b.d.sampler, b.tokenizer) {
         (Sampler::Vllm, Some(t)) => super::vllm_sample::random(b, t),
         (Sampler::Vllm, None) => Err(DatasetError::NeedsTokenizer {
@@ -100,6 +111,63 @@ struct Planned {
     input: u32,
     output: u32,
     offset: usize,
+}
+
+/// `prompt_token_ids`: each prompt is the id run itself (after the shared
+/// prefix's ids), sent as ids, so nothing is decoded, re-encoded or
+/// corrected. A server adds no special tokens to an id prompt, so the drawn
+/// length is exactly what it counts, and what `input_tokens` records.
+fn with_ids(
+    b: &Build<'_, RandomSpec>,
+    tok: &Tokenizer,
+) -> Result<(Vec<PoolEntry>, DatasetReport), DatasetError> {
+    let d = b.d;
+    let vocab = Vocab::new(tok).map_err(|e| DatasetError::Tokenizer {
+        what: "random prompts".to_string(),
+        source: e,
+    })?;
+    let mut rng = rng(b.seed);
+    let prefix_len = d.prefix_len;
+    let lengths = Lengths::new(
+        &d.input_len,
+        &d.output_len,
+        d.range_ratio,
+        u32::from(prefix_len == 0),
+        b.seed,
+    )?;
+    let prefix = vocab.random(&mut rng, prefix_len as usize);
+    let planned: Vec<Planned> = (0..b.n)
+        .map(|id| {
+            let (input, output) = lengths.draw(&mut rng, id);
+            Planned {
+                id,
+                input,
+                output,
+                offset: rng.random_range(0..vocab.len()),
+            }
+        })
+        .collect();
+    b.progress.start("building random prompts", b.n, "prompts");
+    let entries = parallel::map(&planned, |p| {
+        let mut ids = Vec::with_capacity(prefix.len() + p.input as usize);
+        ids.extend_from_slice(&prefix);
+        vocab.extend_run(&mut ids, p.offset, p.input as usize);
+        b.progress.advance(1);
+        PoolEntry {
+            id: p.id,
+            input_tokens: u32::try_from(ids.len()).unwrap_or(u32::MAX),
+            prompt: Prompt::Tokens(ids),
+            output_tokens: Some(p.output),
+            conversation: None,
+            shape: None,
+            media: super::Media::default(),
+        }
+    });
+    b.progress.finish();
+    let mut report = b.report();
+    report.read = b.n;
+    report.kept = b.n;
+    Ok((entries, report))
 }
 
 fn with_tokens(
@@ -209,7 +277,9 @@ mod tests {
     fn text(e: &PoolEntry) -> &str {
         match &e.prompt {
             Prompt::Text(t) => t,
-            Prompt::Chat(_) | Prompt::Batch(_) | Prompt::Rerank { .. } => unreachable!(),
+            Prompt::Chat(_) | Prompt::Batch(_) | Prompt::Rerank { .. } | Prompt::Tokens(_) => {
+                unreachable!()
+            }
         }
     }
 
@@ -317,5 +387,66 @@ mod tests {
         // across its end may take one token off the common part's count)
         assert!(tok.count(&lcp).unwrap() >= 63, "{lcp:?}");
         assert_eq!(distinct.len(), 64, "prompts differ after the prefix");
+    }
+
+    fn ids(e: &PoolEntry) -> &[u32] {
+        match &e.prompt {
+            Prompt::Tokens(ids) => ids,
+            other => panic!("not token ids: {other:?}"),
+        }
+    }
+
+    /// `prompt_token_ids`: every prompt is exactly the drawn number of ids
+    /// (the BOS is not taken off: a server adds none to ids), after the
+    /// shared prefix's ids, never a special id, and the same for a seed.
+    #[test]
+    fn token_id_prompts_are_exactly_the_drawn_length() {
+        let tok = crate::dataset::testutil::tokenizer_with_bos();
+        let special = tok.special_ids();
+        let fixed = RandomSpec {
+            input_len: 777.into(),
+            prompt_token_ids: true,
+            ..RandomSpec::default()
+        };
+        for e in build_with(&fixed, 3, 20, Some(&tok)) {
+            assert_eq!(ids(&e).len(), 777);
+            assert_eq!(e.input_tokens, 777);
+        }
+        let d = RandomSpec {
+            input_len: 300.into(),
+            range_ratio: 0.5,
+            prefix_len: 40,
+            prompt_token_ids: true,
+            ..RandomSpec::default()
+        };
+        let a = build_with(&d, 9, 64, Some(&tok));
+        assert_eq!(a, build_with(&d, 9, 64, Some(&tok)));
+        let prefix = &ids(&a[0])[..40];
+        let mut lengths = std::collections::BTreeSet::new();
+        for e in &a {
+            let got = ids(e);
+            assert_eq!(got.len() as u32, e.input_tokens);
+            assert!(
+                (40 + 150..=40 + 450).contains(&e.input_tokens),
+                "{}",
+                e.input_tokens
+            );
+            assert_eq!(&got[..40], prefix);
+            assert!(got.iter().all(|id| special.binary_search(id).is_err()));
+            lengths.insert(e.input_tokens);
+        }
+        assert!(lengths.len() > 10, "lengths are drawn: {lengths:?}");
+        // without a tokenizer there are no ids to send
+        let b = Build {
+            d: &fixed,
+            seed: 1,
+            n: 1,
+            tokenizer: None,
+            progress: &Silent,
+        };
+        assert!(matches!(
+            build(&b),
+            Err(DatasetError::NeedsTokenizer { .. })
+        ));
     }
 }

@@ -430,6 +430,7 @@ mod tests {
                 range_ratio: case["range_ratio"].as_f64().unwrap(),
                 prefix_len: n("prefix_len") as u32,
                 sampler: Sampler::Vllm,
+                prompt_token_ids: false,
             };
             let b = Build {
                 d: &d,

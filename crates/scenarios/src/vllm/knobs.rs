@@ -101,6 +101,9 @@ pub(super) fn dataset(out: &mut Overlay, f: &VllmFlags) {
         "random-range-ratio",
         f.random_range_ratio.map(Knob::RangeRatio),
     );
+    if f.prompt_token_ids {
+        out.set("prompt-token-ids", Knob::PromptTokenIds(true));
+    }
     out.set_some(
         "random-mm-base-items-per-request",
         f.random_mm_base_items_per_request.map(Knob::MmBaseItems),

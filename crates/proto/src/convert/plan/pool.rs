@@ -14,13 +14,28 @@ use crate::convert::media::{Files, files_from, media_from};
 use crate::convert::shape;
 use crate::v1;
 
-pub(super) fn deflate(pool: &v1::Pool) -> Vec<u8> {
-    let mut enc = flate2::write::DeflateEncoder::new(
-        Vec::with_capacity(pool.encoded_len() / 3),
-        flate2::Compression::fast(),
-    );
+/// The pool for the wire, deflated: each entry converted, encoded and
+/// compressed in turn, so the whole pool is never held a second time (as
+/// wire types) nor a third (as one encoded buffer) beside the plan's own.
+/// A protobuf message is the concatenation of its fields, so the entries
+/// (field 1) go first, one at a time, and the files and shapes they
+/// gathered after them.
+pub(super) fn deflate_pool(entries: &[PoolEntry], shapes: &[OutputShape]) -> Vec<u8> {
+    let mut enc = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut files = Files::default();
+    let mut buf = Vec::new();
     // writing into a Vec cannot fail
-    let _ = enc.write_all(&pool.encode_to_vec());
+    for e in entries {
+        buf.clear();
+        prost::encoding::message::encode(1, &pool_entry(e, &mut files), &mut buf);
+        let _ = enc.write_all(&buf);
+    }
+    let rest = v1::Pool {
+        entries: Vec::new(),
+        files: files.files,
+        shapes: shapes.iter().map(shape::shape).collect(),
+    };
+    let _ = enc.write_all(&rest.encode_to_vec());
     enc.finish().unwrap_or_default()
 }
 
@@ -32,7 +47,9 @@ pub(super) fn inflate(bytes: &[u8]) -> Result<v1::Pool, PlanError> {
     v1::Pool::decode(raw.as_slice()).map_err(|e| PlanError::Pool(e.to_string()))
 }
 
-/// The pool for the wire, each file and each output shape once.
+/// The pool for the wire, each file and each output shape once (what
+/// [`deflate_pool`] streams).
+#[cfg(test)]
 pub(super) fn pool(entries: &[PoolEntry], shapes: &[OutputShape]) -> v1::Pool {
     let mut files = Files::default();
     let entries = entries.iter().map(|e| pool_entry(e, &mut files)).collect();
@@ -76,6 +93,7 @@ fn pool_entry(e: &PoolEntry, files: &mut Files) -> v1::PoolEntry {
                 query: query.clone(),
                 documents: documents.clone(),
             }),
+            Prompt::Tokens(ids) => P::Tokens(v1::TokenIds { ids: ids.clone() }),
         }),
         input_tokens: e.input_tokens,
         output_tokens: e.output_tokens,
@@ -146,6 +164,7 @@ fn pool_entry_from(e: v1::PoolEntry, files: &[Arc<MediaFile>]) -> Result<PoolEnt
                 query: r.query,
                 documents: r.documents,
             },
+            Some(P::Tokens(t)) => Prompt::Tokens(t.ids),
             // an empty text prompt is sent as no field at all
             None => Prompt::Text(String::new()),
         },
