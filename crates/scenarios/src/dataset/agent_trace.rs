@@ -22,7 +22,8 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::agent_tree::{Message, Tree, TurnSpec, turns};
-use super::agentic::{Texts, entry};
+use super::agentic::Texts;
+use super::conversations::entry;
 use super::exact::Vocab;
 use super::jsonl::{for_each_line, line_error, parse_line};
 use super::multi_turn::tokenizer_error as vocab_error;

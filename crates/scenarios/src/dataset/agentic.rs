@@ -12,11 +12,11 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::conversations::entry;
 use super::exact::Vocab;
 use super::multi_turn::{Len, session_rng, tokenizer_error, words};
 use super::select::mix;
-use super::{Branch, Build, ChatMessage, Conversation, DatasetError, DatasetReport, PoolEntry};
-use super::{Prompt, Turn, parallel};
+use super::{Branch, Build, DatasetError, DatasetReport, PoolEntry, Turn, parallel};
 use crate::scenario::AgenticSpec;
 use crate::tokenizer::TokenizerError;
 
@@ -202,40 +202,6 @@ fn session(
     let turns = draw.branch(n, 0)?;
     let inexact = draw.texts.inexact;
     Ok((entry(id, None, 0, turns), inexact))
-}
-
-/// A session's pool entry: its first turn is the entry's prompt.
-pub(super) fn entry(
-    id: u64,
-    system: Option<String>,
-    system_tokens: u32,
-    turns: Vec<Turn>,
-) -> PoolEntry {
-    let first = &turns[0];
-    let mut messages: Vec<ChatMessage> = system
-        .iter()
-        .map(|s| ChatMessage {
-            role: "system".into(),
-            content: s.clone(),
-        })
-        .collect();
-    messages.push(ChatMessage {
-        role: "user".into(),
-        content: first.user.clone(),
-    });
-    PoolEntry {
-        id,
-        prompt: Prompt::Chat(messages),
-        input_tokens: system_tokens + first.input_tokens,
-        output_tokens: first.output_tokens,
-        conversation: Some(Conversation {
-            system,
-            system_tokens,
-            turns,
-        }),
-        shape: None,
-        media: super::Media::default(),
-    }
 }
 
 #[cfg(test)]

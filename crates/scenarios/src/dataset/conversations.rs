@@ -209,32 +209,43 @@ pub(crate) fn build(
     let entries = conversations
         .into_iter()
         .enumerate()
-        .map(|(id, c)| {
-            let first = &c.turns[0];
-            let mut messages: Vec<ChatMessage> = c
-                .system
-                .iter()
-                .map(|s| ChatMessage {
-                    role: "system".into(),
-                    content: s.clone(),
-                })
-                .collect();
-            messages.push(ChatMessage {
-                role: "user".into(),
-                content: first.user.clone(),
-            });
-            PoolEntry {
-                id: id as u64,
-                prompt: Prompt::Chat(messages),
-                input_tokens: c.system_tokens + first.input_tokens,
-                output_tokens: first.output_tokens,
-                conversation: Some(c),
-                shape: None,
-                media: super::Media::default(),
-            }
-        })
+        .map(|(id, c)| entry(id as u64, c.system, c.system_tokens, c.turns))
         .collect();
     Ok((entries, report))
+}
+
+/// A session's pool entry: its first turn is the entry's prompt.
+pub(super) fn entry(
+    id: u64,
+    system: Option<String>,
+    system_tokens: u32,
+    turns: Vec<Turn>,
+) -> PoolEntry {
+    let first = &turns[0];
+    let mut messages: Vec<ChatMessage> = system
+        .iter()
+        .map(|s| ChatMessage {
+            role: "system".into(),
+            content: s.clone(),
+        })
+        .collect();
+    messages.push(ChatMessage {
+        role: "user".into(),
+        content: first.user.clone(),
+    });
+    PoolEntry {
+        id,
+        prompt: Prompt::Chat(messages),
+        input_tokens: system_tokens + first.input_tokens,
+        output_tokens: first.output_tokens,
+        conversation: Some(Conversation {
+            system,
+            system_tokens,
+            turns,
+        }),
+        shape: None,
+        media: super::Media::default(),
+    }
 }
 
 #[cfg(test)]
