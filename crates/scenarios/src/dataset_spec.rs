@@ -862,7 +862,8 @@ mod tests {
                 "output_len",
                 "range_ratio",
                 "prefix_len",
-                "sampler"
+                "sampler",
+                "prompt_token_ids"
             ]
         );
         assert_eq!(DatasetKind::Trace.keys(), ["path", "speed", "block_size"]);
