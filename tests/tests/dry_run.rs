@@ -34,6 +34,14 @@ fn a_dry_run_sends_nothing_and_foretells_the_runs_counts() {
     let text = coord_run(&["run", sc, "--workers", "3", "--dry-run"], LIMIT);
     assert_ok(&text);
     assert!(text.stdout.contains("nothing sent"), "{}", text.stdout);
+    // `cicada web` takes the run's flags: its dry run is the same and starts no UI
+    let web = coord_run(&["web", sc, "--workers", "3", "--dry-run", "--json"], LIMIT);
+    assert_ok(&web);
+    let w: Value = serde_json::from_str(&web.stdout).expect("--json prints JSON");
+    assert_eq!(
+        w, d,
+        "cicada web --dry-run describes what cicada run --dry-run does"
+    );
     assert!(mock.requests().is_empty(), "a dry run sent requests");
     assert_eq!(mock.stats()["requests"], 0, "{}", mock.stats());
     assert_eq!(d["requests"], 45);

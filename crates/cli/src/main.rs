@@ -60,7 +60,9 @@ fn main() {
     let code = match cli.command {
         // the worker sizes its own runtime (`--threads`)
         Command::Worker(args) => exit::of_worker(cicada_worker::main((*args).into())),
-        Command::Run(args) if args.dry_run => {
+        // `cicada web` takes the run's flags: its --dry-run describes the
+        // same plans and starts no UI
+        Command::Run(args) | Command::Web(args) if args.dry_run => {
             let json = args.json;
             block_on(cicada_coordinator::dry_run((*args).into()), |r| match r {
                 Ok(d) => {
