@@ -133,31 +133,29 @@ const MAX_TURNS: u32 = 10_000;
 /// Most levels of sub-agents an `agentic` session may have.
 const MAX_DEPTH: u32 = 8;
 
-/// The `agentic` knobs' problems beyond their lengths and counts.
-fn agentic_problems(a: &crate::scenario::AgenticSpec, bad: &mut impl FnMut(&str, String)) {
-    let (lo, hi) = a.turn_range();
+/// A session's drawn turn range (`multi_turn`, `agentic`): the fewest no
+/// more than the most, and the most within [`MAX_TURNS`]; the key named is
+/// the one the user wrote (`max_turns` when set).
+fn turn_range_problems((lo, hi): (u32, u32), max_set: bool, bad: &mut impl FnMut(&str, String)) {
     if lo > hi && lo > 0 {
-        let key = if a.max_turns.is_some() {
-            "max_turns"
-        } else {
-            "min_turns"
-        };
+        let key = if max_set { "max_turns" } else { "min_turns" };
         bad(
             key,
             format!("the fewest turns ({lo}) exceed the most ({hi})"),
         );
     }
     if hi > MAX_TURNS {
-        let key = if a.max_turns.is_some() {
-            "max_turns"
-        } else {
-            "turns"
-        };
+        let key = if max_set { "max_turns" } else { "turns" };
         bad(
             key,
             format!("at most {MAX_TURNS} turns a session, got {hi}"),
         );
     }
+}
+
+/// The `agentic` knobs' problems beyond their lengths and counts.
+fn agentic_problems(a: &crate::scenario::AgenticSpec, bad: &mut impl FnMut(&str, String)) {
+    turn_range_problems(a.turn_range(), a.max_turns.is_some(), bad);
     for (key, p) in [
         ("fan_out_chance", a.fan_out_chance),
         ("tool_chance", a.tool_chance),
@@ -436,29 +434,7 @@ fn dataset_problems(s: &Scenario) -> Vec<(String, String)> {
             format!("must be within [0, 1), got {}", r.range_ratio),
         ),
         Dataset::MultiTurn(m) => {
-            let (lo, hi) = m.turn_range();
-            if lo > hi && lo > 0 {
-                let key = if m.max_turns.is_some() {
-                    "max_turns"
-                } else {
-                    "min_turns"
-                };
-                bad(
-                    key,
-                    format!("the fewest turns ({lo}) exceed the most ({hi})"),
-                );
-            }
-            if hi > MAX_TURNS {
-                let key = if m.max_turns.is_some() {
-                    "max_turns"
-                } else {
-                    "turns"
-                };
-                bad(
-                    key,
-                    format!("at most {MAX_TURNS} turns a session, got {hi}"),
-                );
-            }
+            turn_range_problems(m.turn_range(), m.max_turns.is_some(), &mut bad);
             if let Some(max) = m.think_time_max
                 && max.get() < m.think_time.get()
             {
