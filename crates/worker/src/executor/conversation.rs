@@ -355,6 +355,7 @@ impl Session {
         let turn_at = SessionTurn {
             first: at.node == 0,
             index: at.depth,
+            node: at.node,
         };
         self.step
             .recorder
