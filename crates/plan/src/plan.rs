@@ -208,6 +208,22 @@ impl Plan {
         self.warmup.is_some_and(|w| w.covers(index, offset))
     }
 
+    /// Sessions this worker will start, when it runs sessions and the run
+    /// is count-bound (0 otherwise): what a lost worker's share is counted
+    /// against, so a session it never reported is never silently dropped.
+    pub fn planned_sessions(&self) -> u64 {
+        match &self.drive {
+            Drive::Open {
+                stripe: Some(st),
+                schedule,
+                ..
+            } if self.conversations.is_some() && schedule.duration.is_none() => schedule
+                .requests
+                .map_or(0, |n| stripe_share(n, st.index, st.count)),
+            _ => 0,
+        }
+    }
+
     /// Requests this worker will send, when the run is count-bound (0 when open-ended).
     pub fn planned_requests(&self) -> u64 {
         match &self.drive {
@@ -237,10 +253,7 @@ impl Plan {
                 schedule,
                 ..
             } => match (schedule.requests, schedule.duration) {
-                (Some(n), _) => {
-                    let (count, index) = (u64::from(s.count), u64::from(s.index));
-                    n / count + u64::from(n % count > index)
-                }
+                (Some(n), _) => stripe_share(n, s.index, s.count),
                 // time-bound: the schedule is deterministic, so count it
                 // (unless it is unbounded or too long to be worth counting)
                 (None, Some(_))
@@ -258,6 +271,13 @@ impl Plan {
             Drive::Closed(c) => c.planned_requests(),
         }
     }
+}
+
+/// Of `n` global slots dealt round-robin, the ones stripe `index` of
+/// `count` gets.
+fn stripe_share(n: u64, index: u32, count: u32) -> u64 {
+    let (count, index) = (u64::from(count.max(1)), u64::from(index));
+    n / count + u64::from(n % count > index)
 }
 
 #[cfg(test)]
