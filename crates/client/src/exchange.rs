@@ -128,12 +128,13 @@ pub struct Conduit<'a> {
     pub keep_output: bool,
 }
 
-/// Send `body` to `endpoint` and read the response into an [`Exchange`].
+/// Send `body` (its pieces, written as they are) to `endpoint` and read
+/// the response into an [`Exchange`].
 pub async fn perform(
     c: Conduit<'_>,
     endpoint: &Endpoint,
     request_id: &str,
-    body: &[u8],
+    body: &[bytes::Bytes],
 ) -> Exchange {
     let mut ex = Exchange {
         text: c.keep_text.then(String::new),
@@ -164,7 +165,7 @@ async fn run(
     c: Conduit<'_>,
     endpoint: &Endpoint,
     request_id: &str,
-    body: &[u8],
+    body: &[bytes::Bytes],
     ex: &mut Exchange,
 ) {
     let (codec, clock) = (c.codec, c.clock);
@@ -174,7 +175,7 @@ async fn run(
         headers: c.headers,
         request_id: Some(request_id),
         body: Some(Body {
-            bytes: body,
+            parts: body,
             content_type: codec.content_type(),
         }),
     };
