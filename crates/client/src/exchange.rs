@@ -42,6 +42,10 @@ pub struct Exchange {
     /// When the request went out, µs since the barrier: the start of the
     /// attempt that got the response (a resend's, if there was one).
     pub sent_us: u64,
+    /// When the request's last byte (its body's) was handed to the socket,
+    /// µs since the barrier, on HTTP/1.1 over cicada's own writer; the
+    /// request's send cost is this minus `sent_us`.
+    pub written_us: Option<u64>,
     /// Times it went again because it provably never reached the server
     /// (not failures, not new requests), by reason.
     pub resends: cicada_metrics::Resends,
@@ -187,6 +191,7 @@ async fn run(
         }
     };
     ex.sent_us = clock.us(resp.sent);
+    ex.written_us = resp.written.map(|w| clock.us(w));
     ex.resends = resp.resends;
     ex.http2 = resp.protocol == Protocol::Http2;
     ex.reused = resp.reused;

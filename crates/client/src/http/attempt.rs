@@ -115,16 +115,20 @@ impl Client {
                 (Conn::new(s), n)
             }
         };
-        let (n, answer) = exchange_head(&mut conn, &parts, written).await;
+        let (n, at, answer) = exchange_head(&mut conn, &parts, written).await;
         written += n;
         match answer {
-            Ok(head) => Ok(Response::wire(
-                conn,
-                head,
-                reused,
-                origin.clone(),
-                self.settings().keep_alive,
-            )),
+            Ok(head) => {
+                let mut resp = Response::wire(
+                    conn,
+                    head,
+                    reused,
+                    origin.clone(),
+                    self.settings().keep_alive,
+                );
+                resp.written = Some(at);
+                Ok(resp)
+            }
             Err((ResponsePhase::Started, e)) => Err(Attempt::Failed(e)),
             // not a byte of it left: it cannot have reached the server
             Err((ResponsePhase::NotStarted, e)) if written == 0 && !conn.is_tls() => {
@@ -435,16 +439,22 @@ fn hyper_request(
     Ok(request)
 }
 
-/// Write the request and read the response head: the bytes written, and
-/// the head or the failure with whether any response byte had arrived. A
+/// Write the request and read the response head: the bytes written, when
+/// the last of them went to the socket, and the head or the failure with
+/// whether any response byte had arrived. A
 /// write that fails may still have a response waiting (a server that
 /// answered early and closed), so the head is read either way.
 async fn exchange_head(
     conn: &mut Conn,
     parts: &[&[u8]],
     skip: usize,
-) -> (usize, Result<wire::Head, (ResponsePhase, HttpError)>) {
+) -> (
+    usize,
+    tokio::time::Instant,
+    Result<wire::Head, (ResponsePhase, HttpError)>,
+) {
     let (written, outcome) = conn.send(parts, skip).await;
+    let at = tokio::time::Instant::now();
     let head = match (outcome, conn.read_head().await) {
         (_, Ok(head)) => Ok(head),
         (Err(w), Err((ResponsePhase::NotStarted, _))) => Err((
@@ -453,5 +463,5 @@ async fn exchange_head(
         )),
         (_, Err(e)) => Err(e),
     };
-    (written, head)
+    (written, at, head)
 }
