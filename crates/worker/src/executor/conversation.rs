@@ -86,21 +86,35 @@ pub async fn run_conversations(
 
 /// A branch running: its last answer and that answer's tokens, or `None`
 /// when it was cut.
-type BranchRun<'a> = Pin<Box<dyn Future<Output = Option<(String, u32)>> + Send + 'a>>;
+type BranchRun<'a> = Pin<Box<dyn Future<Output = Option<(Arc<str>, u32)>> + Send + 'a>>;
 
-/// A branch's history: the messages sent so far and their tokens.
+/// A branch's history: the messages sent so far and their tokens. Each
+/// message's text is shared (`Arc<str>`) with the pool, the answer it came
+/// from, every later turn's request and its sub-agents' histories: a turn
+/// copies pointers, never the text of its history.
 #[derive(Clone, Default)]
 struct History {
     messages: Vec<ChatMessage>,
     tokens: u32,
 }
 
+/// The roles a history holds, each one allocation for the whole run.
+struct Roles {
+    system: Arc<str>,
+    user: Arc<str>,
+    assistant: Arc<str>,
+}
+
+static ROLES: std::sync::LazyLock<Roles> = std::sync::LazyLock::new(|| Roles {
+    system: "system".into(),
+    user: "user".into(),
+    assistant: "assistant".into(),
+});
+
 impl History {
-    fn push(&mut self, role: &str, content: String, tokens: u32) {
-        self.messages.push(ChatMessage {
-            role: role.into(),
-            content,
-        });
+    fn push(&mut self, role: &Arc<str>, content: &Arc<str>, tokens: u32) {
+        self.messages
+            .push(ChatMessage::new(role.clone(), content.clone()));
         self.tokens = self.tokens.saturating_add(tokens);
     }
 }
@@ -194,10 +208,7 @@ impl Session {
             messages: conv
                 .system
                 .iter()
-                .map(|s| ChatMessage {
-                    role: "system".into(),
-                    content: s.clone(),
-                })
+                .map(|s| ChatMessage::new(ROLES.system.clone(), s.clone()))
                 .collect(),
             tokens: conv.system_tokens,
         };
@@ -252,7 +263,7 @@ impl Session {
                     run.figures
                         .tool_us
                         .fetch_add(self.clock.now_us().saturating_sub(began), Ordering::Relaxed);
-                    history.push("user", turn.user.clone(), turn.input_tokens);
+                    history.push(&ROLES.user, &turn.user, turn.input_tokens);
                 } else {
                     let answer = self.request(run, &mut history, turn, at, due_us).await?;
                     at.depth += 1;
@@ -276,7 +287,7 @@ impl Session {
                     // every sub-agent's last answer joins the history, in order
                     for answer in futures::future::join_all(children).await {
                         let (text, tokens) = answer?;
-                        history.push("user", text, tokens);
+                        history.push(&ROLES.user, &text, tokens);
                     }
                 }
                 at.node += turn.nodes();
@@ -300,7 +311,7 @@ impl Session {
         turn: &Turn,
         at: Place,
         due_us: u64,
-    ) -> Option<(String, u32)> {
+    ) -> Option<(Arc<str>, u32)> {
         let plan = &self.step.plan;
         let due = self.clock.start() + Duration::from_micros(due_us);
         tokio::select! {
@@ -324,7 +335,7 @@ impl Session {
             },
             None => None,
         };
-        history.push("user", turn.user.clone(), turn.input_tokens);
+        history.push(&ROLES.user, &turn.user, turn.input_tokens);
         let request = Entry {
             id: run.id,
             ask: Ask {
@@ -369,7 +380,9 @@ impl Session {
             return None;
         }
         let output = u32::try_from(record.output_tokens).unwrap_or(u32::MAX);
-        history.push("assistant", answer.clone(), output);
+        // the answer becomes shared text once; every later turn points at it
+        let answer: Arc<str> = answer.into();
+        history.push(&ROLES.assistant, &answer, output);
         Some((answer, output))
     }
 
@@ -434,7 +447,8 @@ impl Session {
         );
         let model = step.model_of(self.slot.index);
         let codec = step.codec(model);
-        let body = codec.body(&request.ask);
+        // the history's texts go on the wire from where the history holds them
+        let body = codec.shared_body(&request.ask);
         step.in_flight.fetch_add(1, Ordering::Relaxed);
         let sent_us = self.clock.now_us();
         let warmup = plan.is_warmup(self.slot.index, self.slot.offset);
@@ -451,7 +465,7 @@ impl Session {
         };
         let exchange = exchange(
             conduit,
-            (&step.endpoints[target], &id, &body),
+            (&step.endpoints[target], &id, body.parts()),
             &self.cancel,
             self.slot.index,
             sent_us,
@@ -488,6 +502,26 @@ mod tests {
     use cicada_scenarios::sharding::plans_for;
 
     use super::*;
+
+    /// A history copies pointers, never texts: a turn's user message, the
+    /// history a sub-agent starts from and the prompt a turn sends all point
+    /// at the pool's text and the answer's one copy.
+    #[test]
+    fn a_history_shares_its_texts() {
+        let user: Arc<str> = "a long first turn".into();
+        let answer: Arc<str> = "an answer".into();
+        let mut h = History::default();
+        h.push(&ROLES.user, &user, 4);
+        h.push(&ROLES.assistant, &answer, 2);
+        let fork = h.clone();
+        let Prompt::Chat(sent) = Prompt::Chat(fork.messages.clone()) else {
+            unreachable!()
+        };
+        assert!(Arc::ptr_eq(&sent[0].content, &user));
+        assert!(Arc::ptr_eq(&sent[1].content, &answer));
+        assert!(Arc::ptr_eq(&sent[1].role, &ROLES.assistant));
+        assert_eq!(fork.tokens, 6);
+    }
 
     #[tokio::test]
     async fn turns_go_in_order_with_the_previous_answers() {
