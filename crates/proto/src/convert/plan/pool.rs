@@ -107,7 +107,7 @@ fn encode_entry(e: &PoolEntry, files: &mut Files, buf: &mut Vec<u8>) {
 /// back-references out of it), or as the stream's final block when `last`.
 fn compress_chunk(raw: &[u8], last: bool) -> Vec<u8> {
     use flate2::{Compress, Compression, FlushCompress, Status};
-    let mut c = Compress::new(Compression::new(2), false);
+    let mut c = Compress::new(Compression::fast(), false);
     let mut out = Vec::with_capacity(raw.len() / 2 + 1024);
     let flush = if last {
         FlushCompress::Finish
