@@ -19,6 +19,7 @@ mod memory;
 mod procs;
 mod rate;
 mod sim;
+mod startup;
 mod tools;
 
 use std::path::PathBuf;
@@ -96,6 +97,18 @@ pub struct SelftestArgs {
     /// Internal: be the floor client for the first level against this mock
     /// and print its figures as one JSON line (the selftest runs itself so).
     pub floor_url: Option<String>,
+    /// Instead of the levels: the start-up of a run with a big random
+    /// dataset (--prompts of --input-len tokens) for each of --startup-workers:
+    /// time to the dataset, to the first request, peak RSS.
+    pub startup: bool,
+    /// --startup: prompts in the pool.
+    pub prompts: u64,
+    /// --startup: tokens per prompt.
+    pub input_len: u32,
+    /// --startup: local worker counts to try, in order.
+    pub startup_workers: Vec<u32>,
+    /// --startup: the tokenizer (default: the repository's fixture).
+    pub tokenizer: Option<PathBuf>,
 }
 
 /// Be the floor client for one level (the selftest runs itself so) and
@@ -143,6 +156,16 @@ pub async fn selftest(a: SelftestArgs) -> anyhow::Result<()> {
         let result = fleet::run(&exe, &a, &dir).await;
         let _ = std::fs::remove_dir_all(&dir);
         return result;
+    }
+    if a.startup {
+        let result = startup::run(&exe, &a, &dir).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        let figures = result?;
+        if let Some(path) = &a.json {
+            std::fs::write(path, serde_json::to_vec_pretty(&figures)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        return Ok(());
     }
     if a.http_rate {
         let result = rate::run(&exe, &a, &dir).await;

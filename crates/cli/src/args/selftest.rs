@@ -94,6 +94,25 @@ pub struct SelftestArgs {
     /// and print its figures as one JSON line (the selftest runs itself so).
     #[arg(long, hide = true)]
     pub floor_url: Option<String>,
+    /// Instead of the levels: the start-up of `cicada run` with a big random
+    /// dataset (--prompts of --input-len tokens) for each of --startup-workers:
+    /// time to the dataset and to the first request, peak coordinator and
+    /// worker RSS.
+    #[arg(long)]
+    pub startup: bool,
+    /// --startup: prompts in the pool.
+    #[arg(long, default_value_t = 100_000)]
+    pub prompts: u64,
+    /// --startup: tokens per prompt.
+    #[arg(long, default_value_t = 8192)]
+    pub input_len: u32,
+    /// --startup: local worker counts to try, in order.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    pub startup_workers: Vec<u32>,
+    /// --startup: the tokenizer (a tokenizer.json; default: the repository's
+    /// examples/data/tokenizer.json, built in).
+    #[arg(long)]
+    pub tokenizer: Option<PathBuf>,
 }
 
 impl From<SelftestArgs> for cicada_bench::SelftestArgs {
@@ -123,6 +142,11 @@ impl From<SelftestArgs> for cicada_bench::SelftestArgs {
             load_tools,
             no_load_tools,
             floor_url,
+            startup,
+            prompts,
+            input_len,
+            startup_workers,
+            tokenizer,
         } = a;
         Self {
             levels,
@@ -149,6 +173,11 @@ impl From<SelftestArgs> for cicada_bench::SelftestArgs {
             load_tools,
             no_load_tools,
             floor_url,
+            startup,
+            prompts,
+            input_len,
+            startup_workers,
+            tokenizer,
         }
     }
 }

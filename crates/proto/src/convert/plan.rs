@@ -409,6 +409,47 @@ mod tests {
         assert!(Arc::ptr_eq(a, b), "entries share the decoded file");
     }
 
+    /// Issue 39 item 3: a pool of many compression chunks (each deflated on
+    /// its own, on several threads) comes back entry for entry, in order,
+    /// with every kind of prompt and a file shared across chunks, and is
+    /// the one deflate stream an ordinary inflate reads.
+    #[test]
+    fn a_pool_of_many_chunks_comes_back_in_order() {
+        use cicada_plan::pool::Image;
+        let s = scenario(
+            "[target]\nbackend = \"mock\"\n[dataset]\ninput_len = 3000\nrange_ratio = 0.5\n[load]\nnum_prompts = 2500\n",
+        );
+        let pool = build_pool(&s, None).unwrap();
+        let mut p = plans_for(&s, &target(), &pool, None, "r", 0, 1).remove(0);
+        let file = Arc::new(MediaFile {
+            mime: "image/png".into(),
+            name: "a.png".into(),
+            bytes: vec![3u8; 1000].into(),
+        });
+        for (i, e) in p.pool.iter_mut().enumerate() {
+            match i % 97 {
+                1 => e.prompt = Prompt::Tokens((0..4000).map(|k| k * 7 + i as u32).collect()),
+                2 => {
+                    e.prompt = Prompt::Chat(vec![ChatMessage {
+                        role: "user".into(),
+                        content: format!("chat {i}").into(),
+                    }]);
+                }
+                3 => e.prompt = Prompt::Text("".into()),
+                4 => e.media.images = vec![Image::File(file.clone())],
+                _ => {}
+            }
+        }
+        let raw = super::pool::pool(&p.pool, &p.shapes).encoded_len();
+        assert!(
+            raw > 5 * super::pool::CHUNK_BYTES,
+            "{raw} bytes is several chunks"
+        );
+        let wire = encode_plan(&p);
+        assert_eq!(inflate(&wire.pool_deflated).unwrap().files.len(), 1);
+        assert_eq!(decode_plan(wire, PLAN_FORMAT).unwrap(), p);
+    }
+
     #[test]
     fn a_plan_of_another_format_or_a_corrupt_pool_is_refused() {
         let s = scenario("[target]\nbackend = \"mock\"\n[load]\nnum_prompts = 2\n");

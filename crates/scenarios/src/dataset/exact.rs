@@ -93,13 +93,16 @@ impl<'a> Vocab<'a> {
         let mut best: Option<Fitted> = None;
         for _ in 0..ROUNDS {
             let text = self.tok.decode(&ids)?;
-            let tokens = if prefix.is_empty() {
-                self.tok.count(&text)?
+            // without a prefix the text's own ids are its count: one encode
+            // a round, not two
+            let (tokens, reencoded) = if prefix.is_empty() {
+                let reencoded = self.tok.encode(&text)?;
+                (reencoded.len(), Some(reencoded))
             } else {
                 let mut full = String::with_capacity(prefix.len() + text.len());
                 full.push_str(prefix);
                 full.push_str(&text);
-                self.tok.count(&full)?
+                (self.tok.count(&full)?, None)
             };
             if tokens == target {
                 return Ok(Fitted {
@@ -108,7 +111,10 @@ impl<'a> Vocab<'a> {
                     exact: true,
                 });
             }
-            let mut next = self.tok.encode(&text)?;
+            let mut next = match reencoded {
+                Some(ids) => ids,
+                None => self.tok.encode(&text)?,
+            };
             if tokens > target {
                 let cut = (tokens - target).min(next.len());
                 next.truncate(next.len() - cut);

@@ -2,12 +2,30 @@
 //! uses every core without another dependency, and the result does not depend
 //! on the number of threads.
 
+use std::cell::Cell;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+thread_local! {
+    /// A thread count set for what this thread builds (tests: the serial
+    /// build beside the parallel one).
+    static THREADS: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
 /// Threads to use: every core this process may use, at most 32.
 pub(crate) fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(32))
+    THREADS
+        .with(Cell::get)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(32)))
+}
+
+/// `f` run with [`map`] using `n` threads on this thread (1: serially).
+#[cfg(test)]
+pub(crate) fn with_threads<R>(n: usize, f: impl FnOnce() -> R) -> R {
+    let before = THREADS.with(|t| t.replace(Some(n.max(1))));
+    let out = f();
+    THREADS.with(|t| t.set(before));
+    out
 }
 
 /// `f` applied to every item, results in the items' order. Items are handed

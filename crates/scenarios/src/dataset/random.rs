@@ -389,6 +389,43 @@ mod tests {
         assert_eq!(distinct.len(), 64, "prompts differ after the prefix");
     }
 
+    /// Issue 39 item 3: the pool built on any number of threads is the
+    /// serial build's, byte for byte (text, ids, lengths, order), for each
+    /// of token-exact text (with and without a shared prefix, lengths drawn)
+    /// and token ids.
+    #[test]
+    fn a_pool_built_on_any_number_of_threads_is_the_serial_one() {
+        let tok = tokenizer();
+        let specs = [
+            RandomSpec {
+                input_len: 200.into(),
+                output_len: 9.into(),
+                range_ratio: 0.5,
+                ..RandomSpec::default()
+            },
+            RandomSpec {
+                input_len: 120.into(),
+                range_ratio: 0.3,
+                prefix_len: 30,
+                ..RandomSpec::default()
+            },
+            RandomSpec {
+                input_len: 150.into(),
+                range_ratio: 0.5,
+                prompt_token_ids: true,
+                ..RandomSpec::default()
+            },
+        ];
+        for d in &specs {
+            let serial = parallel::with_threads(1, || build_with(d, 77, 150, Some(&tok)));
+            assert_eq!(serial.len(), 150);
+            for threads in [2, 3, 8, 64] {
+                let built = parallel::with_threads(threads, || build_with(d, 77, 150, Some(&tok)));
+                assert_eq!(built, serial, "{threads} threads, {d:?}");
+            }
+        }
+    }
+
     fn ids(e: &PoolEntry) -> &[u32] {
         match &e.prompt {
             Prompt::Tokens(ids) => ids,
