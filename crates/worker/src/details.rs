@@ -5,8 +5,6 @@
 use cicada_metrics::{EXACT_EVENTS, Events, RequestRecord, Scope};
 use serde::Serialize;
 
-use crate::recorder::SessionTurn;
-
 /// Where the records of this worker come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DetailContext {
@@ -14,6 +12,15 @@ pub struct DetailContext {
     pub step: u32,
     /// This worker's index.
     pub worker: u32,
+}
+
+/// Where a session's request sits in its session, as its line says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionMark {
+    /// Its turn index: 1 + the requests answered before it on its path.
+    pub turn: u64,
+    /// Its node in the session's tree, numbered depth first.
+    pub node: u64,
 }
 
 /// Entries a line's `events` holds at most: the first event and the event
@@ -67,7 +74,7 @@ pub fn append_line<E: Events + Serialize>(
     ctx: DetailContext,
     scope: Scope,
     rec: &RequestRecord<E>,
-    turn: Option<SessionTurn>,
+    session: Option<SessionMark>,
 ) {
     let ok = rec.outcome.is_ok();
     let timed = rec.reasoning.as_ref().filter(|_| ok && rec.streamed);
@@ -79,8 +86,8 @@ pub fn append_line<E: Events + Serialize>(
         record: rec,
         content_events: rec.events.count(),
         events_cap: rec.events.log().merged().then_some(EVENTS_CAP),
-        session_turn: turn.map(|t| t.index + 1),
-        session_node: turn.map(|t| t.node),
+        session_turn: session.map(|t| t.turn),
+        session_node: session.map(|t| t.node),
         ttft_ms: ms(rec.ttft_us().filter(|_| ok && rec.streamed)),
         tpot_ms: ms(rec.tpot_us().filter(|_| ok && rec.streamed)),
         e2el_ms: ms(rec.e2el_us().filter(|_| ok)),
@@ -144,12 +151,8 @@ mod tests {
             ..Scope::default()
         };
         append_line(&mut buf, ctx, window, &rec, None);
-        let turn = SessionTurn {
-            first: false,
-            index: 2,
-            node: 5,
-        };
-        append_line(&mut buf, ctx, Scope::default(), &rec, Some(turn));
+        let mark = SessionMark { turn: 3, node: 5 };
+        append_line(&mut buf, ctx, Scope::default(), &rec, Some(mark));
         let text = String::from_utf8(buf).unwrap();
         assert_eq!(text.lines().count(), 2);
         let second: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();

@@ -12,7 +12,7 @@ use cicada_metrics::{
 };
 use serde::Serialize;
 
-use crate::details::{DetailContext, append_line};
+use crate::details::{DetailContext, SessionMark, append_line};
 
 /// One thread's share: measurements by scope, and detail lines when asked for.
 #[derive(Default)]
@@ -139,7 +139,16 @@ impl Recorder {
             set.observe(rec, self.slo_of(scope));
             also(set);
             if let Some(ctx) = self.details {
-                append_line(&mut shard.details, ctx, scope, rec, turn);
+                append_line(
+                    &mut shard.details,
+                    ctx,
+                    scope,
+                    rec,
+                    turn.map(|t| SessionMark {
+                        turn: t.index + 1,
+                        node: t.node,
+                    }),
+                );
             }
         }));
         if observed.is_err() {
