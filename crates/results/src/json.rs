@@ -328,20 +328,7 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
         dataset: r.dataset.clone(),
         degraded: r.degraded(),
         proxy_routes: r.proxy_routes.clone(),
-        lost_workers: r
-            .lost
-            .iter()
-            .map(|l| LostWorker {
-                worker: l.index,
-                host: l.host.clone(),
-                at_s: Some(l.at_s),
-                reason: l.reason.clone(),
-                planned_requests: l.planned,
-                reported_requests: l.reported,
-                planned_sessions: l.planned_sessions,
-                started_sessions: (l.planned_sessions > 0).then_some(l.started_sessions),
-            })
-            .collect(),
+        lost_workers: r.lost.iter().map(lost_worker).collect(),
         lost_planned_requests: r
             .lost
             .iter()
@@ -349,19 +336,7 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
             .sum(),
         lost_planned_sessions: r.lost_planned_sessions(),
         not_sent_at_end: r.not_sent_at_end(),
-        worker_shares: r
-            .worker_shares
-            .iter()
-            .map(|w| WorkerShare {
-                worker: w.index,
-                host: w.host.clone(),
-                planned_requests: w.planned,
-                reported_requests: w.reported,
-                not_sent_at_end: w.not_sent_at_end,
-                lost: w.lost,
-                version: w.version.clone(),
-            })
-            .collect(),
+        worker_shares: r.worker_shares.iter().map(worker_share).collect(),
         gates: super::gates::evaluate(r)
             .into_iter()
             .map(|g| {
@@ -382,6 +357,33 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
         sweep_skipped: r.skipped.clone(),
         histograms: Some(histograms(t)),
         scenario: scenario(r),
+    }
+}
+
+/// A `cicada.lost_workers` entry.
+fn lost_worker(l: &crate::LostWorker) -> LostWorker {
+    LostWorker {
+        worker: l.index,
+        host: l.host.clone(),
+        at_s: Some(l.at_s),
+        reason: l.reason.clone(),
+        planned_requests: l.planned,
+        reported_requests: l.reported,
+        planned_sessions: l.planned_sessions,
+        started_sessions: (l.planned_sessions > 0).then_some(l.started_sessions),
+    }
+}
+
+/// A `cicada.worker_shares` entry.
+fn worker_share(w: &crate::WorkerShare) -> WorkerShare {
+    WorkerShare {
+        worker: w.index,
+        host: w.host.clone(),
+        planned_requests: w.planned,
+        reported_requests: w.reported,
+        not_sent_at_end: w.not_sent_at_end,
+        lost: w.lost,
+        version: w.version.clone(),
     }
 }
 

@@ -76,7 +76,7 @@ pub fn hide(set: &mut MetricSet, hidden: &[Metric]) {
 }
 
 /// A worker that stopped reporting mid-step.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct LostWorker {
     pub index: u32,
     pub host: String,

@@ -167,8 +167,7 @@ pub fn rich() -> RunResult {
         reason: "no heartbeat for 10s".into(),
         planned: 160,
         reported: 150,
-        planned_sessions: 0,
-        started_sessions: 0,
+        ..LostWorker::default()
     }];
     r.worker_shares = vec![
         WorkerShare {
