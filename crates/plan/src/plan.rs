@@ -14,7 +14,7 @@ use crate::pool::PoolEntry;
 use crate::schedule::ScheduleSpec;
 use crate::shape::{Cooldown, Warmup};
 use crate::target::ResolvedTarget;
-use crate::workloads::WorkloadPart;
+use crate::workloads::{WorkloadPart, entry_of};
 
 /// Longest schedule counted to plan a time-bound run.
 const COUNT_LIMIT: usize = 5_000_000;
@@ -208,30 +208,56 @@ impl Plan {
         self.warmup.is_some_and(|w| w.covers(index, offset))
     }
 
-    /// Requests this worker will send, when the run is count-bound (0 when open-ended).
+    /// Whether any arrival of this plan starts a session: a session
+    /// workload's plan, or a mix with a session workload.
+    pub fn has_sessions(&self) -> bool {
+        self.conversations.is_some() || self.workloads.iter().any(|w| w.sessions.is_some())
+    }
+
+    /// Requests this worker will send, when the run is count-bound (0 when
+    /// open-ended): its arrivals, each session's counted as the requests its
+    /// turns and sub-agents send.
     pub fn planned_requests(&self) -> u64 {
         match &self.drive {
-            Drive::Open { stripe: None, .. } => 0,
             Drive::Open {
                 stripe: Some(st),
                 schedule,
                 ..
-            } if self.conversations.is_some() => {
+            } if self.has_sessions() => {
                 if schedule.requests.is_none() || schedule.duration.is_some() {
                     return 0;
                 }
-                // every conversation's requests, sub-agents' included (the pool share keeps the pool's id order)
+                // the pool share keeps the pool's id order
+                let requests_of = |id: u64| {
+                    self.pool
+                        .binary_search_by_key(&id, |e| e.id)
+                        .ok()
+                        .and_then(|i| self.pool[i].conversation.as_ref())
+                        .map_or(1, |c| c.requests())
+                };
                 schedule
                     .stripe(st.index, st.count)
-                    .map(|slot| {
-                        self.pool
-                            .binary_search_by_key(&slot.pool_id, |e| e.id)
-                            .ok()
-                            .and_then(|i| self.pool[i].conversation.as_ref())
-                            .map_or(1, |c| c.requests())
-                    })
+                    .map(
+                        |slot| match entry_of(&self.workloads, slot.index, self.seed()) {
+                            Some((w, id)) if self.workloads[w].sessions.is_some() => {
+                                requests_of(id)
+                            }
+                            Some(_) => 1,
+                            None => requests_of(slot.pool_id),
+                        },
+                    )
                     .sum()
             }
+            _ => self.planned_arrivals(),
+        }
+    }
+
+    /// Arrivals of the schedule (or closed-loop requests) this worker
+    /// starts, when the run is count-bound (0 when open-ended): a request or
+    /// a session each, as the fleet cap admits them.
+    pub fn planned_arrivals(&self) -> u64 {
+        match &self.drive {
+            Drive::Open { stripe: None, .. } => 0,
             Drive::Open {
                 stripe: Some(s),
                 schedule,
