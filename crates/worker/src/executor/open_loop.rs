@@ -5,9 +5,14 @@
 //! rate from the web UI cuts the running schedule at its instant and lets
 //! the changed one take over there (see `steering`); a change of the cap
 //! switches the gate at its instant.
+//!
+//! In a mixed run an arrival that picks a session workload starts one
+//! session instead of a request: it holds its slot of the cap (if any) from
+//! its first turn to its end, as a Locust user runs its task sequence.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cicada_plan::Drive;
@@ -15,6 +20,7 @@ use cicada_plan::shape::Cooldown;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::conversation::{Start, run_session};
 use super::dispatch;
 use super::request::send_one;
 use super::{Ended, Step};
@@ -56,6 +62,8 @@ pub(super) async fn run(
     let mut caps_taken = 0;
     let tracker = TaskTracker::new();
     let mut dispatched = 0u64;
+    // a mixed run's sessions: how many arrivals started one, their turns sent
+    let (mut sessions, turns) = (0u64, Arc::new(AtomicU64::new(0)));
     loop {
         let mut slot = tokio::select! {
             s = dispatcher.slots.recv() => match s {
@@ -113,6 +121,28 @@ pub(super) async fn run(
             }
             break;
         }
+        if let Some(settings) = step.sessions_of(&slot).cloned() {
+            let start = Start {
+                step: step.clone(),
+                slot,
+                settings,
+                clock,
+                stop: stop.clone(),
+                cancel: cancel.clone(),
+                sent: turns.clone(),
+            };
+            // boxed as a request is (below)
+            tracker.spawn(Box::pin(async move {
+                let step = start.step.clone();
+                run_session(start).await;
+                if let Some(gate) = &step.gate {
+                    gate.finished();
+                }
+            }));
+            dispatched += 1;
+            sessions += 1;
+            continue;
+        }
         let (step, cancel) = (step.clone(), cancel.clone());
         // Boxed: the request's future is kilobytes, and tokio moves a task's
         // future by value (into its cell, then at each stage change); a box
@@ -132,7 +162,7 @@ pub(super) async fn run(
     let planned = if taken <= 1 { step.planned } else { 0 };
     let not_sent_at_end = drain(&step, tracker, clock, &stop, &cancel, planned, dispatched).await;
     Ended {
-        sent: dispatched,
+        sent: dispatched - sessions + turns.load(Ordering::Relaxed),
         not_sent_at_end,
     }
 }
