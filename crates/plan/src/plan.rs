@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::closed_loop::ClosedLoop;
 use crate::pool::PoolEntry;
 use crate::schedule::ScheduleSpec;
+use crate::sessions::ConversationSettings;
 use crate::shape::{Cooldown, Warmup};
 use crate::target::ResolvedTarget;
 use crate::workloads::{WorkloadPart, entry_of};
@@ -74,27 +75,6 @@ pub struct Plan {
     /// sampling, SLO and pool.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<WorkloadPart>,
-}
-
-/// How a worker runs the `conversations` workload: each scheduled request
-/// starts the conversation of its pool entry, whose turns then follow one
-/// another on this worker.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConversationSettings {
-    /// Pause between an answer and the next turn, ms (a turn's own
-    /// `think_ms` wins).
-    pub think_time_ms: u64,
-    /// A session holds one of the worker's slots from its first turn to its
-    /// end (the concurrency unit is the session, not the turn).
-    #[serde(default)]
-    pub session_slots: bool,
-    /// Header naming the session, sent with each of its turns.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_header: Option<String>,
-    /// Each turn picks its replica as a request of its own, instead of the
-    /// session staying on the replica of its first turn.
-    #[serde(default)]
-    pub spread_turns: bool,
 }
 
 /// One window of `[[stages]]` in time after the barrier.

@@ -17,7 +17,7 @@ use cicada_request::ResolvedSampling;
 use serde::{Deserialize, Serialize};
 
 use crate::models::mix;
-use crate::plan::ConversationSettings;
+use crate::sessions::ConversationSettings;
 use crate::target::ResolvedTarget;
 
 /// One workload of a mixed run, resolved: what its requests are and how they are judged.
