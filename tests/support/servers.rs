@@ -367,6 +367,13 @@ impl VllmServer {
         })
     }
 
+    /// A server of the caller's own with more `vllm serve` flags, beside the
+    /// binary's shared one (e.g. the same model without a prefix cache);
+    /// it lives until the test binary ends.
+    pub fn started_with(flags: &[&str]) -> VllmServer {
+        Self::start(None, TINY_LEN, flags)
+    }
+
     fn start(model_var: Option<&str>, len: &[&str], flags: &[&str]) -> VllmServer {
         Self::start_env(model_var, len, flags, &[])
     }

@@ -340,4 +340,63 @@ max_concurrency = 8"#,
         Some(4)
     );
     assert!(out.contains("Sessions cut:"), "{out}");
+    // it had reported starting each of its sessions: none is unreported
+    let l = &j["cicada"]["lost_workers"][0];
+    assert_eq!(
+        (
+            l["planned_sessions"].as_u64(),
+            l["started_sessions"].as_u64()
+        ),
+        (Some(4), Some(4)),
+        "{l}"
+    );
+    assert!(j["cicada"].get("lost_planned_sessions").is_none(), "{out}");
+    assert!(!out.contains("Sessions lost unreported:"), "{out}");
+}
+
+/// A worker killed while its sessions' first turns are at the server has
+/// reported none of them: they are counted against its planned sessions
+/// as lost unreported, never dropped.
+#[test]
+fn sessions_a_lost_worker_never_reported_are_counted_against_its_plan() {
+    let _g = serial();
+    let mut f = Fleet::start(
+        r#"[dataset]
+kind = "multi_turn"
+turns = 2
+input_len = 8
+per_turn_input_len = 4
+output_len = 5
+[load]
+num_prompts = 8
+request_rate = "inf"
+max_concurrency = 8"#,
+        &["--ttft-ms", "3000", "--itl-ms", "5"],
+    );
+    // every session's first turn is at the server, none answered
+    wait_requests(&f.mock, 8, Duration::from_secs(60));
+    f.workers[0].kill().unwrap();
+    let (code, out) = f.finish(Duration::from_secs(90));
+    assert_eq!(code, Some(3), "{out}");
+    let j = f.result("result.json");
+    assert_eq!(lost(&j), [0], "{out}");
+    let c = &j["cicada"]["counters"];
+    // the survivor's four sessions
+    assert_eq!(c["sessions_started"].as_u64(), Some(4), "{c}");
+    assert_eq!(c["sessions_completed"].as_u64(), Some(4), "{c}");
+    let l = &j["cicada"]["lost_workers"][0];
+    assert_eq!(
+        (
+            l["planned_sessions"].as_u64(),
+            l["started_sessions"].as_u64()
+        ),
+        (Some(4), Some(0)),
+        "{l}"
+    );
+    assert_eq!(j["cicada"]["lost_planned_sessions"].as_u64(), Some(4));
+    assert!(out.contains("Sessions lost unreported:"), "{out}");
+    assert!(
+        out.contains("and started 0 of its 4 planned sessions"),
+        "{out}"
+    );
 }

@@ -15,6 +15,7 @@
 mod fleet;
 mod floor;
 mod level;
+mod memory;
 mod procs;
 mod rate;
 mod sim;
@@ -52,6 +53,12 @@ pub struct SelftestArgs {
     /// Instead of the levels: run the same load for each of these request
     /// counts and compare the worker's peak RSS (memory must not grow with run length).
     pub rss_requests: Vec<u64>,
+    /// Instead of the levels: this many multi-turn sessions all in flight
+    /// at once, for each count; the worker's peak RSS and its share per session.
+    pub sessions: Vec<u64>,
+    /// Instead of the levels: prompts of these many tokens, each at every
+    /// level of streams; peak worker RSS and TTFT error per length.
+    pub prompt_tokens: Vec<u32>,
     /// Skip the floor client (cicada's figures only).
     pub no_floor: bool,
     /// Serve the mock over TLS (a CA and a certificate made for the run)
@@ -142,6 +149,15 @@ pub async fn selftest(a: SelftestArgs) -> anyhow::Result<()> {
         let _ = std::fs::remove_dir_all(&dir);
         rate::write_json(a.json.as_ref(), &result?)?;
         return Ok(());
+    }
+    if !a.sessions.is_empty() || !a.prompt_tokens.is_empty() {
+        let result = if a.sessions.is_empty() {
+            memory::prompts_check(&exe, &a, &dir).await
+        } else {
+            memory::sessions_check(&exe, &a, &dir).await
+        };
+        let _ = std::fs::remove_dir_all(&dir);
+        return result;
     }
     if !a.rss_requests.is_empty() {
         println!(

@@ -42,6 +42,10 @@ pub struct Exchange {
     /// When the request went out, µs since the barrier: the start of the
     /// attempt that got the response (a resend's, if there was one).
     pub sent_us: u64,
+    /// When the request's last byte (its body's) was handed to the socket,
+    /// µs since the barrier, on HTTP/1.1 over cicada's own writer; the
+    /// request's send cost is this minus `sent_us`.
+    pub written_us: Option<u64>,
     /// Times it went again because it provably never reached the server
     /// (not failures, not new requests), by reason.
     pub resends: cicada_metrics::Resends,
@@ -128,12 +132,13 @@ pub struct Conduit<'a> {
     pub keep_output: bool,
 }
 
-/// Send `body` to `endpoint` and read the response into an [`Exchange`].
+/// Send `body` (its pieces, written as they are) to `endpoint` and read
+/// the response into an [`Exchange`].
 pub async fn perform(
     c: Conduit<'_>,
     endpoint: &Endpoint,
     request_id: &str,
-    body: &[u8],
+    body: &[bytes::Bytes],
 ) -> Exchange {
     let mut ex = Exchange {
         text: c.keep_text.then(String::new),
@@ -164,7 +169,7 @@ async fn run(
     c: Conduit<'_>,
     endpoint: &Endpoint,
     request_id: &str,
-    body: &[u8],
+    body: &[bytes::Bytes],
     ex: &mut Exchange,
 ) {
     let (codec, clock) = (c.codec, c.clock);
@@ -174,7 +179,7 @@ async fn run(
         headers: c.headers,
         request_id: Some(request_id),
         body: Some(Body {
-            bytes: body,
+            parts: body,
             content_type: codec.content_type(),
         }),
     };
@@ -186,6 +191,7 @@ async fn run(
         }
     };
     ex.sent_us = clock.us(resp.sent);
+    ex.written_us = resp.written.map(|w| clock.us(w));
     ex.resends = resp.resends;
     ex.http2 = resp.protocol == Protocol::Http2;
     ex.reused = resp.reused;

@@ -112,7 +112,7 @@ fn sampling() -> ResolvedSampling {
 
 fn entry(words: usize, output: u32) -> Ask {
     Ask {
-        prompt: Prompt::Text(vec!["w"; words].join(" ")),
+        prompt: Prompt::Text(vec!["w"; words].join(" ").into()),
         media: Default::default(),
         output_tokens: Some(output),
         structured: None,
@@ -168,7 +168,13 @@ async fn exchange_with(
     };
     let path = if stream { case.path } else { case.whole_path };
     let endpoint = http.endpoint(&format!("{base}{path}")).unwrap();
-    perform(conduit, &endpoint, "cicada-test-1", &codec.body(entry)).await
+    perform(
+        conduit,
+        &endpoint,
+        "cicada-test-1",
+        codec.shared_body(entry).parts(),
+    )
+    .await
 }
 
 #[tokio::test]

@@ -104,7 +104,7 @@ async fn exchange(url: &str, stream: bool, keep_text: bool, limit: usize) -> Exc
         keep_output: false,
     };
     let endpoint = http.endpoint(url).unwrap();
-    perform(conduit, &endpoint, "r", b"{}").await
+    perform(conduit, &endpoint, "r", &[bytes::Bytes::from_static(b"{}")]).await
 }
 
 #[tokio::test]

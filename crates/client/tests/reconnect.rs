@@ -134,6 +134,7 @@ struct Got {
 async fn exchange(client: &Client, url: &str) -> Result<Got, HttpError> {
     let endpoint = client.endpoint(url)?;
     let headers = Headers::default();
+    let parts = [bytes::Bytes::from_static(b"{}")];
     let mut resp = client
         .send(Request {
             method: Method::Post,
@@ -141,7 +142,7 @@ async fn exchange(client: &Client, url: &str) -> Result<Got, HttpError> {
             headers: &headers,
             request_id: Some("r"),
             body: Some(Body {
-                bytes: b"{}",
+                parts: &parts,
                 content_type: "application/json",
             }),
         })

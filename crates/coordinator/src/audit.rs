@@ -125,6 +125,10 @@ struct Account {
     reported: u64,
     /// Requests it said were due before the time limit and not sent by then.
     not_sent_at_end: u64,
+    /// Sessions the coordinator planned for it (0: none, or open-ended).
+    planned_sessions: u64,
+    /// Sessions its merged reports say it started.
+    sessions_started: u64,
 }
 
 /// Every worker's account in one step.
@@ -156,6 +160,19 @@ impl Audit {
         for a in self.accounts.values_mut() {
             a.planned = None;
         }
+    }
+
+    /// `worker` is to start `sessions` sessions (a count-bound session run).
+    pub fn plan_sessions(&mut self, worker: u32, sessions: u64) {
+        self.accounts.entry(worker).or_default().planned_sessions = sessions;
+    }
+
+    /// Sessions the coordinator planned for `worker`, and those its merged
+    /// reports say it started.
+    pub fn sessions(&self, worker: u32) -> (u64, u64) {
+        self.accounts
+            .get(&worker)
+            .map_or((0, 0), |a| (a.planned_sessions, a.sessions_started))
     }
 
     /// Requests the coordinator planned for `worker` (0: open-ended).
@@ -252,6 +269,11 @@ impl Audit {
         }
         account.next_seq += 1;
         account.reported = reported;
+        account.sessions_started += measured
+            .scopes
+            .iter()
+            .map(|(_, set)| set.counter(Counter::SessionsStarted))
+            .sum::<u64>();
         Ok(())
     }
 }

@@ -194,6 +194,35 @@ impl Plan {
         self.conversations.is_some() || self.workloads.iter().any(|w| w.sessions.is_some())
     }
 
+    /// Sessions this worker will start, when it runs sessions and the run
+    /// is count-bound (0 otherwise): what a lost worker's share is counted
+    /// against, so a session it never reported is never silently dropped.
+    /// In a mix, its arrivals that pick a session workload.
+    pub fn planned_sessions(&self) -> u64 {
+        match &self.drive {
+            Drive::Open {
+                stripe: Some(st),
+                schedule,
+                ..
+            } if self.has_sessions() && schedule.duration.is_none() => {
+                let Some(n) = schedule.requests else {
+                    return 0;
+                };
+                if self.workloads.is_empty() {
+                    return stripe_share(n, st.index, st.count);
+                }
+                schedule
+                    .stripe(st.index, st.count)
+                    .filter(|slot| {
+                        entry_of(&self.workloads, slot.index, self.seed())
+                            .is_some_and(|(w, _)| self.workloads[w].sessions.is_some())
+                    })
+                    .count() as u64
+            }
+            _ => 0,
+        }
+    }
+
     /// Requests this worker will send, when the run is count-bound (0 when
     /// open-ended): its arrivals, each session's counted as the requests its
     /// turns and sub-agents send.
@@ -243,10 +272,7 @@ impl Plan {
                 schedule,
                 ..
             } => match (schedule.requests, schedule.duration) {
-                (Some(n), _) => {
-                    let (count, index) = (u64::from(s.count), u64::from(s.index));
-                    n / count + u64::from(n % count > index)
-                }
+                (Some(n), _) => stripe_share(n, s.index, s.count),
                 // time-bound: the schedule is deterministic, so count it
                 // (unless it is unbounded or too long to be worth counting)
                 (None, Some(_))
@@ -264,6 +290,13 @@ impl Plan {
             Drive::Closed(c) => c.planned_requests(),
         }
     }
+}
+
+/// Of `n` global slots dealt round-robin, the ones stripe `index` of
+/// `count` gets.
+fn stripe_share(n: u64, index: u32, count: u32) -> u64 {
+    let (count, index) = (u64::from(count.max(1)), u64::from(index));
+    n / count + u64::from(n % count > index)
 }
 
 #[cfg(test)]

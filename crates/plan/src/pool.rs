@@ -2,6 +2,8 @@
 //! its known lengths. The scenario's datasets build them (`cicada-scenarios`);
 //! each worker gets the entries its stripe uses.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 /// What a pool entry sends.
@@ -10,8 +12,9 @@ pub use cicada_request::{Audio, ChatMessage, Image, Media, MediaFile, OutputShap
 /// One user turn of a multi-turn conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Turn {
-    /// The user's message.
-    pub user: String,
+    /// The user's message (shared: the session's history holds this text,
+    /// not a copy of it).
+    pub user: Arc<str>,
     /// Tokens of the user's message alone.
     pub input_tokens: u32,
     /// Output tokens to ask for this turn, when known.
@@ -34,9 +37,9 @@ pub struct Turn {
 
 impl Turn {
     /// A plain turn of a multi-turn session: a request, no fan-out.
-    pub fn chat(user: String, input_tokens: u32, output_tokens: Option<u32>) -> Turn {
+    pub fn chat(user: impl Into<Arc<str>>, input_tokens: u32, output_tokens: Option<u32>) -> Turn {
         Turn {
-            user,
+            user: user.into(),
             input_tokens,
             output_tokens,
             think_ms: None,
@@ -84,8 +87,8 @@ impl Branch {
 /// model's real answers, on one worker, one turn at a time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Conversation {
-    /// A leading system message.
-    pub system: Option<String>,
+    /// A leading system message (shared by the session's turns).
+    pub system: Option<Arc<str>>,
     /// Tokens of the system message.
     pub system_tokens: u32,
     /// The user turns, in order (never empty).

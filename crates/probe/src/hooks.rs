@@ -223,7 +223,7 @@ impl Hooks {
                     headers: &self.headers,
                     request_id: None,
                     body: Some(Body {
-                        bytes: b"",
+                        parts: &[],
                         content_type: "application/json",
                     }),
                 };

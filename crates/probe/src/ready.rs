@@ -218,8 +218,9 @@ impl Check {
             Err(e) => return Ok(Err(NoAnswer(e.to_string()))),
         };
         let method = if post { Method::Post } else { Method::Get };
+        let empty = cicada_client::backend::SharedBody::from(b"{}".to_vec());
         let body = post.then_some(Body {
-            bytes: b"{}",
+            parts: empty.parts(),
             content_type: "application/json",
         });
         let request = Request {
@@ -366,7 +367,7 @@ impl Check {
                     url: url.clone(),
                     source,
                 })?;
-            let body = codec.body(&ask);
+            let body = codec.shared_body(&ask);
             let what = format!("the test request to {url} did not succeed");
             self.until_ready(&what, || async {
                 let clock = Clock::new(Instant::now());
@@ -379,7 +380,7 @@ impl Check {
                     keep_text: false,
                     keep_output: false,
                 };
-                let sent = perform(conduit, &endpoint, "cicada-probe", &body);
+                let sent = perform(conduit, &endpoint, "cicada-probe", body.parts());
                 let Some(ex) = self.by_deadline(sent).await else {
                     return Ok(Attempt::Retry(NO_ANSWER.to_string()));
                 };

@@ -1,22 +1,36 @@
 //! What a request asks: plain text or a conversation.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-/// A chat message as sent in a `messages` array.
+/// A chat message as sent in a `messages` array. Its texts are shared
+/// (`Arc<str>`): a session's history, the request that carries it and the
+/// body written from it point at the same bytes, never a copy per turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatMessage {
-    pub role: String,
-    pub content: String,
+    pub role: Arc<str>,
+    pub content: Arc<str>,
+}
+
+impl ChatMessage {
+    /// A message of `role` saying `content` (shared, not copied).
+    pub fn new(role: impl Into<Arc<str>>, content: impl Into<Arc<str>>) -> Self {
+        Self {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
 }
 
 /// The prompt of one request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Prompt {
-    /// Plain text (sent as `prompt`, or as one user message to chat APIs).
-    Text(String),
+    /// Plain text (sent as `prompt`, or as one user message to chat APIs),
+    /// shared: every request and body built from it points at these bytes.
+    Text(Arc<str>),
     /// A ready-made conversation (sent as `messages`, or joined for text APIs).
     Chat(Vec<ChatMessage>),
     /// Several texts pooled in one request (an embeddings `input` list).
@@ -36,7 +50,7 @@ impl Prompt {
     /// text-only API is sent, and what fingerprints and counts read.
     pub fn text(&self) -> Cow<'_, str> {
         match self {
-            Prompt::Text(t) => Cow::Borrowed(t),
+            Prompt::Text(t) => Cow::Borrowed(&**t),
             Prompt::Chat(msgs) => {
                 let mut out = String::new();
                 for m in msgs {
@@ -100,14 +114,8 @@ mod tests {
     #[test]
     fn a_conversation_reads_one_message_a_line() {
         let chat = Prompt::Chat(vec![
-            ChatMessage {
-                role: "system".into(),
-                content: "be brief".into(),
-            },
-            ChatMessage {
-                role: "user".into(),
-                content: "hi".into(),
-            },
+            ChatMessage::new("system", "be brief"),
+            ChatMessage::new("user", "hi"),
         ]);
         assert_eq!(chat.text(), "be brief\nhi\n");
         assert_eq!(chat.text_bytes(), 10);
@@ -122,10 +130,7 @@ mod tests {
     /// The scenario file's and plan's spelling: `{"chat": [...]}`, `{"text": ...}`.
     #[test]
     fn prompts_keep_their_serde_spelling() {
-        let chat = Prompt::Chat(vec![ChatMessage {
-            role: "user".into(),
-            content: "hi".into(),
-        }]);
+        let chat = Prompt::Chat(vec![ChatMessage::new("user", "hi")]);
         let json = serde_json::to_string(&chat).unwrap();
         assert_eq!(json, r#"{"chat":[{"role":"user","content":"hi"}]}"#);
         assert_eq!(serde_json::from_str::<Prompt>(&json).unwrap(), chat);

@@ -273,6 +273,10 @@ pub struct Cicada {
     pub degraded: bool,
     pub lost_workers: Vec<LostWorker>,
     pub lost_planned_requests: u64,
+    /// Lost workers' planned sessions they never reported starting (in
+    /// flight with no turn reported, or never begun); absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub lost_planned_sessions: u64,
     /// Requests due before the time limit that the workers had not sent by
     /// then (they were behind their schedule); never sent late, not lost.
     pub not_sent_at_end: u64,
@@ -549,6 +553,13 @@ pub struct LostWorker {
     pub reason: String,
     pub planned_requests: u64,
     pub reported_requests: u64,
+    /// Sessions it was to start (a count-bound session run; absent otherwise).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub planned_sessions: u64,
+    /// Sessions its reports said it started before the loss (with
+    /// `planned_sessions`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_sessions: Option<u64>,
 }
 
 /// One worker's planned and reported requests.
@@ -638,6 +649,11 @@ pub mod sum_squares {
 
 /// How histograms are encoded in `data`.
 pub const HISTOGRAM_ENCODING: &str = "hdrhistogram-v2-deflate-base64";
+
+/// A count that is 0 is left out of the file (serde's `skip_serializing_if`).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
 
 #[cfg(test)]
 mod tests {

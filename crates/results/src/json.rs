@@ -343,6 +343,8 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
                 reason: l.reason.clone(),
                 planned_requests: l.planned,
                 reported_requests: l.reported,
+                planned_sessions: l.planned_sessions,
+                started_sessions: (l.planned_sessions > 0).then_some(l.started_sessions),
             })
             .collect(),
         lost_planned_requests: r
@@ -350,6 +352,7 @@ fn cicada(r: &RunResult, s: &Summary, percentiles: &[f64]) -> Cicada {
             .iter()
             .map(|l| l.planned.saturating_sub(l.reported))
             .sum(),
+        lost_planned_sessions: r.lost_planned_sessions(),
         not_sent_at_end: r.not_sent_at_end(),
         worker_shares: r
             .worker_shares

@@ -87,6 +87,10 @@ pub struct LostWorker {
     pub planned: u64,
     /// Requests it reported before it was lost (these stay counted).
     pub reported: u64,
+    /// Sessions it was to start in the step (0: none, or open-ended).
+    pub planned_sessions: u64,
+    /// Sessions its reports said it started before it was lost.
+    pub started_sessions: u64,
 }
 
 /// One worker's part of a step.
@@ -266,6 +270,15 @@ impl RunResult {
     pub fn pools(&self) -> bool {
         let sc = &self.scenario;
         sc.target.backend.pools(sc.mock.api)
+    }
+
+    /// Sessions lost workers were to start and never reported starting:
+    /// in flight with no turn reported yet, or never begun.
+    pub fn lost_planned_sessions(&self) -> u64 {
+        self.lost
+            .iter()
+            .map(|l| l.planned_sessions.saturating_sub(l.started_sessions))
+            .sum()
     }
 
     /// Requests due before the time limit that no worker had sent by then.

@@ -167,6 +167,8 @@ pub fn rich() -> RunResult {
         reason: "no heartbeat for 10s".into(),
         planned: 160,
         reported: 150,
+        planned_sessions: 0,
+        started_sessions: 0,
     }];
     r.worker_shares = vec![
         WorkerShare {

@@ -5,6 +5,8 @@
 use cicada_metrics::{EXACT_EVENTS, Events, RequestRecord, Scope};
 use serde::Serialize;
 
+use crate::recorder::SessionTurn;
+
 /// Where the records of this worker come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DetailContext {
@@ -36,6 +38,12 @@ struct Line<'a, E> {
     content_events: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     events_cap: Option<u64>,
+    /// A session's turn: its index (1 + the requests answered before it on
+    /// its path, as TTFT by turn counts) and its node in the session's tree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_turn: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_node: Option<u64>,
     ttft_ms: Option<f64>,
     tpot_ms: Option<f64>,
     e2el_ms: Option<f64>,
@@ -59,6 +67,7 @@ pub fn append_line<E: Events + Serialize>(
     ctx: DetailContext,
     scope: Scope,
     rec: &RequestRecord<E>,
+    turn: Option<SessionTurn>,
 ) {
     let ok = rec.outcome.is_ok();
     let timed = rec.reasoning.as_ref().filter(|_| ok && rec.streamed);
@@ -70,6 +79,8 @@ pub fn append_line<E: Events + Serialize>(
         record: rec,
         content_events: rec.events.count(),
         events_cap: rec.events.log().merged().then_some(EVENTS_CAP),
+        session_turn: turn.map(|t| t.index + 1),
+        session_node: turn.map(|t| t.node),
         ttft_ms: ms(rec.ttft_us().filter(|_| ok && rec.streamed)),
         tpot_ms: ms(rec.tpot_us().filter(|_| ok && rec.streamed)),
         e2el_ms: ms(rec.e2el_us().filter(|_| ok)),
@@ -132,10 +143,21 @@ mod tests {
             stage: 1,
             ..Scope::default()
         };
-        append_line(&mut buf, ctx, window, &rec);
-        append_line(&mut buf, ctx, Scope::default(), &rec);
+        append_line(&mut buf, ctx, window, &rec, None);
+        let turn = SessionTurn {
+            first: false,
+            index: 2,
+            node: 5,
+        };
+        append_line(&mut buf, ctx, Scope::default(), &rec, Some(turn));
         let text = String::from_utf8(buf).unwrap();
         assert_eq!(text.lines().count(), 2);
+        let second: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
+        assert_eq!(
+            (&second["session_turn"], &second["session_node"]),
+            (&serde_json::json!(3), &serde_json::json!(5)),
+            "a session's turn says its index (as TTFT by turn counts it) and node"
+        );
         let v: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
         assert_eq!(v["stage"], 2, "the sweep step");
         assert_eq!(v["phase"], 1, "the [[stages]] window");
@@ -148,6 +170,7 @@ mod tests {
         assert_eq!(v["events"][1]["tokens"], 2);
         assert_eq!(v["content_events"], 2);
         assert!(v.get("events_cap").is_none(), "every event is there");
+        assert!(v.get("session_turn").is_none(), "not a session's turn");
         // the line reads back as the record it came from
         let back: RequestRecord = serde_json::from_value(v).unwrap();
         assert_eq!(back, rec);
@@ -195,6 +218,7 @@ mod tests {
             DetailContext { step: 0, worker: 0 },
             Scope::default(),
             &rec,
+            None,
         );
         let v: serde_json::Value = serde_json::from_slice(&buf).unwrap();
         assert_eq!(v["content_events"], n);

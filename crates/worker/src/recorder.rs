@@ -29,6 +29,10 @@ pub struct SessionTurn {
     /// Requests answered before it on its path from the session's start
     /// (0 for the first turn; a sub-agent's turn counts its parents').
     pub index: u64,
+    /// Its node in the session's tree, numbered depth first (a turn, then
+    /// its sub-agents' nodes, then the next turn): a line of
+    /// `requests.jsonl` names it, so a reader can rebuild the tree.
+    pub node: u64,
 }
 
 /// A session that ran to its end, every request answered.
@@ -109,7 +113,7 @@ impl Recorder {
 
     /// Record one finished request in `scope`.
     pub fn record<E: Events + Serialize>(&self, scope: Scope, rec: &RequestRecord<E>) {
-        self.record_with(scope, rec, |_| {});
+        self.record_with(scope, rec, None, |_| {});
     }
 
     /// Record a request and, under the same lock, what `also` adds to its
@@ -118,6 +122,7 @@ impl Recorder {
         &self,
         scope: Scope,
         rec: &RequestRecord<E>,
+        turn: Option<SessionTurn>,
         also: impl FnOnce(&mut MetricSet),
     ) {
         self.warn_events_over_usage(rec);
@@ -134,7 +139,7 @@ impl Recorder {
             set.observe(rec, self.slo_of(scope));
             also(set);
             if let Some(ctx) = self.details {
-                append_line(&mut shard.details, ctx, scope, rec);
+                append_line(&mut shard.details, ctx, scope, rec, turn);
             }
         }));
         if observed.is_err() {
@@ -154,7 +159,7 @@ impl Recorder {
         rec: &RequestRecord<E>,
         turn: SessionTurn,
     ) {
-        self.record_with(scope, rec, |set| {
+        self.record_with(scope, rec, Some(turn), |set| {
             set.counters.add(Counter::SessionTurns, 1);
             if turn.first {
                 set.counters.add(Counter::SessionsStarted, 1);

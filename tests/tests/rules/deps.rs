@@ -113,6 +113,8 @@ pub fn allowed(package: &str) -> Option<&'static [&'static str]> {
             "cicada-coordinator",
             "cicada-metrics",
             "cicada-proto",
+            // the send-cost harness builds its own requests for the client
+            "cicada-request",
             "cicada-sys",
         ],
         // the binary reads the flags and hands each library its own settings

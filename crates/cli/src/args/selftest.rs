@@ -33,6 +33,17 @@ pub struct SelftestArgs {
     /// counts and compare the worker's peak RSS (memory must not grow with run length).
     #[arg(long, value_delimiter = ',')]
     pub rss_requests: Vec<u64>,
+    /// Instead of the levels: this many multi-turn sessions all in flight
+    /// at once (5 turns of 1,024 + 4x128 input tokens, 8 output tokens, 5 s
+    /// think time, mock TTFT and gap 100 ms), for each count; prints the
+    /// worker's peak RSS and its share per session.
+    #[arg(long, value_delimiter = ',')]
+    pub sessions: Vec<u64>,
+    /// Instead of the levels: prompts of these many tokens (e.g.
+    /// 1024,32768,131072), each at every --levels count of streams in a
+    /// closed loop; prints peak worker RSS, TTFT error and p99 per length.
+    #[arg(long, value_delimiter = ',')]
+    pub prompt_tokens: Vec<u32>,
     /// Skip the floor client (cicada's figures only).
     #[arg(long)]
     pub no_floor: bool,
@@ -97,6 +108,8 @@ impl From<SelftestArgs> for cicada_bench::SelftestArgs {
             worker_core,
             json,
             rss_requests,
+            sessions,
+            prompt_tokens,
             no_floor,
             tls,
             http,
@@ -121,6 +134,8 @@ impl From<SelftestArgs> for cicada_bench::SelftestArgs {
             worker_core,
             json,
             rss_requests,
+            sessions,
+            prompt_tokens,
             no_floor,
             tls,
             http,

@@ -31,8 +31,8 @@ pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
         ),
         Prompt::Chat(msgs) => {
             let (system, rest): (Vec<_>, Vec<_>) =
-                msgs.iter().partition(|msg| msg.role == "system");
-            let system: Vec<&str> = system.iter().map(|msg| msg.content.as_str()).collect();
+                msgs.iter().partition(|msg| &*msg.role == "system");
+            let system: Vec<&str> = system.iter().map(|msg| &*msg.content).collect();
             (system, rest.into_iter().map(|msg| json!(msg)).collect())
         }
     };
@@ -273,22 +273,10 @@ mod tests {
         let b = codec(WireApi::Messages, ServerFamily::Mock, false);
         let chat = Ask {
             prompt: Prompt::Chat(vec![
-                ChatMessage {
-                    role: "system".into(),
-                    content: "be brief".into(),
-                },
-                ChatMessage {
-                    role: "user".into(),
-                    content: "hi".into(),
-                },
-                ChatMessage {
-                    role: "assistant".into(),
-                    content: "yo".into(),
-                },
-                ChatMessage {
-                    role: "user".into(),
-                    content: "more".into(),
-                },
+                ChatMessage::new("system", "be brief"),
+                ChatMessage::new("user", "hi"),
+                ChatMessage::new("assistant", "yo"),
+                ChatMessage::new("user", "more"),
             ]),
             output_tokens: None,
             structured: None,

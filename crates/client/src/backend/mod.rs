@@ -14,6 +14,7 @@ mod openai;
 mod rerank;
 mod responses;
 mod score;
+mod shared;
 mod spelled;
 mod tei;
 mod tgi;
@@ -27,6 +28,7 @@ use serde_json::{Map, Value};
 
 pub use ask::Ask;
 pub use messages::DEFAULT_MAX_TOKENS as MESSAGES_DEFAULT_MAX_TOKENS;
+pub use shared::SharedBody;
 
 /// Token counts a server reported.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

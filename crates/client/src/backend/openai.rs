@@ -119,14 +119,8 @@ mod tests {
         });
         let mut e = entry();
         e.prompt = Prompt::Chat(vec![
-            ChatMessage {
-                role: "system".into(),
-                content: "s".into(),
-            },
-            ChatMessage {
-                role: "user".into(),
-                content: "look".into(),
-            },
+            ChatMessage::new("system", "s"),
+            ChatMessage::new("user", "look"),
         ]);
         e.media.images = vec![
             Image::Synthetic {

@@ -22,7 +22,7 @@ pub(super) fn body(b: &ApiCodec, entry: &Ask) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("model".into(), Value::String(b.model.clone()));
     let input = match &entry.prompt {
-        Prompt::Text(t) if entry.media.images.is_empty() => Value::String(t.clone()),
+        Prompt::Text(t) if entry.media.images.is_empty() => Value::String(t.to_string()),
         _ => Value::Array(spelled::messages(Spelling::Responses, entry)),
     };
     m.insert("input".into(), input);
@@ -317,14 +317,8 @@ mod tests {
         quiet.sampling.ignore_eos = false;
         let chat = Ask {
             prompt: Prompt::Chat(vec![
-                ChatMessage {
-                    role: "system".into(),
-                    content: "be brief".into(),
-                },
-                ChatMessage {
-                    role: "user".into(),
-                    content: "hi".into(),
-                },
+                ChatMessage::new("system", "be brief"),
+                ChatMessage::new("user", "hi"),
             ]),
             output_tokens: None,
             structured: None,

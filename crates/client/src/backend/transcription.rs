@@ -128,7 +128,7 @@ mod tests {
     fn the_form_carries_the_clip_and_the_fields() {
         let b = codec(WireApi::Transcription, ServerFamily::Openai, true);
         let ask = Ask {
-            prompt: Prompt::Text(String::new()),
+            prompt: Prompt::Text("".into()),
             media: cicada_request::Media {
                 images: Vec::new(),
                 audio: Some(Audio::Synthetic {

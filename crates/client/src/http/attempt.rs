@@ -93,7 +93,14 @@ impl Client {
         origin: &Arc<Origin>,
         fresh: Option<Stream>,
     ) -> Result<Response, Attempt> {
-        let bytes = render(req, origin);
+        let head = render(req, origin);
+        // the head, then the body's pieces as they are (a shared prompt is
+        // written from where it lies, never copied into a request buffer)
+        let mut parts = Vec::with_capacity(1 + req.body.map_or(0, |b| b.parts.len()));
+        parts.push(&head[..]);
+        if let Some(body) = req.body {
+            parts.extend(body.parts.iter().map(|p| &p[..]));
+        }
         let parked = match fresh {
             None if self.settings().keep_alive => origin.pool.checkout_wire(),
             _ => None,
@@ -104,20 +111,24 @@ impl Client {
             (Some((c, _)), _) => (c, 0),
             (None, Some(s)) => (Conn::new(s), 0),
             (None, None) => {
-                let (s, n) = self.open(origin, &bytes).await.map_err(Attempt::Failed)?;
+                let (s, n) = self.open(origin, &head).await.map_err(Attempt::Failed)?;
                 (Conn::new(s), n)
             }
         };
-        let (n, head) = exchange_head(&mut conn, &bytes[written..]).await;
+        let (n, at, answer) = exchange_head(&mut conn, &parts, written).await;
         written += n;
-        match head {
-            Ok(head) => Ok(Response::wire(
-                conn,
-                head,
-                reused,
-                origin.clone(),
-                self.settings().keep_alive,
-            )),
+        match answer {
+            Ok(head) => {
+                let mut resp = Response::wire(
+                    conn,
+                    head,
+                    reused,
+                    origin.clone(),
+                    self.settings().keep_alive,
+                );
+                resp.written = Some(at);
+                Ok(resp)
+            }
             Err((ResponsePhase::Started, e)) => Err(Attempt::Failed(e)),
             // not a byte of it left: it cannot have reached the server
             Err((ResponsePhase::NotStarted, e)) if written == 0 && !conn.is_tls() => {
@@ -323,10 +334,10 @@ fn absolute_form(origin: &Origin) -> Option<&ProxyRoute> {
     origin.route.as_ref().filter(|r| !r.connect)
 }
 
-/// The request in HTTP/1.1 bytes for our own writer.
+/// The request's head in HTTP/1.1 bytes for our own writer (its body's
+/// pieces follow it on the wire as they are).
 fn render(req: &Request<'_>, origin: &Origin) -> Vec<u8> {
-    let mut bytes =
-        Vec::with_capacity(192 + req.headers.lines.len() + req.body.map_or(0, |b| b.bytes.len()));
+    let mut bytes = Vec::with_capacity(192 + req.headers.lines.len());
     let mut extra: [(&str, &str); 3] = [("", ""); 3];
     let mut n = 0;
     let proxied = absolute_form(origin);
@@ -357,7 +368,7 @@ fn render(req: &Request<'_>, origin: &Origin) -> Vec<u8> {
         &origin.host_header,
         &req.headers.lines,
         &extra[..n],
-        req.body.map(|b| b.bytes),
+        req.body.map(|b| b.len()),
     );
     bytes
 }
@@ -380,10 +391,12 @@ fn hyper_request(
         Method::Get => http::Method::GET,
         Method::Post => http::Method::POST,
     };
-    let body = Full::new(
-        req.body
-            .map_or_else(Bytes::new, |b| Bytes::copy_from_slice(b.bytes)),
-    );
+    // hyper takes one buffer: a body of one piece is shared, of several joined
+    let body = Full::new(match req.body.map(|b| b.parts) {
+        None | Some([]) => Bytes::new(),
+        Some([one]) => one.clone(),
+        Some(parts) => Bytes::from(parts.concat()),
+    });
     let mut request = http::Request::builder()
         .method(method)
         .uri(&uri)
@@ -426,15 +439,22 @@ fn hyper_request(
     Ok(request)
 }
 
-/// Write the request and read the response head: the bytes written, and
-/// the head or the failure with whether any response byte had arrived. A
+/// Write the request and read the response head: the bytes written, when
+/// the last of them went to the socket, and the head or the failure with
+/// whether any response byte had arrived. A
 /// write that fails may still have a response waiting (a server that
 /// answered early and closed), so the head is read either way.
 async fn exchange_head(
     conn: &mut Conn,
-    bytes: &[u8],
-) -> (usize, Result<wire::Head, (ResponsePhase, HttpError)>) {
-    let (written, outcome) = conn.send(bytes).await;
+    parts: &[&[u8]],
+    skip: usize,
+) -> (
+    usize,
+    tokio::time::Instant,
+    Result<wire::Head, (ResponsePhase, HttpError)>,
+) {
+    let (written, outcome) = conn.send(parts, skip).await;
+    let at = tokio::time::Instant::now();
     let head = match (outcome, conn.read_head().await) {
         (_, Ok(head)) => Ok(head),
         (Err(w), Err((ResponsePhase::NotStarted, _))) => Err((
@@ -443,5 +463,5 @@ async fn exchange_head(
         )),
         (_, Err(e)) => Err(e),
     };
-    (written, head)
+    (written, at, head)
 }

@@ -59,13 +59,15 @@ impl Conn {
     }
 
     /// Write a whole request (or the rest of one the connect began to
-    /// write); on failure, the bytes that went out first.
-    pub async fn send(&mut self, request: &[u8]) -> (usize, io::Result<()>) {
+    /// write): `parts` are its pieces (head, then the body's), `skip` the
+    /// bytes of them already written. Returns the bytes this call wrote,
+    /// also on failure.
+    pub async fn send(&mut self, parts: &[&[u8]], skip: usize) -> (usize, io::Result<()>) {
         self.uses += 1;
-        if request.is_empty() {
+        if parts.iter().map(|p| p.len()).sum::<usize>() <= skip {
             return (0, Ok(()));
         }
-        self.stream.write_counted(request).await
+        self.stream.write_counted(parts, skip).await
     }
 
     /// The socket's descriptor, for checks that read nothing.

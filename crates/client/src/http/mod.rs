@@ -34,6 +34,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+/// The shared bytes a [`Body`] is made of.
+pub use bytes::Bytes;
 use cicada_request::{
     AddressChoice, DEFAULT_MAX_EVENT_SIZE, HttpVersion, ProxySetting, TlsSettings,
 };
@@ -312,8 +314,23 @@ pub struct Request<'a> {
 /// multipart form for uploads).
 #[derive(Debug, Clone, Copy)]
 pub struct Body<'a> {
-    pub bytes: &'a [u8],
+    /// The body's bytes in pieces, written one after another as they are
+    /// (a codec's JSON around a pool's shared prompt text: never joined
+    /// into one buffer on HTTP/1.1).
+    pub parts: &'a [Bytes],
     pub content_type: &'a str,
+}
+
+impl Body<'_> {
+    /// Bytes of the whole body.
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(Bytes::len).sum()
+    }
+
+    /// Whether the body has no byte.
+    pub fn is_empty(&self) -> bool {
+        self.parts.iter().all(Bytes::is_empty)
+    }
 }
 
 impl Client {

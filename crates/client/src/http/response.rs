@@ -34,6 +34,9 @@ pub struct Response {
     /// When the attempt that got this response began (before its connect,
     /// if it needed one): the request's send time.
     pub sent: Instant,
+    /// When the request's last byte went to the socket (HTTP/1.1 over
+    /// cicada's writer; `None` on hyper's, which does not say).
+    pub written: Option<Instant>,
     /// Times the request went again because it provably never reached the
     /// server (see `send`), by reason.
     pub resends: Resends,
@@ -101,6 +104,7 @@ impl Response {
             content_type: None,
             location: None,
             sent: Instant::now(),
+            written: None,
             resends: Resends::default(),
             protocol,
             reused,

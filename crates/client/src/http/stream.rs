@@ -11,6 +11,27 @@ use tokio_rustls::client::TlsStream;
 
 use super::io::StampedTcp;
 
+/// Most pieces handed to one vectored write (the kernel's `IOV_MAX` is 1024).
+const MAX_SLICES: usize = 64;
+
+/// The pieces of `parts` past their first `from` bytes, as one vectored
+/// write takes them (at most [`MAX_SLICES`]; the rest go in the next write).
+fn io_slices<'a>(parts: &[&'a [u8]], mut from: usize) -> Vec<io::IoSlice<'a>> {
+    let mut out = Vec::with_capacity(parts.len().min(MAX_SLICES));
+    for part in parts {
+        if from >= part.len() {
+            from -= part.len();
+            continue;
+        }
+        out.push(io::IoSlice::new(&part[from..]));
+        from = 0;
+        if out.len() == MAX_SLICES {
+            break;
+        }
+    }
+    out
+}
+
 /// Plain TCP or TLS, both over a stamped socket.
 #[derive(Debug)]
 pub(crate) enum Stream {
@@ -19,14 +40,18 @@ pub(crate) enum Stream {
 }
 
 impl Stream {
-    /// Write all of `bytes`; on failure, how many went to the socket first
-    /// (on TLS, counted in plaintext handed to rustls).
-    pub async fn write_counted(&mut self, bytes: &[u8]) -> (usize, io::Result<()>) {
+    /// Write all of `parts` (one after another) past their first `skip`
+    /// bytes, with vectored writes: the pieces go to the socket as they
+    /// are, never joined into one buffer. Returns how many bytes this call
+    /// wrote, also on failure (on TLS, counted in plaintext handed to rustls).
+    pub async fn write_counted(&mut self, parts: &[&[u8]], skip: usize) -> (usize, io::Result<()>) {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
         let mut done = 0;
-        while done < bytes.len() {
+        while skip + done < total {
+            let slices = io_slices(parts, skip + done);
             let n = match self {
-                Stream::Plain(s) => s.write(&bytes[done..]).await,
-                Stream::Tls(s) => s.write(&bytes[done..]).await,
+                Stream::Plain(s) => s.write_vectored(&slices).await,
+                Stream::Tls(s) => s.write_vectored(&slices).await,
             };
             match n {
                 Ok(0) => return (done, Err(io::ErrorKind::WriteZero.into())),
@@ -149,7 +174,7 @@ mod tests {
                     ),
                 }
             }
-            assert!(stream.write_counted(b"k").await.1.is_ok());
+            assert!(stream.write_counted(&[b"k"], 0).await.1.is_ok());
         }
         server.join().unwrap();
     }
@@ -215,5 +240,36 @@ mod tests {
         );
         drop(stream);
         server.await.unwrap();
+    }
+
+    /// A request written as pieces (its head, then a body's parts, one of
+    /// them larger than a socket takes at once) arrives as the pieces
+    /// joined, from any byte a first write stopped at, over plain TCP and
+    /// more than [`MAX_SLICES`] pieces.
+    #[tokio::test]
+    async fn pieces_arrive_joined_from_where_the_first_write_stopped() {
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let small: Vec<Vec<u8>> = (0..100u8).map(|i| vec![i; usize::from(i) % 7]).collect();
+        let mut parts: Vec<&[u8]> = vec![b"POST / HTTP/1.1\r\n\r\n", &big];
+        parts.extend(small.iter().map(Vec::as_slice));
+        let whole = parts.concat();
+        for skip in [0, 5, 19, whole.len() - 10] {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let server = std::thread::spawn(move || {
+                let (mut s, _) = listener.accept().unwrap();
+                let mut got = Vec::new();
+                s.read_to_end(&mut got).unwrap();
+                got
+            });
+            let Opened { tcp, .. } = connect_and_send(addr, &[]).await.unwrap();
+            let mut stream = Stream::Plain(StampedTcp::new(tcp));
+            let (n, done) = stream.write_counted(&parts, skip).await;
+            assert!(done.is_ok());
+            assert_eq!(n, whole.len() - skip);
+            drop(stream);
+            let got = server.join().unwrap();
+            assert!(got == whole[skip..], "skip {skip}: the bytes differ");
+        }
     }
 }

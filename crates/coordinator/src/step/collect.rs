@@ -57,15 +57,24 @@ pub(super) struct Collect {
 }
 
 impl Collect {
-    /// Collecting a step planned as `planned` (requests per member).
-    pub(super) fn new(step: u32, planned: &BTreeMap<u32, u64>, cap: Option<FleetCap>) -> Self {
+    /// Collecting a step planned as `planned` (requests and sessions per
+    /// member).
+    pub(super) fn new(
+        step: u32,
+        planned: &BTreeMap<u32, (u64, u64)>,
+        cap: Option<FleetCap>,
+    ) -> Self {
+        let mut audit = Audit::new(planned.iter().map(|(w, (p, _))| (*w, *p)));
+        for (w, (_, sessions)) in planned {
+            audit.plan_sessions(*w, *sessions);
+        }
         Collect {
             step,
             start: None,
             all: planned.keys().copied().collect(),
             ready: BTreeSet::new(),
             finished: BTreeSet::new(),
-            audit: Audit::new(planned.iter().map(|(w, p)| (*w, *p))),
+            audit,
             stop_deadline: None,
             cap,
             admits: Vec::new(),
@@ -74,7 +83,7 @@ impl Collect {
             bases: BTreeMap::new(),
             saturation: None,
             end: StepEnd {
-                planned: planned.values().sum(),
+                planned: planned.values().map(|(p, _)| p).sum(),
                 ..StepEnd::default()
             },
         }
@@ -493,21 +502,31 @@ impl Collect {
             .get(&worker)
             .map(|m| m.host.clone())
             .unwrap_or_default();
-        tracing::warn!(worker, %host, %reason, "lost a worker");
-        self.end.lost.push(LostWorker {
-            index: worker,
-            host,
-            at_s: self.since_start(),
-            reason,
-            planned: self.audit.planned(worker),
-            reported: self.audit.reported(worker),
-        });
+        let at_s = self.since_start();
+        self.lost(worker, host, at_s, reason);
         fleet.let_go(worker);
         agg.retire(worker);
         self.finished.insert(worker);
         if let Some(cap) = &mut self.cap {
             self.admits.extend(cap.gone(worker));
         }
+    }
+
+    /// Book `worker` as lost `at_s` into the step, with what it was to do
+    /// and what it reported.
+    fn lost(&mut self, worker: u32, host: String, at_s: f64, reason: String) {
+        tracing::warn!(worker, %host, %reason, "lost a worker");
+        let (planned_sessions, started_sessions) = self.audit.sessions(worker);
+        self.end.lost.push(LostWorker {
+            index: worker,
+            host,
+            at_s,
+            reason,
+            planned: self.audit.planned(worker),
+            reported: self.audit.reported(worker),
+            planned_sessions,
+            started_sessions,
+        });
     }
 
     /// Seconds since the start barrier (0 before it).
@@ -537,15 +556,7 @@ impl Collect {
                     .get(&e.worker)
                     .map(|m| m.host.clone())
                     .unwrap_or_default();
-                tracing::warn!(worker = e.worker, %host, reason = %e.reason, "lost a worker");
-                self.end.lost.push(LostWorker {
-                    index: e.worker,
-                    host,
-                    at_s: self.end.elapsed_s,
-                    reason: e.reason,
-                    planned: self.audit.planned(e.worker),
-                    reported: self.audit.reported(e.worker),
-                });
+                self.lost(e.worker, host, self.end.elapsed_s, e.reason);
                 // its stripe of the next step would go unserved
                 fleet.let_go(e.worker);
             }

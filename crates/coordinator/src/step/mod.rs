@@ -102,10 +102,10 @@ pub async fn run_step(
 ) -> Result<StepEnd, RunError> {
     // what the plans' pools are read for (a conversation's turns), before
     // the pools go
-    let planned: BTreeMap<u32, u64> = step
+    let planned: BTreeMap<u32, (u64, u64)> = step
         .plans
         .iter()
-        .map(|(m, p)| (*m, p.planned_requests()))
+        .map(|(m, p)| (*m, (p.planned_requests(), p.planned_sessions())))
         .collect();
     let cap = fleet_cap(step.plans);
     for (member, plan) in step.plans.iter_mut() {

@@ -321,11 +321,8 @@ mod tests {
         );
         let pool = build_pool(&s, None).unwrap();
         let mut p = plans_for(&s, &target(), &pool, None, "r", 0, 1).remove(0);
-        p.pool[0].prompt = Prompt::Chat(vec![ChatMessage {
-            role: "system".into(),
-            content: "be brief".into(),
-        }]);
-        p.pool[1].prompt = Prompt::Text(String::new());
+        p.pool[0].prompt = Prompt::Chat(vec![ChatMessage::new("system", "be brief")]);
+        p.pool[1].prompt = Prompt::Text("".into());
         p.pool[2].prompt = Prompt::Batch(vec!["a b".into(), String::new(), "c".into()]);
         p.pool[3].prompt = Prompt::Rerank {
             query: "q".into(),
@@ -339,15 +336,15 @@ mod tests {
                 think_ms: Some(40),
                 forks: vec![cicada_plan::pool::Branch {
                     turns: vec![
-                        Turn::chat("sub".into(), 1, Some(2)),
+                        Turn::chat("sub", 1, Some(2)),
                         Turn {
                             tool_ms: Some(7),
-                            ..Turn::chat("result".into(), 1, None)
+                            ..Turn::chat("result", 1, None)
                         },
                     ],
                     fresh: true,
                 }],
-                ..Turn::chat("hi".into(), 1, Some(3))
+                ..Turn::chat("hi", 1, Some(3))
             }],
         });
         p.conversations = Some(ConversationSettings {

@@ -150,14 +150,16 @@ fn extra_metrics(out: &mut String, r: &RunResult, s: &Summary) {
         float(out, "Mean output tok/s per request:", tps.mean);
         float(out, "Median output tok/s per request:", tps.median);
     }
-    sessions(out, &r.total, s);
+    sessions(out, r, s);
 }
 
 /// Multi-turn sessions: how many ran to their end, their turns, and TTFT
 /// of first turns against later ones (a prefix cache at work shows here).
-fn sessions(out: &mut String, t: &cicada_metrics::MetricSet, s: &Summary) {
+fn sessions(out: &mut String, r: &RunResult, s: &Summary) {
+    let t = &r.total;
     let started = t.counter(Counter::SessionsStarted);
-    if started == 0 {
+    let unreported = r.lost_planned_sessions();
+    if started == 0 && unreported == 0 {
         return;
     }
     let completed = t.counter(Counter::SessionsCompleted);
@@ -165,11 +167,16 @@ fn sessions(out: &mut String, t: &cicada_metrics::MetricSet, s: &Summary) {
     int(out, "Sessions started:", started);
     int(out, "Sessions completed:", completed);
     int(out, "Sessions cut:", started.saturating_sub(completed));
-    float(
-        out,
-        "Mean turns per session:",
-        t.counter(Counter::SessionTurns) as f64 / started as f64,
-    );
+    if unreported > 0 {
+        int(out, "Sessions lost unreported:", unreported);
+    }
+    if started > 0 {
+        float(
+            out,
+            "Mean turns per session:",
+            t.counter(Counter::SessionTurns) as f64 / started as f64,
+        );
+    }
     for (m, label) in [
         (Metric::TtftFirstTurn, "first turn"),
         (Metric::TtftLaterTurns, "later turns"),
@@ -292,9 +299,17 @@ fn warnings(out: &mut String, r: &RunResult) {
         } else {
             String::new()
         };
+        let sessions = if l.planned_sessions > 0 {
+            format!(
+                ", and started {} of its {} planned sessions",
+                l.started_sessions, l.planned_sessions
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "DEGRADED: worker {} ({}) lost at {:.1}s: {}; it reported {} of its {} planned requests{share}",
+            "DEGRADED: worker {} ({}) lost at {:.1}s: {}; it reported {} of its {} planned requests{share}{sessions}",
             l.index, l.host, l.at_s, l.reason, l.reported, l.planned
         );
     }

@@ -405,7 +405,7 @@ mod tests {
         assert_eq!((first.input_tokens, first.output_tokens), (6, Some(3)));
         assert_eq!(first.forks.len(), 2);
         assert_eq!(first.forks[0].turns.len(), 2, "2 then its continuation 6");
-        assert_eq!(first.forks[0].turns[0].user, "look up x");
+        assert_eq!(&*first.forks[0].turns[0].user, "look up x");
         assert_eq!(first.forks[0].turns[0].input_tokens, 3);
         assert_eq!((c.turns[1].tool_ms, c.turns[1].input_tokens), (Some(25), 5));
         assert_eq!(c.turns[2].think_ms, Some(10));

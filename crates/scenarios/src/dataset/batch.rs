@@ -69,7 +69,7 @@ mod tests {
         (0..n)
             .map(|id| PoolEntry {
                 id,
-                prompt: Prompt::Text(format!("w{id} x")),
+                prompt: Prompt::Text(format!("w{id} x").into()),
                 input_tokens: 2,
                 output_tokens: Some(5),
                 conversation: None,

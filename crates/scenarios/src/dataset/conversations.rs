@@ -200,7 +200,7 @@ pub(crate) fn build(
             })
             .collect::<Result<Vec<Turn>, _>>()?;
         Ok(Conversation {
-            system: s.system.clone(),
+            system: s.system.as_deref().map(Into::into),
             system_tokens,
             turns,
         })
@@ -217,22 +217,16 @@ pub(crate) fn build(
 /// A session's pool entry: its first turn is the entry's prompt.
 pub(super) fn entry(
     id: u64,
-    system: Option<String>,
+    system: Option<std::sync::Arc<str>>,
     system_tokens: u32,
     turns: Vec<Turn>,
 ) -> PoolEntry {
     let first = &turns[0];
     let mut messages: Vec<ChatMessage> = system
         .iter()
-        .map(|s| ChatMessage {
-            role: "system".into(),
-            content: s.clone(),
-        })
+        .map(|s| ChatMessage::new("system", s.clone()))
         .collect();
-    messages.push(ChatMessage {
-        role: "user".into(),
-        content: first.user.clone(),
-    });
+    messages.push(ChatMessage::new("user", first.user.clone()));
     PoolEntry {
         id,
         prompt: Prompt::Chat(messages),
@@ -299,7 +293,7 @@ mod tests {
             (c.turns[0].input_tokens, c.turns[0].output_tokens),
             (2, Some(4))
         );
-        assert_eq!(c.turns[1].user, "more\nplease");
+        assert_eq!(&*c.turns[1].user, "more\nplease");
         assert_eq!(c.turns[1].output_tokens, None);
         match &e[0].prompt {
             Prompt::Chat(m) => assert_eq!(m.len(), 2),
@@ -321,7 +315,7 @@ mod tests {
             r#"  [{"id": "1", "conversations": [{"from": "human", "value": "a b"}, {"from": "gpt", "value": "c"}]}]"#,
         );
         let (e, _) = run(&array, 10, (None, None)).unwrap();
-        assert_eq!(e[0].conversation.as_ref().unwrap().turns[0].user, "a b");
+        assert_eq!(&*e[0].conversation.as_ref().unwrap().turns[0].user, "a b");
     }
 
     #[test]

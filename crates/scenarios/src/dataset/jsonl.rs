@@ -229,12 +229,12 @@ fn to_prompt(
         });
     }
     let prompt = match (l.prompt, l.messages) {
-        (Some(p), None) => Prompt::Text(p),
+        (Some(p), None) => Prompt::Text(p.into()),
         (None, Some(m)) if !m.is_empty() => Prompt::Chat(
             m.into_iter()
                 .map(|m| ChatMessage {
-                    role: m.role,
-                    content: m.content.into_text(),
+                    role: m.role.into(),
+                    content: m.content.into_text().into(),
                 })
                 .collect(),
         ),
@@ -379,8 +379,8 @@ mod tests {
         assert_eq!((e[0].input_tokens, e[0].output_tokens), (6, Some(10)));
         match &e[1].prompt {
             Prompt::Chat(m) => {
-                assert_eq!(m[0].role, "system");
-                assert_eq!(m[1].content, "hello there");
+                assert_eq!(&*m[0].role, "system");
+                assert_eq!(&*m[1].content, "hello there");
             }
             other => panic!("chat expected: {other:?}"),
         }

@@ -219,7 +219,7 @@ pub(crate) fn build_audio(
         .enumerate()
         .map(|(id, clip)| PoolEntry {
             id: id as u64,
-            prompt: Prompt::Text(String::new()),
+            prompt: Prompt::Text("".into()),
             input_tokens: 0,
             output_tokens: d.output_len,
             conversation: None,

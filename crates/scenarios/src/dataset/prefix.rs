@@ -100,7 +100,7 @@ pub(crate) fn build(
             let (_, output) = lengths.draw(&mut rng, id as u64);
             Some(PoolEntry {
                 id: id as u64,
-                prompt: Prompt::Text(text),
+                prompt: Prompt::Text(text.into()),
                 // the prompt's own tokens, as vLLM's prompt_len (the server adds its BOS)
                 input_tokens: u32::try_from(tokens).unwrap_or(u32::MAX),
                 output_tokens: Some(output),

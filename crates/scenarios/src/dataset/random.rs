@@ -91,7 +91,7 @@ fn with_words(b: &Build<'_, RandomSpec>) -> Result<(Vec<PoolEntry>, DatasetRepor
             words(&mut rng, input, &mut text);
             PoolEntry {
                 id,
-                prompt: Prompt::Text(text),
+                prompt: Prompt::Text(text.into()),
                 input_tokens: prefix_len + input,
                 output_tokens: Some(output),
                 conversation: None,
@@ -233,7 +233,7 @@ fn with_tokens(
         b.progress.advance(1);
         Ok(PoolEntry {
             id: p.id,
-            prompt: Prompt::Text(format!("{}{}", prefix.text, f.text)),
+            prompt: Prompt::Text(format!("{}{}", prefix.text, f.text).into()),
             input_tokens: u32::try_from(f.tokens).unwrap_or(u32::MAX),
             output_tokens: Some(p.output),
             conversation: None,

@@ -100,7 +100,7 @@ mod tests {
     fn text(id: u64, tokens: u32) -> PoolEntry {
         PoolEntry {
             id,
-            prompt: Prompt::Text(format!("t{id}")),
+            prompt: Prompt::Text(format!("t{id}").into()),
             input_tokens: tokens,
             output_tokens: Some(5),
             conversation: None,

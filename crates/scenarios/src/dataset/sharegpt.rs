@@ -261,7 +261,7 @@ pub(crate) fn build(
         .enumerate()
         .map(|(id, k)| PoolEntry {
             id: id as u64,
-            prompt: Prompt::Text(k.prompt),
+            prompt: Prompt::Text(k.prompt.into()),
             input_tokens: u32::try_from(k.input).unwrap_or(u32::MAX),
             output_tokens: Some(u32::try_from(k.output).unwrap_or(u32::MAX)),
             conversation: None,

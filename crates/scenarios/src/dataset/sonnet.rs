@@ -105,7 +105,7 @@ pub(crate) fn build(
             }
             entries.push(PoolEntry {
                 id: entries.len() as u64,
-                prompt: Prompt::Text(p),
+                prompt: Prompt::Text(p.into()),
                 input_tokens: u32::try_from(n).unwrap_or(u32::MAX),
                 output_tokens: Some(output),
                 conversation: None,

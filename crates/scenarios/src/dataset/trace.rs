@@ -115,7 +115,7 @@ pub(crate) fn build(
         .enumerate()
         .map(|(id, (l, (text, input_tokens)))| PoolEntry {
             id: id as u64,
-            prompt: Prompt::Text(text),
+            prompt: Prompt::Text(text.into()),
             input_tokens,
             output_tokens: Some(l.output_length),
             conversation: None,

@@ -289,7 +289,7 @@ pub(crate) fn random(
         inexact += u64::from(ids.len() != target);
         entries.push(PoolEntry {
             id: i as u64,
-            prompt: Prompt::Text(prompt),
+            prompt: Prompt::Text(prompt.into()),
             input_tokens: u32::try_from(ids.len()).unwrap_or(u32::MAX),
             output_tokens: Some(u32::try_from(draws.output[i]).unwrap_or(u32::MAX)),
             conversation: None,
@@ -478,7 +478,7 @@ mod tests {
     fn oversampling_picks_as_random_choice_does() {
         let entry = |id: u64| PoolEntry {
             id,
-            prompt: Prompt::Text(format!("p{id}")),
+            prompt: Prompt::Text(format!("p{id}").into()),
             input_tokens: 1,
             output_tokens: Some(1),
             conversation: None,

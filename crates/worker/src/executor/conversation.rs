@@ -123,21 +123,35 @@ pub(super) async fn run_session(start: Start) {
 
 /// A branch running: its last answer and that answer's tokens, or `None`
 /// when it was cut.
-type BranchRun<'a> = Pin<Box<dyn Future<Output = Option<(String, u32)>> + Send + 'a>>;
+type BranchRun<'a> = Pin<Box<dyn Future<Output = Option<(Arc<str>, u32)>> + Send + 'a>>;
 
-/// A branch's history: the messages sent so far and their tokens.
+/// A branch's history: the messages sent so far and their tokens. Each
+/// message's text is shared (`Arc<str>`) with the pool, the answer it came
+/// from, every later turn's request and its sub-agents' histories: a turn
+/// copies pointers, never the text of its history.
 #[derive(Clone, Default)]
 struct History {
     messages: Vec<ChatMessage>,
     tokens: u32,
 }
 
+/// The roles a history holds, each one allocation for the whole run.
+struct Roles {
+    system: Arc<str>,
+    user: Arc<str>,
+    assistant: Arc<str>,
+}
+
+static ROLES: std::sync::LazyLock<Roles> = std::sync::LazyLock::new(|| Roles {
+    system: "system".into(),
+    user: "user".into(),
+    assistant: "assistant".into(),
+});
+
 impl History {
-    fn push(&mut self, role: &str, content: String, tokens: u32) {
-        self.messages.push(ChatMessage {
-            role: role.into(),
-            content,
-        });
+    fn push(&mut self, role: &Arc<str>, content: &Arc<str>, tokens: u32) {
+        self.messages
+            .push(ChatMessage::new(role.clone(), content.clone()));
         self.tokens = self.tokens.saturating_add(tokens);
     }
 }
@@ -230,10 +244,7 @@ impl Session {
             messages: conv
                 .system
                 .iter()
-                .map(|s| ChatMessage {
-                    role: "system".into(),
-                    content: s.clone(),
-                })
+                .map(|s| ChatMessage::new(ROLES.system.clone(), s.clone()))
                 .collect(),
             tokens: conv.system_tokens,
         };
@@ -288,7 +299,7 @@ impl Session {
                     run.figures
                         .tool_us
                         .fetch_add(self.clock.now_us().saturating_sub(began), Ordering::Relaxed);
-                    history.push("user", turn.user.clone(), turn.input_tokens);
+                    history.push(&ROLES.user, &turn.user, turn.input_tokens);
                 } else {
                     let answer = self.request(run, &mut history, turn, at, due_us).await?;
                     at.depth += 1;
@@ -312,7 +323,7 @@ impl Session {
                     // every sub-agent's last answer joins the history, in order
                     for answer in futures::future::join_all(children).await {
                         let (text, tokens) = answer?;
-                        history.push("user", text, tokens);
+                        history.push(&ROLES.user, &text, tokens);
                     }
                 }
                 at.node += turn.nodes();
@@ -336,7 +347,7 @@ impl Session {
         turn: &Turn,
         at: Place,
         due_us: u64,
-    ) -> Option<(String, u32)> {
+    ) -> Option<(Arc<str>, u32)> {
         let plan = &self.step.plan;
         let due = self.clock.start() + Duration::from_micros(due_us);
         tokio::select! {
@@ -360,7 +371,7 @@ impl Session {
             },
             None => None,
         };
-        history.push("user", turn.user.clone(), turn.input_tokens);
+        history.push(&ROLES.user, &turn.user, turn.input_tokens);
         let request = Entry {
             id: run.id,
             ask: Ask {
@@ -391,6 +402,7 @@ impl Session {
         let turn_at = SessionTurn {
             first: at.node == 0,
             index: at.depth,
+            node: at.node,
         };
         self.step
             .recorder
@@ -404,7 +416,9 @@ impl Session {
             return None;
         }
         let output = u32::try_from(record.output_tokens).unwrap_or(u32::MAX);
-        history.push("assistant", answer.clone(), output);
+        // the answer becomes shared text once; every later turn points at it
+        let answer: Arc<str> = answer.into();
+        history.push(&ROLES.assistant, &answer, output);
         Some((answer, output))
     }
 
@@ -470,7 +484,8 @@ impl Session {
         );
         let model = self.choice.codec;
         let codec = step.codec(model);
-        let body = codec.body(&request.ask);
+        // the history's texts go on the wire from where the history holds them
+        let body = codec.shared_body(&request.ask);
         step.in_flight.fetch_add(1, Ordering::Relaxed);
         let sent_us = self.clock.now_us();
         let warmup = plan.is_warmup(self.slot.index, self.slot.offset);
@@ -487,7 +502,7 @@ impl Session {
         };
         let exchange = exchange(
             conduit,
-            (step.endpoint(model, target), &id, &body),
+            (step.endpoint(model, target), &id, body.parts()),
             &self.cancel,
             self.slot.index,
             sent_us,
@@ -524,6 +539,26 @@ mod tests {
     use cicada_scenarios::sharding::plans_for;
 
     use super::*;
+
+    /// A history copies pointers, never texts: a turn's user message, the
+    /// history a sub-agent starts from and the prompt a turn sends all point
+    /// at the pool's text and the answer's one copy.
+    #[test]
+    fn a_history_shares_its_texts() {
+        let user: Arc<str> = "a long first turn".into();
+        let answer: Arc<str> = "an answer".into();
+        let mut h = History::default();
+        h.push(&ROLES.user, &user, 4);
+        h.push(&ROLES.assistant, &answer, 2);
+        let fork = h.clone();
+        let Prompt::Chat(sent) = Prompt::Chat(fork.messages.clone()) else {
+            unreachable!()
+        };
+        assert!(Arc::ptr_eq(&sent[0].content, &user));
+        assert!(Arc::ptr_eq(&sent[1].content, &answer));
+        assert!(Arc::ptr_eq(&sent[1].role, &ROLES.assistant));
+        assert_eq!(fork.tokens, 6);
+    }
 
     #[tokio::test]
     async fn turns_go_in_order_with_the_previous_answers() {

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cicada_plan::Plan;
+use cicada_plan::pool::Prompt;
 use cicada_plan::schedule::Slot;
 use thiserror::Error;
 use tokens::Tokenizer;
@@ -38,7 +39,7 @@ pub use steering::{Course, Steering};
 
 use crate::inflight::ScopeTrackers;
 use crate::recorder::Recorder;
-use cicada_client::backend::ApiCodec;
+use cicada_client::backend::{ApiCodec, SharedBody};
 use cicada_client::http::{ApiKey, Client, Endpoint, HeaderSpec, Headers, Settings, SetupError};
 
 /// Why a step could not be prepared.
@@ -70,9 +71,11 @@ pub struct Step {
     workload_endpoints: Vec<Vec<Endpoint>>,
     /// The plan's pool entries by id, each ready to send.
     pub pool: HashMap<u64, Entry>,
-    /// Each (pool entry, model)'s request body, serialised once before the start
-    /// (empty when the pool is too large to hold twice, or for conversations).
-    bodies: HashMap<(u64, usize), Vec<u8>>,
+    /// Each (pool entry, model)'s request body, serialised once before the
+    /// start, its prompt text shared with the pool (empty for conversations,
+    /// or when what the bodies hold beside the pool would pass
+    /// [`PREBUILD_PROMPT_BYTES`]).
+    bodies: HashMap<(u64, usize), SharedBody>,
     pub recorder: Arc<Recorder>,
     pub timeout: Duration,
     /// Tokenizer for counting output when the server reports no usage.
@@ -181,11 +184,12 @@ impl Step {
     }
 
     /// The request body for `entry` naming `model`: built before the start
-    /// when the pool allowed it, so a burst of requests does not serialise JSON.
-    fn body(&self, entry: &Entry, model: usize) -> Cow<'_, [u8]> {
+    /// when the pool allowed it, so a burst of requests does not serialise
+    /// JSON. Either way its prompt text is the pool's, never a copy.
+    fn body(&self, entry: &Entry, model: usize) -> Cow<'_, SharedBody> {
         match self.bodies.get(&(entry.id, model)) {
             Some(b) => Cow::Borrowed(b),
-            None => Cow::Owned(self.codec(model).body(&entry.ask)),
+            None => Cow::Owned(self.codec(model).shared_body(&entry.ask)),
         }
     }
 
@@ -291,7 +295,9 @@ impl Step {
     }
 }
 
-/// Prompt bytes up to which a step serialises every pool entry's body ahead.
+/// Bytes a step's prebuilt bodies may hold beside the pool's own prompt
+/// texts (which they share): their JSON around the texts, and whole the
+/// bodies of token ids, batches, images and escaped texts.
 const PREBUILD_PROMPT_BYTES: usize = 64 << 20;
 
 /// One codec per model the plan's requests name, or per workload in a mixed run.
@@ -316,23 +322,31 @@ fn codecs(plan: &Plan) -> Vec<ApiCodec> {
         .collect()
 }
 
-/// Every (pool entry, codec)'s body, unless the pool's prompts times the
-/// models pass [`PREBUILD_PROMPT_BYTES`] (bodies would double the pool's
-/// memory and more) or the step runs conversations (whose turns are built as
-/// they go; a mixed run's session entries get none either). An entry `owner` gives a codec (a mixed run's workload) gets
-/// that codec's body alone.
+/// Every (pool entry, codec)'s body, unless what they hold beside the
+/// pool's texts (which they share) times the models passes
+/// [`PREBUILD_PROMPT_BYTES`], or the step runs conversations (whose turns
+/// are built as they go; a mixed run's session entries get none either). An
+/// entry `owner` gives a codec (a mixed run's workload) gets that codec's
+/// body alone.
 fn prebuilt_bodies(
     codecs: &[ApiCodec],
     pool: &HashMap<u64, Entry>,
     conversations: bool,
     owner: impl Fn(u64) -> Option<usize>,
-) -> HashMap<(u64, usize), Vec<u8>> {
-    // images go base64 (4/3 of their bytes), audio as it is
-    let prompt_bytes: usize = pool
+) -> HashMap<(u64, usize), SharedBody> {
+    // a body shares a plain prompt's text; token ids, batches and rerank
+    // lists it holds whole, images base64 (4/3 of their bytes), audio as it is
+    let own_bytes: usize = pool
         .values()
-        .map(|e| e.ask.prompt.text_bytes() + e.ask.media.approx_bytes() / 3 * 4)
+        .map(|e| {
+            let text = match &e.ask.prompt {
+                Prompt::Text(_) | Prompt::Chat(_) => 0,
+                other => other.text_bytes(),
+            };
+            text + e.ask.media.approx_bytes() / 3 * 4 + 256
+        })
         .sum();
-    if conversations || prompt_bytes.saturating_mul(codecs.len()) > PREBUILD_PROMPT_BYTES {
+    if conversations || own_bytes.saturating_mul(codecs.len()) > PREBUILD_PROMPT_BYTES {
         return HashMap::new();
     }
     pool.values()
@@ -343,7 +357,7 @@ fn prebuilt_bodies(
                 .iter()
                 .enumerate()
                 .filter(move |(m, _)| own.is_none_or(|o| o == *m))
-                .map(|(m, codec)| ((e.id, m), codec.body(&e.ask)))
+                .map(|(m, codec)| ((e.id, m), codec.shared_body(&e.ask)))
         })
         .collect()
 }

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Entry, Step, route};
 use cicada_client::clock::Clock;
 use cicada_client::exchange::{Conduit, Exchange, perform};
-use cicada_client::http::Endpoint;
+use cicada_client::http::{Bytes, Endpoint};
 
 /// Send one request of the schedule and record it; counted as cancelled if
 /// `cancel` fires. Returns when it ended (µs since the barrier), `None` if
@@ -61,7 +61,7 @@ pub(super) async fn send_one(
     };
     let exchange = exchange(
         conduit,
-        (step.endpoint(codec, target), &request_id, &body),
+        (step.endpoint(codec, target), &request_id, body.parts()),
         &cancel,
         slot.index,
         sent_us,
@@ -96,7 +96,7 @@ pub(super) async fn send_one(
 /// panic in it kept as a `client_fault`: what every request and turn runs.
 pub(super) async fn exchange(
     conduit: Conduit<'_>,
-    (endpoint, request_id, body): (&Endpoint, &str, &[u8]),
+    (endpoint, request_id, body): (&Endpoint, &str, &[Bytes]),
     cancel: &CancellationToken,
     index: u64,
     sent_us: u64,

@@ -76,13 +76,13 @@ fn pool_entry(e: &PoolEntry, files: &mut Files) -> v1::PoolEntry {
         audio,
         id: e.id,
         prompt: Some(match &e.prompt {
-            Prompt::Text(t) => P::Text(t.clone()),
+            Prompt::Text(t) => P::Text(t.to_string()),
             Prompt::Chat(messages) => P::Chat(v1::Chat {
                 messages: messages
                     .iter()
                     .map(|m| v1::ChatMessage {
-                        role: m.role.clone(),
-                        content: m.content.clone(),
+                        role: m.role.to_string(),
+                        content: m.content.to_string(),
                     })
                     .collect(),
             }),
@@ -98,7 +98,7 @@ fn pool_entry(e: &PoolEntry, files: &mut Files) -> v1::PoolEntry {
         input_tokens: e.input_tokens,
         output_tokens: e.output_tokens,
         conversation: e.conversation.as_ref().map(|c| v1::Conversation {
-            system: c.system.clone(),
+            system: c.system.as_deref().map(str::to_string),
             system_tokens: c.system_tokens,
             turns: c.turns.iter().map(turn).collect(),
         }),
@@ -109,7 +109,7 @@ fn pool_entry(e: &PoolEntry, files: &mut Files) -> v1::PoolEntry {
 /// A turn for the wire, its sub-agents with it.
 fn turn(t: &Turn) -> v1::Turn {
     v1::Turn {
-        user: t.user.clone(),
+        user: t.user.to_string(),
         input_tokens: t.input_tokens,
         output_tokens: t.output_tokens,
         think_ms: t.think_ms,
@@ -127,7 +127,7 @@ fn turn(t: &Turn) -> v1::Turn {
 
 fn turn_from(t: v1::Turn) -> Turn {
     Turn {
-        user: t.user,
+        user: t.user.into(),
         input_tokens: t.input_tokens,
         output_tokens: t.output_tokens,
         think_ms: t.think_ms,
@@ -152,13 +152,10 @@ fn pool_entry_from(e: v1::PoolEntry, files: &[Arc<MediaFile>]) -> Result<PoolEnt
             Some(P::Chat(c)) => Prompt::Chat(
                 c.messages
                     .into_iter()
-                    .map(|m| ChatMessage {
-                        role: m.role,
-                        content: m.content,
-                    })
+                    .map(|m| ChatMessage::new(m.role, m.content))
                     .collect(),
             ),
-            Some(P::Text(t)) => Prompt::Text(t),
+            Some(P::Text(t)) => Prompt::Text(t.into()),
             Some(P::Batch(b)) => Prompt::Batch(b.texts),
             Some(P::Rerank(r)) => Prompt::Rerank {
                 query: r.query,
@@ -166,12 +163,12 @@ fn pool_entry_from(e: v1::PoolEntry, files: &[Arc<MediaFile>]) -> Result<PoolEnt
             },
             Some(P::Tokens(t)) => Prompt::Tokens(t.ids),
             // an empty text prompt is sent as no field at all
-            None => Prompt::Text(String::new()),
+            None => Prompt::Text("".into()),
         },
         input_tokens: e.input_tokens,
         output_tokens: e.output_tokens,
         conversation: e.conversation.map(|c| Conversation {
-            system: c.system,
+            system: c.system.map(Into::into),
             system_tokens: c.system_tokens,
             turns: c.turns.into_iter().map(turn_from).collect(),
         }),
