@@ -138,7 +138,7 @@ fn describe(s: &cicada_scenarios::Scenario, origin: String, pool: &Pool, plans: 
             .filter(|e| e.id == id)
             .or_else(|| pool.entries.iter().find(|e| e.id == id))
     };
-    let known = !s.dataset.kind().sessions() && plans.iter().all(counted);
+    let known = !s.runs_sessions() && plans.iter().all(counted);
     let mut inputs = Vec::new();
     let mut outputs = Vec::new();
     let mut workers = Vec::new();

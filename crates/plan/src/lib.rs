@@ -12,6 +12,7 @@ pub mod models;
 mod plan;
 pub mod pool;
 pub mod schedule;
+mod sessions;
 pub mod shape;
 pub mod sharding;
 mod target;
@@ -20,7 +21,8 @@ pub mod workloads;
 
 pub use closed_loop::{ClosedLoop, SEGMENT_SHIFT, Steer, UserStage};
 pub use models::{ModelAssignment, WeightedModel};
-pub use plan::{ConversationSettings, Drive, Plan, StageWindow, Stripe, stage_of, steer_windows};
+pub use plan::{Drive, Plan, StageWindow, Stripe, stage_of, steer_windows};
+pub use sessions::ConversationSettings;
 pub use target::{
     AddressChoice, HttpVersion, ProxySetting, ResolvedSampling, ResolvedTarget, Routing,
     ServerFamily, TlsSettings, WireApi,

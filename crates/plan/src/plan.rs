@@ -12,9 +12,10 @@ use serde::{Deserialize, Serialize};
 use crate::closed_loop::ClosedLoop;
 use crate::pool::PoolEntry;
 use crate::schedule::ScheduleSpec;
+use crate::sessions::ConversationSettings;
 use crate::shape::{Cooldown, Warmup};
 use crate::target::ResolvedTarget;
-use crate::workloads::WorkloadPart;
+use crate::workloads::{WorkloadPart, entry_of};
 
 /// Longest schedule counted to plan a time-bound run.
 const COUNT_LIMIT: usize = 5_000_000;
@@ -74,27 +75,6 @@ pub struct Plan {
     /// sampling, SLO and pool.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<WorkloadPart>,
-}
-
-/// How a worker runs the `conversations` workload: each scheduled request
-/// starts the conversation of its pool entry, whose turns then follow one
-/// another on this worker.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConversationSettings {
-    /// Pause between an answer and the next turn, ms (a turn's own
-    /// `think_ms` wins).
-    pub think_time_ms: u64,
-    /// A session holds one of the worker's slots from its first turn to its
-    /// end (the concurrency unit is the session, not the turn).
-    #[serde(default)]
-    pub session_slots: bool,
-    /// Header naming the session, sent with each of its turns.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_header: Option<String>,
-    /// Each turn picks its replica as a request of its own, instead of the
-    /// session staying on the replica of its first turn.
-    #[serde(default)]
-    pub spread_turns: bool,
 }
 
 /// One window of `[[stages]]` in time after the barrier.
@@ -208,46 +188,85 @@ impl Plan {
         self.warmup.is_some_and(|w| w.covers(index, offset))
     }
 
+    /// Whether any arrival of this plan starts a session: a session
+    /// workload's plan, or a mix with a session workload.
+    pub fn has_sessions(&self) -> bool {
+        self.conversations.is_some() || self.workloads.iter().any(|w| w.sessions.is_some())
+    }
+
     /// Sessions this worker will start, when it runs sessions and the run
     /// is count-bound (0 otherwise): what a lost worker's share is counted
     /// against, so a session it never reported is never silently dropped.
+    /// In a mix, its arrivals that pick a session workload.
     pub fn planned_sessions(&self) -> u64 {
         match &self.drive {
             Drive::Open {
                 stripe: Some(st),
                 schedule,
                 ..
-            } if self.conversations.is_some() && schedule.duration.is_none() => schedule
-                .requests
-                .map_or(0, |n| stripe_share(n, st.index, st.count)),
+            } if self.has_sessions() && schedule.duration.is_none() => {
+                let Some(n) = schedule.requests else {
+                    return 0;
+                };
+                if self.workloads.is_empty() {
+                    return stripe_share(n, st.index, st.count);
+                }
+                schedule
+                    .stripe(st.index, st.count)
+                    .filter(|slot| {
+                        entry_of(&self.workloads, slot.index, self.seed())
+                            .is_some_and(|(w, _)| self.workloads[w].sessions.is_some())
+                    })
+                    .count() as u64
+            }
             _ => 0,
         }
     }
 
-    /// Requests this worker will send, when the run is count-bound (0 when open-ended).
+    /// Requests this worker will send, when the run is count-bound (0 when
+    /// open-ended): its arrivals, each session's counted as the requests its
+    /// turns and sub-agents send.
     pub fn planned_requests(&self) -> u64 {
         match &self.drive {
-            Drive::Open { stripe: None, .. } => 0,
             Drive::Open {
                 stripe: Some(st),
                 schedule,
                 ..
-            } if self.conversations.is_some() => {
+            } if self.has_sessions() => {
                 if schedule.requests.is_none() || schedule.duration.is_some() {
                     return 0;
                 }
-                // every conversation's requests, sub-agents' included (the pool share keeps the pool's id order)
+                // the pool share keeps the pool's id order
+                let requests_of = |id: u64| {
+                    self.pool
+                        .binary_search_by_key(&id, |e| e.id)
+                        .ok()
+                        .and_then(|i| self.pool[i].conversation.as_ref())
+                        .map_or(1, |c| c.requests())
+                };
                 schedule
                     .stripe(st.index, st.count)
-                    .map(|slot| {
-                        self.pool
-                            .binary_search_by_key(&slot.pool_id, |e| e.id)
-                            .ok()
-                            .and_then(|i| self.pool[i].conversation.as_ref())
-                            .map_or(1, |c| c.requests())
-                    })
+                    .map(
+                        |slot| match entry_of(&self.workloads, slot.index, self.seed()) {
+                            Some((w, id)) if self.workloads[w].sessions.is_some() => {
+                                requests_of(id)
+                            }
+                            Some(_) => 1,
+                            None => requests_of(slot.pool_id),
+                        },
+                    )
                     .sum()
             }
+            _ => self.planned_arrivals(),
+        }
+    }
+
+    /// Arrivals of the schedule (or closed-loop requests) this worker
+    /// starts, when the run is count-bound (0 when open-ended): a request or
+    /// a session each, as the fleet cap admits them.
+    pub fn planned_arrivals(&self) -> u64 {
+        match &self.drive {
+            Drive::Open { stripe: None, .. } => 0,
             Drive::Open {
                 stripe: Some(s),
                 schedule,

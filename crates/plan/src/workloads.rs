@@ -7,12 +7,17 @@
 //! run of the plan's pool ids (`pool_start..pool_start + pool_len`); the
 //! `k`-th request of the run that picks workload `w` is not counted, request
 //! `i` simply uses entry `i mod pool_len` of its workload's run.
+//!
+//! An arrival `i` that picks a session workload starts one session: the
+//! conversation of that same entry, so a session's content depends only on
+//! the seed, its workload and `i`, never on the worker count.
 
 use cicada_metrics::Slo;
 use cicada_request::ResolvedSampling;
 use serde::{Deserialize, Serialize};
 
 use crate::models::mix;
+use crate::sessions::ConversationSettings;
 use crate::target::ResolvedTarget;
 
 /// One workload of a mixed run, resolved: what its requests are and how they are judged.
@@ -33,6 +38,11 @@ pub struct WorkloadPart {
     pub pool_start: u64,
     /// Its pool entries (at least 1).
     pub pool_len: u64,
+    /// Set when it is a session workload (`conversations`, `multi_turn`,
+    /// `agentic`, `agent_trace`): each arrival that picks it starts the
+    /// session of its pool entry, whose turns then follow on one worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<ConversationSettings>,
 }
 
 /// Keeps the workload stream apart from the model and replica streams,
@@ -109,6 +119,7 @@ mod tests {
                     slo: Slo::default(),
                     pool_start: start,
                     pool_len: len,
+                    sessions: None,
                 };
                 start += len;
                 p

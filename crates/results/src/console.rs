@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 
 use cicada_metrics::{Metric, MetricSet, Summary};
 
+use super::document::SessionCounts;
 use super::{RunResult, percentile_word};
 use cicada::render_extras;
 
@@ -234,16 +235,17 @@ fn render_shares<'a>(
         s.request_goodput = None;
         (name, set, s)
     });
-    render_blocks(out, r, title, blocks);
+    render_blocks(out, r, title, blocks, false);
 }
 
-/// One block per workload of `[[workloads]]`, its goodput judged against its own SLO.
+/// One block per workload of `[[workloads]]`, its goodput judged against
+/// its own SLO, its sessions counted where it started any.
 fn render_workloads(out: &mut String, r: &RunResult, title: &str) {
     let blocks = r
         .workloads()
         .enumerate()
         .map(|(i, (name, set))| (name, set, r.workload_summary(i, set)));
-    render_blocks(out, r, title, blocks);
+    render_blocks(out, r, title, blocks, true);
 }
 
 /// The blocks of [`render_shares`], each with its summary.
@@ -252,6 +254,7 @@ fn render_blocks<'a>(
     r: &RunResult,
     title: &str,
     shares: impl Iterator<Item = (&'a str, &'a MetricSet, Summary)>,
+    sessions: bool,
 ) {
     let sc = &r.scenario;
     rule(out, title, '=');
@@ -285,6 +288,11 @@ fn render_blocks<'a>(
         }
         for (o, c) in set.outcomes.failures() {
             let _ = writeln!(out, "{:<40} {:<10}", format!("{o}:"), c.count);
+        }
+        if let Some(n) = SessionCounts::of(set).filter(|_| sessions) {
+            int(out, "Sessions started:", n.started);
+            int(out, "Sessions completed:", n.completed);
+            int(out, "Sessions cut:", n.cut);
         }
     }
     rule(out, "", '=');

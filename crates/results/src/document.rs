@@ -511,6 +511,36 @@ pub struct ModelShare {
     pub metrics: Entries<MetricStats>,
     /// Encoded like the run's `histograms`, so models merge exactly across runs.
     pub histograms: Entries<Histogram>,
+    /// A workload's sessions, when it started any (`cicada.workloads`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<SessionCounts>,
+}
+
+/// The sessions of one workload of a mixed run: how many its arrivals
+/// started, ran to their end, and were cut (a failed turn, or the run's
+/// end), and the turns (requests) they sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SessionCounts {
+    pub started: u64,
+    pub completed: u64,
+    pub cut: u64,
+    pub turns: u64,
+}
+
+impl SessionCounts {
+    /// The sessions `set` counted, when it started any.
+    pub fn of(set: &cicada_metrics::MetricSet) -> Option<Self> {
+        use cicada_metrics::Counter;
+        let started = set.counter(Counter::SessionsStarted);
+        let completed = set.counter(Counter::SessionsCompleted);
+        (started > 0).then(|| SessionCounts {
+            started,
+            completed,
+            cut: started.saturating_sub(completed),
+            turns: set.counter(Counter::SessionTurns),
+        })
+    }
 }
 
 /// A worker lost mid-step.

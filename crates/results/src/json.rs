@@ -8,8 +8,8 @@ use super::client_health::ClientHealth;
 use super::document::{
     AbortDoc, Cicada, Client, Entries, Gate, HISTOGRAM_ENCODING, Histogram, Latencies, LostWorker,
     MetricLatency, MetricStats, ModelShare, OutcomeCount, Pooling, RequestRate, ResultDocument,
-    SCHEMA_VERSION, SaturationDoc, SteadyStateDoc, Target, TokenSources, Warmup, WorkerShare,
-    WorkerUse,
+    SCHEMA_VERSION, SaturationDoc, SessionCounts, SteadyStateDoc, Target, TokenSources, Warmup,
+    WorkerShare, WorkerUse,
 };
 use super::{RunResult, compact_date, rfc3339};
 use crate::server::ServerFigures;
@@ -185,14 +185,18 @@ fn target(
 }
 
 /// `cicada.workloads`: each workload's share of the run, its goodput
-/// judged against its own SLO (empty without `[[workloads]]`).
+/// judged against its own SLO, its sessions where it started any (empty
+/// without `[[workloads]]`).
 fn workloads(r: &RunResult, percentiles: &[f64]) -> Vec<ModelShare> {
     r.workloads()
         .zip(&r.scenario.workloads)
         .enumerate()
         .map(|(i, ((name, set), w))| {
             let s = r.workload_summary(i, set);
-            share(&s, (name, w.weight), set, percentiles)
+            ModelShare {
+                sessions: SessionCounts::of(set),
+                ..share(&s, (name, w.weight), set, percentiles)
+            }
         })
         .collect()
 }
@@ -230,6 +234,7 @@ fn share(
         outcomes: outcomes(set),
         metrics: metrics(s, percentiles),
         histograms: histograms(set),
+        sessions: None,
     }
 }
 

@@ -215,7 +215,12 @@ pub fn step_plans(
     let pool = step.pool;
     let schedule = schedule_of(s, pool);
     let sampling = resolve_sampling(s);
-    let conversations = conversation_settings(s);
+    // a mix's sessions are its workloads' (`WorkloadPart::sessions`)
+    let conversations = if s.workloads.is_empty() {
+        conversation_settings(s)
+    } else {
+        None
+    };
     let whole_pool = step.steerable && conversations.is_none();
     (0..workers)
         .zip(recipients)
@@ -274,6 +279,12 @@ fn workload_parts(
             slo: own.slo,
             pool_start: ids.start,
             pool_len: ids.end - ids.start,
+            sessions: conversation_settings(&own).map(|c| ConversationSettings {
+                // in a mix the fleet cap admits arrivals: a session holds
+                // its one slot from its first turn to its end
+                session_slots: true,
+                ..c
+            }),
         })
         .collect()
 }

@@ -6,6 +6,8 @@
 //! keys it names (`model`, `backend`, `endpoint`). Request `i` of the run
 //! belongs to one workload, chosen by a seeded hash of the seed and `i`
 //! (`cicada_plan::workloads`), so any worker count sends the same mix.
+//! An arrival that picks a session workload (`conversations`, `multi_turn`,
+//! `agentic`, `agent_trace`) starts one of its sessions instead of a request.
 
 use cicada_metrics::Slo;
 
@@ -51,6 +53,18 @@ impl Scenario {
         (0..self.workloads.len())
             .filter_map(|i| self.workload_scenario(i))
             .collect()
+    }
+
+    /// Whether any arrival of the run starts a session: its dataset is a
+    /// session kind, or (in a mix) some workload's is.
+    pub fn runs_sessions(&self) -> bool {
+        if self.workloads.is_empty() {
+            self.dataset.kind().sessions()
+        } else {
+            self.workload_scenarios()
+                .iter()
+                .any(|w| w.dataset.kind().sessions())
+        }
     }
 
     /// Whether any of the run's SLOs (the top-level one or a workload's) has a bound.
@@ -128,16 +142,25 @@ fn own_problems(s: &Scenario, i: usize, w: &WorkloadSpec) -> Vec<(String, String
     };
     let mut out = Vec::new();
     let kind = own.dataset.kind();
-    if kind.sessions() || kind == crate::scenario::DatasetKind::Trace {
-        let key = if w.dataset.is_some() {
+    let kind_key = || {
+        if w.dataset.is_some() {
             format!("workloads[{i}].dataset.kind")
         } else {
             "dataset.kind".to_string()
-        };
+        }
+    };
+    if kind == crate::scenario::DatasetKind::Trace {
         out.push((
-            key,
+            kind_key(),
+            "kind \"trace\" cannot be mixed with other workloads (its timestamps drive the load themselves); run it as a scenario of its own".to_string(),
+        ));
+        return out;
+    }
+    if kind.sessions() && crate::sharding::is_closed_loop(s) {
+        out.push((
+            kind_key(),
             format!(
-                "kind \"{}\" cannot be mixed with other workloads yet (its sessions or timestamps drive the load themselves); run it as a scenario of its own",
+                "the {} workload's sessions start at the run's arrivals: a mix with sessions runs an open loop (request_rate, not users)",
                 kind.name()
             ),
         ));

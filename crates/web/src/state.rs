@@ -433,7 +433,7 @@ impl Sink for BoardSink {
 /// An open loop with no cap, whose lateness is all the client's doing (as
 /// the step's end judges it).
 fn uncapped_open_loop(s: &Scenario) -> bool {
-    !sharding::is_closed_loop(s) && s.load.max_concurrency.is_none() && !s.dataset.kind().sessions()
+    !sharding::is_closed_loop(s) && s.load.max_concurrency.is_none() && !s.runs_sessions()
 }
 
 impl Board {

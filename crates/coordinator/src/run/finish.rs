@@ -149,7 +149,7 @@ pub fn step_results(
 fn uncapped_open_loop(scenario: &Scenario) -> bool {
     !sharding::is_closed_loop(scenario)
         && scenario.load.max_concurrency.is_none()
-        && !scenario.dataset.kind().sessions()
+        && !scenario.runs_sessions()
 }
 
 /// Window `p`'s scenario: the step's, with the window's own load, as a

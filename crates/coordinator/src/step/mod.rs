@@ -143,7 +143,8 @@ fn fleet_cap(plans: &[(u32, Plan)]) -> Option<FleetCap> {
             Drive::Open {
                 stripe: Some(st), ..
             } => {
-                let planned = p.planned_requests();
+                // the cap admits arrivals: a session holds one slot for its life
+                let planned = p.planned_arrivals();
                 let share = Share {
                     first: u64::from(st.index),
                     every: u64::from(st.count),

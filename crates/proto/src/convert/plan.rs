@@ -26,8 +26,9 @@ use target::{sampling, sampling_from, slo, slo_from, target, target_from};
 /// prompt (a query and documents), the rerank and TEI APIs and vLLM's
 /// pooling and score APIs; 8: mixed traffic's workloads, agent sessions'
 /// forks and tool waits, and prompts of token ids, which an older worker
-/// would ignore or send as empty text).
-pub const PLAN_FORMAT: u32 = 8;
+/// would ignore or send as empty text; 9: session workloads in a mix, which
+/// an older worker would send as single requests).
+pub const PLAN_FORMAT: u32 = 9;
 
 /// Why a plan from the wire could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +101,10 @@ fn workload(w: &WorkloadPart) -> v1::Workload {
         slo: Some(slo(&w.slo)),
         pool_start: w.pool_start,
         pool_len: w.pool_len,
+        session_think_time_ms: w.sessions.as_ref().map(|c| c.think_time_ms),
+        session_slots: w.sessions.as_ref().is_some_and(|c| c.session_slots),
+        session_header: w.sessions.as_ref().and_then(|c| c.session_header.clone()),
+        session_spread_turns: w.sessions.as_ref().is_some_and(|c| c.spread_turns),
     }
 }
 
@@ -112,6 +117,14 @@ fn workload_from(w: v1::Workload) -> Result<WorkloadPart, PlanError> {
         slo: slo_from(w.slo.unwrap_or_default()),
         pool_start: w.pool_start,
         pool_len: w.pool_len,
+        sessions: w
+            .session_think_time_ms
+            .map(|think_time_ms| ConversationSettings {
+                think_time_ms,
+                session_slots: w.session_slots,
+                session_header: w.session_header,
+                spread_turns: w.session_spread_turns,
+            }),
     })
 }
 
@@ -273,6 +286,8 @@ mod tests {
             "[target]\nbackend = \"mock\"\n[dataset]\nkind = \"random\"\ninput_len = 4\n[[stages]]\nduration = \"2s\"\nrequest_rate = 3\n[[stages]]\nduration = \"2s\"\nrequest_rate = 12.5\nburstiness = 2\n",
             // mixed traffic: each workload's target, sampling, SLO and pool ids
             "[target]\nbackend = \"mock\"\n[load]\nnum_prompts = 12\n[[workloads]]\nname = \"a\"\nweight = 2.5\n[workloads.slo]\nttft_ms = 9\n[[workloads]]\nname = \"b\"\n[workloads.target]\nbackend = \"openai\"\nmodel = \"m2\"\n[workloads.sampling]\ntemperature = 0.5\n[workloads.dataset]\ninput_len = 3\n",
+            // a mix with a session workload: its session settings
+            "[target]\nbackend = \"mock\"\nsession_header = \"x-s\"\nsticky_sessions = false\n[load]\nnum_prompts = 12\n[[workloads]]\nname = \"a\"\n[[workloads]]\nname = \"b\"\n[workloads.dataset]\nkind = \"multi_turn\"\nturns = 2\ninput_len = 3\nthink_time = \"7ms\"\n",
         ];
         for text in cases {
             let s = scenario(text);
@@ -284,6 +299,14 @@ mod tests {
                     p.details = true;
                     let mixed = text.contains("[[workloads]]");
                     assert_eq!(p.workloads.len(), if mixed { 2 } else { 0 });
+                    if text.contains("multi_turn") {
+                        let own = p.workloads[1].sessions.as_ref().unwrap();
+                        assert_eq!(
+                            (own.think_time_ms, own.session_header.as_deref()),
+                            (7, Some("x-s"))
+                        );
+                        assert!(own.spread_turns && p.workloads[0].sessions.is_none());
+                    }
                     assert_eq!(round_trip(&p), p, "{text}");
                 }
             }

@@ -7,6 +7,7 @@ use cicada_metrics::{Counter, Metric, Outcomes, Summary};
 
 use super::{Page, f, stage_label};
 use crate::RunResult;
+use crate::document::SessionCounts;
 use crate::svg::{bar_chart, esc};
 
 /// Requests that reasoned, their tokens, and the answer's latencies apart
@@ -54,6 +55,35 @@ pub(super) fn workloads_table(out: &mut String, steps: &[&RunResult]) {
             .map(|(i, (name, set))| (name.to_string(), r.workload_summary(i, set)))
             .collect()
     });
+    sessions_table(out, steps);
+}
+
+/// The sessions of each workload that started any (none: no table).
+fn sessions_table(out: &mut String, steps: &[&RunResult]) {
+    let rows: Vec<(&RunResult, &str, SessionCounts)> = steps
+        .iter()
+        .flat_map(|r| {
+            r.workloads()
+                .filter_map(move |(name, set)| Some((*r, name, SessionCounts::of(set)?)))
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str("<h2>Sessions per workload</h2><table><tr><th class=\"l\">stage</th><th class=\"l\">workload</th><th>started</th><th>completed</th><th>cut</th><th>turns</th></tr>");
+    for (r, name, n) in rows {
+        let _ = write!(
+            out,
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&stage_label(r)),
+            esc(name),
+            n.started,
+            n.completed,
+            n.cut,
+            n.turns
+        );
+    }
+    out.push_str("</table>");
 }
 
 /// One row per share of each step: its counts, throughputs and latencies

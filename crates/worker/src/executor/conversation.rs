@@ -5,7 +5,8 @@
 //! time. Every turn is recorded as a request of its own, scheduled at the end
 //! of the previous answer plus the think time (so waiting for a concurrency
 //! slot shows as schedule lag). A failed turn ends its session: without an
-//! answer there is no honest next turn.
+//! answer there is no honest next turn. In a mixed run the open loop starts
+//! a session workload's sessions one per arrival ([`run_session`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,15 +16,15 @@ use std::time::Duration;
 
 use cicada_client::backend::Ask;
 use cicada_metrics::{EventLog, RequestRecord, Scope};
-use cicada_plan::Drive;
 use cicada_plan::pool::{ChatMessage, Conversation, Prompt, Turn};
 use cicada_plan::schedule::Slot;
+use cicada_plan::{ConversationSettings, Drive};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::request::{Counting, Placement, exchange, guarded_record};
-use super::{Entry, Step, route};
+use super::{Choice, Entry, Step, route};
 use crate::recorder::{SessionEnd, SessionTurn};
 use cicada_client::clock::Clock;
 use cicada_client::exchange::Conduit;
@@ -48,6 +49,7 @@ pub async fn run_conversations(
         return 0;
     };
     let slots = slots.map(|s| Arc::new(Semaphore::new(s as usize)));
+    let settings = step.plan.conversations.clone().unwrap_or_default();
     let duration = schedule.duration;
     let sent = Arc::new(AtomicU64::new(0));
     let tracker = TaskTracker::new();
@@ -68,6 +70,8 @@ pub async fn run_conversations(
             break;
         }
         let session = Session {
+            choice: step.choice(&slot),
+            settings: settings.clone(),
             step: step.clone(),
             slot,
             clock,
@@ -82,6 +86,39 @@ pub async fn run_conversations(
     tracker.close();
     tracker.wait().await;
     sent.load(Ordering::Relaxed)
+}
+
+/// What starts one session of a mixed run's session workload (arrival
+/// `slot` picked it): where it runs, how to stop it, and where its sent
+/// turns are counted.
+pub(super) struct Start {
+    pub step: Arc<Step>,
+    pub slot: Slot,
+    pub settings: ConversationSettings,
+    pub clock: Clock,
+    pub stop: CancellationToken,
+    pub cancel: CancellationToken,
+    pub sent: Arc<AtomicU64>,
+}
+
+/// Run the session arrival `start.slot` begins in a mixed run: the
+/// conversation of the pool entry its workload gives it (so its content is
+/// the seed's, its workload's and its index's, whatever the worker count),
+/// its turns sent and counted as a session run's are, in its workload's
+/// scope. A fleet cap's slot, if any, is the caller's to hold for its life.
+pub(super) async fn run_session(start: Start) {
+    let session = Session {
+        choice: start.step.choice(&start.slot),
+        settings: start.settings,
+        step: start.step,
+        slot: start.slot,
+        clock: start.clock,
+        stop: start.stop,
+        cancel: start.cancel,
+        slots: None,
+        sent: start.sent,
+    };
+    session.run().await;
 }
 
 /// A branch running: its last answer and that answer's tokens, or `None`
@@ -150,6 +187,10 @@ struct Run {
 
 /// One conversation in progress.
 struct Session {
+    /// Its pool entry, codec and scope (its workload's in a mixed run).
+    choice: Choice,
+    /// Its workload's session settings.
+    settings: ConversationSettings,
     step: Arc<Step>,
     slot: Slot,
     clock: Clock,
@@ -161,25 +202,20 @@ struct Session {
 
 impl Session {
     async fn run(self) {
-        let Some(entry) = self.step.pool.get(&self.slot.pool_id) else {
-            tracing::error!(
-                pool_id = self.slot.pool_id,
-                "plan lacks a conversation its stripe uses"
-            );
+        let pool_id = self.choice.pool_id;
+        let Some(entry) = self.step.pool.get(&pool_id) else {
+            tracing::error!(pool_id, "plan lacks a conversation its stripe uses");
             return;
         };
         let Some(conv) = &entry.conversation else {
-            tracing::error!(
-                pool_id = self.slot.pool_id,
-                "pool entry is not a conversation"
-            );
+            tracing::error!(pool_id, "pool entry is not a conversation");
             return;
         };
         self.turns(entry.id, conv).await;
     }
 
     async fn turns(&self, id: u64, conv: &Conversation) {
-        let settings = self.step.plan.conversations.clone().unwrap_or_default();
+        let settings = &self.settings;
         let headers = self.session_headers(settings.session_header.as_deref());
         // the concurrency unit of synthetic sessions is the session: it holds
         // its slot from its first turn to its end
@@ -391,9 +427,10 @@ impl Session {
         let plan = &self.step.plan;
         Scope {
             target: target as u32,
-            // a conversation stays on the model of the request that starts it
-            model: self.step.model_of(self.slot.index) as u32,
-            workload: 0,
+            // a conversation stays on the model (or in the workload) of the
+            // arrival that starts it
+            model: self.choice.model,
+            workload: self.choice.workload,
             stage: self.slot.stage,
             warmup: plan.is_warmup(self.slot.index, self.slot.offset),
         }
@@ -445,7 +482,7 @@ impl Session {
             "cicada-{}-c{}-t{turn}-w{}",
             plan.run_id, self.slot.index, plan.worker_index
         );
-        let model = step.model_of(self.slot.index);
+        let model = self.choice.codec;
         let codec = step.codec(model);
         // the history's texts go on the wire from where the history holds them
         let body = codec.shared_body(&request.ask);
@@ -465,7 +502,7 @@ impl Session {
         };
         let exchange = exchange(
             conduit,
-            (&step.endpoints[target], &id, body.parts()),
+            (step.endpoint(model, target), &id, body.parts()),
             &self.cancel,
             self.slot.index,
             sent_us,

@@ -226,6 +226,14 @@ impl Step {
         }
     }
 
+    /// The session settings of the workload arrival `slot` picks, when it is
+    /// a session workload of a mixed run (the arrival then starts a session).
+    pub fn sessions_of(&self, slot: &Slot) -> Option<&cicada_plan::ConversationSettings> {
+        let (w, _) =
+            cicada_plan::workloads::entry_of(&self.plan.workloads, slot.index, self.plan.seed())?;
+        self.plan.workloads.get(w)?.sessions.as_ref()
+    }
+
     /// The endpoint of replica `target` for requests of `codec`: its
     /// workload's route in a mixed run, the plan's otherwise.
     pub fn endpoint(&self, codec: usize, target: usize) -> &Endpoint {
@@ -317,8 +325,9 @@ fn codecs(plan: &Plan) -> Vec<ApiCodec> {
 /// Every (pool entry, codec)'s body, unless what they hold beside the
 /// pool's texts (which they share) times the models passes
 /// [`PREBUILD_PROMPT_BYTES`], or the step runs conversations (whose turns
-/// are built as they go). An entry `owner` gives a codec (a mixed run's
-/// workload) gets that codec's body alone.
+/// are built as they go; a mixed run's session entries get none either). An
+/// entry `owner` gives a codec (a mixed run's workload) gets that codec's
+/// body alone.
 fn prebuilt_bodies(
     codecs: &[ApiCodec],
     pool: &HashMap<u64, Entry>,
@@ -341,6 +350,7 @@ fn prebuilt_bodies(
         return HashMap::new();
     }
     pool.values()
+        .filter(|e| e.conversation.is_none())
         .flat_map(|e| {
             let own = owner(e.id);
             codecs

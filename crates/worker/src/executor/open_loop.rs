@@ -5,16 +5,23 @@
 //! rate from the web UI cuts the running schedule at its instant and lets
 //! the changed one take over there (see `steering`); a change of the cap
 //! switches the gate at its instant.
+//!
+//! In a mixed run an arrival that picks a session workload starts one
+//! session instead of a request: it holds its slot of the cap (if any) from
+//! its first turn to its end, as a Locust user runs its task sequence.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cicada_plan::Drive;
+use cicada_plan::schedule::Slot;
 use cicada_plan::shape::Cooldown;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::conversation::{Start, run_session};
 use super::dispatch;
 use super::request::send_one;
 use super::{Ended, Step};
@@ -56,6 +63,8 @@ pub(super) async fn run(
     let mut caps_taken = 0;
     let tracker = TaskTracker::new();
     let mut dispatched = 0u64;
+    // a mixed run's sessions: how many arrivals started one, their turns sent
+    let (mut sessions, turns) = (0u64, Arc::new(AtomicU64::new(0)));
     loop {
         let mut slot = tokio::select! {
             s = dispatcher.slots.recv() => match s {
@@ -113,17 +122,13 @@ pub(super) async fn run(
             }
             break;
         }
-        let (step, cancel) = (step.clone(), cancel.clone());
-        // Boxed: the request's future is kilobytes, and tokio moves a task's
-        // future by value (into its cell, then at each stage change); a box
-        // makes those moves a pointer's. Unboxed, memcpy was 74 % of the
-        // worker's instructions at a fixed rate (callgrind, docs/PERFORMANCE.md).
-        tracker.spawn(Box::pin(async move {
-            let _ = send_one(step.clone(), slot, clock, cancel).await;
-            if let Some(gate) = &step.gate {
-                gate.finished();
-            }
-        }));
+        let begun = Begin {
+            clock,
+            stop: &stop,
+            cancel: &cancel,
+            turns: &turns,
+        };
+        sessions += u64::from(spawn_arrival(&step, &tracker, slot, begun));
         dispatched += 1;
     }
     drop(dispatcher);
@@ -132,9 +137,56 @@ pub(super) async fn run(
     let planned = if taken <= 1 { step.planned } else { 0 };
     let not_sent_at_end = drain(&step, tracker, clock, &stop, &cancel, planned, dispatched).await;
     Ended {
-        sent: dispatched,
+        sent: dispatched - sessions + turns.load(Ordering::Relaxed),
         not_sent_at_end,
     }
+}
+
+/// What an arrival is started with besides its step and slot.
+struct Begin<'a> {
+    clock: Clock,
+    stop: &'a CancellationToken,
+    cancel: &'a CancellationToken,
+    /// Where a session counts the turns it sent.
+    turns: &'a Arc<AtomicU64>,
+}
+
+/// Start arrival `slot` on `tracker`: one request, or (when it picked a
+/// mixed run's session workload) one session; either gives its cap slot
+/// back when it ends. Returns whether it started a session.
+fn spawn_arrival(step: &Arc<Step>, tracker: &TaskTracker, slot: Slot, b: Begin<'_>) -> bool {
+    if let Some(settings) = step.sessions_of(&slot).cloned() {
+        let start = Start {
+            step: step.clone(),
+            slot,
+            settings,
+            clock: b.clock,
+            stop: b.stop.clone(),
+            cancel: b.cancel.clone(),
+            sent: b.turns.clone(),
+        };
+        // boxed as a request is (below)
+        tracker.spawn(Box::pin(async move {
+            let step = start.step.clone();
+            run_session(start).await;
+            if let Some(gate) = &step.gate {
+                gate.finished();
+            }
+        }));
+        return true;
+    }
+    let (step, cancel, clock) = (step.clone(), b.cancel.clone(), b.clock);
+    // Boxed: the request's future is kilobytes, and tokio moves a task's
+    // future by value (into its cell, then at each stage change); a box
+    // makes those moves a pointer's. Unboxed, memcpy was 74 % of the
+    // worker's instructions at a fixed rate (callgrind, docs/PERFORMANCE.md).
+    tracker.spawn(Box::pin(async move {
+        let _ = send_one(step.clone(), slot, clock, cancel).await;
+        if let Some(gate) = &step.gate {
+            gate.finished();
+        }
+    }));
+    false
 }
 
 /// Let the requests in flight end (or cancel them at the time limit, as the
