@@ -17,6 +17,11 @@ const LONG_TEXT: usize = 160;
 /// what the code does.
 const MACHINE_VERDICTS: [&str; 3] = ["client_bound", "reasons", "start_basis"];
 
+/// The key (and `summary.csv` column) of the scenario's hash: 12 hex
+/// characters that depend on the checkout's path, so CI's may draw only
+/// digits; always `<hex>`.
+const SCENARIO_HASH: &str = "scenario_hash";
+
 /// Replace every run of ASCII digits (with an optional fraction) by `#`, and
 /// every hexadecimal word of 6 or more characters mixing digits and letters
 /// (hashes, ids) by `<hex>`.
@@ -100,6 +105,8 @@ pub fn json_shape(v: &Value, dir: &str) -> Value {
                 .map(|(k, v)| {
                     let shape = if MACHINE_VERDICTS.contains(&k.as_str()) {
                         Value::String("<verdict>".into())
+                    } else if k == SCENARIO_HASH && v.is_string() {
+                        Value::String("<hex>".into())
                     } else {
                         json_shape(v, dir)
                     };
@@ -134,12 +141,17 @@ pub fn console_shape(text: &str, dir: &str) -> String {
 /// and empty cells empty.
 pub fn csv_shape(path: &Path, dir: &str) -> String {
     let (header, rows) = crate::read_csv(path);
+    let hash = header.iter().position(|h| h == SCENARIO_HASH);
     let mut out = header.join(",");
     for row in rows {
         out.push('\n');
         let cells: Vec<String> = row
             .iter()
-            .map(|c| mask_digits(&mask_paths(c, dir)))
+            .enumerate()
+            .map(|(i, c)| match hash {
+                Some(h) if h == i && !c.is_empty() => "<hex>".to_string(),
+                _ => mask_digits(&mask_paths(c, dir)),
+            })
             .collect();
         out.push_str(&cells.join(","));
     }
@@ -227,6 +239,14 @@ mod tests {
         assert_eq!(json_shape(&Value::String(long), "/tmp/x"), "<base64>");
         let prose = "a b ".repeat(LONG_TEXT);
         assert_eq!(json_shape(&Value::String(prose), "/tmp/x"), "<text>");
+        // a scenario hash is <hex> even when it drew only digits (CI's checkout path)
+        assert_eq!(
+            json_shape(
+                &serde_json::json!({"scenario_hash": "301462908517"}),
+                "/tmp/x"
+            ),
+            serde_json::json!({"scenario_hash": "<hex>"})
+        );
         let v = serde_json::json!({"a": 1.5, "b": "x1", "c": [1, 2], "d": null, "e": [{"k": 1}, {"k": 2}]});
         assert_eq!(
             json_shape(&v, "/tmp/x"),
