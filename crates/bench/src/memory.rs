@@ -17,7 +17,7 @@ use cicada_request::{Prompt, ResolvedSampling, ServerFamily, TlsSettings, WireAp
 
 use super::SelftestArgs;
 use super::level::num;
-use super::procs::{mock_stats, pinned_run, start_mock};
+use super::procs::{load_1m, mock_stats, pinned_run, start_mock};
 
 /// Turns of every session of `--sessions`.
 const SESSION_TURNS: u32 = 5;
@@ -36,12 +36,9 @@ const PROMPT_POOL: u32 = 200;
 /// The mock's TTFT and gap for `--sessions`, ms.
 const SESSION_MOCK_MS: f64 = 100.0;
 
-/// The machine's 1-minute load average (other work on it skews the figures).
+/// The machine's 1-minute load average as printed ("-" when unknown).
 fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "-".into())
+    load_1m().map_or_else(|| "-".into(), |l| format!("{l:.2}"))
 }
 
 fn sessions_scenario(sessions: u64, url: &str, out: &Path) -> String {

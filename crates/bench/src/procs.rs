@@ -292,6 +292,16 @@ pub(super) fn run_timed(
     Ok((stdout, end.cpu_us))
 }
 
+/// The machine's 1-minute load average (other work on it skews the figures).
+pub(super) fn load_1m() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::floor::unix_now_us;

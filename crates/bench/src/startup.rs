@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::SelftestArgs;
 use super::floor::unix_now_us;
-use super::procs::{Mock, start_mock_on};
+use super::procs::{Mock, load_1m, start_mock_on};
 
 /// The repository's small BPE tokenizer (2,000 ids, byte-level), so the
 /// measurement needs nothing downloaded.
@@ -137,15 +137,6 @@ dir = "{out}"
         prompts = a.prompts,
         out = out.display(),
     )
-}
-
-fn load_1m() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
 }
 
 /// A process's own peak resident memory so far (`VmHWM`), bytes.
