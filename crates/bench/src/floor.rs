@@ -34,6 +34,9 @@ pub struct FloorFigures {
     pub mean_itl_ms: f64,
     /// 99th percentile gap between content events, ms.
     pub p99_itl_ms: f64,
+    /// 99th percentile time to the first content event, ms.
+    #[serde(default)]
+    pub p99_ttft_ms: f64,
     /// The process's user+sys CPU time, µs.
     pub cpu_us: f64,
     /// When the streams were due to start, µs since the Unix epoch.
@@ -137,12 +140,10 @@ pub async fn run(level: FloorLevel) -> anyhow::Result<FloorFigures> {
         bail!("the floor client completed no request");
     }
     all.gaps_us.sort_unstable();
+    all.ttft_us.sort_unstable();
     let mean = |sum: f64, n: usize| if n == 0 { 0.0 } else { sum / n as f64 };
-    let p99 = all
-        .gaps_us
-        .get(((all.gaps_us.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
-        .copied()
-        .unwrap_or(0);
+    let p99 = nearest_rank_p99(&all.gaps_us).unwrap_or(0);
+    let p99_ttft = nearest_rank_p99(&all.ttft_us).unwrap_or(0);
     Ok(FloorFigures {
         requests: all.requests,
         events: all.gaps_us.len() as u64 + all.ttft_us.len() as u64,
@@ -152,9 +153,17 @@ pub async fn run(level: FloorLevel) -> anyhow::Result<FloorFigures> {
             all.gaps_us.len(),
         ) / 1e3,
         p99_itl_ms: f64::from(p99) / 1e3,
+        p99_ttft_ms: p99_ttft as f64 / 1e3,
         cpu_us: cicada_sys::process::resource_usage().cpu_us as f64,
         start_unix_us,
     })
+}
+
+/// The 99th percentile of sorted samples by nearest rank.
+fn nearest_rank_p99<T: Copy>(sorted: &[T]) -> Option<T> {
+    sorted
+        .get(((sorted.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
+        .copied()
 }
 
 /// When a stream starts, from when its requests count, and when it stops starting them.

@@ -58,6 +58,10 @@ pub struct FloorLevel {
     pub mean_itl_error_ms: f64,
     /// The floor's p99 ITL, ms.
     pub p99_itl_ms: f64,
+    /// The floor's p99 TTFT, ms.
+    pub p99_ttft_ms: f64,
+    /// cicada's p99 TTFT minus the floor's, ms (target: at most 3).
+    pub p99_ttft_excess_ms: f64,
     /// The mock's mean and p99 lateness during the floor's run, ms.
     pub mock_mean_late_ms: f64,
     pub mock_p99_late_ms: f64,
@@ -94,6 +98,8 @@ pub struct Level {
     pub mean_itl_error_ms: f64,
     /// Reported p99 ITL, ms.
     pub p99_itl_ms: f64,
+    /// Reported p99 TTFT, ms (the tail the mean hides).
+    pub p99_ttft_ms: f64,
     /// The mock's mean lateness behind its schedule, ms.
     pub mock_mean_late_ms: f64,
     /// The mock's p99 lateness: how much of the client's ITL p99 is the server's.
@@ -212,6 +218,7 @@ pub(super) async fn run_level(
         mean_ttft_error_ms: num(&r, "/mean_ttft_ms") - (a.ttft_ms + first_late_ms),
         mean_itl_error_ms: num(&r, "/mean_itl_ms") - a.itl_ms,
         p99_itl_ms: num(&r, "/p99_itl_ms"),
+        p99_ttft_ms: num(&r, "/p99_ttft_ms"),
         mock_mean_late_ms: num(&stats, "/lateness/mean_us") / 1e3,
         mock_p99_late_ms: num(&stats, "/lateness/p99_us") / 1e3,
         client_bound: r.pointer("/cicada/client/client_bound")
@@ -250,6 +257,8 @@ fn compare(
         mean_ttft_error_ms: ttft_err,
         mean_itl_error_ms: f.mean_itl_ms - a.itl_ms,
         p99_itl_ms: f.p99_itl_ms,
+        p99_ttft_ms: f.p99_ttft_ms,
+        p99_ttft_excess_ms: cicada.p99_ttft_ms - f.p99_ttft_ms,
         mock_mean_late_ms: num(stats, "/lateness/mean_us") / 1e3,
         mock_p99_late_ms: num(stats, "/lateness/p99_us") / 1e3,
         ttft_error_excess_ms: cicada.mean_ttft_error_ms - ttft_err,

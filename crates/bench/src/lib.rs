@@ -203,13 +203,14 @@ pub async fn selftest(a: SelftestArgs) -> anyhow::Result<()> {
         level::BURST_UP_TO
     );
     println!(
-        "{:>8} {:>8} {:>11} {:>10} {:>8} {:>13} {:>12} {:>9} {:>10} {:>9} {:>9} {:>6}",
+        "{:>8} {:>8} {:>11} {:>10} {:>8} {:>13} {:>9} {:>12} {:>9} {:>10} {:>9} {:>9} {:>6}",
         "streams",
         "held",
         "tok/s",
         "cpu µs/tok",
         "RSS MB",
         "TTFT err ms",
+        "TTFT p99",
         "ITL err ms",
         "ITL p99",
         "mock late",
@@ -221,13 +222,14 @@ pub async fn selftest(a: SelftestArgs) -> anyhow::Result<()> {
     for &streams in &a.levels {
         let l = level::run_level(&exe, &a, streams, &dir).await?;
         println!(
-            "{:>8} {:>8} {:>11.0} {:>10} {:>8} {:>13.2} {:>12.2} {:>9.2} {:>10.2} {:>9.2} {:>9} {:>6}",
+            "{:>8} {:>8} {:>11.0} {:>10} {:>8} {:>13.2} {:>9.2} {:>12.2} {:>9.2} {:>10.2} {:>9.2} {:>9} {:>6}",
             l.streams,
             l.held,
             l.tokens_per_s,
             opt(l.cpu_us_per_token, 2),
             opt(l.peak_rss_mb, 1),
             l.mean_ttft_error_ms,
+            l.p99_ttft_ms,
             l.mean_itl_error_ms,
             l.p99_itl_ms,
             l.mock_mean_late_ms,
@@ -239,7 +241,7 @@ pub async fn selftest(a: SelftestArgs) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     println!(
-        "held: most streams the mock had open at once. TTFT err: reported mean TTFT minus (configured TTFT + the mock's own mean first-token lateness). mock late / mock p99: the mock's mean and p99 lateness behind its token schedule (its own error, not the client's; ITL p99 can be no better than gap + mock p99). burst ms: from the start to the mock's last arrival of the first wave (every stream's first request, all due at t=0)."
+        "held: most streams the mock had open at once. TTFT err: reported mean TTFT minus (configured TTFT + the mock's own mean first-token lateness). TTFT p99: reported p99 TTFT, ms (configured TTFT included). mock late / mock p99: the mock's mean and p99 lateness behind its token schedule (its own error, not the client's; ITL p99 can be no better than gap + mock p99). burst ms: from the start to the mock's last arrival of the first wave (every stream's first request, all due at t=0)."
     );
     if level::with_floor(&a) {
         print_floor_table(&levels);
@@ -257,9 +259,12 @@ fn print_floor_table(levels: &[Level]) {
     println!();
     println!("against the floor client (bare hyper, one task per stream, same mock and cores):");
     println!(
-        "{:>8} | {:>9} {:>9} {:>7} | {:>9} {:>9} {:>6} | {:>9} {:>9} {:>6} | {:>8} {:>7} {:>6} | {:>10}",
+        "{:>8} | {:>9} {:>9} {:>7} | {:>9} {:>9} {:>7} | {:>9} {:>9} {:>6} | {:>9} {:>9} {:>6} | {:>8} {:>7} {:>6} | {:>10}",
         "streams",
         "TTFT err",
+        "floor",
+        "excess",
+        "TTFT p99",
         "floor",
         "excess",
         "ITL p99",
@@ -276,11 +281,14 @@ fn print_floor_table(levels: &[Level]) {
     for l in levels {
         let Some(f) = &l.floor else { continue };
         println!(
-            "{:>8} | {:>9.2} {:>9.2} {:>7.2} | {:>9.2} {:>9.2} {:>6} | {:>9} {:>9} {:>6} | {:>8} {:>7} {:>6} | {:>10.2}",
+            "{:>8} | {:>9.2} {:>9.2} {:>7.2} | {:>9.2} {:>9.2} {:>7.2} | {:>9.2} {:>9.2} {:>6} | {:>9} {:>9} {:>6} | {:>8} {:>7} {:>6} | {:>10.2}",
             l.streams,
             l.mean_ttft_error_ms,
             f.mean_ttft_error_ms,
             f.ttft_error_excess_ms,
+            l.p99_ttft_ms,
+            f.p99_ttft_ms,
+            f.p99_ttft_excess_ms,
             l.p99_itl_ms,
             f.p99_itl_ms,
             opt(f.p99_itl_ratio, 2),
@@ -294,7 +302,7 @@ fn print_floor_table(levels: &[Level]) {
         );
     }
     println!(
-        "TTFT err in ms as above, excess = cicada's minus the floor's (target: at most 1.5 ms; at 2,048 streams at most 1.5x the floor's). ratio = cicada over the floor (CPU target: at most 1.3). burst ms: the first wave onto the wire as above, cicada's and the floor's. floor late: the mock's mean lateness during the floor's run."
+        "TTFT err in ms as above, excess = cicada's minus the floor's (target: at most 1.5 ms; at 2,048 streams at most 1.5x the floor's). TTFT p99: cicada's and the floor's p99 TTFT, excess = the difference (target: at most 3 ms). ratio = cicada over the floor (CPU target: at most 1.3). burst ms: the first wave onto the wire as above, cicada's and the floor's. floor late: the mock's mean lateness during the floor's run."
     );
 }
 
