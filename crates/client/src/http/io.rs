@@ -157,6 +157,9 @@ impl AsyncRead for StampedTcp {
     }
 }
 
+// Vectored writes go to the socket as one `writev`: without these two
+// methods the traits' defaults write only the first piece per call, so a
+// request's head and body pieces left in one syscall (and segment) each.
 impl AsyncWrite for StampedTcp {
     fn poll_write(
         mut self: Pin<&mut Self>,
@@ -164,6 +167,18 @@ impl AsyncWrite for StampedTcp {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.tcp).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -199,6 +214,18 @@ impl hyper::rt::Write for StampedTcp {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.tcp).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -259,6 +286,24 @@ impl hyper::rt::Write for HyperIo {
         match self.get_mut() {
             HyperIo::Plain(t) => hyper::rt::Write::poll_write(Pin::new(t), cx, buf),
             HyperIo::Tls(t) => hyper::rt::Write::poll_write(Pin::new(t), cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            HyperIo::Plain(t) => hyper::rt::Write::poll_write_vectored(Pin::new(t), cx, bufs),
+            HyperIo::Tls(t) => hyper::rt::Write::poll_write_vectored(Pin::new(t), cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            HyperIo::Plain(t) => hyper::rt::Write::is_write_vectored(t),
+            HyperIo::Tls(t) => hyper::rt::Write::is_write_vectored(t),
         }
     }
 

@@ -206,12 +206,20 @@ impl Pool {
     }
 
     /// Park a connection whose response ended, to be reused later (unless
-    /// the origin never allows it). `rtt` sizes its settle window.
-    fn park<C>(&self, parked: &Mutex<Vec<Parked<C>>>, conn: C, rtt: Option<Duration>) {
-        if self.reuse() == Reuse::ClosesAfterResponse {
-            return;
-        }
-        let settle = rtt.map_or(SETTLE, |r| (r * 4).max(SETTLE));
+    /// the origin never allows it). `rtt` sizes its settle window, which
+    /// only matters while the pool learns: once it knows, `rtt` is not
+    /// asked (a `getsockopt` per request saved).
+    fn park<C>(
+        &self,
+        parked: &Mutex<Vec<Parked<C>>>,
+        conn: C,
+        rtt: impl FnOnce() -> Option<Duration>,
+    ) {
+        let settle = match self.reuse() {
+            Reuse::ClosesAfterResponse => return,
+            Reuse::KeepsAlive => SETTLE,
+            Reuse::Unknown => rtt().map_or(SETTLE, |r| (r * 4).max(SETTLE)),
+        };
         lock(parked).push(Parked {
             conn,
             since: Instant::now(),
@@ -226,7 +234,7 @@ impl Pool {
     }
 
     /// Park one of our own HTTP/1.1 connections.
-    pub fn park_wire(&self, conn: Conn, rtt: Option<Duration>) {
+    pub fn park_wire(&self, conn: Conn, rtt: impl FnOnce() -> Option<Duration>) {
         self.park(&self.wire, conn, rtt);
     }
 
@@ -236,7 +244,7 @@ impl Pool {
     }
 
     /// Park a hyper HTTP/1.1 connection.
-    pub fn park_h1(&self, conn: H1Conn, rtt: Option<Duration>) {
+    pub fn park_h1(&self, conn: H1Conn, rtt: impl FnOnce() -> Option<Duration>) {
         self.park(&self.h1, conn, rtt);
     }
 }
@@ -257,7 +265,7 @@ mod tests {
     /// origin decides.
     async fn show(pool: &Pool, parked: &Mutex<Vec<Parked<Fake>>>, open: bool, times: u32) {
         for _ in 0..times {
-            pool.park(parked, Fake(open), None);
+            pool.park(parked, Fake(open), || None);
             tokio::time::advance(Duration::from_millis(25)).await;
             assert!(pool.checkout(parked).is_none(), "reused while learning");
         }
@@ -267,14 +275,14 @@ mod tests {
     async fn nothing_is_reused_before_the_server_showed_it_keeps_connections() {
         let pool = Pool::default();
         let parked: Mutex<Vec<Parked<Fake>>> = Mutex::default();
-        pool.park(&parked, Fake(true), None);
+        pool.park(&parked, Fake(true), || None);
         assert!(pool.checkout(&parked).is_none(), "inside its settle window");
         tokio::time::advance(Duration::from_millis(25)).await;
         assert!(pool.checkout(&parked).is_none(), "checked, not reused");
         assert_eq!(pool.reuse(), Reuse::Unknown);
         show(&pool, &parked, true, OPEN_SEEN - 1).await;
         assert_eq!(pool.reuse(), Reuse::KeepsAlive);
-        pool.park(&parked, Fake(true), None);
+        pool.park(&parked, Fake(true), || None);
         assert!(pool.checkout(&parked).is_some());
     }
 
@@ -285,7 +293,7 @@ mod tests {
         show(&pool, &parked, false, 1).await;
         assert_eq!(pool.reuse(), Reuse::ClosesAfterResponse);
         // from now on nothing is even parked
-        pool.park(&parked, Fake(true), None);
+        pool.park(&parked, Fake(true), || None);
         tokio::time::advance(Duration::from_millis(25)).await;
         assert!(pool.checkout(&parked).is_none());
     }
@@ -299,7 +307,7 @@ mod tests {
         let parked: Mutex<Vec<Parked<Fake>>> = Mutex::default();
         show(&pool, &parked, true, OPEN_SEEN).await;
         assert_eq!(pool.reuse(), Reuse::KeepsAlive);
-        pool.park(&parked, Fake(false), None);
+        pool.park(&parked, Fake(false), || None);
         tokio::time::advance(Duration::from_millis(60)).await;
         assert!(pool.checkout(&parked).is_none());
         assert_eq!(pool.reuse(), Reuse::ClosesAfterResponse);
@@ -316,16 +324,16 @@ mod tests {
         let parked: Mutex<Vec<Parked<Fake>>> = Mutex::default();
         show(&pool, &parked, true, OPEN_SEEN).await;
         // the server closed one idle for 5 s
-        pool.park(&parked, Fake(false), None);
+        pool.park(&parked, Fake(false), || None);
         tokio::time::advance(Duration::from_secs(5)).await;
         assert!(pool.checkout(&parked).is_none());
         assert_eq!(pool.reuse(), Reuse::KeepsAlive);
         // one idle for 4.5 s (over 80 % of 5 s) is not even checked
-        pool.park(&parked, Fake(true), None);
+        pool.park(&parked, Fake(true), || None);
         tokio::time::advance(Duration::from_millis(4500)).await;
         assert!(pool.checkout(&parked).is_none());
         // one idle for 1 s is reused
-        pool.park(&parked, Fake(true), None);
+        pool.park(&parked, Fake(true), || None);
         tokio::time::advance(Duration::from_secs(1)).await;
         assert!(pool.checkout(&parked).is_some());
     }

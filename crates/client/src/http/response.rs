@@ -289,8 +289,8 @@ impl Response {
                     && c.drained()
                 {
                     c.park();
-                    let rtt = rtt(c.fd());
-                    pool.park_wire(c, rtt);
+                    let fd = c.fd();
+                    pool.park_wire(c, || rtt(fd));
                 }
             }
             Body::H1 {
@@ -303,8 +303,8 @@ impl Response {
                     && *keep_alive
                     && c.idle()
                 {
-                    let rtt = rtt(c.fd());
-                    pool.park_h1(*c, rtt);
+                    let fd = c.fd();
+                    pool.park_h1(*c, || rtt(fd));
                 }
             }
             Body::H1 { .. } | Body::H2 { .. } => {}

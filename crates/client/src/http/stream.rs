@@ -242,6 +242,46 @@ mod tests {
         server.await.unwrap();
     }
 
+    /// A request's head and body pieces go to the socket in one write
+    /// call (one `writev`), not one call each: the stamped socket takes
+    /// vectored writes, for our own writer and for hyper's (the traits'
+    /// default writes only the first piece per call, which made a chat
+    /// request four `send`s).
+    #[tokio::test]
+    async fn one_write_takes_every_piece_of_a_request() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).unwrap();
+            got
+        });
+        let parts: [&[u8]; 4] = [
+            b"POST /v1/chat/completions HTTP/1.1\r\ncontent-length: 48\r\n\r\n",
+            b"{\"messages\":[{\"content\":\"",
+            b"the shared prompt",
+            b"\"}]}",
+        ];
+        let slices: Vec<io::IoSlice<'_>> = parts.iter().map(|p| io::IoSlice::new(p)).collect();
+        let Opened { tcp, .. } = connect_and_send(addr, &[]).await.unwrap();
+        let mut tcp = StampedTcp::new(tcp);
+        assert!(tokio::io::AsyncWrite::is_write_vectored(&tcp));
+        assert!(hyper::rt::Write::is_write_vectored(&tcp));
+        let n = tcp.write_vectored(&slices).await.unwrap();
+        assert_eq!(n, parts.concat().len(), "one write took {n} bytes");
+        let mut hyper_side = super::super::io::HyperIo::Plain(tcp);
+        assert!(hyper::rt::Write::is_write_vectored(&hyper_side));
+        let n = std::future::poll_fn(|cx| {
+            hyper::rt::Write::poll_write_vectored(std::pin::Pin::new(&mut hyper_side), cx, &slices)
+        })
+        .await
+        .unwrap();
+        assert_eq!(n, parts.concat().len(), "hyper's write took {n} bytes");
+        drop(hyper_side);
+        assert_eq!(server.join().unwrap(), parts.concat().repeat(2));
+    }
+
     /// A request written as pieces (its head, then a body's parts, one of
     /// them larger than a socket takes at once) arrives as the pieces
     /// joined, from any byte a first write stopped at, over plain TCP and
