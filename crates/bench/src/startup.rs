@@ -167,10 +167,15 @@ async fn one(
     let load = load_1m();
     let exe = exe.to_path_buf();
     let workers_arg = workers.to_string();
-    let (start_us, (built_us, built_rss), end_us, peak) =
-        tokio::task::spawn_blocking(move || spawn_and_watch(&exe, &sc, &workers_arg))
-            .await
-            .context("waiting for the run")??;
+    let Watched {
+        start_us,
+        built_us,
+        built_rss,
+        end_us,
+        peak,
+    } = tokio::task::spawn_blocking(move || spawn_and_watch(&exe, &sc, &workers_arg))
+        .await
+        .context("waiting for the run")??;
     let first_us = first_arrival_us(mock).await?;
     let r: serde_json::Value = serde_json::from_slice(
         &std::fs::read(out.join("result.json")).context("reading result.json")?,
@@ -199,14 +204,20 @@ async fn one(
     })
 }
 
+/// What [`spawn_and_watch`] saw of one `cicada run`.
+struct Watched {
+    /// When it was started, its `dataset:` line came and it exited, unix µs.
+    start_us: f64,
+    built_us: Option<f64>,
+    end_us: f64,
+    /// Its peak RSS as the `dataset:` line came, and over its life, bytes.
+    built_rss: Option<u64>,
+    peak: u64,
+}
+
 /// Start `cicada run`, stamp its `dataset:` line (and its peak RSS then),
-/// poll its peak RSS until it exits: (start, (dataset built, its peak
-/// then), end) in unix µs and bytes, and the peak in bytes.
-fn spawn_and_watch(
-    exe: &Path,
-    sc: &Path,
-    workers: &str,
-) -> anyhow::Result<(f64, (Option<f64>, Option<u64>), f64, u64)> {
+/// poll its peak RSS until it exits.
+fn spawn_and_watch(exe: &Path, sc: &Path, workers: &str) -> anyhow::Result<Watched> {
     let mut cmd = Command::new(exe);
     cmd.arg("run")
         .arg(sc)
@@ -263,8 +274,13 @@ fn spawn_and_watch(
     let built = *built
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let built = (built.map(|(t, _)| t), built.and_then(|(_, rss)| rss));
-    Ok((start, built, end, peak.load(Ordering::Relaxed)))
+    Ok(Watched {
+        start_us: start,
+        built_us: built.map(|(t, _)| t),
+        end_us: end,
+        built_rss: built.and_then(|(_, rss)| rss),
+        peak: peak.load(Ordering::Relaxed),
+    })
 }
 
 /// One request as the mock logged it.
