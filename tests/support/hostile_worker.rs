@@ -163,14 +163,15 @@ impl HostileWorker {
         Ok(self.inbound.message().await?.and_then(|m| m.body))
     }
 
-    /// The coordinator's next message that is not a ping, within `limit`;
-    /// `None` when the stream ended, failed or `limit` passed.
+    /// The coordinator's next message that is not a ping (nor a piece of
+    /// an assigned pool: [`plan_of`](Self::plan_of) reads those), within
+    /// `limit`; `None` when the stream ended, failed or `limit` passed.
     pub async fn next_command(&mut self, limit: Duration) -> Option<CBody> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let next = tokio::time::timeout_at(deadline, self.recv()).await;
             match next {
-                Ok(Ok(Some(CBody::Ping(_)))) => continue,
+                Ok(Ok(Some(CBody::Ping(_) | CBody::PoolChunk(_)))) => continue,
                 Ok(Ok(Some(body))) => return Some(body),
                 _ => return None,
             }
@@ -182,14 +183,39 @@ fn message(body: WBody) -> v1::WorkerMessage {
     v1::WorkerMessage { body: Some(body) }
 }
 
-/// The Ready an honest worker answers `assign` with (its planned count from the plan).
-pub fn ready_for(assign: &v1::Assign) -> WBody {
-    let plan = cicada_proto::convert::decode_plan(
-        assign.plan.clone().expect("a plan"),
-        assign.plan_format,
-    )
-    .expect("the coordinator's plan decodes");
-    ready(assign.step, plan.planned_requests())
+impl HostileWorker {
+    /// `assign`'s plan, its pool read from the pieces that follow it (call
+    /// it right after [`next_command`](Self::next_command) gave the Assign).
+    pub async fn plan_of(&mut self, assign: &v1::Assign) -> cicada_plan::Plan {
+        use cicada_proto::convert::{PoolReceiver, decode_plan};
+        let mut pool = PoolReceiver::start(assign.step, assign.pool_chunks, assign.pool_bytes)
+            .expect("an announced pool");
+        loop {
+            match self.recv().await.expect("the coordinator's stream") {
+                Some(CBody::PoolChunk(c)) => {
+                    if pool.push(c).expect("a good piece") {
+                        break;
+                    }
+                }
+                Some(CBody::Ping(_)) => {}
+                other => panic!("a piece of the pool was due, not {other:?}"),
+            }
+        }
+        let pool = pool.finish().expect("the whole pool");
+        decode_plan(
+            assign.plan.clone().expect("a plan"),
+            assign.plan_format,
+            pool,
+        )
+        .expect("the coordinator's plan decodes")
+    }
+
+    /// The Ready an honest worker answers `assign` with (its planned count
+    /// from the plan and pool, read as [`plan_of`](Self::plan_of) does).
+    pub async fn ready_for(&mut self, assign: &v1::Assign) -> WBody {
+        let plan = self.plan_of(assign).await;
+        ready(assign.step, plan.planned_requests())
+    }
 }
 
 /// `Ready { step, planned_requests }`.

@@ -123,15 +123,10 @@ async fn play(url: String, f: Forgery) {
     let Some(CBody::Assign(assign)) = w.next_command(limit).await else {
         panic!("no assign")
     };
-    let plan = cicada_proto::convert::decode_plan(
-        assign.plan.clone().expect("a plan"),
-        assign.plan_format,
-    )
-    .unwrap();
-    let planned = plan.planned_requests();
+    let planned = w.plan_of(&assign).await.planned_requests();
     let ready = match f {
         Forgery::ReadyWithNothingPlanned => hostile::ready(assign.step, 0),
-        _ => hostile::ready_for(&assign),
+        _ => hostile::ready(assign.step, planned),
     };
     assert!(w.send(ready).await);
     if !matches!(f, Forgery::ReadyWithNothingPlanned) {

@@ -227,7 +227,8 @@ fn worker_text_cannot_forge_log_lines_or_results() {
         let Some(CBody::Assign(assign)) = w.next_command(limit).await else {
             panic!("no assign")
         };
-        assert!(w.send(hostile::ready_for(&assign)).await);
+        let ready = w.ready_for(&assign).await;
+        assert!(w.send(ready).await);
         let Some(CBody::Start(_)) = w.next_command(limit).await else {
             panic!("no start")
         };

@@ -5,8 +5,9 @@
 //! time from the process's start to the dataset being built (the
 //! coordinator's `dataset:` line on stderr), to the first request reaching
 //! the mock (the mock's own arrival stamp), and the peak RSS of the
-//! coordinator (its `VmHWM`, polled) and of its workers (their own
-//! `peak_rss_bytes` in result.json).
+//! coordinator (its `VmHWM`, polled; also as it printed the `dataset:` line,
+//! the build's own peak) and of its workers (their own `peak_rss_bytes` in
+//! result.json).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -38,6 +39,9 @@ pub struct Startup {
     pub first_request_s: Option<f64>,
     /// The coordinator's peak resident memory (its own `VmHWM`), MB.
     pub coordinator_peak_rss_mb: f64,
+    /// Its `VmHWM` as it printed the `dataset:` line (the dataset build's
+    /// peak, before any plan was sent), MB.
+    pub coordinator_built_rss_mb: Option<f64>,
     /// The largest of its workers' peak resident memory, MB.
     pub worker_peak_rss_mb: Option<f64>,
     /// The whole run's wall time, s.
@@ -66,10 +70,11 @@ pub(super) async fn run(exe: &Path, a: &SelftestArgs, dir: &Path) -> anyhow::Res
         )
     );
     println!(
-        "{:>8} {:>11} {:>15} {:>15} {:>14} {:>9} {:>7}",
+        "{:>8} {:>11} {:>15} {:>15} {:>15} {:>14} {:>9} {:>7}",
         "workers",
         "dataset s",
         "first request s",
+        "coord. built MB",
         "coord. RSS MB",
         "worker RSS MB",
         "total s",
@@ -81,10 +86,11 @@ pub(super) async fn run(exe: &Path, a: &SelftestArgs, dir: &Path) -> anyhow::Res
         let run_dir = dir.join(format!("startup-{workers}"));
         let s = one(exe, a, &mock, &tokenizer, workers, &run_dir).await?;
         println!(
-            "{:>8} {:>11} {:>15} {:>15.0} {:>14} {:>9.1} {:>7}",
+            "{:>8} {:>11} {:>15} {:>15} {:>15.0} {:>14} {:>9.1} {:>7}",
             s.workers,
             opt(s.dataset_built_s, 2),
             opt(s.first_request_s, 2),
+            opt(s.coordinator_built_rss_mb, 0),
             s.coordinator_peak_rss_mb,
             opt(s.worker_peak_rss_mb, 0),
             s.total_s,
@@ -94,7 +100,7 @@ pub(super) async fn run(exe: &Path, a: &SelftestArgs, dir: &Path) -> anyhow::Res
         let _ = std::fs::remove_dir_all(&run_dir);
     }
     println!(
-        "dataset s: from starting cicada run to its dataset line (tokenizer loaded, every prompt built). first request s: to the mock's first arrival (pool sent to each worker, workers ready, start barrier). RSS: the coordinator's own peak, and the largest worker's. load: the 1-minute load average as the run began."
+        "dataset s: from starting cicada run to its dataset line (tokenizer loaded, every prompt built). first request s: to the mock's first arrival (pool sent to each worker, workers ready, start barrier). RSS: the coordinator's own peak at its dataset line (the build's) and over the run (pool deflated and sent), and the largest worker's. load: the 1-minute load average as the run began."
     );
     Ok(out)
 }
@@ -161,10 +167,15 @@ async fn one(
     let load = load_1m();
     let exe = exe.to_path_buf();
     let workers_arg = workers.to_string();
-    let (start_us, built_us, end_us, peak) =
-        tokio::task::spawn_blocking(move || spawn_and_watch(&exe, &sc, &workers_arg))
-            .await
-            .context("waiting for the run")??;
+    let Watched {
+        start_us,
+        built_us,
+        built_rss,
+        end_us,
+        peak,
+    } = tokio::task::spawn_blocking(move || spawn_and_watch(&exe, &sc, &workers_arg))
+        .await
+        .context("waiting for the run")??;
     let first_us = first_arrival_us(mock).await?;
     let r: serde_json::Value = serde_json::from_slice(
         &std::fs::read(out.join("result.json")).context("reading result.json")?,
@@ -186,19 +197,27 @@ async fn one(
         dataset_built_s: built_us.map(s),
         first_request_s: first_us.map(s),
         coordinator_peak_rss_mb: peak as f64 / 1e6,
+        coordinator_built_rss_mb: built_rss.map(|b| b as f64 / 1e6),
         worker_peak_rss_mb: worker_peak.map(|b| b / 1e6),
         total_s: s(end_us),
         load_1m: load,
     })
 }
 
-/// Start `cicada run`, stamp its `dataset:` line, poll its peak RSS until it
-/// exits: (start, dataset built, end) in unix µs and the peak in bytes.
-fn spawn_and_watch(
-    exe: &Path,
-    sc: &Path,
-    workers: &str,
-) -> anyhow::Result<(f64, Option<f64>, f64, u64)> {
+/// What [`spawn_and_watch`] saw of one `cicada run`.
+struct Watched {
+    /// When it was started, its `dataset:` line came and it exited, unix µs.
+    start_us: f64,
+    built_us: Option<f64>,
+    end_us: f64,
+    /// Its peak RSS as the `dataset:` line came, and over its life, bytes.
+    built_rss: Option<u64>,
+    peak: u64,
+}
+
+/// Start `cicada run`, stamp its `dataset:` line (and its peak RSS then),
+/// poll its peak RSS until it exits.
+fn spawn_and_watch(exe: &Path, sc: &Path, workers: &str) -> anyhow::Result<Watched> {
     let mut cmd = Command::new(exe);
     cmd.arg("run")
         .arg(sc)
@@ -209,7 +228,7 @@ fn spawn_and_watch(
     let mut child = cmd.spawn().context("starting cicada run")?;
     let pid = child.id();
     let stderr = child.stderr.take().context("the run's stderr")?;
-    let built = Arc::new(Mutex::new(None::<f64>));
+    let built = Arc::new(Mutex::new(None::<(f64, Option<u64>)>));
     let lines = Arc::new(Mutex::new(Vec::<String>::new()));
     let reader = {
         let (built, lines) = (built.clone(), lines.clone());
@@ -219,7 +238,7 @@ fn spawn_and_watch(
                     let mut b = built
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    b.get_or_insert_with(unix_now_us);
+                    b.get_or_insert_with(|| (unix_now_us(), vm_hwm(pid)));
                 }
                 lines
                     .lock()
@@ -255,7 +274,13 @@ fn spawn_and_watch(
     let built = *built
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    Ok((start, built, end, peak.load(Ordering::Relaxed)))
+    Ok(Watched {
+        start_us: start,
+        built_us: built.map(|(t, _)| t),
+        end_us: end,
+        built_rss: built.and_then(|(_, rss)| rss),
+        peak: peak.load(Ordering::Relaxed),
+    })
 }
 
 /// One request as the mock logged it.

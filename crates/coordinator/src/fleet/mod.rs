@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cicada_plan::{Plan, Steer};
-use cicada_proto::convert::{PLAN_FORMAT, encode_plan, encode_steer};
+use cicada_proto::convert::{DeflatedPool, PLAN_FORMAT, encode_plan, encode_steer};
 use cicada_proto::v1::{self, coordinator_message::Body as CBody};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -233,16 +233,60 @@ impl Fleet {
         std::mem::take(&mut self.unreadable)
     }
 
-    /// Send worker `index` its plan for `step`.
-    pub fn assign(&mut self, index: u32, step: u32, plan: &Plan) {
+    /// Send every member of `plans` its plan for `step`, its pool in
+    /// pieces after it. Each distinct pool is deflated once and its pieces
+    /// shared by every member that gets the same entries (the whole pool of
+    /// a steerable closed loop or of a mix), not compressed and held once
+    /// per worker. A pool's pieces go to its members' outboxes as soon as
+    /// they are made and are freed once every one of those streams sent
+    /// them, so a striped step holds about one stripe's compressed copy at
+    /// a time.
+    pub fn assign(&mut self, step: u32, plans: &[(u32, Plan)]) {
+        let mut sent = vec![false; plans.len()];
+        for (i, (_, first)) in plans.iter().enumerate() {
+            if sent[i] {
+                continue;
+            }
+            let pool = DeflatedPool::with_piece_bytes(&first.pool, &first.shapes, piece_bytes());
+            tracing::debug!(
+                entries = first.pool.len(),
+                bytes = pool.bytes(),
+                pieces = pool.chunks(),
+                "pool deflated"
+            );
+            for (j, (member, plan)) in plans.iter().enumerate().skip(i) {
+                if j == i || (!sent[j] && same_pool(first, plan)) {
+                    self.assign_one(*member, step, plan, &pool);
+                    sent[j] = true;
+                }
+            }
+        }
+    }
+
+    /// Send worker `index` its plan for `step`, then `pool` in pieces (the
+    /// bytes shared, waiting in its outbox until its stream sends them).
+    fn assign_one(&mut self, index: u32, step: u32, plan: &Plan, pool: &DeflatedPool) {
         self.send(
             index,
             CBody::Assign(v1::Assign {
                 step,
                 plan: Some(encode_plan(plan)),
                 plan_format: PLAN_FORMAT,
+                pool_chunks: pool.chunks(),
+                pool_bytes: pool.bytes(),
             }),
         );
+        let damage = damaged_piece(index);
+        for mut piece in pool.messages(step) {
+            if damage == Some(piece.seq) {
+                let mut data = piece.data.to_vec();
+                if let Some(b) = data.last_mut() {
+                    *b ^= 0x20;
+                }
+                piece.data = data.into();
+            }
+            self.send(index, CBody::PoolChunk(piece));
+        }
     }
 
     /// Start `step` on every member at one instant `delay` from now (the
@@ -363,6 +407,35 @@ impl Fleet {
         self.members.clear();
         self.server.abort();
     }
+}
+
+/// Tests only: the most bytes of deflated pool one piece carries, so that
+/// a small pool travels in many pieces (default: `POOL_CHUNK_BYTES`).
+const PIECE_BYTES_ENV: &str = "CICADA_POOL_CHUNK_BYTES";
+
+/// Tests only: `member:piece`: a byte of that piece of the pool is flipped
+/// on its way to that member (after its CRC-32 was taken), standing for
+/// damage on the way.
+const DAMAGE_ENV: &str = "CICADA_TEST_DAMAGE_POOL";
+
+fn piece_bytes() -> usize {
+    std::env::var(PIECE_BYTES_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(cicada_proto::convert::POOL_CHUNK_BYTES)
+}
+
+fn damaged_piece(member: u32) -> Option<u32> {
+    let v = std::env::var(DAMAGE_ENV).ok()?;
+    let (m, piece) = v.split_once(':')?;
+    (m.parse::<u32>().ok()? == member).then(|| piece.parse().ok())?
+}
+
+/// Whether two plans carry the same pool (entries and shapes): cheap for
+/// text prompts, whose shared `Arc`s compare by address first.
+fn same_pool(a: &Plan, b: &Plan) -> bool {
+    a.pool.len() == b.pool.len() && a.shapes == b.shapes && a.pool == b.pool
 }
 
 fn message(body: CBody) -> v1::CoordinatorMessage {

@@ -108,8 +108,8 @@ pub async fn run_step(
         .map(|(m, p)| (*m, (p.planned_requests(), p.planned_sessions())))
         .collect();
     let cap = fleet_cap(step.plans);
-    for (member, plan) in step.plans.iter_mut() {
-        fleet.assign(*member, step.number, plan);
+    fleet.assign(step.number, step.plans);
+    for (_, plan) in step.plans.iter_mut() {
         plan.pool = Vec::new();
     }
     let mut collect = Collect::new(step.number, &planned, cap);

@@ -9,5 +9,8 @@ mod shape;
 mod steer;
 
 pub use metrics::{decode_histograms, decode_set, encode_histograms, encode_set};
-pub use plan::{PLAN_FORMAT, PlanError, decode_plan, encode_plan};
+pub use plan::{
+    DeflatedPool, PLAN_FORMAT, POOL_CHUNK_BYTES, PlanError, PoolReceiver, ReceivedPool,
+    check_format, decode_plan, encode_plan,
+};
 pub use steer::{SteerError, decode_steer, encode_steer};

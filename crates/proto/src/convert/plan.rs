@@ -1,7 +1,9 @@
 //! Wire <-> domain conversion for the plan (`cicada_plan::Plan` <->
-//! `v1::Plan`). The pool travels as a deflated `v1::Pool`: it is most of a
-//! plan's bytes and is text (see `proto/plan.proto`).
+//! `v1::Plan`). The pool travels as a deflated `v1::Pool`, in pieces after
+//! the plan: it is most of a plan's bytes and is text (see
+//! `proto/plan.proto`, and `chunks`).
 
+mod chunks;
 mod drive;
 mod pool;
 mod target;
@@ -13,8 +15,9 @@ use cicada_plan::units::Span;
 use cicada_plan::{ConversationSettings, Plan, StageWindow, WorkloadPart};
 
 use crate::v1;
+pub use chunks::{DeflatedPool, POOL_CHUNK_BYTES, PoolReceiver, ReceivedPool};
 use drive::{drive, drive_from};
-use pool::{deflate_pool, inflate, pool_from};
+use pool::pool_from;
 use target::{sampling, sampling_from, slo, slo_from, target, target_from};
 
 /// Version of the plan's meaning, sent in `Assign.plan_format`; bumped when
@@ -27,8 +30,10 @@ use target::{sampling, sampling_from, slo, slo_from, target, target_from};
 /// pooling and score APIs; 8: mixed traffic's workloads, agent sessions'
 /// forks and tool waits, and prompts of token ids, which an older worker
 /// would ignore or send as empty text; 9: session workloads in a mix, which
-/// an older worker would send as single requests).
-pub const PLAN_FORMAT: u32 = 9;
+/// an older worker would send as single requests; 10: the pool travels in
+/// `PoolChunk` messages after the plan, which an older worker would not
+/// read).
+pub const PLAN_FORMAT: u32 = 10;
 
 /// Why a plan from the wire could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -41,13 +46,19 @@ pub enum PlanError {
     Unknown { field: &'static str, value: i32 },
     #[error("the plan's pool is corrupt: {0}")]
     Pool(String),
+    #[error("the plan's pool was cut short: {got} of its {of} pieces arrived")]
+    Truncated { got: u32, of: u32 },
+    #[error("piece {seq} of the plan's pool ({of} pieces) is bad: {why}")]
+    Chunk { seq: u32, of: u32, why: String },
     #[error("the plan's sampling.extra_body.{key} is not JSON: {error}")]
     ExtraBody { key: String, error: String },
     #[error("the plan's tools / response format: {0}")]
     Shape(String),
 }
 
-/// The plan as it goes on the wire (`Assign.plan`).
+/// The plan as it goes on the wire (`Assign.plan`), without its pool, which
+/// follows it ([`DeflatedPool`]: deflated once for every worker that gets
+/// the same one).
 pub fn encode_plan(plan: &Plan) -> v1::Plan {
     let (warmup_requests, warmup_span) = match plan.warmup {
         Some(Warmup::Requests(n)) => (Some(n), None),
@@ -76,7 +87,6 @@ pub fn encode_plan(plan: &Plan) -> v1::Plan {
             .map(v1::plan::Warmup::WarmupRequests)
             .or(warmup_span.map(v1::plan::Warmup::WarmupSpan)),
         cooldown_cancel: plan.cooldown == Cooldown::Cancel,
-        pool_deflated: deflate_pool(&plan.pool, &plan.shapes).into(),
         report_interval_ms: plan.report_interval_ms,
         tokenizer: plan.tokenizer.clone(),
         verify_every: plan.verify_every,
@@ -128,12 +138,20 @@ fn workload_from(w: v1::Workload) -> Result<WorkloadPart, PlanError> {
     })
 }
 
-/// The plan a worker runs, from `Assign.plan` and `Assign.plan_format`.
-pub fn decode_plan(wire: v1::Plan, format: u32) -> Result<Plan, PlanError> {
-    if format != PLAN_FORMAT {
-        return Err(PlanError::Format { found: format });
+/// Whether a worker of this build reads plans of `format` (`Assign.plan_format`).
+pub fn check_format(format: u32) -> Result<(), PlanError> {
+    if format == PLAN_FORMAT {
+        Ok(())
+    } else {
+        Err(PlanError::Format { found: format })
     }
-    let pool = inflate(&wire.pool_deflated)?;
+}
+
+/// The plan a worker runs, from `Assign.plan`, `Assign.plan_format` and the
+/// pool that followed it.
+pub fn decode_plan(wire: v1::Plan, format: u32, pool: ReceivedPool) -> Result<Plan, PlanError> {
+    check_format(format)?;
+    let pool = pool.0;
     Ok(Plan {
         run_id: wire.run_id,
         step: wire.step,
@@ -210,7 +228,7 @@ fn duration(s: Option<v1::Span>, field: &'static str) -> Result<Duration, PlanEr
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
-    use std::io::Write as _;
+    use std::io::{Read as _, Write as _};
     use std::sync::Arc;
 
     use cicada_plan::pool::{ChatMessage, Conversation, MediaFile, Prompt, Turn};
@@ -221,6 +239,7 @@ mod tests {
     use cicada_scenarios::Scenario;
     use prost::Message as _;
 
+    use super::chunks::crc32;
     use super::*;
     use cicada_scenarios::dataset::build_pool;
     use cicada_scenarios::sharding::plans_for;
@@ -262,9 +281,41 @@ mod tests {
         }
     }
 
+    /// `pool`'s messages as a worker reads them off the wire, pushed into
+    /// a receiver in order: the pool, or the first refusal.
+    fn receive(
+        step: u32,
+        chunks: u32,
+        bytes: u64,
+        messages: impl IntoIterator<Item = v1::PoolChunk>,
+    ) -> Result<ReceivedPool, PlanError> {
+        let mut r = PoolReceiver::start(step, chunks, bytes)?;
+        for m in messages {
+            let wire = v1::PoolChunk::decode(m.encode_to_vec().as_slice()).unwrap();
+            r.push(wire)?;
+        }
+        r.finish()
+    }
+
+    /// A pool deflated in pieces of at most `max` bytes, read back.
+    fn through(pool: &DeflatedPool) -> ReceivedPool {
+        receive(7, pool.chunks(), pool.bytes(), pool.messages(7)).unwrap()
+    }
+
+    /// `p`'s pool in pieces of at most `max` bytes.
+    fn deflated(p: &Plan, max: usize) -> DeflatedPool {
+        DeflatedPool::cut(pool::deflate_pool(&p.pool, &p.shapes), max)
+    }
+
     fn round_trip(p: &Plan) -> Plan {
         let bytes = encode_plan(p).encode_to_vec();
-        decode_plan(v1::Plan::decode(bytes.as_slice()).unwrap(), PLAN_FORMAT).unwrap()
+        let pool = through(&DeflatedPool::new(&p.pool, &p.shapes));
+        decode_plan(
+            v1::Plan::decode(bytes.as_slice()).unwrap(),
+            PLAN_FORMAT,
+            pool,
+        )
+        .unwrap()
     }
 
     fn scenario(text: &str) -> Scenario {
@@ -419,10 +470,9 @@ mod tests {
             sample_rate: 16_000,
             seed: 4,
         });
-        let wire = encode_plan(&p);
-        let pool_wire = inflate(&wire.pool_deflated).unwrap();
-        assert_eq!(pool_wire.files.len(), 1, "the shared file travels once");
-        let back = decode_plan(wire, PLAN_FORMAT).unwrap();
+        let pool = through(&DeflatedPool::new(&p.pool, &p.shapes));
+        assert_eq!(pool.0.files.len(), 1, "the shared file travels once");
+        let back = decode_plan(encode_plan(&p), PLAN_FORMAT, pool).unwrap();
         assert_eq!(back, p);
         let (Image::File(a), Image::File(b)) =
             (&back.pool[0].media.images[1], &back.pool[1].media.images[0])
@@ -468,9 +518,139 @@ mod tests {
             raw > 5 * super::pool::CHUNK_BYTES,
             "{raw} bytes is several chunks"
         );
-        let wire = encode_plan(&p);
-        assert_eq!(inflate(&wire.pool_deflated).unwrap().files.len(), 1);
-        assert_eq!(decode_plan(wire, PLAN_FORMAT).unwrap(), p);
+        let whole = DeflatedPool::new(&p.pool, &p.shapes);
+        // the compressed chunks are one deflate stream, whatever the cut
+        let mut one = Vec::new();
+        flate2::read::DeflateDecoder::new(
+            whole
+                .messages(0)
+                .flat_map(|m| m.data.to_vec())
+                .collect::<Vec<u8>>()
+                .as_slice(),
+        )
+        .read_to_end(&mut one)
+        .unwrap();
+        assert_eq!(one.len(), raw);
+        let pool = through(&whole);
+        assert_eq!(pool.0.files.len(), 1);
+        assert_eq!(decode_plan(encode_plan(&p), PLAN_FORMAT, pool).unwrap(), p);
+    }
+
+    /// Issue 39 item 3: a pool sent in many pieces (cut small here, as a
+    /// 3 GB pool is cut at [`POOL_CHUNK_BYTES`]) arrives byte for byte at
+    /// one worker, and at each of two workers given the same pieces (the
+    /// one compressed copy the coordinator sends every worker of the same
+    /// share) or their own stripes.
+    #[test]
+    fn a_pool_in_many_pieces_arrives_whole_at_one_and_two_workers() {
+        let s = scenario(
+            "[target]\nbackend = \"mock\"\n[dataset]\ninput_len = 500\nrange_ratio = 0.5\n[load]\nnum_prompts = 300\n",
+        );
+        let pool = build_pool(&s, None).unwrap();
+        for workers in [1u32, 2] {
+            let plans = plans_for(&s, &target(), &pool, None, "r", 0, workers);
+            // each its own share, and the first's shared by every worker
+            let shared = deflated(&plans[0], 4096);
+            assert!(shared.chunks() > 20, "{} pieces", shared.chunks());
+            for p in &plans {
+                let own = deflated(p, 4096);
+                for sent in [&own, &shared] {
+                    let got = receive(7, sent.chunks(), sent.bytes(), sent.messages(7)).unwrap();
+                    let mut back = decode_plan(encode_plan(p), PLAN_FORMAT, got).unwrap();
+                    let want = if std::ptr::eq(sent, &shared) {
+                        &plans[0]
+                    } else {
+                        p
+                    };
+                    assert_eq!(back.pool.len(), want.pool.len());
+                    for (b, w) in back.pool.iter().zip(&want.pool) {
+                        assert_eq!(b.prompt.text().as_bytes(), w.prompt.text().as_bytes());
+                    }
+                    back.pool.clone_from(&p.pool);
+                    assert_eq!(&back, p);
+                }
+            }
+            if workers == 2 {
+                assert_ne!(plans[0].pool, plans[1].pool, "two stripes");
+            }
+        }
+    }
+
+    /// A pool cut short, reordered, damaged or padded is refused with what
+    /// went wrong, never read as a shorter pool.
+    #[test]
+    fn a_pool_cut_short_or_damaged_is_refused_with_what_went_wrong() {
+        let s = scenario(
+            "[target]\nbackend = \"mock\"\n[dataset]\ninput_len = 200\n[load]\nnum_prompts = 50\n",
+        );
+        let pool = build_pool(&s, None).unwrap();
+        let p = plans_for(&s, &target(), &pool, None, "r", 0, 1).remove(0);
+        let sent = deflated(&p, 1000);
+        let (n, bytes) = (sent.chunks(), sent.bytes());
+        assert!(n > 4);
+        let all: Vec<v1::PoolChunk> = sent.messages(3).collect();
+        let err = |m: Vec<v1::PoolChunk>, n: u32, bytes: u64| receive(3, n, bytes, m).unwrap_err();
+        // the last piece never came
+        let e = err(all[..all.len() - 1].to_vec(), n, bytes);
+        assert!(
+            matches!(e, PlanError::Truncated { got, of } if got == n - 1 && of == n),
+            "{e}"
+        );
+        assert!(e.to_string().contains("cut short"), "{e}");
+        // a piece missing in the middle
+        let mut gap = all.clone();
+        gap.remove(2);
+        let e = err(gap, n, bytes);
+        assert!(matches!(e, PlanError::Chunk { seq: 3, .. }), "{e}");
+        assert!(e.to_string().contains("where piece 2 was due"), "{e}");
+        // a damaged byte
+        let mut damaged = all.clone();
+        let mut data = damaged[1].data.to_vec();
+        data[10] ^= 0x40;
+        damaged[1].data = data.into();
+        let e = err(damaged.clone(), n, bytes);
+        assert!(matches!(e, PlanError::Chunk { seq: 1, .. }), "{e}");
+        assert!(e.to_string().contains("CRC-32"), "{e}");
+        // damaged before its CRC was taken: the stream itself is bad
+        damaged[1].crc32 = crc32(&damaged[1].data);
+        let e = err(damaged, n, bytes);
+        assert!(
+            matches!(e, PlanError::Pool(_) | PlanError::Chunk { .. }),
+            "{e}"
+        );
+        // the stream's end cut off, the sizes made to agree
+        let mut short = all.clone();
+        let last = short.last_mut().unwrap();
+        let cut = last.data.slice(..last.data.len() - 3);
+        last.crc32 = crc32(&cut);
+        last.data = cut;
+        let e = err(short, n, bytes - 3);
+        assert!(e.to_string().contains("stops before its end"), "{e}");
+        // bytes after the stream's end
+        let mut padded = all.clone();
+        padded.push(v1::PoolChunk {
+            step: 3,
+            seq: n,
+            data: vec![1, 2, 3].into(),
+            crc32: crc32(&[1, 2, 3]),
+        });
+        let e = err(padded, n + 1, bytes + 3);
+        assert!(e.to_string().contains("follow the end"), "{e}");
+        // another step's piece, and more bytes than announced
+        let mut other = all.clone();
+        other[0].step = 4;
+        assert!(
+            err(other, n, bytes)
+                .to_string()
+                .contains("belongs to step 4")
+        );
+        assert!(
+            err(all.clone(), n, bytes - 1)
+                .to_string()
+                .contains("announced")
+        );
+        // and the pieces as sent come through
+        assert!(receive(3, n, bytes, all).is_ok());
     }
 
     #[test]
@@ -478,25 +658,32 @@ mod tests {
         let s = scenario("[target]\nbackend = \"mock\"\n[load]\nnum_prompts = 2\n");
         let pool = build_pool(&s, None).unwrap();
         let p = plans_for(&s, &target(), &pool, None, "r", 0, 1).remove(0);
-        let err = decode_plan(encode_plan(&p), PLAN_FORMAT + 1).unwrap_err();
+        let sent = DeflatedPool::new(&p.pool, &p.shapes);
+        let err = decode_plan(encode_plan(&p), PLAN_FORMAT + 1, through(&sent)).unwrap_err();
         let found = format!("plan format {}", PLAN_FORMAT + 1);
         assert!(err.to_string().contains(&found), "{err}");
-        let mut wire = encode_plan(&p);
-        wire.pool_deflated = b"junk".to_vec().into();
+        assert!(check_format(PLAN_FORMAT + 1).is_err() && check_format(PLAN_FORMAT).is_ok());
+        let junk = v1::PoolChunk {
+            step: 0,
+            seq: 0,
+            data: b"junk".to_vec().into(),
+            crc32: crc32(b"junk"),
+        };
+        assert!(matches!(receive(0, 1, 4, [junk]), Err(PlanError::Pool(_))));
         assert!(matches!(
-            decode_plan(wire, PLAN_FORMAT),
-            Err(PlanError::Pool(_))
+            PoolReceiver::start(0, 0, 0),
+            Err(PlanError::Missing(_))
         ));
         let mut wire = encode_plan(&p);
         wire.target.as_mut().unwrap().api = 77;
         assert!(matches!(
-            decode_plan(wire, PLAN_FORMAT),
+            decode_plan(wire, PLAN_FORMAT, through(&sent)),
             Err(PlanError::Unknown { value: 77, .. })
         ));
         let mut wire = encode_plan(&p);
         wire.drive = None;
         assert!(matches!(
-            decode_plan(wire, PLAN_FORMAT),
+            decode_plan(wire, PLAN_FORMAT, through(&sent)),
             Err(PlanError::Missing("drive"))
         ));
     }
@@ -522,9 +709,16 @@ mod tests {
             .sum();
         let t = Instant::now();
         let bytes = encode_plan(&plan).encode_to_vec();
+        let sent = DeflatedPool::new(&plan.pool, &plan.shapes);
         let encode = t.elapsed();
         let t = Instant::now();
-        let back = decode_plan(v1::Plan::decode(bytes.as_slice()).unwrap(), PLAN_FORMAT).unwrap();
+        let pool = through(&sent);
+        let back = decode_plan(
+            v1::Plan::decode(bytes.as_slice()).unwrap(),
+            PLAN_FORMAT,
+            pool,
+        )
+        .unwrap();
         let decode = t.elapsed();
         assert_eq!(back, plan);
         let raw = super::pool::pool(&plan.pool, &plan.shapes).encoded_len();
@@ -535,9 +729,10 @@ mod tests {
         let deflated_json = enc.finish().unwrap();
         let json_encode = t.elapsed();
         println!(
-            "{} entries, {words} words: typed plan {} bytes (pool {raw} bytes before deflate), encode {encode:?}, decode {decode:?}; JSON {} bytes, deflated {} bytes, encode {json_encode:?}",
+            "{} entries, {words} words: typed plan {} bytes and pool {} bytes deflated ({raw} before), encode {encode:?}, decode {decode:?}; JSON {} bytes, deflated {} bytes, encode {json_encode:?}",
             plan.pool.len(),
             bytes.len(),
+            sent.bytes(),
             json.len(),
             deflated_json.len()
         );

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cicada_client::clock::Clock;
-use cicada_proto::convert::{decode_plan, decode_steer, encode_histograms, encode_set};
+use cicada_proto::convert::{
+    PoolReceiver, check_format, decode_plan, decode_steer, encode_histograms, encode_set,
+};
 use cicada_proto::v1::{self, coordinator_message::Body as CBody, worker_message::Body as WBody};
 use thiserror::Error;
 use tokio::sync::mpsc;
@@ -111,6 +113,14 @@ impl Running {
     }
 }
 
+/// An assigned step whose pool is still arriving (`PoolChunk`s).
+struct Receiving {
+    step: u32,
+    format: u32,
+    plan: Option<v1::Plan>,
+    pool: PoolReceiver,
+}
+
 /// An assigned step waiting for its start, with its gate's messages.
 struct Pending {
     step: Arc<Step>,
@@ -145,6 +155,7 @@ pub async fn serve(
         load,
         threads: who.threads,
         tx,
+        receiving: None,
         pending: None,
         running: None,
         leave,
@@ -185,6 +196,8 @@ struct Session {
     load: tokio::runtime::Handle,
     threads: usize,
     tx: mpsc::Sender<v1::WorkerMessage>,
+    /// An assignment whose pool is on its way.
+    receiving: Option<Receiving>,
     pending: Option<Pending>,
     running: Option<Running>,
     /// Pulled when this worker's host asks it to go.
@@ -228,14 +241,16 @@ impl Session {
                 }
                 next = inbound.message() => {
                     let m = match next {
-                        Err(s) => return Err(LinkError::Lost(s.message().to_string())),
-                        Ok(None) => return Err(LinkError::Lost("the coordinator closed the stream".into())),
+                        Err(s) => return Err(LinkError::Lost(format!("{}{}", s.message(), self.cut_short()))),
+                        Ok(None) => return Err(LinkError::Lost(format!("the coordinator closed the stream{}", self.cut_short()))),
                         Ok(Some(m)) => m,
                     };
-                    heard = Instant::now();
                     if let Some(end) = self.on_message(m).await {
                         return end;
                     }
+                    // heard once acted on: preparing a step is not the
+                    // coordinator's silence
+                    heard = Instant::now();
                 }
                 _ = probe_tick.tick(), if self.clock.busy() || self.unready.is_some() => {
                     if !self.clock_tick().await {
@@ -286,10 +301,27 @@ impl Session {
         self.running.as_ref().map_or(0, |r| r.step.in_flight())
     }
 
+    /// Where an assignment's pool stood when the link broke ("" without one).
+    fn cut_short(&self) -> String {
+        self.receiving.as_ref().map_or_else(String::new, |r| {
+            let (got, of) = r.pool.progress();
+            let e = cicada_proto::convert::PlanError::Truncated { got, of };
+            format!(" ({e})")
+        })
+    }
+
     /// Act on one message; `Some` when the run ends with it.
     async fn on_message(&mut self, m: v1::CoordinatorMessage) -> Option<Result<(), LinkError>> {
+        if let Some(r) = &self.receiving
+            && matches!(m.body, Some(CBody::Assign(_) | CBody::Start(_)))
+        {
+            let (got, of) = r.pool.progress();
+            let e = cicada_proto::convert::PlanError::Truncated { got, of };
+            return self.fail(format!("step {}: {e}", r.step)).await;
+        }
         match m.body {
-            Some(CBody::Assign(a)) => return self.prepare(a).await,
+            Some(CBody::Assign(a)) => return self.assigned(a).await,
+            Some(CBody::PoolChunk(c)) => return self.pool_piece(c).await,
             Some(CBody::Start(s)) => {
                 let Some(pending) = self.pending.take() else {
                     return Some(Err(LinkError::Protocol(
@@ -378,31 +410,87 @@ impl Session {
         }
     }
 
-    /// Prepare an assigned step and say it is ready (or why it cannot run).
-    async fn prepare(&mut self, a: v1::Assign) -> Option<Result<(), LinkError>> {
+    /// An assignment: its pool follows in pieces.
+    async fn assigned(&mut self, a: v1::Assign) -> Option<Result<(), LinkError>> {
+        let receiving = check_format(a.plan_format)
+            .and_then(|()| PoolReceiver::start(a.step, a.pool_chunks, a.pool_bytes));
+        match receiving {
+            Ok(pool) => {
+                self.receiving = Some(Receiving {
+                    step: a.step,
+                    format: a.plan_format,
+                    plan: a.plan,
+                    pool,
+                });
+                None
+            }
+            Err(e) => self.fail(e.to_string()).await,
+        }
+    }
+
+    /// A piece of the assigned pool; the step is prepared after the last.
+    async fn pool_piece(&mut self, c: v1::PoolChunk) -> Option<Result<(), LinkError>> {
+        let Some(r) = self.receiving.as_mut() else {
+            return Some(Err(LinkError::Protocol(
+                "a piece of a pool without an assignment".into(),
+            )));
+        };
+        match r.pool.push(c) {
+            Ok(false) => None,
+            Ok(true) => match self.receiving.take() {
+                Some(r) => self.prepare(r).await,
+                None => None,
+            },
+            Err(e) => {
+                let step = r.step;
+                self.receiving = None;
+                self.fail(format!("step {step}: {e}")).await
+            }
+        }
+    }
+
+    /// Tell the coordinator why this worker cannot run its step, and end.
+    async fn fail(&mut self, message: String) -> Option<Result<(), LinkError>> {
+        self.receiving = None;
+        let error = v1::WorkerError {
+            message: message.clone(),
+            fatal: true,
+        };
+        let _ = self.tx.send(msg(WBody::Error(error))).await;
+        Some(Err(LinkError::Step(message)))
+    }
+
+    /// Prepare an assigned step once its pool is in, off the link's
+    /// runtime (the rest of the pool inflates, the plan is decoded, its
+    /// client built), and say it is ready (or why it cannot run).
+    async fn prepare(&mut self, r: Receiving) -> Option<Result<(), LinkError>> {
         let (uplink, gate) = mpsc::unbounded_channel();
-        let step = a
-            .plan
-            .ok_or_else(|| "the assignment carries no plan".to_string())
-            .and_then(|plan| decode_plan(plan, a.plan_format).map_err(|e| e.to_string()))
-            .and_then(|plan| {
-                // its client's connections and tasks belong to the load's runtime
-                let _on_load = self.load.enter();
-                Step::new(plan, self.threads + 1, Some(uplink))
-                    .map(|s| {
-                        let planned = s.planned;
-                        (s, planned)
-                    })
-                    .map_err(|e| e.to_string())
-            });
-        match step {
+        let (load, threads, step_no) = (self.load.clone(), self.threads, r.step);
+        let made = tokio::task::spawn_blocking(move || {
+            let pool = r.pool.finish().map_err(|e| e.to_string())?;
+            let plan = r
+                .plan
+                .ok_or_else(|| "the assignment carries no plan".to_string())?;
+            let plan = decode_plan(plan, r.format, pool).map_err(|e| e.to_string())?;
+            // its client's connections and tasks belong to the load's runtime
+            let _on_load = load.enter();
+            Step::new(plan, threads + 1, Some(uplink))
+                .map(|s| {
+                    let planned = s.planned;
+                    (s, planned)
+                })
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("preparing the step failed: {e}")));
+        match made {
             Ok((step, planned)) => {
                 self.pending = Some(Pending {
                     step: Arc::new(step),
                     gate,
                 });
                 let ready = v1::Ready {
-                    step: a.step,
+                    step: step_no,
                     planned_requests: planned,
                     routes: self
                         .pending
@@ -416,14 +504,7 @@ impl Session {
                 self.unready = Some(ready);
                 None
             }
-            Err(message) => {
-                let error = v1::WorkerError {
-                    message: message.clone(),
-                    fatal: true,
-                };
-                let _ = self.tx.send(msg(WBody::Error(error))).await;
-                Some(Err(LinkError::Step(message)))
-            }
+            Err(message) => self.fail(message).await,
         }
     }
 }

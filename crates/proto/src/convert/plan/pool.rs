@@ -26,8 +26,9 @@ pub(super) const CHUNK_BYTES: usize = 4 << 20;
 ///
 /// Each chunk is compressed on its own and ends with a full flush (pigz's
 /// way): the chunks, concatenated, are one ordinary deflate stream, which
-/// [`inflate`] reads as before.
-pub(super) fn deflate_pool(entries: &[PoolEntry], shapes: &[OutputShape]) -> Vec<u8> {
+/// [`inflate_from`] reads. They are handed back in order, each on its own
+/// (`chunks::DeflatedPool` cuts them into messages).
+pub(super) fn deflate_pool(entries: &[PoolEntry], shapes: &[OutputShape]) -> Vec<Vec<u8>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(16));
     let (work, queue) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>, bool)>(threads);
     let queue = std::sync::Mutex::new(queue);
@@ -42,6 +43,7 @@ pub(super) fn deflate_pool(entries: &[PoolEntry], shapes: &[OutputShape]) -> Vec
                         .recv();
                     let Ok((i, raw, last)) = next else { break };
                     let out = compress_chunk(&raw, last);
+                    drop(raw);
                     done.lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .push((i, out));
@@ -77,11 +79,7 @@ pub(super) fn deflate_pool(entries: &[PoolEntry], shapes: &[OutputShape]) -> Vec
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     done.sort_unstable_by_key(|(i, _)| *i);
-    let mut out = Vec::with_capacity(done.iter().map(|(_, c)| c.len()).sum());
-    for (_, c) in done {
-        out.extend_from_slice(&c);
-    }
-    out
+    done.into_iter().map(|(_, c)| c).collect()
 }
 
 /// One entry as field 1 of the pool message; a text prompt is written from
@@ -137,14 +135,14 @@ fn compress_chunk(raw: &[u8], last: bool) -> Vec<u8> {
     out
 }
 
-/// The pool back from the wire, read field by field as it inflates: the
-/// inflated bytes are never held whole beside the entries decoded from them
-/// (a worker's peak is its share once, not twice).
-pub(super) fn inflate(bytes: &[u8]) -> Result<v1::Pool, PlanError> {
+/// The pool back from the wire, read field by field as it inflates from
+/// `r` (the deflate stream, whole or arriving in pieces): the inflated bytes
+/// are never held whole beside the entries decoded from them (a worker's
+/// peak is its share once, not twice).
+pub(super) fn inflate_from(r: impl std::io::Read) -> Result<v1::Pool, PlanError> {
     use prost::encoding::encode_varint;
     let corrupt = |e: &dyn std::fmt::Display| PlanError::Pool(e.to_string());
-    let mut r =
-        std::io::BufReader::with_capacity(256 << 10, flate2::read::DeflateDecoder::new(bytes));
+    let mut r = std::io::BufReader::with_capacity(256 << 10, r);
     let mut pool = v1::Pool::default();
     let mut field = Vec::new();
     while let Some(key) = read_varint(&mut r).map_err(|e| corrupt(&e))? {
