@@ -262,3 +262,56 @@ fn a_second_ctrl_c_exits_at_once() {
         "took {took:?} after the second ^C\n{output}"
     );
 }
+
+/// A Ctrl-C (SIGINT to the process group) while a long dataset is still
+/// being built stops `cicada run` at once, saying so, instead of when the
+/// build it no longer needs would have ended (minutes here; hours for
+/// 100,000 long prompts).
+#[test]
+fn a_signal_while_the_dataset_is_built_stops_at_once() {
+    let _g = serial();
+    let mock = slow_mock();
+    let dir = scratch();
+    let tokenizer = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/data/tokenizer.json"
+    );
+    let sc = write(
+        dir.path(),
+        "s.toml",
+        &format!(
+            r#"
+name = "stops-while-building"
+seed = 9
+[target]
+backend = "openai"
+base_url = "{}"
+model = "cicada-mock"
+ready_timeout = "0s"
+[tokenizer]
+source = "{tokenizer}"
+[dataset]
+input_len = 8192
+output_len = 8
+[load]
+num_prompts = 4000
+max_concurrency = 4
+"#,
+            mock.url
+        ),
+    );
+    let mut coordinator = coord_in_group(dir.path(), &sc);
+    // well inside the build: it takes minutes for 4,000 prompts of 8,192 tokens
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        coordinator.try_wait().unwrap().is_none(),
+        "the run ended before the signal: {:?}",
+        coord_output(dir.path())
+    );
+    kill(-(coordinator.id() as i32), libc::SIGINT);
+    let code = wait_exit(&mut coordinator, Duration::from_secs(15));
+    let (stdout, stderr) = coord_output(dir.path());
+    assert_eq!(code, Some(130), "{stdout}\n{stderr}");
+    assert!(stderr.contains("while preparing the run"), "{stderr}");
+    assert_eq!(mock.stats()["requests"].as_u64(), Some(0), "{stderr}");
+}

@@ -124,13 +124,20 @@ fn summarised(outcome: Result<cicada_coordinator::Runs, cicada_coordinator::RunE
 }
 
 /// Run a subcommand on a multi-threaded runtime; its exit code, which
-/// `code` makes of its outcome.
+/// `code` makes of its outcome. The runtime is shut down without waiting
+/// for blocking work the command left behind: a Ctrl-C while the dataset
+/// is built ends the command, and the build it abandoned must not hold
+/// the process for as long as it would have taken.
 fn block_on<T>(command: impl std::future::Future<Output = T>, code: impl FnOnce(T) -> i32) -> i32 {
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(runtime) => code(runtime.block_on(command)),
+        Ok(runtime) => {
+            let outcome = runtime.block_on(command);
+            runtime.shutdown_background();
+            code(outcome)
+        }
         Err(e) => {
             eprintln!("cicada: cannot start the runtime: {e}");
             1
