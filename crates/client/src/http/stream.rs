@@ -242,13 +242,8 @@ mod tests {
         server.await.unwrap();
     }
 
-    /// A request's head and body pieces go to the socket in one write
-    /// call (one `writev`), not one call each: the stamped socket takes
-    /// vectored writes, for our own writer and for hyper's (the traits'
-    /// default writes only the first piece per call, which made a chat
-    /// request four `send`s).
-    #[tokio::test]
-    async fn one_write_takes_every_piece_of_a_request() {
+    /// A loopback server that takes one connection and returns all it read.
+    fn server_keeping_what_it_reads() -> (std::net::SocketAddr, std::thread::JoinHandle<Vec<u8>>) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let server = std::thread::spawn(move || {
@@ -257,6 +252,17 @@ mod tests {
             s.read_to_end(&mut got).unwrap();
             got
         });
+        (addr, server)
+    }
+
+    /// A request's head and body pieces go to the socket in one write
+    /// call (one `writev`), not one call each: the stamped socket takes
+    /// vectored writes, for our own writer and for hyper's (the traits'
+    /// default writes only the first piece per call, which made a chat
+    /// request four `send`s).
+    #[tokio::test]
+    async fn one_write_takes_every_piece_of_a_request() {
+        let (addr, server) = server_keeping_what_it_reads();
         let parts: [&[u8]; 4] = [
             b"POST /v1/chat/completions HTTP/1.1\r\ncontent-length: 48\r\n\r\n",
             b"{\"messages\":[{\"content\":\"",
@@ -294,14 +300,7 @@ mod tests {
         parts.extend(small.iter().map(Vec::as_slice));
         let whole = parts.concat();
         for skip in [0, 5, 19, whole.len() - 10] {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = listener.local_addr().unwrap();
-            let server = std::thread::spawn(move || {
-                let (mut s, _) = listener.accept().unwrap();
-                let mut got = Vec::new();
-                s.read_to_end(&mut got).unwrap();
-                got
-            });
+            let (addr, server) = server_keeping_what_it_reads();
             let Opened { tcp, .. } = connect_and_send(addr, &[]).await.unwrap();
             let mut stream = Stream::Plain(StampedTcp::new(tcp));
             let (n, done) = stream.write_counted(&parts, skip).await;
