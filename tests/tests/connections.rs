@@ -190,10 +190,12 @@ fn a_server_ending_connections_every_few_requests_costs_no_request() {
         );
         // the server ended connections: without it two workers need 2 to 16
         // (HTTP/2 multiplexes); with it about one per 3 requests (HTTP/2
-        // takes the streams that cross its GOAWAY, so a few more each)
+        // takes the streams that cross its GOAWAY, so a few more each: 38
+        // to 66 connections seen, as many streams as were in flight when
+        // the GOAWAY came; the bound stays twice what no ending would need)
         let connections = mock.stats()["connections"].as_u64().unwrap();
         assert!(
-            connections >= 40,
+            connections >= 32,
             "{what}: {connections} connections for 240 requests"
         );
         eprintln!(
