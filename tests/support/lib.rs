@@ -354,6 +354,19 @@ pub fn run_scenario(
     extra: &[&str],
     limit: Duration,
 ) -> (Run, serde_json::Value) {
+    run_scenario_env(dir, name, text, workers, extra, &[], limit)
+}
+
+/// Like [`run_scenario`], with extra environment variables.
+pub fn run_scenario_env(
+    dir: &Path,
+    name: &str,
+    text: &str,
+    workers: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> (Run, serde_json::Value) {
     let sc = write(dir, &format!("{name}.toml"), text);
     let out = dir.join(format!("out-{name}"));
     let mut args = vec![
@@ -366,7 +379,7 @@ pub fn run_scenario(
         "--quiet",
     ];
     args.extend_from_slice(extra);
-    let r = coord_run(&args, limit);
+    let r = coord_run_env(&args, env, limit);
     let result = out.join("result.json");
     let j = if result.exists() {
         read_json(&result)

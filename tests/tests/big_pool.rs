@@ -65,23 +65,9 @@ fn deflates(stderr: &str) -> Vec<u64> {
 /// Run `text` with `workers` local workers and the test knobs in `env`.
 fn run(text: &str, workers: &str, env: &[(&str, &str)]) -> Run {
     let dir = scratch();
-    let sc = write(dir.path(), "s.toml", text);
-    let out = dir.path().join("out");
     let mut env = env.to_vec();
     env.push(("CICADA_LOG", "warn,cicada_coordinator::fleet=debug"));
-    coord_run_env(
-        &[
-            "run",
-            sc.to_str().unwrap(),
-            "--workers",
-            workers,
-            "--output-dir",
-            out.to_str().unwrap(),
-            "--quiet",
-        ],
-        &env,
-        LIMIT,
-    )
+    run_scenario_env(dir.path(), "s", text, workers, &[], &env, LIMIT).0
 }
 
 /// Striped shares (each worker its own entries), each in many pieces:
